@@ -1,0 +1,43 @@
+#pragma once
+// Block layouts of the quantized formats, byte for byte as ggml stores them.
+
+#include <cstdint>
+
+namespace smol {
+
+inline constexpr int QK_K = 256;  // weights per super-block of the k-quants
+inline constexpr int QK8_0 = 32;
+
+// 4.5 bits per weight: eight sub-blocks of 32 with 6-bit scales and mins.
+struct BlockQ4K {
+    std::uint16_t d;      // fp16 super-block scale for the scales
+    std::uint16_t dmin;   // fp16 super-block scale for the mins
+    std::uint8_t scales[12];  // 6-bit scales and mins, packed
+    std::uint8_t qs[QK_K / 2];  // 4-bit quants
+};
+static_assert(sizeof(BlockQ4K) == 144);
+
+// 6.5625 bits per weight: sixteen sub-blocks of 16 with 8-bit scales.
+struct BlockQ6K {
+    std::uint8_t ql[QK_K / 2];  // low 4 bits
+    std::uint8_t qh[QK_K / 4];  // high 2 bits
+    std::int8_t scales[QK_K / 16];
+    std::uint16_t d;  // fp16 super-block scale
+};
+static_assert(sizeof(BlockQ6K) == 210);
+
+// Activations: int8 with one float scale and the sums of each 16 quants.
+struct BlockQ8K {
+    float d;
+    std::int8_t qs[QK_K];
+    std::int16_t bsums[QK_K / 16];
+};
+static_assert(sizeof(BlockQ8K) == 292);
+
+struct BlockQ8_0 {
+    std::uint16_t d;  // fp16
+    std::int8_t qs[QK8_0];
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+}  // namespace smol
