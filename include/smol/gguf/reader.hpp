@@ -134,6 +134,8 @@ public:
     bool is_string() const { return type_ == ValueType::String; }
 
     std::optional<std::int64_t> as_int() const {
+        if (type_ == ValueType::U64 && as_uint() > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+            return std::nullopt;  // would wrap negative; as_uint() still reads it
         if (is_integer_type(type_) || type_ == ValueType::Bool) return load_integer(type_, scalar_);
         return std::nullopt;
     }
@@ -288,11 +290,13 @@ public:
 
     std::size_t offset() const { return pos_; }
     std::size_t remaining() const { return size_ - pos_; }
+    // What is being read ("metadata key 'x'", "tensor 'y'"), so a truncation names it.
+    void set_context(std::string context) { context_ = std::move(context); }
 
     const std::uint8_t* take(std::size_t n, std::string_view what) {
         if (n > remaining())
-            fail(file_, ": truncated at offset ", pos_, ": expected ", n, " bytes for ", what, ", but only ",
-                 remaining(), " remain (file size ", size_, ")");
+            fail(file_, ": truncated at offset ", pos_, context_.empty() ? "" : " in ", context_, ": expected ", n,
+                 " bytes for ", what, ", but only ", remaining(), " remain (file size ", size_, ")");
         const std::uint8_t* p = data_ + pos_;
         pos_ += n;
         return p;
@@ -307,8 +311,8 @@ public:
         const std::size_t at = pos_;
         const std::uint64_t length = read<std::uint64_t>(what);
         if (length > remaining())
-            fail(file_, ": string length ", length, " for ", what, " at offset ", at, " runs past the end of the file (",
-                 remaining(), " bytes remain)");
+            fail(file_, ": string length ", length, " for ", what, context_.empty() ? "" : " of ", context_,
+                 " at offset ", at, " runs past the end of the file (", remaining(), " bytes remain)");
         return {reinterpret_cast<const char*>(take(std::size_t(length), what)), std::size_t(length)};
     }
 
@@ -317,6 +321,7 @@ private:
     const std::uint8_t* data_;
     std::size_t size_;
     std::size_t pos_ = 0;
+    std::string context_;
 };
 
 }  // namespace detail
@@ -421,8 +426,10 @@ private:
         metadata_.reserve(std::size_t(kv_count));
         for (std::uint64_t i = 0; i < kv_count; ++i) {
             const std::size_t key_at = in.offset();
+            in.set_context("metadata entry " + std::to_string(i));
             std::string key(in.read_string("a metadata key"));
             if (key.empty()) fail(name_, ": empty metadata key at offset ", key_at);
+            in.set_context("metadata key '" + key + "'");
             const auto type = read_value_type(in, key);
             Value value = read_value(in, type, key, 0);
             if (!key_index_.emplace(key, metadata_.size()).second)
@@ -441,7 +448,10 @@ private:
         }
 
         tensors_.reserve(std::size_t(tensor_count));
-        for (std::uint64_t i = 0; i < tensor_count; ++i) tensors_.push_back(read_tensor_info(in));
+        for (std::uint64_t i = 0; i < tensor_count; ++i) {
+            in.set_context("tensor entry " + std::to_string(i));
+            tensors_.push_back(read_tensor_info(in));
+        }
 
         const std::uint64_t header_end = in.offset();
         data_offset_ = (header_end + alignment_ - 1) / alignment_ * alignment_;
@@ -491,24 +501,22 @@ private:
             fail(name_, ": metadata key '", key, "': array of ", array.count, " ", value_type_name(array.element_type),
                  " at offset ", count_at, " cannot fit in the ", in.remaining(), " bytes that follow");
         if (element_size) {
+            const std::size_t elements_at = in.offset();
             array.packed = in.take(std::size_t(array.count) * element_size, "array elements");
             if (array.element_type == ValueType::Bool)
                 for (std::uint64_t i = 0; i < array.count; ++i)
                     if (array.packed[i] > 1)
                         fail(name_, ": metadata key '", key, "': element ", i, " is not a bool (found ",
-                             int(array.packed[i]), ")");
+                             int(array.packed[i]), ") at offset ", elements_at + i);
         } else if (array.element_type == ValueType::String) {
             array.strings.reserve(std::size_t(array.count));
             for (std::uint64_t i = 0; i < array.count; ++i) array.strings.push_back(in.read_string("an array string"));
         } else {
+            // As gguf-py writes them: each element is a bare array (element type, count, items), with
+            // no type tag of its own since the outer array's element type already says "array".
             array.nested.reserve(std::size_t(array.count));
-            for (std::uint64_t i = 0; i < array.count; ++i) {
-                const auto nested_type = read_value_type(in, key);
-                if (nested_type != ValueType::Array)
-                    fail(name_, ": metadata key '", key, "': nested array element ", i, " has type ",
-                         value_type_name(nested_type), ", expected array");
+            for (std::uint64_t i = 0; i < array.count; ++i)
                 array.nested.push_back(read_value(in, ValueType::Array, key, depth + 1));
-            }
         }
         return Value::array(std::move(array));
     }
@@ -518,6 +526,7 @@ private:
         t.info_offset = in.offset();
         t.name = std::string(in.read_string("a tensor name"));
         if (t.name.empty()) fail(name_, ": empty tensor name in the entry at offset ", t.info_offset);
+        in.set_context("tensor '" + t.name + "' (entry at offset " + std::to_string(t.info_offset) + ")");
         const std::uint32_t n_dims = in.read<std::uint32_t>("a tensor's dimension count");
         if (n_dims == 0 || n_dims > kMaxDims)
             fail(name_, ": tensor '", t.name, "' (entry at offset ", t.info_offset, "): expected 1 to ", kMaxDims,

@@ -2,6 +2,7 @@
 // GGUF writer: builds a GGUF v3 file from metadata and tensors. Tensor data can be given up
 // front or produced on demand while writing, so multi-gigabyte files stream to disk.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -102,9 +103,13 @@ public:
         file.write(reinterpret_cast<const char*>(head.data()), std::streamsize(head.size()));
         static const char zeros[64] = {};
         for (const auto& t : tensors_) {
-            const std::uint64_t padding = align(written) - written;
-            file.write(zeros, std::streamsize(padding));
-            written += padding;
+            // Padding can exceed the zero buffer (alignments above 64), so write it in pieces.
+            for (std::uint64_t padding = align(written) - written; padding > 0;) {
+                const std::uint64_t piece = std::min<std::uint64_t>(padding, sizeof zeros);
+                file.write(zeros, std::streamsize(piece));
+                padding -= piece;
+                written += piece;
+            }
             auto bytes = produce(t);
             file.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
             written += bytes.size();
