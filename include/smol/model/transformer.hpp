@@ -1,0 +1,191 @@
+#pragma once
+// The SmolLM3 forward pass for one compiled config, top to bottom in one place.
+//
+// A call processes a batch of tokens from one or more sequences (each with its own KV cache):
+// prompt processing and single-token decode are the same code path with a different batch.
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "smol/core/error.hpp"
+#include "smol/model/config.hpp"
+#include "smol/model/kv_cache.hpp"
+#include "smol/model/model.hpp"
+#include "smol/model/weights.hpp"
+#include "smol/ops/attention.hpp"
+#include "smol/ops/matmul.hpp"
+#include "smol/ops/rmsnorm.hpp"
+#include "smol/ops/rope.hpp"
+#include "smol/ops/swiglu.hpp"
+#include "smol/quant/reference.hpp"
+
+namespace smol {
+
+template <class Config>
+class Transformer final : public Model {
+public:
+    Transformer(gguf::File file, const LoadOptions& options)
+        : Model(std::move(file)), weights_(bind_weights<Config>(this->file())), max_batch_(options.max_batch) {
+        if (max_batch_ <= 0) fail("load options: expected a positive batch size, found ", max_batch_);
+        info_ = describe<Config>(this->file(), weights_.matrix_bytes);
+        const std::size_t n = std::size_t(max_batch_);
+        x_.resize(n * Config::d_model);
+        xn_.resize(n * Config::d_model);
+        q_.resize(n * Config::d_q);
+        k_.resize(n * Config::d_kv);
+        v_.resize(n * Config::d_kv);
+        att_.resize(n * Config::d_q);
+        gate_.resize(n * Config::d_ffn);
+        up_.resize(n * Config::d_ffn);
+        positions_.resize(n);
+        logit_rows_.resize(n * Config::d_model);
+    }
+
+    KvCache make_cache(int context) const override {
+        if (context <= 0) context = kDefaultContext;
+        if (context > Config::hp.max_context)
+            fail("context of ", context, " tokens requested, but ", Config::name, " supports at most ",
+                 Config::hp.max_context);
+        return KvCache(Config::n_layers, Config::n_kv_heads, Config::head_dim, context);
+    }
+
+    void forward(std::span<const SequenceBatch> batch, float* logits) override {
+        for (const auto& s : batch) {
+            if (!s.cache) fail("forward: a sequence in the batch has no KV cache");
+            if (s.cache->n_layers() != Config::n_layers || s.cache->n_kv_heads() != Config::n_kv_heads ||
+                s.cache->head_dim() != Config::head_dim)
+                fail("forward: KV cache shape does not match ", Config::name);
+            s.cache->reserve_positions(s.cache->size(), int(s.tokens.size()));
+            for (std::int32_t id : s.tokens)
+                if (id < 0 || id >= Config::n_vocab)
+                    fail("forward: token id ", id, " is outside the vocabulary [0, ", Config::n_vocab, ")");
+        }
+        // Split the batch into chunks of at most max_batch tokens; a sequence may straddle two
+        // chunks, since each chunk commits its positions before the next one runs.
+        std::vector<Segment> chunk;
+        int chunk_tokens = 0;
+        for (const auto& s : batch) {
+            std::size_t done = 0;
+            while (done < s.tokens.size()) {
+                const std::size_t take = std::min(s.tokens.size() - done, std::size_t(max_batch_ - chunk_tokens));
+                const bool last_piece = done + take == s.tokens.size();
+                chunk.push_back({s.cache, s.tokens.subspan(done, take), s.all_logits ? LogitRows::All
+                                                                         : last_piece ? LogitRows::Last
+                                                                                      : LogitRows::None});
+                chunk_tokens += int(take);
+                done += take;
+                if (chunk_tokens == max_batch_) {
+                    logits = run_chunk(chunk, chunk_tokens, logits);
+                    chunk.clear();
+                    chunk_tokens = 0;
+                }
+            }
+        }
+        if (chunk_tokens) run_chunk(chunk, chunk_tokens, logits);
+    }
+
+    const ModelWeights& weights() const { return weights_; }
+
+private:
+    enum class LogitRows { None, Last, All };
+    struct Segment {  // contiguous tokens of one sequence inside a chunk
+        KvCache* cache;
+        std::span<const std::int32_t> tokens;
+        LogitRows logit_rows;
+    };
+
+    // Runs one chunk and writes its logit rows at `logits`; returns the end of what it wrote.
+    float* run_chunk(const std::vector<Segment>& segments, int n_tokens, float* logits) {
+        constexpr int d = Config::d_model;
+        // x: [n_tokens, d_model] token embeddings (one dequantized row each)
+        int t = 0;
+        for (const auto& s : segments)
+            for (std::size_t i = 0; i < s.tokens.size(); ++i, ++t) {
+                positions_[t] = s.cache->size() + int(i);
+                const auto& e = weights_.token_embd;
+                dequantize_row(e.type, e.data + std::size_t(s.tokens[i]) * e.row_bytes, x_.data() + std::size_t(t) * d, d);
+            }
+        rope_.compute(positions_.data(), n_tokens, Config::head_dim, Config::hp.rope_theta);
+
+        [&]<std::size_t... L>(std::index_sequence<L...>) {
+            (layer<Config::uses_rope(int(L))>(int(L), segments, n_tokens), ...);
+        }(std::make_index_sequence<Config::n_layers>{});
+
+        for (const auto& s : segments) s.cache->commit_positions(int(s.tokens.size()));
+
+        // Final norm and the tied LM head, only for the rows whose logits are wanted.
+        // logit_rows_: [n_wanted, d_model]
+        std::int64_t n_wanted = 0;
+        t = 0;
+        for (const auto& s : segments) {
+            const int n = int(s.tokens.size());
+            const int first = s.logit_rows == LogitRows::All ? 0 : s.logit_rows == LogitRows::Last ? n - 1 : n;
+            for (int i = first; i < n; ++i, ++n_wanted)
+                std::memcpy(logit_rows_.data() + n_wanted * d, x_.data() + std::size_t(t + i) * d, d * sizeof(float));
+            t += n;
+        }
+        if (n_wanted == 0) return logits;
+        rmsnorm(logit_rows_.data(), weights_.output_norm.data(), logit_rows_.data(), n_wanted, d, Config::hp.norm_eps);
+        matmul(weights_.token_embd, logit_rows_.data(), n_wanted, logits, scratch_);  // [n_wanted, n_vocab]
+        return logits + n_wanted * Config::n_vocab;
+    }
+
+    // One decoder layer: pre-norm attention and pre-norm SwiGLU MLP, each with a residual add.
+    template <bool kRope>
+    void layer(int il, const std::vector<Segment>& segments, int n_tokens) {
+        constexpr int d = Config::d_model;
+        const LayerWeights& w = weights_.layers[std::size_t(il)];
+        const float eps = Config::hp.norm_eps;
+
+        rmsnorm(x_.data(), w.attn_norm.data(), xn_.data(), n_tokens, d, eps);  // xn: [n_tokens, d_model]
+        matmul(w.attn_q, xn_.data(), n_tokens, q_.data(), scratch_);            // q: [n_tokens, n_heads * head_dim]
+        matmul(w.attn_k, xn_.data(), n_tokens, k_.data(), scratch_);            // k: [n_tokens, n_kv_heads * head_dim]
+        matmul(w.attn_v, xn_.data(), n_tokens, v_.data(), scratch_);            // v: [n_tokens, n_kv_heads * head_dim]
+        if constexpr (kRope) {
+            apply_rope(q_.data(), n_tokens, Config::n_heads, Config::head_dim, rope_);
+            apply_rope(k_.data(), n_tokens, Config::n_kv_heads, Config::head_dim, rope_);
+        }
+        std::int64_t t = 0;
+        for (const auto& s : segments) {  // att: [n_tokens, n_heads * head_dim]
+            const std::int64_t n = std::int64_t(s.tokens.size());
+            const int first = s.cache->size();
+            kv_store(*s.cache, il, first, k_.data() + t * Config::d_kv, v_.data() + t * Config::d_kv, n);
+            attention(*s.cache, il, first, q_.data() + t * Config::d_q, att_.data() + t * Config::d_q, n, Config::n_heads);
+            t += n;
+        }
+        matmul(w.attn_output, att_.data(), n_tokens, xn_.data(), scratch_);  // xn: [n_tokens, d_model]
+        add_in_place(x_.data(), xn_.data(), std::int64_t(n_tokens) * d);
+
+        rmsnorm(x_.data(), w.ffn_norm.data(), xn_.data(), n_tokens, d, eps);  // xn: [n_tokens, d_model]
+        matmul(w.ffn_gate, xn_.data(), n_tokens, gate_.data(), scratch_);     // gate: [n_tokens, d_ffn]
+        matmul(w.ffn_up, xn_.data(), n_tokens, up_.data(), scratch_);         // up: [n_tokens, d_ffn]
+        swiglu(gate_.data(), up_.data(), gate_.data(), std::int64_t(n_tokens) * Config::d_ffn);
+        matmul(w.ffn_down, gate_.data(), n_tokens, xn_.data(), scratch_);     // xn: [n_tokens, d_model]
+        add_in_place(x_.data(), xn_.data(), std::int64_t(n_tokens) * d);
+    }
+
+    static void add_in_place(float* x, const float* y, std::int64_t n) {
+        for (std::int64_t i = 0; i < n; ++i) x[i] += y[i];
+    }
+
+    ModelWeights weights_;
+    int max_batch_;
+    MatmulScratch scratch_;
+    RopeTable rope_;
+    std::vector<float> x_;      // [max_batch, d_model] residual stream
+    std::vector<float> xn_;     // [max_batch, d_model] normed input / sublayer output
+    std::vector<float> q_;      // [max_batch, n_heads * head_dim]
+    std::vector<float> k_;      // [max_batch, n_kv_heads * head_dim]
+    std::vector<float> v_;      // [max_batch, n_kv_heads * head_dim]
+    std::vector<float> att_;    // [max_batch, n_heads * head_dim]
+    std::vector<float> gate_;   // [max_batch, d_ffn]
+    std::vector<float> up_;     // [max_batch, d_ffn]
+    std::vector<std::int32_t> positions_;  // [max_batch]
+    std::vector<float> logit_rows_;  // [max_batch, d_model] final hidden states whose logits are wanted
+};
+
+}  // namespace smol

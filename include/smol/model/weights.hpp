@@ -1,0 +1,99 @@
+#pragma once
+// Binds the tensors of a GGUF file to the weights of a SmolLM3-architecture network, checking
+// every name, shape and type against the compiled config. Weights stay in the mapped file.
+
+#include <string>
+#include <vector>
+
+#include "smol/core/error.hpp"
+#include "smol/gguf/reader.hpp"
+#include "smol/model/config.hpp"
+#include "smol/ops/matmul.hpp"
+#include "smol/quant/reference.hpp"
+
+namespace smol {
+
+struct LayerWeights {
+    std::vector<float> attn_norm;  // [d_model]
+    MatrixView attn_q;             // [d_q rows, d_model cols]
+    MatrixView attn_k;             // [d_kv, d_model]
+    MatrixView attn_v;             // [d_kv, d_model]
+    MatrixView attn_output;        // [d_model, d_q]
+    std::vector<float> ffn_norm;   // [d_model]
+    MatrixView ffn_gate;           // [d_ffn, d_model]
+    MatrixView ffn_up;             // [d_ffn, d_model]
+    MatrixView ffn_down;           // [d_model, d_ffn]
+};
+
+struct ModelWeights {
+    MatrixView token_embd;            // [n_vocab, d_model]; also the LM head (tied embeddings)
+    std::vector<float> output_norm;   // [d_model]
+    std::vector<LayerWeights> layers;
+    std::uint64_t matrix_bytes = 0;   // bytes of every matrix read once per token (for GB/s)
+};
+
+namespace detail {
+
+inline bool has_kernels(TensorType type) {
+    return type == TensorType::F32 || type == TensorType::F16 || type == TensorType::BF16 ||
+           type == TensorType::Q8_0 || type == TensorType::Q4_K || type == TensorType::Q6_K;
+}
+
+inline const gguf::TensorInfo& expect_tensor(const gguf::File& file, const std::string& name,
+                                             std::vector<std::int64_t> shape) {
+    const gguf::TensorInfo& t = file.tensor(name);
+    if (t.shape != shape) {
+        gguf::TensorInfo expected;
+        expected.shape = shape;
+        fail(file.name(), ": tensor '", name, "' (entry at offset ", t.info_offset, "): expected shape ",
+             expected.shape_string(), ", found ", t.shape_string());
+    }
+    if (!has_kernels(t.type))
+        fail(file.name(), ": tensor '", name, "': type ", type_name(t.type),
+             " is not supported (expected F32, F16, BF16, Q8_0, Q4_K or Q6_K)");
+    return t;
+}
+
+inline MatrixView matrix(const gguf::File& file, const std::string& name, std::int64_t rows, std::int64_t cols) {
+    const auto& t = expect_tensor(file, name, {cols, rows});
+    return MatrixView{t.type, t.data, rows, cols, t.row_bytes()};
+}
+
+// Norm weights are tiny: held as floats whatever the file stores.
+inline std::vector<float> vector(const gguf::File& file, const std::string& name, std::int64_t n) {
+    const auto& t = expect_tensor(file, name, {n});
+    std::vector<float> out(static_cast<std::size_t>(n));
+    dequantize_row(t.type, t.data, out.data(), n);
+    return out;
+}
+
+}  // namespace detail
+
+template <class Config>
+ModelWeights bind_weights(const gguf::File& file) {
+    ModelWeights w;
+    w.token_embd = detail::matrix(file, "token_embd.weight", Config::n_vocab, Config::d_model);
+    if (file.find_tensor("output.weight"))
+        fail(file.name(), ": found 'output.weight', but ", Config::name, " ties its LM head to token_embd.weight");
+    w.output_norm = detail::vector(file, "output_norm.weight", Config::d_model);
+    w.matrix_bytes = w.token_embd.row_bytes * std::uint64_t(Config::n_vocab);
+    for (int il = 0; il < Config::n_layers; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        LayerWeights l;
+        l.attn_norm = detail::vector(file, p + "attn_norm.weight", Config::d_model);
+        l.attn_q = detail::matrix(file, p + "attn_q.weight", Config::d_q, Config::d_model);
+        l.attn_k = detail::matrix(file, p + "attn_k.weight", Config::d_kv, Config::d_model);
+        l.attn_v = detail::matrix(file, p + "attn_v.weight", Config::d_kv, Config::d_model);
+        l.attn_output = detail::matrix(file, p + "attn_output.weight", Config::d_model, Config::d_q);
+        l.ffn_norm = detail::vector(file, p + "ffn_norm.weight", Config::d_model);
+        l.ffn_gate = detail::matrix(file, p + "ffn_gate.weight", Config::d_ffn, Config::d_model);
+        l.ffn_up = detail::matrix(file, p + "ffn_up.weight", Config::d_ffn, Config::d_model);
+        l.ffn_down = detail::matrix(file, p + "ffn_down.weight", Config::d_model, Config::d_ffn);
+        for (const MatrixView* m : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+            w.matrix_bytes += m->row_bytes * std::uint64_t(m->rows);
+        w.layers.push_back(std::move(l));
+    }
+    return w;
+}
+
+}  // namespace smol

@@ -1,0 +1,247 @@
+// Reference agreement: smol's logits and greedy tokens against llama.cpp's, on the two tiny
+// SmolLM3-architecture fixtures (pass criteria from tests/data's README, i.e. the fixtures').
+
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "smol/smol.hpp"
+
+namespace {
+
+struct Fixture {
+    std::string dir;
+    std::string model_file;
+    double max_nmse;          // per row
+    double argmax_margin;     // argmax must agree where the reference top-2 margin is at least this
+    std::string config_name;  // the compiled config the registry must pick
+};
+
+const Fixture kFloat{"tiny-f32", "smollm3-tiny-f32.gguf", 1e-4, 0.1, "SmolLM3-tiny-256"};
+const Fixture kQuantized{"tiny", "smollm3-tiny-Q4_K_M.gguf", 2e-3, 2.0, "SmolLM3-tiny-512"};
+
+std::string path_of(const Fixture& f, const std::string& file) {
+    return std::string(SMOL_TEST_DATA_DIR) + "/" + f.dir + "/" + file;
+}
+
+std::vector<std::vector<std::int32_t>> read_prompts(const Fixture& f) {
+    std::ifstream in(path_of(f, "prompts.txt"));
+    REQUIRE(in);
+    std::vector<std::vector<std::int32_t>> prompts;
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        std::vector<std::int32_t> ids;
+        std::stringstream ss(line);
+        std::string item;
+        while (std::getline(ss, item, ',')) ids.push_back(std::stoi(item));
+        prompts.push_back(ids);
+    }
+    return prompts;
+}
+
+std::vector<float> read_floats(const std::string& path) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    REQUIRE(in);
+    const auto bytes = std::size_t(in.tellg());
+    std::vector<float> out(bytes / sizeof(float));
+    in.seekg(0);
+    in.read(reinterpret_cast<char*>(out.data()), std::streamsize(bytes));
+    return out;
+}
+
+nlohmann::json read_json(const std::string& path) {
+    std::ifstream in(path);
+    REQUIRE(in);
+    return nlohmann::json::parse(in);
+}
+
+double nmse(const float* a, const float* b, int n) {
+    double err = 0, ref = 0;
+    for (int i = 0; i < n; ++i) {
+        err += double(a[i] - b[i]) * double(a[i] - b[i]);
+        ref += double(b[i]) * double(b[i]);
+    }
+    return err / ref;
+}
+
+int argmax(const float* x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; ++i)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+double top2_margin(const float* x, int n) {
+    float a = -INFINITY, b = -INFINITY;
+    for (int i = 0; i < n; ++i) {
+        if (x[i] > a) {
+            b = a;
+            a = x[i];
+        } else if (x[i] > b) {
+            b = x[i];
+        }
+    }
+    return double(a) - double(b);
+}
+
+// Checks rows of smol's logits against the reference rows with the fixture's criteria.
+void check_rows(const Fixture& f, const std::vector<float>& ours, const std::vector<float>& ref, int n_rows, int n_vocab,
+                const char* path_name) {
+    double worst = 0;
+    int argmax_checked = 0;
+    for (int r = 0; r < n_rows; ++r) {
+        const float* a = ours.data() + std::size_t(r) * n_vocab;
+        const float* b = ref.data() + std::size_t(r) * n_vocab;
+        const double e = nmse(a, b, n_vocab);
+        worst = std::max(worst, e);
+        CHECK_MESSAGE(e < f.max_nmse, path_name, " row ", r, ": NMSE ", e, " over the bound ", f.max_nmse);
+        if (top2_margin(b, n_vocab) >= f.argmax_margin) {
+            ++argmax_checked;
+            CHECK_MESSAGE(argmax(a, n_vocab) == argmax(b, n_vocab), path_name, " row ", r, ": argmax differs");
+        }
+    }
+    MESSAGE(f.dir, " ", path_name, ": ", n_rows, " rows, worst NMSE ", worst, ", argmax checked on ", argmax_checked);
+}
+
+void check_fixture(const Fixture& f) {
+    auto model = smol::load_model(path_of(f, f.model_file));
+    CHECK(model->info().config_name == f.config_name);
+    const int n_vocab = model->n_vocab();
+    const auto prompts = read_prompts(f);
+    REQUIRE(!prompts.empty());
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+        const auto& prompt = prompts[p];
+        const int n = int(prompt.size());
+        CAPTURE(p);
+        const auto ref = read_floats(path_of(f, "ref-p" + std::to_string(p) + ".logits.f32"));
+        REQUIRE(ref.size() == std::size_t(n) * n_vocab);
+
+        // 1. The whole prompt in one batched call.
+        auto cache = model->make_cache(512);
+        std::vector<float> batched(std::size_t(n) * n_vocab);
+        model->forward(cache, prompt, batched.data(), true);
+        check_rows(f, batched, ref, n, n_vocab, "batched");
+
+        // 2. The same prompt one token at a time through the KV cache (the decode path).
+        auto step_cache = model->make_cache(512);
+        std::vector<float> stepped(std::size_t(n) * n_vocab);
+        for (int t = 0; t < n; ++t)
+            model->forward(step_cache, std::span(prompt).subspan(std::size_t(t), 1), stepped.data() + std::size_t(t) * n_vocab,
+                           false);
+        check_rows(f, stepped, ref, n, n_vocab, "one-token");
+
+        // 3. Greedy decoding after the prompt, one token at a time.
+        const auto greedy = read_json(path_of(f, "ref-p" + std::to_string(p) + ".greedy.json"));
+        const auto expected = greedy["greedy"].get<std::vector<int>>();
+        const int checked = greedy["checked"].get<int>();
+        std::vector<float> last(static_cast<std::size_t>(n_vocab));
+        std::copy(batched.end() - n_vocab, batched.end(), last.begin());
+        std::vector<int> produced;
+        for (int i = 0; i < checked; ++i) {
+            const std::int32_t next = argmax(last.data(), n_vocab);
+            produced.push_back(next);
+            if (i + 1 < checked) model->forward(cache, std::span(&next, 1), last.data(), false);
+        }
+        CHECK(produced == std::vector<int>(expected.begin(), expected.begin() + checked));
+        MESSAGE(f.dir, " p", p, ": ", checked, " greedy tokens checked");
+    }
+}
+
+}  // namespace
+
+TEST_CASE("float fixture: logits and greedy tokens match the reference") {
+    omp_set_num_threads(2);
+    check_fixture(kFloat);
+}
+
+TEST_CASE("Q4_K_M fixture: logits and greedy tokens match the reference") {
+    omp_set_num_threads(2);
+    check_fixture(kQuantized);
+}
+
+TEST_CASE("several sequences in one batch give the same logits as each alone") {
+    auto model = smol::load_model(path_of(kQuantized, kQuantized.model_file));
+    const int n_vocab = model->n_vocab();
+    const auto prompts = read_prompts(kQuantized);
+    REQUIRE(prompts.size() >= 3);
+
+    // Alone: the last logits of each prompt, then one more token each.
+    std::vector<std::vector<float>> alone;
+    for (int p = 0; p < 3; ++p) {
+        auto cache = model->make_cache(256);
+        std::vector<float> logits(static_cast<std::size_t>(n_vocab));
+        model->forward(cache, prompts[std::size_t(p)], logits.data(), false);
+        const std::int32_t next = argmax(logits.data(), n_vocab);
+        model->forward(cache, std::span(&next, 1), logits.data(), false);
+        alone.push_back(logits);
+    }
+    // Together: all prompts in one call, then one decode step for all three in one call.
+    std::vector<smol::KvCache> caches;
+    for (int p = 0; p < 3; ++p) caches.push_back(model->make_cache(256));
+    std::vector<smol::SequenceBatch> batch;
+    for (int p = 0; p < 3; ++p) batch.push_back({&caches[std::size_t(p)], prompts[std::size_t(p)], false});
+    std::vector<float> logits(3 * std::size_t(n_vocab));
+    model->forward(batch, logits.data());
+    std::vector<std::int32_t> next(3);
+    for (int p = 0; p < 3; ++p) {
+        next[std::size_t(p)] = argmax(logits.data() + std::size_t(p) * n_vocab, n_vocab);
+        batch[std::size_t(p)].tokens = std::span(&next[std::size_t(p)], 1);
+    }
+    model->forward(batch, logits.data());
+    for (int p = 0; p < 3; ++p) {
+        CAPTURE(p);
+        CHECK(nmse(logits.data() + std::size_t(p) * n_vocab, alone[std::size_t(p)].data(), n_vocab) < 1e-8);
+    }
+}
+
+TEST_CASE("prompts longer than the batch are processed in chunks with the same result") {
+    smol::LoadOptions small_batches;
+    small_batches.max_batch = 7;
+    auto chunked = smol::load_model(path_of(kFloat, kFloat.model_file), small_batches);
+    const auto prompts = read_prompts(kFloat);
+    const auto& prompt = prompts.back();
+    const int n = int(prompt.size());
+    const int n_vocab = chunked->n_vocab();
+    auto cache = chunked->make_cache(512);
+    std::vector<float> logits(std::size_t(n) * n_vocab);
+    chunked->forward(cache, prompt, logits.data(), true);
+    const auto ref = read_floats(path_of(kFloat, "ref-p" + std::to_string(prompts.size() - 1) + ".logits.f32"));
+    check_rows(kFloat, logits, ref, n, n_vocab, "chunked");
+    CHECK(cache.size() == n);
+}
+
+TEST_CASE("the KV cache reports a full context clearly") {
+    auto model = smol::load_model(path_of(kFloat, kFloat.model_file));
+    auto cache = model->make_cache(4);
+    std::vector<std::int32_t> tokens{1, 2, 3};
+    std::vector<float> logits(static_cast<std::size_t>(model->n_vocab()));
+    model->forward(cache, tokens, logits.data(), false);
+    CHECK_THROWS_WITH_AS(model->forward(cache, tokens, logits.data(), false),
+                         doctest::Contains("context full: 3 tokens are cached and 3 more do not fit in the context of 4"),
+                         smol::Error);
+    CHECK(cache.size() == 3);  // the failed call changed nothing
+    CHECK_THROWS_WITH_AS(model->make_cache(1 << 20), doctest::Contains("supports at most 65536"), smol::Error);
+    std::vector<std::int32_t> bad{4096};
+    CHECK_THROWS_WITH_AS(model->forward(cache, bad, logits.data(), false), doctest::Contains("outside the vocabulary"),
+                         smol::Error);
+}
+
+TEST_CASE("a file is loaded by the config that matches it, and a mismatch is explained") {
+    auto file = smol::gguf::File::open(path_of(kFloat, kFloat.model_file));
+    CHECK(smol::config_mismatches<smol::SmolLM3_TinyF32>(file).empty());
+    const auto mismatches = smol::config_mismatches<smol::SmolLM3_3B>(file);
+    CHECK(!mismatches.empty());
+    CHECK_THROWS_WITH_AS(smol::load_as<smol::SmolLM3_3B>(std::move(file)),
+                         doctest::Contains("smollm3.block_count: expected 36, found 8"), smol::Error);
+    auto vocab_only = smol::gguf::File::open(std::string(SMOL_TEST_DATA_DIR) + "/vocab/smollm3-vocab.gguf");
+    CHECK(smol::config_mismatches<smol::SmolLM3_3B>(vocab_only).empty());  // metadata matches ...
+    CHECK_THROWS_WITH_AS(smol::load_model(std::move(vocab_only)),          // ... but it holds no weights
+                         doctest::Contains("missing required tensor 'token_embd.weight'"), smol::Error);
+}

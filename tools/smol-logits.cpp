@@ -1,0 +1,110 @@
+// smol-logits: the logits of every position of a token sequence, for comparing smol with
+// another engine. Writes little-endian float32 [n_tokens][n_vocab] to -o, or a summary.
+//
+//   smol-logits -m MODEL --tokens 1,2,3 [-o out.f32] [-t THREADS]
+
+#include <omp.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "smol/smol.hpp"
+
+namespace {
+
+void usage(std::FILE* out) {
+    std::fprintf(out,
+                 "usage: smol-logits -m MODEL --tokens ID,ID,... [-o OUT.f32] [-t THREADS] [--batch N]\n"
+                 "  Runs the tokens through the model in one batch and writes the logits of every position\n"
+                 "  as little-endian float32 [n_tokens][n_vocab] to OUT (default: print the top tokens).\n");
+}
+
+std::vector<std::int32_t> parse_tokens(const std::string& list) {
+    std::vector<std::int32_t> ids;
+    std::size_t at = 0;
+    while (at <= list.size()) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        const std::string item = list.substr(at, comma - at);
+        std::size_t used = 0;
+        long long v = 0;
+        try {
+            v = std::stoll(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != item.size() || v < 0 || v > INT32_MAX)
+            smol::fail("--tokens: expected comma-separated token ids, found '", item, "'");
+        ids.push_back(std::int32_t(v));
+        at = comma + 1;
+    }
+    return ids;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string model_path, tokens_arg, out_path;
+    int threads = 0, batch = 512;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "smol-logits: %s needs a value\n", a.c_str());
+                usage(stderr);
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "-m" || a == "--model") model_path = value();
+        else if (a == "--tokens") tokens_arg = value();
+        else if (a == "-o" || a == "--output") out_path = value();
+        else if (a == "-t" || a == "--threads") threads = std::atoi(value().c_str());
+        else if (a == "--batch") batch = std::atoi(value().c_str());
+        else if (a == "-h" || a == "--help") {
+            usage(stdout);
+            return 0;
+        } else {
+            std::fprintf(stderr, "smol-logits: unknown argument '%s'\n", a.c_str());
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (model_path.empty() || tokens_arg.empty()) {
+        usage(stderr);
+        return 2;
+    }
+    try {
+        if (threads > 0) omp_set_num_threads(threads);
+        const auto tokens = parse_tokens(tokens_arg);
+        smol::LoadOptions options;
+        options.max_batch = batch;
+        auto model = smol::load_model(model_path, options);
+        const int n_vocab = model->n_vocab();
+        auto cache = model->make_cache(std::max<int>(int(tokens.size()), smol::kDefaultContext));
+        std::vector<float> logits(tokens.size() * std::size_t(n_vocab));
+        model->forward(cache, tokens, logits.data(), /*all_logits=*/true);
+        if (!out_path.empty()) {
+            std::ofstream out(out_path, std::ios::binary);
+            out.write(reinterpret_cast<const char*>(logits.data()), std::streamsize(logits.size() * sizeof(float)));
+            if (!out) smol::fail(out_path, ": write failed");
+            std::fprintf(stderr, "smol-logits: wrote %zu x %d logits to %s (%s)\n", tokens.size(), n_vocab,
+                         out_path.c_str(), model->info().config_name.c_str());
+        } else {
+            for (std::size_t t = 0; t < tokens.size(); ++t) {
+                const float* row = logits.data() + t * std::size_t(n_vocab);
+                int best = 0;
+                for (int v = 1; v < n_vocab; ++v)
+                    if (row[v] > row[best]) best = v;
+                std::printf("%zu: token %d -> argmax %d (%.4f)\n", t, tokens[t], best, row[best]);
+            }
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "smol-logits: error: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}
