@@ -1,0 +1,184 @@
+#pragma once
+// Run-time CPU feature detection. An instruction set is usable only when the CPU has it (cpuid)
+// AND the operating system saves its registers on context switches (xgetbv XCR0), so both
+// are checked. The kernel set smol runs is the best usable one, or a lower one forced with
+// SMOL_ISA=scalar|avx2|avx512 (tests and benchmarks compare kernel sets this way).
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "smol/core/error.hpp"
+
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+#define SMOL_X86 1
+#include <cpuid.h>
+#endif
+
+namespace smol {
+
+// Kernel sets, ordered: a higher one needs everything a lower one needs.
+enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2 };
+
+inline std::string_view isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::scalar: return "scalar";
+        case Isa::avx2: return "avx2";
+        case Isa::avx512: return "avx512";
+    }
+    return "?";
+}
+
+struct CpuFeatures {
+    std::string vendor;
+    std::string brand;
+    bool avx2 = false, fma = false, f16c = false;
+    bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+    bool avx512_vnni = false, avx_vnni = false;
+    bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
+
+    // The AVX-512 kernel set uses F, BW, VL, DQ and VNNI instructions.
+    bool has_avx512_kernels() const { return avx512f && avx512bw && avx512vl && avx512dq && avx512_vnni; }
+    bool has_avx2_kernels() const { return avx2 && fma && f16c; }
+
+    Isa best_isa() const {
+        if (has_avx512_kernels()) return Isa::avx512;
+        if (has_avx2_kernels()) return Isa::avx2;
+        return Isa::scalar;
+    }
+    bool supports(Isa isa) const { return int(isa) <= int(best_isa()); }
+
+    std::string describe() const {
+        std::string s = brand.empty() ? vendor : brand;
+        s += " |";
+        const std::pair<const char*, bool> flags[] = {
+            {"avx2", avx2},         {"fma", fma},           {"f16c", f16c},
+            {"avx512f", avx512f},   {"avx512bw", avx512bw}, {"avx512vl", avx512vl},
+            {"avx512dq", avx512dq}, {"avx512_vnni", avx512_vnni}, {"avx_vnni", avx_vnni},
+            {"amx_tile", amx_tile}, {"amx_int8", amx_int8}, {"amx_bf16", amx_bf16}};
+        for (const auto& [name, on] : flags)
+            if (on) (s += ' ') += name;
+        s += " | kernels: ";
+        s += isa_name(best_isa());
+        return s;
+    }
+};
+
+namespace cpu_detail {
+
+#if SMOL_X86
+inline void cpuid(unsigned leaf, unsigned subleaf, unsigned (&r)[4]) {
+    r[0] = r[1] = r[2] = r[3] = 0;
+    __cpuid_count(leaf, subleaf, r[0], r[1], r[2], r[3]);
+}
+
+// xgetbv is read with inline asm so this header needs no -mxsave.
+inline std::uint64_t xcr0() {
+    std::uint32_t eax = 0, edx = 0;
+    __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+    return (std::uint64_t(edx) << 32) | eax;
+}
+
+inline CpuFeatures detect() {
+    CpuFeatures f;
+    unsigned r[4];
+    cpuid(0, 0, r);
+    const unsigned max_leaf = r[0];
+    char vendor[13] = {};
+    std::memcpy(vendor, &r[1], 4);
+    std::memcpy(vendor + 4, &r[3], 4);
+    std::memcpy(vendor + 8, &r[2], 4);
+    f.vendor = vendor;
+
+    cpuid(0x80000000u, 0, r);
+    if (r[0] >= 0x80000004u) {
+        char brand[49] = {};
+        for (unsigned i = 0; i < 3; ++i) {
+            cpuid(0x80000002u + i, 0, r);
+            std::memcpy(brand + 16 * i, r, 16);
+        }
+        f.brand = brand;
+        while (!f.brand.empty() && f.brand.back() == ' ') f.brand.pop_back();
+        while (!f.brand.empty() && f.brand.front() == ' ') f.brand.erase(f.brand.begin());
+    }
+    if (max_leaf < 1) return f;
+
+    cpuid(1, 0, r);
+    const bool osxsave = (r[2] >> 27) & 1;
+    const bool avx = (r[2] >> 28) & 1;
+    const bool fma = (r[2] >> 12) & 1;
+    const bool f16c = (r[2] >> 29) & 1;
+    const std::uint64_t xcr = osxsave ? xcr0() : 0;
+    const bool os_avx = (xcr & 0x6) == 0x6;                  // XMM and YMM state
+    const bool os_avx512 = os_avx && (xcr & 0xe0) == 0xe0;   // opmask, ZMM_Hi256, Hi16_ZMM
+    const bool os_amx = (xcr & 0x60000) == 0x60000;          // XTILECFG and XTILEDATA
+    if (!(avx && os_avx)) return f;
+    f.fma = fma;
+    f.f16c = f16c;
+    if (max_leaf < 7) return f;
+
+    cpuid(7, 0, r);
+    const unsigned ebx = r[1], ecx = r[2], edx = r[3];
+    const unsigned max_subleaf = r[0];
+    f.avx2 = (ebx >> 5) & 1;
+    if (os_avx512) {
+        f.avx512f = (ebx >> 16) & 1;
+        f.avx512dq = (ebx >> 17) & 1;
+        f.avx512bw = (ebx >> 30) & 1;
+        f.avx512vl = (ebx >> 31) & 1;
+        f.avx512_vnni = (ecx >> 11) & 1;
+    }
+    if (os_amx) {
+        f.amx_bf16 = (edx >> 22) & 1;
+        f.amx_tile = (edx >> 24) & 1;
+        f.amx_int8 = (edx >> 25) & 1;
+    }
+    if (max_subleaf >= 1) {
+        cpuid(7, 1, r);
+        f.avx_vnni = (r[0] >> 4) & 1;
+    }
+    return f;
+}
+#else
+inline CpuFeatures detect() {
+    CpuFeatures f;
+    f.vendor = "unknown";
+    return f;
+}
+#endif
+
+}  // namespace cpu_detail
+
+// Detected once per process.
+inline const CpuFeatures& cpu_features() {
+    static const CpuFeatures features = cpu_detail::detect();
+    return features;
+}
+
+inline std::string describe() { return cpu_features().describe(); }
+
+// Parses an ISA name as SMOL_ISA spells it.
+inline Isa parse_isa(std::string_view name) {
+    if (name == "scalar") return Isa::scalar;
+    if (name == "avx2") return Isa::avx2;
+    if (name == "avx512") return Isa::avx512;
+    fail("SMOL_ISA: expected scalar, avx2 or avx512, got '", name, "'");
+}
+
+// The kernel set to run: the best the CPU supports, lowered by SMOL_ISA if set. Asking for a
+// set the CPU cannot run is an error rather than a silent fallback, so benchmarks never lie.
+inline Isa selected_isa() {
+    const CpuFeatures& cpu = cpu_features();
+    const char* env = std::getenv("SMOL_ISA");
+    if (env == nullptr || *env == '\0') return cpu.best_isa();
+    const Isa wanted = parse_isa(env);
+    if (!cpu.supports(wanted))
+        fail("SMOL_ISA=", env, " but this CPU only runs kernels up to ", isa_name(cpu.best_isa()), " (",
+             cpu.describe(), ")");
+    return wanted;
+}
+
+}  // namespace smol

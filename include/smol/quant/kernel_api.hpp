@@ -1,0 +1,64 @@
+#pragma once
+// The one shape every matmul kernel has: an R x C tile of dot products between R weight rows
+// and C activation columns. Rows are streamed together (decode is DRAM-bound, several streams
+// with prefetch keep the memory system busy) and each weight block is reused across the
+// columns while it is in L1 (prompt processing is compute-bound).
+
+#include <cstddef>
+#include <cstdint>
+
+namespace smol {
+
+inline constexpr int kTileRows = 4;  // weight rows per kernel call, at most
+inline constexpr int kTileCols = 4;  // activation columns (tokens) per kernel call, at most
+
+// How far ahead of the block being read each row stream prefetches. Far enough to cover DRAM
+// latency at one core's share of the bandwidth, near enough to stay within the thread's rows.
+inline constexpr std::size_t kPrefetchBytes = 768;
+
+// out[c * out_stride + r] = dot(weight row r, activation column c), r < n_rows, c < n_cols.
+//   n:          weights per row (a whole number of blocks)
+//   weights:    row 0 of the tile; row r starts at weights + r * row_bytes
+//   acts:       column 0; column c starts at acts + c * act_stride bytes. Q8_K blocks for
+//               Q4_K/Q6_K weights, Q8_0 blocks for Q8_0 weights, floats for F32/F16/BF16.
+using DotTileFn = void (*)(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                           const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                           std::size_t out_stride);
+
+namespace kernel_detail {
+
+// Pointers to the kTileRows rows and C columns of a tile, the missing ones clamped.
+template <class Weight, class Act, int C>
+struct TileOperands {
+    const Weight* w[kTileRows];
+    const Act* a[C];
+    TileOperands(const std::uint8_t* weights, std::size_t row_bytes, int n_rows, const std::uint8_t* acts,
+                 std::size_t act_stride, int n_cols) {
+        for (int r = 0; r < kTileRows; ++r)
+            w[r] = reinterpret_cast<const Weight*>(weights + std::size_t(r < n_rows ? r : n_rows - 1) * row_bytes);
+        for (int c = 0; c < C; ++c)
+            a[c] = reinterpret_cast<const Act*>(acts + std::size_t(c < n_cols ? c : n_cols - 1) * act_stride);
+    }
+};
+
+template <int C>
+inline void store_tile(const float (&result)[kTileRows][C], int n_rows, int n_cols, float* out,
+                       std::size_t out_stride) {
+    for (int r = 0; r < n_rows; ++r)
+        for (int c = 0; c < n_cols; ++c) out[std::size_t(c) * out_stride + std::size_t(r)] = result[r][c];
+}
+
+// Decode (one column) and prompt tiles are separate instantiations; nothing else is.
+template <void (*One)(std::int64_t, const std::uint8_t*, std::size_t, int, const std::uint8_t*, std::size_t, int,
+                      float*, std::size_t),
+          void (*Many)(std::int64_t, const std::uint8_t*, std::size_t, int, const std::uint8_t*, std::size_t, int,
+                       float*, std::size_t)>
+inline void by_columns(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                       const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                       std::size_t out_stride) {
+    (n_cols == 1 ? One : Many)(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+}
+
+}  // namespace kernel_detail
+
+}  // namespace smol

@@ -1,0 +1,261 @@
+#pragma once
+// AVX2 + FMA + F16C kernel set (the x86-64-v3 baseline smol is compiled for).
+// Integer products use maddubs (u8 x i8 -> i16 pairs) then madd with the sub-block scale
+// (i16 x i16 -> i32), so every integer sum is exact and equals the reference's.
+// Tiles always compute kTileRows rows: missing rows and columns repeat the last valid one
+// and their results are dropped, which keeps trip counts fixed so accumulators stay in registers.
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define SMOL_HAVE_AVX2_KERNELS 1
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <xsimd/xsimd.hpp>
+
+#include "smol/quant/blocks.hpp"
+#include "smol/quant/kernel_api.hpp"
+#include "smol/quant/reference.hpp"
+
+namespace smol::kernels_avx2 {
+
+namespace detail {
+
+using fbatch = xsimd::batch<float, xsimd::avx2>;
+
+inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+inline float hsum(__m128 s) {
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+inline float half_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
+
+inline void prefetch_ahead(const void* block, std::size_t bytes) {
+    const char* p = static_cast<const char*>(block) + kPrefetchBytes;
+    for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q4_K x Q8_K
+
+template <int C>
+inline void q4k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                     const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                     std::size_t out_stride) {
+    const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    __m256 acc[kTileRows][C];
+    __m128 acc_min[kTileRows][C];
+    for (int r = 0; r < kTileRows; ++r)
+        for (int c = 0; c < C; ++c) {
+            acc[r][c] = _mm256_setzero_ps();
+            acc_min[r][c] = _mm_setzero_ps();
+        }
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const std::int64_t blocks = n / QK_K;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        for (int r = 0; r < kTileRows; ++r) {
+            const BlockQ4K& wb = t.w[r][b];
+            prefetch_ahead(&wb, sizeof(BlockQ4K));
+            std::uint8_t sc[8], mn[8];
+            for (int j = 0; j < 8; ++j) q4k_scale_min(j, wb.scales, sc[j], mn[j]);
+            __m256i q[8], scale[8];  // [sub-block]: 32 nibbles as bytes; its scale as 16 x i16
+            for (int chunk = 0; chunk < 4; ++chunk) {
+                const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * chunk));
+                q[2 * chunk] = _mm256_and_si256(bits, low4);
+                q[2 * chunk + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+            }
+            for (int j = 0; j < 8; ++j) scale[j] = _mm256_set1_epi16(sc[j]);
+            const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
+            const float d = half_to_float(wb.d);
+            const float dmin = half_to_float(wb.dmin);
+            for (int c = 0; c < C; ++c) {
+                const BlockQ8K& ab = t.a[c][b];
+                __m256i sumi = _mm256_setzero_si256();
+                for (int j = 0; j < 8; ++j) {
+                    const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * j));
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[j], q8), scale[j]));
+                }
+                // bsums pairwise -> the 8 sub-block sums, times the 8 mins.
+                const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+                const __m128i sub_sums =
+                    _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+                const __m128i min_prod = _mm_madd_epi16(mins, sub_sums);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(sumi), acc[r][c]);
+                acc_min[r][c] = _mm_fmadd_ps(_mm_set1_ps(dmin * ab.d), _mm_cvtepi32_ps(min_prod), acc_min[r][c]);
+            }
+        }
+    }
+    float result[kTileRows][C];
+    for (int r = 0; r < kTileRows; ++r)
+        for (int c = 0; c < C; ++c) result[r][c] = hsum(acc[r][c]) - hsum(acc_min[r][c]);
+    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q6_K x Q8_K: the 6-bit quants are used unsigned (0..63) and the -32 offset is taken out once
+// per block as 32 * sum_j scale_j * bsum_j.
+
+template <int C>
+inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                     const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                     std::size_t out_stride) {
+    const kernel_detail::TileOperands<BlockQ6K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    __m256 acc[kTileRows][C];
+    for (int r = 0; r < kTileRows; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i low2 = _mm256_set1_epi8(0x03);
+    const std::int64_t blocks = n / QK_K;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        for (int r = 0; r < kTileRows; ++r) {
+            const BlockQ6K& wb = t.w[r][b];
+            prefetch_ahead(&wb, sizeof(BlockQ6K));
+            __m256i q[8], scale[8];  // [chunk of 32 weights]: unsigned quants; scales (16 lanes each half)
+            for (int half = 0; half < 2; ++half) {
+                const __m256i bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half));
+                const __m256i bits2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half + 32));
+                const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh + 32 * half));
+                const auto hi2 = [&](int shift) {
+                    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, shift), low2), 4);
+                };
+                q[4 * half + 0] = _mm256_or_si256(_mm256_and_si256(bits1, low4), hi2(0));
+                q[4 * half + 1] = _mm256_or_si256(_mm256_and_si256(bits2, low4), hi2(2));
+                q[4 * half + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits1, 4), low4), hi2(4));
+                q[4 * half + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits2, 4), low4), hi2(6));
+            }
+            for (int k = 0; k < 8; ++k)
+                scale[k] = _mm256_set_m128i(_mm_set1_epi16(wb.scales[2 * k + 1]), _mm_set1_epi16(wb.scales[2 * k]));
+            const __m256i scales16 =
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
+            const float d = half_to_float(wb.d);
+            for (int c = 0; c < C; ++c) {
+                const BlockQ8K& ab = t.a[c][b];
+                __m256i sumi = _mm256_setzero_si256();
+                for (int k = 0; k < 8; ++k) {
+                    const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * k));
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], q8), scale[k]));
+                }
+                const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+                const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 5);
+                sumi = _mm256_sub_epi32(sumi, offset);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(sumi), acc[r][c]);
+            }
+        }
+    }
+    float result[kTileRows][C];
+    for (int r = 0; r < kTileRows; ++r)
+        for (int c = 0; c < C; ++c) result[r][c] = hsum(acc[r][c]);
+    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q8_0 x Q8_0: |w| (unsigned) times a with w's sign, so maddubs sees u8 x i8.
+
+template <int C>
+inline void q8_0_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                      const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                      std::size_t out_stride) {
+    const kernel_detail::TileOperands<BlockQ8_0, BlockQ8_0, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    __m256 acc[kTileRows][C];
+    for (int r = 0; r < kTileRows; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    const std::int64_t blocks = n / QK8_0;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        for (int r = 0; r < kTileRows; ++r) {
+            const BlockQ8_0& wb = t.w[r][b];
+            prefetch_ahead(&wb, sizeof(BlockQ8_0));
+            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs));
+            const __m256i abs_x = _mm256_sign_epi8(x, x);
+            const float dx = half_to_float(wb.d);
+            for (int c = 0; c < C; ++c) {
+                const BlockQ8_0& ab = t.a[c][b];
+                const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
+                const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(y, x)), ones);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * half_to_float(ab.d)), _mm256_cvtepi32_ps(dot),
+                                            acc[r][c]);
+            }
+        }
+    }
+    float result[kTileRows][C];
+    for (int r = 0; r < kTileRows; ++r)
+        for (int c = 0; c < C; ++c) result[r][c] = hsum(acc[r][c]);
+    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Float weights (F32, F16, BF16) against float activations.
+
+struct LoadF32 {
+    static fbatch load(const float* p) { return fbatch::load_unaligned(p); }
+    static float scalar(const float* p) { return *p; }
+};
+struct LoadF16 {
+    static fbatch load(const std::uint16_t* p) {
+        return fbatch(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    }
+    static float scalar(const std::uint16_t* p) { return fp16_to_f32(*p); }
+};
+struct LoadBF16 {
+    static fbatch load(const std::uint16_t* p) {
+        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        return fbatch(_mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
+    }
+    static float scalar(const std::uint16_t* p) { return bf16_to_f32(*p); }
+};
+
+template <class Weight, class Load, int C>
+inline void float_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                       const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                       std::size_t out_stride) {
+    const kernel_detail::TileOperands<Weight, float, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    fbatch acc[kTileRows][C];
+    for (int r = 0; r < kTileRows; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = fbatch(0.0f);
+    constexpr std::int64_t lanes = fbatch::size;
+    const std::int64_t body = n - n % lanes;
+    for (std::int64_t i = 0; i < body; i += lanes) {
+        fbatch w[kTileRows];
+        for (int r = 0; r < kTileRows; ++r) {
+            prefetch_ahead(t.w[r] + i, lanes * sizeof(Weight));
+            w[r] = Load::load(t.w[r] + i);
+        }
+        for (int c = 0; c < C; ++c) {
+            const fbatch x = fbatch::load_unaligned(t.a[c] + i);
+            for (int r = 0; r < kTileRows; ++r) acc[r][c] = xsimd::fma(w[r], x, acc[r][c]);
+        }
+    }
+    float result[kTileRows][C];
+    for (int r = 0; r < kTileRows; ++r)
+        for (int c = 0; c < C; ++c) {
+            float sum = xsimd::hadd(acc[r][c]);
+            for (std::int64_t i = body; i < n; ++i) sum += Load::scalar(t.w[r] + i) * t.a[c][i];
+            result[r][c] = sum;
+        }
+    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
+}
+
+}  // namespace detail
+
+inline constexpr DotTileFn q4k_q8k = kernel_detail::by_columns<detail::q4k_tile<1>, detail::q4k_tile<kTileCols>>;
+inline constexpr DotTileFn q6k_q8k = kernel_detail::by_columns<detail::q6k_tile<1>, detail::q6k_tile<kTileCols>>;
+inline constexpr DotTileFn q8_0_q8_0 = kernel_detail::by_columns<detail::q8_0_tile<1>, detail::q8_0_tile<kTileCols>>;
+inline constexpr DotTileFn f32 = kernel_detail::by_columns<detail::float_tile<float, detail::LoadF32, 1>,
+                                                    detail::float_tile<float, detail::LoadF32, kTileCols>>;
+inline constexpr DotTileFn f16 = kernel_detail::by_columns<detail::float_tile<std::uint16_t, detail::LoadF16, 1>,
+                                                    detail::float_tile<std::uint16_t, detail::LoadF16, kTileCols>>;
+inline constexpr DotTileFn bf16 = kernel_detail::by_columns<detail::float_tile<std::uint16_t, detail::LoadBF16, 1>,
+                                                     detail::float_tile<std::uint16_t, detail::LoadBF16, kTileCols>>;
+
+}  // namespace smol::kernels_avx2
+
+#endif

@@ -1,0 +1,265 @@
+#pragma once
+// Weight quantizers: float rows to Q4_K, Q6_K and Q8_0 blocks with ggml's reference algorithms
+// (make_qkx2_quants for Q4_K scales and mins, make_qx_quants for Q6_K), so a model written by
+// smol's synthesis tool quantizes the way llama.cpp's quantize tool would without an imatrix.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "smol/core/error.hpp"
+#include "smol/core/half.hpp"
+#include "smol/quant/blocks.hpp"
+#include "smol/quant/reference.hpp"
+#include "smol/quant/types.hpp"
+
+namespace smol {
+
+namespace quantize_detail {
+
+inline constexpr float kGroupMaxEps = 1e-15f;
+
+// Fits x ~ scale * L + min with L in [0, nmax] and min <= 0 by weighted least squares, trying
+// nstep+1 candidate scales around nmax/(max-min). Returns the scale; *neg_min = -min >= 0.
+inline float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, std::uint8_t* L,
+                              float* neg_min, std::uint8_t* Laux, float rmin, float rdelta, int nstep) {
+    float min = x[0], max = x[0];
+    float sum_w = weights[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        const float w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        *neg_min = -min;
+        return 0.0f;
+    }
+    float iscale = float(nmax) / (max - min);
+    float scale = 1.0f / iscale;
+    float best_error = 0;
+    for (int i = 0; i < n; ++i) {
+        const int l = nearest_int(iscale * (x[i] - min));
+        L[i] = std::uint8_t(std::max(0, std::min(nmax, l)));
+        const float diff = scale * float(L[i]) + min - x[i];
+        best_error += weights[i] * diff * diff;
+    }
+    if (nstep < 1) {
+        *neg_min = -min;
+        return scale;
+    }
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * float(is) + float(nmax)) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * (x[i] - min));
+            l = std::max(0, std::min(nmax, l));
+            Laux[i] = std::uint8_t(l);
+            const float w = weights[i];
+            sum_l += w * float(l);
+            sum_l2 += w * float(l) * float(l);
+            sum_xl += w * float(l) * x[i];
+        }
+        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float cur_error = 0;
+            for (int i = 0; i < n; ++i) {
+                const float diff = this_scale * float(Laux[i]) + this_min - x[i];
+                cur_error += weights[i] * diff * diff;
+            }
+            if (cur_error < best_error) {
+                std::memcpy(L, Laux, std::size_t(n));
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *neg_min = -min;
+    return scale;
+}
+
+// Symmetric fit x ~ scale * (L - nmax), L - nmax in [-nmax, nmax-1], weighting by x^2 and
+// trying 18 scales near -nmax/max. Returns the scale (sign chosen so max maps to -nmax).
+inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; ++i) {
+        const float ax = std::fabs(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < kGroupMaxEps) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        return 0.0f;
+    }
+    float iscale = -float(nmax) / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = nearest_int(iscale * x[i]);
+        l = std::max(-nmax, std::min(nmax - 1, l));
+        L[i] = std::int8_t(l + nmax);
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * float(l);
+        suml2 += w * float(l) * float(l);
+    }
+    float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; ++is) {
+        if (is == 0) continue;
+        iscale = -(float(nmax) + 0.1f * float(is)) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * x[i]);
+            l = std::max(-nmax, std::min(nmax - 1, l));
+            const float w = x[i] * x[i];
+            sumlx += w * x[i] * float(l);
+            suml2 += w * float(l) * float(l);
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; ++i) {
+                const int l = nearest_int(iscale * x[i]);
+                L[i] = std::int8_t(nmax + std::max(-nmax, std::min(nmax - 1, l)));
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+}  // namespace quantize_detail
+
+inline void quantize_row_q4_k(const float* x, BlockQ4K* out, std::int64_t n) {  // x: [n]
+    using namespace quantize_detail;
+    if (n % QK_K != 0) fail("quantize_row_q4_k: row length must be a multiple of ", QK_K, ", got ", n);
+    for (std::int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
+        BlockQ4K& y = out[b];
+        std::uint8_t L[QK_K], Laux[32];
+        float weights[32], mins[8], scales[8];
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < 8; ++j) {
+            const float* xs = x + 32 * j;
+            float sum_x2 = 0;
+            for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+            const float av_x = std::sqrt(sum_x2 / 32);
+            for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
+            scales[j] = make_qkx2_quants(32, 15, xs, weights, L + 32 * j, &mins[j], Laux, -1.0f, 0.1f, 20);
+            max_scale = std::max(max_scale, scales[j]);
+            max_min = std::max(max_min, mins[j]);
+        }
+        const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+        const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+        std::memset(y.scales, 0, sizeof(y.scales));
+        for (int j = 0; j < 8; ++j) {
+            const int ls = std::min(63, nearest_int(inv_scale * scales[j]));
+            const int lm = std::min(63, nearest_int(inv_min * mins[j]));
+            if (j < 4) {
+                y.scales[j] = std::uint8_t(ls);
+                y.scales[j + 4] = std::uint8_t(lm);
+            } else {
+                y.scales[j + 4] = std::uint8_t((ls & 0x0f) | ((lm & 0x0f) << 4));
+                y.scales[j - 4] |= std::uint8_t((ls >> 4) << 6);
+                y.scales[j] |= std::uint8_t((lm >> 4) << 6);
+            }
+        }
+        y.d = f32_to_fp16(max_scale / 63.0f);
+        y.dmin = f32_to_fp16(max_min / 63.0f);
+        // Requantize against the scales as stored (6-bit, fp16) so rounding is not compounded.
+        for (int j = 0; j < 8; ++j) {
+            std::uint8_t sc, m;
+            q4k_scale_min(j, y.scales, sc, m);
+            const float d = fp16_to_f32(y.d) * float(sc);
+            if (d == 0.0f) continue;
+            const float dm = fp16_to_f32(y.dmin) * float(m);
+            for (int i = 0; i < 32; ++i) {
+                const int l = nearest_int((x[32 * j + i] + dm) / d);
+                L[32 * j + i] = std::uint8_t(std::max(0, std::min(15, l)));
+            }
+        }
+        for (int chunk = 0; chunk < 4; ++chunk)
+            for (int l = 0; l < 32; ++l)
+                y.qs[32 * chunk + l] = std::uint8_t(L[64 * chunk + l] | (L[64 * chunk + 32 + l] << 4));
+    }
+}
+
+inline void quantize_row_q6_k(const float* x, BlockQ6K* out, std::int64_t n) {  // x: [n]
+    using namespace quantize_detail;
+    if (n % QK_K != 0) fail("quantize_row_q6_k: row length must be a multiple of ", QK_K, ", got ", n);
+    for (std::int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
+        BlockQ6K& y = out[b];
+        std::int8_t L[QK_K];  // q + 32, in [0, 63]
+        float scales[QK_K / 16];
+        float max_scale = 0, max_abs_scale = 0;
+        for (int ib = 0; ib < QK_K / 16; ++ib) {
+            scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+            const float abs_scale = std::fabs(scales[ib]);
+            if (abs_scale > max_abs_scale) {
+                max_abs_scale = abs_scale;
+                max_scale = scales[ib];
+            }
+        }
+        if (max_abs_scale < kGroupMaxEps) {
+            std::memset(&y, 0, sizeof(y));
+            continue;
+        }
+        const float iscale = -128.0f / max_scale;
+        y.d = f32_to_fp16(1.0f / iscale);
+        for (int ib = 0; ib < QK_K / 16; ++ib)
+            y.scales[ib] = std::int8_t(std::min(127, nearest_int(iscale * scales[ib])));
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d = fp16_to_f32(y.d) * float(y.scales[j]);
+            if (d == 0.0f) continue;
+            for (int i = 0; i < 16; ++i) {
+                const int l = nearest_int(x[16 * j + i] / d);
+                L[16 * j + i] = std::int8_t(std::max(-32, std::min(31, l)) + 32);
+            }
+        }
+        for (int half = 0; half < 2; ++half) {
+            std::uint8_t* ql = y.ql + 64 * half;
+            std::uint8_t* qh = y.qh + 32 * half;
+            const std::int8_t* Lh = L + 128 * half;
+            for (int l = 0; l < 32; ++l) {
+                const int q1 = Lh[l], q2 = Lh[l + 32], q3 = Lh[l + 64], q4 = Lh[l + 96];
+                ql[l] = std::uint8_t((q1 & 0x0f) | ((q3 & 0x0f) << 4));
+                ql[l + 32] = std::uint8_t((q2 & 0x0f) | ((q4 & 0x0f) << 4));
+                qh[l] = std::uint8_t((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+            }
+        }
+    }
+}
+
+// Quantizes one row of n floats into `type` blocks (F32/F16/BF16 are plain conversions).
+inline void quantize_row(TensorType type, const float* x, void* out, std::int64_t n) {
+    switch (type) {
+        case TensorType::F32: std::memcpy(out, x, std::size_t(n) * sizeof(float)); return;
+        case TensorType::F16: {
+            auto* h = static_cast<std::uint16_t*>(out);
+            for (std::int64_t i = 0; i < n; ++i) h[i] = f32_to_fp16(x[i]);
+            return;
+        }
+        case TensorType::BF16: {
+            auto* h = static_cast<std::uint16_t*>(out);
+            for (std::int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(x[i]);
+            return;
+        }
+        case TensorType::Q8_0: quantize_row_q8_0(x, static_cast<BlockQ8_0*>(out), n); return;
+        case TensorType::Q4_K: quantize_row_q4_k(x, static_cast<BlockQ4K*>(out), n); return;
+        case TensorType::Q6_K: quantize_row_q6_k(x, static_cast<BlockQ6K*>(out), n); return;
+        default: fail("quantize_row: no quantizer for tensor type ", type_name(type));
+    }
+}
+
+}  // namespace smol

@@ -1,0 +1,264 @@
+#pragma once
+// Scalar ground truth for every block format smol computes with: dequantization, the Q8_K and
+// Q8_0 activation quantizers and the dot products. The SIMD kernels are tested against these.
+// Integer sums are formed exactly as ggml forms them, so results agree with ggml's up to the
+// order in which the per-block float terms are added.
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "smol/core/error.hpp"
+#include "smol/core/half.hpp"
+#include "smol/quant/blocks.hpp"
+#include "smol/quant/types.hpp"
+
+namespace smol {
+
+// Round half to even, as ggml's nearest_int does (its magic-number trick rounds that way);
+// std::nearbyint follows the current rounding mode, which smol never changes from the default.
+inline int nearest_int(float x) { return int(std::nearbyint(x)); }
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K block.
+inline void q4k_scale_min(int j, const std::uint8_t* scales, std::uint8_t& scale, std::uint8_t& min) {
+    if (j < 4) {
+        scale = scales[j] & 63;
+        min = scales[j + 4] & 63;
+    } else {
+        scale = std::uint8_t((scales[j + 4] & 0x0f) | ((scales[j - 4] >> 6) << 4));
+        min = std::uint8_t((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dequantization
+
+inline void dequantize_row_q4_k(const BlockQ4K* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const BlockQ4K& block = blocks[b];
+        const float d = fp16_to_f32(block.d);
+        const float dmin = fp16_to_f32(block.dmin);
+        const std::uint8_t* q = block.qs;
+        for (int chunk = 0; chunk < 4; ++chunk) {  // 64 weights: sub-blocks 2*chunk and 2*chunk+1
+            std::uint8_t sc_lo, m_lo, sc_hi, m_hi;
+            q4k_scale_min(2 * chunk, block.scales, sc_lo, m_lo);
+            q4k_scale_min(2 * chunk + 1, block.scales, sc_hi, m_hi);
+            const float d_lo = d * sc_lo, min_lo = dmin * m_lo;
+            const float d_hi = d * sc_hi, min_hi = dmin * m_hi;
+            for (int l = 0; l < 32; ++l) *out++ = d_lo * float(q[l] & 0x0f) - min_lo;
+            for (int l = 0; l < 32; ++l) *out++ = d_hi * float(q[l] >> 4) - min_hi;
+            q += 32;
+        }
+    }
+}
+
+inline void dequantize_row_q6_k(const BlockQ6K* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const BlockQ6K& block = blocks[b];
+        const float d = fp16_to_f32(block.d);
+        for (int half = 0; half < 2; ++half) {
+            const std::uint8_t* ql = block.ql + 64 * half;
+            const std::uint8_t* qh = block.qh + 32 * half;
+            const std::int8_t* sc = block.scales + 8 * half;
+            float* y = out + 128 * half;
+            for (int l = 0; l < 32; ++l) {
+                const int is = l / 16;
+                const int q1 = int((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int q2 = int((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l] = d * float(sc[is]) * float(q1);
+                y[l + 32] = d * float(sc[is + 2]) * float(q2);
+                y[l + 64] = d * float(sc[is + 4]) * float(q3);
+                y[l + 96] = d * float(sc[is + 6]) * float(q4);
+            }
+        }
+        out += QK_K;
+    }
+}
+
+inline void dequantize_row_q8_0(const BlockQ8_0* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK8_0; ++b) {
+        const float d = fp16_to_f32(blocks[b].d);
+        for (int l = 0; l < QK8_0; ++l) *out++ = d * float(blocks[b].qs[l]);
+    }
+}
+
+// Dequantizes the first n weights of one row. n must be a whole number of blocks.
+inline void dequantize_row(TensorType type, const void* row, float* out, std::int64_t n) {
+    const std::size_t block = traits_of(type).block_elements;
+    if (n < 0 || n % std::int64_t(block) != 0)
+        fail("dequantize_row: ", type_name(type), " row length must be a multiple of ", block, ", got ", n);
+    switch (type) {
+        case TensorType::F32: std::memcpy(out, row, std::size_t(n) * sizeof(float)); return;
+        case TensorType::F16: {
+            const auto* h = static_cast<const std::uint16_t*>(row);
+            for (std::int64_t i = 0; i < n; ++i) out[i] = fp16_to_f32(h[i]);
+            return;
+        }
+        case TensorType::BF16: {
+            const auto* h = static_cast<const std::uint16_t*>(row);
+            for (std::int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
+            return;
+        }
+        case TensorType::Q8_0: dequantize_row_q8_0(static_cast<const BlockQ8_0*>(row), out, n); return;
+        case TensorType::Q4_K: dequantize_row_q4_k(static_cast<const BlockQ4K*>(row), out, n); return;
+        case TensorType::Q6_K: dequantize_row_q6_k(static_cast<const BlockQ6K*>(row), out, n); return;
+        default: fail("dequantize_row: no dequantizer for tensor type ", type_name(type));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activation quantizers
+
+// ggml's quantize_row_q8_K_ref: the value of largest magnitude maps to -127 exactly, so the
+// others land in [-127, 127] (the min() only guards float rounding at the +127 end).
+inline void quantize_row_q8_k(const float* x, BlockQ8K* out, std::int64_t n) {  // x: [n]
+    if (n % QK_K != 0) fail("quantize_row_q8_k: row length must be a multiple of ", QK_K, ", got ", n);
+    for (std::int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
+        BlockQ8K& block = out[b];
+        float max = 0.0f, amax = 0.0f;
+        for (int j = 0; j < QK_K; ++j) {
+            const float ax = std::fabs(x[j]);
+            if (ax > amax) {
+                amax = ax;
+                max = x[j];
+            }
+        }
+        if (amax == 0.0f) {
+            block.d = 0.0f;
+            std::memset(block.qs, 0, sizeof(block.qs));
+            std::memset(block.bsums, 0, sizeof(block.bsums));
+            continue;
+        }
+        const float iscale = -127.0f / max;
+        for (int j = 0; j < QK_K; ++j) {
+            const int v = nearest_int(iscale * x[j]);
+            block.qs[j] = std::int8_t(v < 127 ? v : 127);
+        }
+        for (int j = 0; j < QK_K / 16; ++j) {
+            int sum = 0;
+            for (int l = 0; l < 16; ++l) sum += block.qs[16 * j + l];
+            block.bsums[j] = std::int16_t(sum);
+        }
+        block.d = 1.0f / iscale;
+    }
+}
+
+// ggml's quantize_row_q8_0_ref: symmetric, d = amax/127, round half away from zero.
+inline void quantize_row_q8_0(const float* x, BlockQ8_0* out, std::int64_t n) {  // x: [n]
+    if (n % QK8_0 != 0) fail("quantize_row_q8_0: row length must be a multiple of ", QK8_0, ", got ", n);
+    for (std::int64_t b = 0; b < n / QK8_0; ++b, x += QK8_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_0; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        out[b].d = f32_to_fp16(d);
+        for (int j = 0; j < QK8_0; ++j) out[b].qs[j] = std::int8_t(std::round(x[j] * id));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dot products (n weights; n a multiple of the block size)
+
+// The exact integer parts of one Q4_K x Q8_K block product:
+// dot = sum_j sc_j * (q4 . q8 over sub-block j), mins = sum_j m_j * (bsum_{2j} + bsum_{2j+1}).
+struct Q4KBlockSums {
+    std::int32_t dot;
+    std::int32_t mins;
+};
+
+inline Q4KBlockSums q4k_q8k_block_sums(const BlockQ4K& w, const BlockQ8K& a) {
+    Q4KBlockSums sums{0, 0};
+    const std::uint8_t* q = w.qs;
+    const std::int8_t* q8 = a.qs;
+    for (int chunk = 0; chunk < 4; ++chunk, q += 32) {
+        std::uint8_t sc_lo, m_lo, sc_hi, m_hi;
+        q4k_scale_min(2 * chunk, w.scales, sc_lo, m_lo);
+        q4k_scale_min(2 * chunk + 1, w.scales, sc_hi, m_hi);
+        std::int32_t lo = 0, hi = 0;
+        for (int l = 0; l < 32; ++l) lo += std::int32_t(q[l] & 0x0f) * q8[l];
+        for (int l = 0; l < 32; ++l) hi += std::int32_t(q[l] >> 4) * q8[32 + l];
+        q8 += 64;
+        sums.dot += std::int32_t(sc_lo) * lo + std::int32_t(sc_hi) * hi;
+        sums.mins += std::int32_t(m_lo) * (a.bsums[4 * chunk] + a.bsums[4 * chunk + 1]) +
+                     std::int32_t(m_hi) * (a.bsums[4 * chunk + 2] + a.bsums[4 * chunk + 3]);
+    }
+    return sums;
+}
+
+inline float dot_q4k_q8k(std::int64_t n, const BlockQ4K* w, const BlockQ8K* a) {
+    float sum = 0.0f;
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const Q4KBlockSums s = q4k_q8k_block_sums(w[b], a[b]);
+        const float d = fp16_to_f32(w[b].d) * a[b].d;
+        const float dmin = fp16_to_f32(w[b].dmin) * a[b].d;
+        sum += d * float(s.dot) - dmin * float(s.mins);
+    }
+    return sum;
+}
+
+// sum over the 16 sub-blocks of sc_j * ((q6 - 32) . q8), exact.
+inline std::int32_t q6k_q8k_block_sum(const BlockQ6K& w, const BlockQ8K& a) {
+    std::int32_t total = 0;
+    for (int half = 0; half < 2; ++half) {
+        const std::uint8_t* ql = w.ql + 64 * half;
+        const std::uint8_t* qh = w.qh + 32 * half;
+        const std::int8_t* sc = w.scales + 8 * half;
+        const std::int8_t* q8 = a.qs + 128 * half;
+        std::int32_t sub[8] = {};  // [quarter * 2 + l / 16]
+        for (int l = 0; l < 32; ++l) {
+            const int is = l / 16;
+            const int q1 = int((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            const int q2 = int((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            const int q3 = int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            const int q4 = int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            sub[is] += q1 * q8[l];
+            sub[is + 2] += q2 * q8[l + 32];
+            sub[is + 4] += q3 * q8[l + 64];
+            sub[is + 6] += q4 * q8[l + 96];
+        }
+        for (int j = 0; j < 8; ++j) total += std::int32_t(sc[j]) * sub[j];
+    }
+    return total;
+}
+
+inline float dot_q6k_q8k(std::int64_t n, const BlockQ6K* w, const BlockQ8K* a) {
+    float sum = 0.0f;
+    for (std::int64_t b = 0; b < n / QK_K; ++b)
+        sum += fp16_to_f32(w[b].d) * a[b].d * float(q6k_q8k_block_sum(w[b], a[b]));
+    return sum;
+}
+
+inline float dot_q8_0_q8_0(std::int64_t n, const BlockQ8_0* w, const BlockQ8_0* a) {
+    float sum = 0.0f;
+    for (std::int64_t b = 0; b < n / QK8_0; ++b) {
+        std::int32_t isum = 0;
+        for (int l = 0; l < QK8_0; ++l) isum += std::int32_t(w[b].qs[l]) * a[b].qs[l];
+        sum += fp16_to_f32(w[b].d) * fp16_to_f32(a[b].d) * float(isum);
+    }
+    return sum;
+}
+
+// Float weights against float activations; accumulated in double so the reference is the
+// most accurate value the SIMD versions can be measured against.
+inline float dot_f32(std::int64_t n, const float* w, const float* x) {
+    double sum = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) sum += double(w[i]) * x[i];
+    return float(sum);
+}
+
+inline float dot_f16(std::int64_t n, const std::uint16_t* w, const float* x) {
+    double sum = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) sum += double(fp16_to_f32(w[i])) * x[i];
+    return float(sum);
+}
+
+inline float dot_bf16(std::int64_t n, const std::uint16_t* w, const float* x) {
+    double sum = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) sum += double(bf16_to_f32(w[i])) * x[i];
+    return float(sum);
+}
+
+}  // namespace smol

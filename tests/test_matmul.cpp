@@ -1,0 +1,216 @@
+// matmul against a naive reference (weights dequantized to float, activations quantized with the
+// reference quantizer and dequantized, dot products in double), for every weight type, several
+// shapes, 1 and many tokens, 1 and 2 threads, on every kernel set this CPU runs.
+
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "smol/core/cpu.hpp"
+#include "smol/ops/matmul.hpp"
+#include "smol/quant/quantize.hpp"
+#include "smol/quant/reference.hpp"
+
+using namespace smol;
+
+namespace {
+
+struct Matrix {
+    TensorType type;
+    std::int64_t rows, cols;
+    std::size_t row_bytes;
+    std::vector<std::uint8_t> data;
+    MatrixView view() const { return {type, data.data(), rows, cols, row_bytes}; }
+};
+
+Matrix random_matrix(TensorType type, std::int64_t rows, std::int64_t cols, std::size_t padding, std::uint32_t seed) {
+    const auto traits = traits_of(type);
+    Matrix m{type, rows, cols, std::size_t(cols) / traits.block_elements * traits.block_bytes + padding, {}};
+    m.data.assign(std::size_t(rows) * m.row_bytes, 0xee);
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, 0.05f);
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        for (auto& v : row) v = dist(rng);
+        quantize_row(type, row.data(), m.data.data() + std::size_t(r) * m.row_bytes, cols);
+    }
+    return m;
+}
+
+// The activations as the kernels see them: quantized by the reference quantizer for quantized
+// weights, untouched for float weights.
+std::vector<float> effective_activations(TensorType wtype, const std::vector<float>& x, std::int64_t cols) {
+    std::vector<float> out(x.size());
+    const std::int64_t tokens = std::int64_t(x.size()) / cols;
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        const float* xt = x.data() + t * cols;
+        float* ot = out.data() + t * cols;
+        if (wtype == TensorType::Q4_K || wtype == TensorType::Q6_K) {
+            std::vector<BlockQ8K> q(std::size_t(cols / QK_K));
+            quantize_row_q8_k(xt, q.data(), cols);
+            for (std::int64_t i = 0; i < cols; ++i) ot[i] = q[std::size_t(i / QK_K)].d * q[std::size_t(i / QK_K)].qs[i % QK_K];
+        } else if (wtype == TensorType::Q8_0) {
+            std::vector<BlockQ8_0> q(std::size_t(cols / QK8_0));
+            quantize_row_q8_0(xt, q.data(), cols);
+            dequantize_row(TensorType::Q8_0, q.data(), ot, cols);
+        } else {
+            std::memcpy(ot, xt, std::size_t(cols) * sizeof(float));
+        }
+    }
+    return out;
+}
+
+struct Expected {
+    std::vector<double> y;          // [tokens, rows]
+    std::vector<double> magnitude;  // [tokens, rows] sum |w x|, the scale of rounding differences
+};
+
+Expected naive_matmul(const Matrix& w, const std::vector<float>& x, std::int64_t tokens) {
+    const auto xe = effective_activations(w.type, x, w.cols);
+    Expected e{std::vector<double>(std::size_t(tokens * w.rows)), std::vector<double>(std::size_t(tokens * w.rows))};
+    std::vector<float> wr(std::size_t(w.cols));
+    for (std::int64_t r = 0; r < w.rows; ++r) {
+        dequantize_row(w.type, w.data.data() + std::size_t(r) * w.row_bytes, wr.data(), w.cols);
+        for (std::int64_t t = 0; t < tokens; ++t) {
+            double s = 0, m = 0;
+            for (std::int64_t c = 0; c < w.cols; ++c) {
+                s += double(wr[std::size_t(c)]) * xe[std::size_t(t * w.cols + c)];
+                m += std::abs(double(wr[std::size_t(c)]) * xe[std::size_t(t * w.cols + c)]);
+            }
+            e.y[std::size_t(t * w.rows + r)] = s;
+            e.magnitude[std::size_t(t * w.rows + r)] = m;
+        }
+    }
+    return e;
+}
+
+std::vector<float> random_activations(std::int64_t tokens, std::int64_t cols, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> x(std::size_t(tokens * cols));
+    for (auto& v : x) v = dist(rng);
+    return x;
+}
+
+struct ThreadCount {  // restores the OpenMP thread count on scope exit
+    int saved = omp_get_max_threads();
+    explicit ThreadCount(int n) { omp_set_num_threads(n); }
+    ~ThreadCount() { omp_set_num_threads(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("matmul matches the naive reference for every type, shape, token count and thread count") {
+    struct Shape {
+        std::int64_t rows, cols;
+        std::size_t padding;
+    };
+    const Shape shapes[] = {{1, 256, 0}, {5, 512, 0}, {37, 1280, 16}, {64, 768, 0}};
+    const TensorType types[] = {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0,
+                                TensorType::F32,  TensorType::F16,  TensorType::BF16};
+    const std::int64_t token_counts[] = {1, 2, 5, 70};  // 70 crosses a 64-token block
+    for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+        if (!isa_compiled(isa) || !cpu_features().supports(isa)) {
+            MESSAGE("skipping kernel set ", isa_name(isa), ": ", std::string(isa_compiled(isa) ? "this CPU lacks it" : "not compiled"));
+            continue;
+        }
+        const KernelSet set = kernels_for(isa);
+        std::uint32_t seed = 1;
+        for (const TensorType type : types)
+            for (const Shape& shape : shapes) {
+                const Matrix w = random_matrix(type, shape.rows, shape.cols, shape.padding, seed++);
+                for (const std::int64_t tokens : token_counts) {
+                    const auto x = random_activations(tokens, shape.cols, seed++);
+                    const Expected expected = naive_matmul(w, x, tokens);
+                    std::vector<float> first;
+                    for (const int threads : {1, 2}) {
+                        CAPTURE(isa_name(isa));
+                        CAPTURE(type_name(type));
+                        CAPTURE(shape.rows);
+                        CAPTURE(shape.cols);
+                        CAPTURE(tokens);
+                        CAPTURE(threads);
+                        ThreadCount scope(threads);
+                        MatmulScratch scratch;
+                        std::vector<float> y(std::size_t(tokens * shape.rows), std::nanf(""));
+                        matmul(set, w.view(), x.data(), tokens, y.data(), scratch);
+                        for (std::size_t i = 0; i < y.size(); ++i) {
+                            INFO("output " << i);
+                            REQUIRE(std::abs(y[i] - expected.y[i]) <= 1e-5 * expected.magnitude[i] + 1e-30);
+                        }
+                        // Each output is computed by one tile call whatever the thread count.
+                        if (threads == 1) first = y;
+                        else REQUIRE(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)) == 0);
+                    }
+                }
+            }
+    }
+}
+
+TEST_CASE("quantized matmul approximates the float product") {
+    // Against unquantized activations the difference is the Q8 quantization error: RMS about
+    // 1/(127 * sqrt(12)) of each block's largest activation, far below 1% of sum |w x|.
+    const Matrix w = random_matrix(TensorType::Q4_K, 8, 1024, 0, 77);
+    const auto x = random_activations(3, 1024, 78);
+    std::vector<float> y(3 * 8);
+    MatmulScratch scratch;
+    matmul(w.view(), x.data(), 3, y.data(), scratch);
+    std::vector<float> wr(1024);
+    for (int r = 0; r < 8; ++r) {
+        dequantize_row(TensorType::Q4_K, w.data.data() + std::size_t(r) * w.row_bytes, wr.data(), 1024);
+        for (int t = 0; t < 3; ++t) {
+            double s = 0, m = 0;
+            for (int c = 0; c < 1024; ++c) {
+                s += double(wr[std::size_t(c)]) * x[std::size_t(t * 1024 + c)];
+                m += std::abs(double(wr[std::size_t(c)]) * x[std::size_t(t * 1024 + c)]);
+            }
+            CHECK(std::abs(y[std::size_t(t * 8 + r)] - s) < 0.01 * m);
+        }
+    }
+}
+
+TEST_CASE("matmul scratch grows once and is then reused") {
+    const Matrix w = random_matrix(TensorType::Q6_K, 16, 512, 0, 5);
+    const auto x = random_activations(4, 512, 6);
+    std::vector<float> y(4 * 16);
+    MatmulScratch scratch;
+    matmul(w.view(), x.data(), 1, y.data(), scratch);
+    const std::size_t decode_capacity = scratch.capacity();
+    CHECK(decode_capacity >= 2 * sizeof(BlockQ8K));
+    const std::uint8_t* buffer = scratch.bytes(0);
+    for (int step = 0; step < 5; ++step) matmul(w.view(), x.data(), 1, y.data(), scratch);
+    CHECK(scratch.capacity() == decode_capacity);
+    CHECK(scratch.bytes(0) == buffer);
+    matmul(w.view(), x.data(), 4, y.data(), scratch);
+    CHECK(scratch.capacity() >= 4 * 2 * sizeof(BlockQ8K));
+    // Float weights never touch the scratch.
+    MatmulScratch unused;
+    const Matrix wf = random_matrix(TensorType::F16, 4, 64, 0, 9);
+    matmul(wf.view(), x.data(), 1, y.data(), unused);
+    CHECK(unused.capacity() == 0);
+}
+
+TEST_CASE("matmul rejects malformed views") {
+    const Matrix w = random_matrix(TensorType::Q4_K, 4, 256, 0, 3);
+    std::vector<float> x(512), y(8);
+    MatmulScratch scratch;
+    MatrixView bad = w.view();
+    bad.cols = 200;  // not a whole number of blocks
+    CHECK_THROWS_AS(matmul(bad, x.data(), 1, y.data(), scratch), smol::Error);
+    bad = w.view();
+    bad.row_bytes = 100;  // shorter than one block
+    CHECK_THROWS_AS(matmul(bad, x.data(), 1, y.data(), scratch), smol::Error);
+    bad = w.view();
+    bad.type = TensorType::Q5_K;
+    CHECK_THROWS_AS(matmul(bad, x.data(), 1, y.data(), scratch), smol::Error);
+    // Zero tokens is a no-op.
+    y.assign(8, 3.0f);
+    matmul(w.view(), x.data(), 0, y.data(), scratch);
+    CHECK(y[0] == 3.0f);
+}

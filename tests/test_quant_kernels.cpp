@@ -1,0 +1,296 @@
+// Every kernel set compiled in, against the scalar reference dot products, on random blocks and
+// every tile shape (1..kTileRows rows x 1..kTileCols columns), padded strides included. Sets the
+// CPU cannot run are skipped with a message naming what is missing.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "smol/core/cpu.hpp"
+#include "smol/core/half.hpp"
+#include "smol/quant/dispatch.hpp"
+#include "smol/quant/reference.hpp"
+
+using namespace smol;
+
+namespace {
+
+bool runnable(Isa isa) {
+    if (!isa_compiled(isa)) {
+        MESSAGE("skipping kernel set ", isa_name(isa), ": not compiled into this build");
+        return false;
+    }
+    if (!cpu_features().supports(isa)) {
+        MESSAGE("skipping kernel set ", isa_name(isa), ": this CPU lacks it (", describe(), ")");
+        return false;
+    }
+    return true;
+}
+
+// Exact mode: power-of-two scales and small sub-block scales, so every partial sum the kernels
+// form is exact in float and results must agree bit for bit. Otherwise: realistic random scales.
+struct Gen {
+    std::mt19937 rng;
+    bool exact;
+
+    int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+    std::uint8_t byte() { return std::uint8_t(uniform(0, 255)); }
+    std::uint16_t half_in(float lo, float hi) {
+        return f32_to_fp16(std::uniform_real_distribution<float>(lo, hi)(rng));
+    }
+
+    BlockQ4K q4k() {
+        BlockQ4K b;
+        b.d = exact ? f32_to_fp16(1.0f / 16) : half_in(0.0005f, 0.02f);
+        b.dmin = exact ? f32_to_fp16(1.0f / 32) : half_in(0.0005f, 0.02f);
+        for (auto& s : b.scales) s = byte();
+        if (exact) {  // every 6-bit scale and min below 8
+            for (int i = 0; i < 8; ++i) b.scales[i] &= 0x07;
+            for (int i = 8; i < 12; ++i) b.scales[i] &= 0x77;
+        }
+        for (auto& q : b.qs) q = byte();
+        return b;
+    }
+    BlockQ6K q6k() {
+        BlockQ6K b;
+        for (auto& q : b.ql) q = byte();
+        for (auto& q : b.qh) q = byte();
+        for (auto& s : b.scales) s = std::int8_t(exact ? uniform(-8, 8) : uniform(-128, 127));
+        b.d = exact ? f32_to_fp16(1.0f / 8) : half_in(-0.01f, 0.01f);
+        return b;
+    }
+    BlockQ8K q8k() {
+        BlockQ8K b;
+        b.d = exact ? 1.0f / 64 : std::uniform_real_distribution<float>(-0.05f, 0.05f)(rng);
+        for (auto& q : b.qs) q = std::int8_t(uniform(-127, 127));
+        for (int j = 0; j < QK_K / 16; ++j) {
+            int s = 0;
+            for (int l = 0; l < 16; ++l) s += b.qs[16 * j + l];
+            b.bsums[j] = std::int16_t(s);
+        }
+        return b;
+    }
+    BlockQ8_0 q8_0() {
+        BlockQ8_0 b;
+        b.d = exact ? f32_to_fp16(1.0f / 4) : half_in(-0.05f, 0.05f);
+        for (auto& q : b.qs) q = std::int8_t(uniform(-127, 127));
+        return b;
+    }
+};
+
+// sum_i |w_i| |a_i| over a row pair: the scale of the float rounding a kernel may add.
+double magnitude(TensorType wtype, const std::uint8_t* w, TensorType atype, const std::uint8_t* a, std::int64_t n) {
+    std::vector<float> wf(static_cast<std::size_t>(n)), af(static_cast<std::size_t>(n));
+    if (wtype == TensorType::Q4_K) {
+        // The scale and min terms are summed apart, so each counts on its own.
+        const std::size_t blocks = std::size_t(n / QK_K);
+        std::vector<BlockQ4K> scale_part(blocks), min_part(blocks);
+        std::memcpy(scale_part.data(), w, blocks * sizeof(BlockQ4K));
+        std::memcpy(min_part.data(), w, blocks * sizeof(BlockQ4K));
+        for (std::size_t b = 0; b < blocks; ++b) {
+            scale_part[b].dmin = 0;
+            min_part[b].d = 0;
+        }
+        std::vector<float> mf(static_cast<std::size_t>(n));
+        dequantize_row(TensorType::Q4_K, scale_part.data(), wf.data(), n);
+        dequantize_row(TensorType::Q4_K, min_part.data(), mf.data(), n);
+        for (std::size_t i = 0; i < wf.size(); ++i) wf[i] = std::abs(wf[i]) + std::abs(mf[i]);
+    } else {
+        dequantize_row(wtype, w, wf.data(), n);
+    }
+    if (atype == TensorType::Q8_K) {
+        const auto* blocks = reinterpret_cast<const BlockQ8K*>(a);
+        for (std::int64_t i = 0; i < n; ++i) af[std::size_t(i)] = blocks[i / QK_K].d * blocks[i / QK_K].qs[i % QK_K];
+    } else {
+        dequantize_row(atype, a, af.data(), n);
+    }
+    double m = 0;
+    for (std::int64_t i = 0; i < n; ++i) m += std::abs(double(wf[std::size_t(i)]) * af[std::size_t(i)]);
+    return m;
+}
+
+struct Operands {
+    std::vector<std::uint8_t> weights;  // [kTileRows, row_bytes]
+    std::size_t row_bytes;
+    std::vector<std::uint8_t> acts;  // [kTileCols, act_stride]
+    std::size_t act_stride;
+};
+
+// Runs `tile` on every shape and compares each output with `reference(row, column)`.
+template <class Reference>
+void check_tiles(DotTileFn tile, std::int64_t n, const Operands& ops, Reference reference, double tolerance_scale,
+                 TensorType wtype, TensorType atype) {
+    constexpr std::size_t out_stride = kTileRows + 3;
+    const float sentinel = std::numeric_limits<float>::quiet_NaN();
+    for (int n_rows = 1; n_rows <= kTileRows; ++n_rows)
+        for (int n_cols = 1; n_cols <= kTileCols; ++n_cols) {
+            std::vector<float> out(out_stride * kTileCols, sentinel);
+            tile(n, ops.weights.data(), ops.row_bytes, n_rows, ops.acts.data(), ops.act_stride, n_cols, out.data(),
+                 out_stride);
+            for (int c = 0; c < kTileCols; ++c)
+                for (std::size_t r = 0; r < out_stride; ++r) {
+                    const float got = out[std::size_t(c) * out_stride + r];
+                    if (c >= n_cols || int(r) >= n_rows) {
+                        REQUIRE(std::isnan(got));  // outside the tile: untouched
+                        continue;
+                    }
+                    const float expected = reference(int(r), c);
+                    const double tol =
+                        tolerance_scale * magnitude(wtype, ops.weights.data() + r * ops.row_bytes, atype,
+                                                    ops.acts.data() + std::size_t(c) * ops.act_stride, n);
+                    INFO("n " << n << " tile " << n_rows << "x" << n_cols << " at (" << r << ", " << c << ")");
+                    if (tolerance_scale == 0) {
+                        REQUIRE(got == expected);
+                    } else {
+                        REQUIRE(std::abs(double(got) - expected) <= tol);
+                    }
+                }
+        }
+}
+
+template <class Block, class Make>
+std::vector<std::uint8_t> rows_of(int n_rows, std::int64_t blocks, std::size_t stride, Make make) {
+    std::vector<std::uint8_t> bytes(std::size_t(n_rows) * stride, 0xcd);
+    for (int r = 0; r < n_rows; ++r)
+        for (std::int64_t b = 0; b < blocks; ++b) {
+            const Block block = make();
+            std::memcpy(bytes.data() + std::size_t(r) * stride + std::size_t(b) * sizeof(Block), &block, sizeof(Block));
+        }
+    return bytes;
+}
+
+// Random weights of one k-quant type against random Q8_K activations.
+template <class Weight>
+void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed) {
+    const KernelSet set = kernels_for(isa);
+    const DotTileFn tile = wtype == TensorType::Q4_K ? set.q4k_q8k : set.q6k_q8k;
+    Gen gen{std::mt19937(seed), exact};
+    for (const std::int64_t n : {std::int64_t(256), std::int64_t(1024), std::int64_t(2816)}) {
+        const std::int64_t blocks = n / QK_K;
+        Operands ops;
+        ops.row_bytes = std::size_t(blocks) * sizeof(Weight) + 40;  // padded rows
+        ops.act_stride = std::size_t(blocks) * sizeof(BlockQ8K) + 12;
+        ops.weights = rows_of<Weight>(kTileRows, blocks, ops.row_bytes, [&] {
+            if constexpr (std::is_same_v<Weight, BlockQ4K>) return gen.q4k(); else return gen.q6k();
+        });
+        ops.acts = rows_of<BlockQ8K>(kTileCols, blocks, ops.act_stride, [&] { return gen.q8k(); });
+        const auto reference = [&](int r, int c) {
+            const auto* w = reinterpret_cast<const Weight*>(ops.weights.data() + std::size_t(r) * ops.row_bytes);
+            const auto* a = reinterpret_cast<const BlockQ8K*>(ops.acts.data() + std::size_t(c) * ops.act_stride);
+            if constexpr (std::is_same_v<Weight, BlockQ4K>) return dot_q4k_q8k(n, w, a); else return dot_q6k_q8k(n, w, a);
+        };
+        check_tiles(tile, n, ops, reference, exact ? 0.0 : 1e-5, wtype, TensorType::Q8_K);
+        if (exact && n == 256) {  // the exact mode must not be vacuous: results are non-trivial
+            CHECK(reference(0, 0) != 0.0f);
+        }
+    }
+}
+
+constexpr Isa kAllIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512};
+
+}  // namespace
+
+TEST_CASE("Q4_K x Q8_K tiles match the reference on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_kquant<BlockQ4K>(isa, TensorType::Q4_K, true, 1);
+        check_kquant<BlockQ4K>(isa, TensorType::Q4_K, false, 2);
+    }
+}
+
+TEST_CASE("Q6_K x Q8_K tiles match the reference on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_kquant<BlockQ6K>(isa, TensorType::Q6_K, true, 3);
+        check_kquant<BlockQ6K>(isa, TensorType::Q6_K, false, 4);
+    }
+}
+
+TEST_CASE("Q8_0 x Q8_0 tiles match the reference on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        for (const bool exact : {true, false}) {
+            Gen gen{std::mt19937(exact ? 5 : 6), exact};
+            for (const std::int64_t n : {std::int64_t(32), std::int64_t(512), std::int64_t(2080)}) {
+                const std::int64_t blocks = n / QK8_0;
+                Operands ops;
+                ops.row_bytes = std::size_t(blocks) * sizeof(BlockQ8_0) + 6;
+                ops.act_stride = std::size_t(blocks) * sizeof(BlockQ8_0) + 2;
+                ops.weights = rows_of<BlockQ8_0>(kTileRows, blocks, ops.row_bytes, [&] { return gen.q8_0(); });
+                ops.acts = rows_of<BlockQ8_0>(kTileCols, blocks, ops.act_stride, [&] { return gen.q8_0(); });
+                const auto reference = [&](int r, int c) {
+                    return dot_q8_0_q8_0(
+                        n, reinterpret_cast<const BlockQ8_0*>(ops.weights.data() + std::size_t(r) * ops.row_bytes),
+                        reinterpret_cast<const BlockQ8_0*>(ops.acts.data() + std::size_t(c) * ops.act_stride));
+                };
+                check_tiles(kernels_for(isa).q8_0_q8_0, n, ops, reference, exact ? 0.0 : 1e-5, TensorType::Q8_0,
+                            TensorType::Q8_0);
+            }
+        }
+    }
+}
+
+TEST_CASE("F32, F16 and BF16 tiles match the reference on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        const KernelSet set = kernels_for(isa);
+        std::mt19937 rng(9);
+        std::normal_distribution<float> dist(0.0f, 1.0f);
+        for (const TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16}) {
+            CAPTURE(type_name(type));
+            for (const std::int64_t n : {std::int64_t(7), std::int64_t(64), std::int64_t(100), std::int64_t(2051)}) {
+                const std::size_t elem = traits_of(type).block_bytes;
+                Operands ops;
+                ops.row_bytes = std::size_t(n) * elem + 8;
+                ops.act_stride = std::size_t(n) * sizeof(float) + 4;
+                ops.weights.assign(kTileRows * ops.row_bytes, 0);
+                ops.acts.assign(kTileCols * ops.act_stride, 0);
+                for (int r = 0; r < kTileRows; ++r)
+                    for (std::int64_t i = 0; i < n; ++i) {
+                        std::uint8_t* p = ops.weights.data() + std::size_t(r) * ops.row_bytes + std::size_t(i) * elem;
+                        const float v = dist(rng);
+                        if (type == TensorType::F32) std::memcpy(p, &v, 4);
+                        const std::uint16_t h = type == TensorType::F16 ? f32_to_fp16(v) : f32_to_bf16(v);
+                        if (type != TensorType::F32) std::memcpy(p, &h, 2);
+                    }
+                for (int c = 0; c < kTileCols; ++c)
+                    for (std::int64_t i = 0; i < n; ++i) {
+                        const float v = dist(rng);
+                        std::memcpy(ops.acts.data() + std::size_t(c) * ops.act_stride + std::size_t(i) * 4, &v, 4);
+                    }
+                const auto reference = [&](int r, int c) {
+                    const std::uint8_t* w = ops.weights.data() + std::size_t(r) * ops.row_bytes;
+                    const auto* x = reinterpret_cast<const float*>(ops.acts.data() + std::size_t(c) * ops.act_stride);
+                    switch (type) {
+                        case TensorType::F32: return dot_f32(n, reinterpret_cast<const float*>(w), x);
+                        case TensorType::F16: return dot_f16(n, reinterpret_cast<const std::uint16_t*>(w), x);
+                        default: return dot_bf16(n, reinterpret_cast<const std::uint16_t*>(w), x);
+                    }
+                };
+                check_tiles(set.for_weights(type), n, ops, reference, 1e-5, type, TensorType::F32);
+            }
+        }
+    }
+}
+
+TEST_CASE("kernel selection") {
+    const CpuFeatures& cpu = cpu_features();
+    MESSAGE("CPU: ", describe());
+    CHECK(cpu.supports(Isa::scalar));
+    // This project's baseline is x86-64-v3, so a CPU running the tests at all has the AVX2 set.
+    CHECK(cpu.has_avx2_kernels());
+    CHECK(kernels().isa == selected_isa());
+    CHECK(parse_isa("avx2") == Isa::avx2);
+    CHECK_THROWS_AS(parse_isa("sse9"), smol::Error);
+    if (!cpu.has_avx512_kernels()) CHECK_THROWS_AS(kernels_for(Isa::avx512), smol::Error);
+    CHECK_THROWS_AS(kernels_for(Isa::scalar).for_weights(TensorType::Q5_K), smol::Error);
+}
