@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -386,4 +388,49 @@ TEST_CASE("100 KB of mixed text tokenizes quickly and decodes back exactly") {
     std::vector<std::int32_t> repeated;
     for (std::size_t k = 0; k < copies; ++k) repeated.insert(repeated.end(), chunk_ids.begin(), chunk_ids.end());
     CHECK(ids == repeated);
+}
+
+namespace {
+
+// Seeded random text of words from several scripts separated by spaces, newlines and tabs, so
+// that few pieces repeat (the per-call word cache cannot hide the cost of BPE).
+std::string random_text(std::size_t bytes, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    const std::vector<std::pair<char32_t, char32_t>> scripts = {
+        {U'a', U'z'}, {U'A', U'Z'}, {U'0', U'9'}, {U'!', U'/'}, {0xC0, 0xFF}, {0x410, 0x44F},
+        {0x4E00, 0x9FFF}, {0xAC00, 0xD7A3}, {0x1F600, 0x1F64F}, {0x300, 0x36F}, {0x600, 0x6FF}};
+    const char* separators[] = {" ", " ", " ", " ", "\n", "  ", "\t", "\r\n", ". ", "\n\n"};
+    std::string text;
+    while (text.size() < bytes) {
+        const auto& [lo, hi] = scripts[std::uniform_int_distribution<std::size_t>(0, scripts.size() - 1)(rng)];
+        const int length = std::uniform_int_distribution<int>(1, 12)(rng);
+        for (int i = 0; i < length; ++i) unicode::append_utf8(text, std::uniform_int_distribution<char32_t>(lo, hi)(rng));
+        text += separators[std::uniform_int_distribution<std::size_t>(0, std::size(separators) - 1)(rng)];
+    }
+    return text;
+}
+
+}  // namespace
+
+TEST_CASE("100 KB of random multilingual text: round trip, streaming, time") {
+    const Tokenizer& t = real_tokenizer();
+    const std::string text = random_text(100 * 1024, 1234);
+    const auto start = std::chrono::steady_clock::now();
+    const auto ids = t.encode(text, false);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    MESSAGE("tokenized ", text.size(), " bytes of random text into ", ids.size(), " tokens in ", seconds * 1000.0, " ms");
+    CHECK(t.decode(ids) == text);
+    CHECK(check_streaming(t, ids, false) > 0);
+}
+
+TEST_CASE("random bytes: decoding the ids gives the input with each invalid byte as U+FFFD") {
+    const Tokenizer& t = real_tokenizer();
+    std::mt19937 rng(99);
+    for (int round = 0; round < 50; ++round) {
+        std::string bytes(std::uniform_int_distribution<int>(0, 400)(rng), '\0');
+        for (char& c : bytes) c = char(std::uniform_int_distribution<int>(0, 255)(rng));
+        std::string expected;
+        for (const char32_t cp : unicode::decode_utf8_lenient(bytes).codepoints) unicode::append_utf8(expected, cp);
+        CHECK(t.decode(t.encode(bytes, true), true) == expected);
+    }
 }
