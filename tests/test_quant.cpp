@@ -207,6 +207,21 @@ TEST_CASE("Q4_K dequantization of a hand-built block") {
         }
 }
 
+TEST_CASE("Q4_K word-wide scale unpacking agrees with the per-index formula") {
+    std::mt19937 rng(42);
+    for (int trial = 0; trial < 20000; ++trial) {
+        std::uint8_t packed[12], unpacked[16];
+        for (auto& b : packed) b = std::uint8_t(rng());
+        q4k_unpack_scales_mins(packed, unpacked);
+        for (int j = 0; j < 8; ++j) {
+            std::uint8_t sc, m;
+            q4k_scale_min(j, packed, sc, m);
+            REQUIRE(unpacked[j] == sc);
+            REQUIRE(unpacked[8 + j] == m);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Q6_K dequantization of a hand-built block
 

@@ -65,16 +65,18 @@ inline void q4k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ4K& wb = t.w[r][b];
             prefetch_ahead(&wb, sizeof(BlockQ4K));
-            std::uint8_t sc[8], mn[8];
-            for (int j = 0; j < 8; ++j) q4k_scale_min(j, wb.scales, sc[j], mn[j]);
-            __m256i q[8], scale[8];  // [sub-block]: 32 nibbles as bytes; its scale as 16 x i16
+            alignas(16) std::uint8_t scales_mins[16];
+            q4k_unpack_scales_mins(wb.scales, scales_mins);
+            const __m128i packed = _mm_load_si128(reinterpret_cast<const __m128i*>(scales_mins));
+            const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
+            const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(packed, packed));
+            __m256i q[8], scale[8];  // [sub-block]: 32 nibbles as bytes; its scale in all 16 x i16
             for (int chunk = 0; chunk < 4; ++chunk) {
                 const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * chunk));
                 q[2 * chunk] = _mm256_and_si256(bits, low4);
                 q[2 * chunk + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
             }
-            for (int j = 0; j < 8; ++j) scale[j] = _mm256_set1_epi16(sc[j]);
-            const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
+            for (int j = 0; j < 8; ++j) scale[j] = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(short(0x0100 * (2 * j + 1) + 2 * j)));
             const float d = half_to_float(wb.d);
             const float dmin = half_to_float(wb.dmin);
             for (int c = 0; c < C; ++c) {

@@ -68,15 +68,16 @@ SMOL_TARGET_AVX512 void q4k_tile(std::int64_t n, const std::uint8_t* weights, st
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ4K& wb = t.w[r][b];
             prefetch_ahead(&wb, sizeof(BlockQ4K));
-            std::uint8_t sc[8], mn[8];
-            for (int j = 0; j < 8; ++j) q4k_scale_min(j, wb.scales, sc[j], mn[j]);
+            alignas(16) std::uint8_t scales_mins[16];  // 8 scales, then 8 mins
+            q4k_unpack_scales_mins(wb.scales, scales_mins);
+            const std::uint8_t* sc = scales_mins;
             __m512i q[4], scale[4];  // [chunk of 64 weights]: nibbles as bytes; scales of its two sub-blocks
             for (int chunk = 0; chunk < 4; ++chunk) {
                 const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * chunk));
                 q[chunk] = join(_mm256_and_si256(bits, low4), _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4));
                 scale[chunk] = join(_mm256_set1_epi16(sc[2 * chunk]), _mm256_set1_epi16(sc[2 * chunk + 1]));
             }
-            const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
+            const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales_mins + 8)));
             const float d = half_to_float(wb.d);
             const float dmin = half_to_float(wb.dmin);
             for (int c = 0; c < C; ++c) {
