@@ -93,7 +93,7 @@ double top2_margin(const float* x, int n) {
 
 // Checks rows of smol's logits against the reference rows with the fixture's criteria.
 void check_rows(const Fixture& f, const std::vector<float>& ours, const std::vector<float>& ref, int n_rows, int n_vocab,
-                const char* path_name) {
+                const std::string& path_name) {
     double worst = 0;
     int argmax_checked = 0;
     for (int r = 0; r < n_rows; ++r) {

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite, exactly as CI runs it (.ci/run calls this after installing packages):
+#   1. release build of the library, tools, examples and tests, and ctest;
+#   2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the GGUF reader fuzzed with libFuzzer for 60 seconds, seeded with the fixtures.
+# env: JOBS (build jobs, default: number of cores), FUZZ_SECONDS (default 60), SKIP_SANITIZE=1,
+#      SKIP_FUZZ=1 (for quick local runs; CI runs everything).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+jobs=${JOBS:-$(nproc)}
+start=$SECONDS
+
+echo "==> release build (build/)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j "$jobs"
+echo "==> ctest (release)"
+ctest --test-dir build --output-on-failure -j 1
+echo "==> release suite passed after $((SECONDS - start)) s"
+
+if [[ "${SKIP_SANITIZE:-0}" != 1 ]]; then
+  JOBS=$jobs bash scripts/sanitize.sh
+  echo "==> sanitized suite passed after $((SECONDS - start)) s"
+fi
+if [[ "${SKIP_FUZZ:-0}" != 1 ]]; then
+  bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+  echo "==> fuzzing passed after $((SECONDS - start)) s"
+fi
+echo "==> all tests passed in $((SECONDS - start)) s"
