@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer GGUF target with clang (ASan + UBSan) in its own build folder, seeds a
+# corpus and fuzzes for the given time. Exits non-zero on any finding (crash, sanitizer report,
+# an exception other than smol::Error, a timeout or running out of memory).
+#
+# usage: scripts/fuzz.sh [seconds=60]
+# env:   BUILD_DIR (default build-fuzz), JOBS (build jobs, default 2), CC/CXX (default clang).
+# needs: clang and its fuzzer runtime (Debian: clang-14 and libclang-rt-14-dev), python3.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+seconds=${1:-60}
+build_dir=${BUILD_DIR:-build-fuzz}
+jobs=${JOBS:-2}
+export CC=${CC:-clang} CXX=${CXX:-clang++}
+
+# xsimd's CMake package names an "xtl" link library that Debian does not ship (xtl is header
+# only); an empty archive satisfies the link without changing the top-level CMakeLists.
+shim_dir="$PWD/$build_dir/xtl-shim"
+mkdir -p "$shim_dir"
+[[ -f "$shim_dir/libxtl.a" ]] || ar rc "$shim_dir/libxtl.a"
+
+echo "==> configuring $build_dir with $CXX (SMOL_FUZZ=ON)"
+cmake -S . -B "$build_dir" -G Ninja \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_EXE_LINKER_FLAGS="-L$shim_dir" \
+  -DSMOL_FUZZ=ON -DSMOL_BUILD_TESTS=OFF -DSMOL_BUILD_TOOLS=OFF -DSMOL_BUILD_EXAMPLES=OFF
+echo "==> building fuzz_gguf"
+cmake --build "$build_dir" -j "$jobs" --target fuzz_gguf
+fuzzer="$build_dir/fuzz/fuzz_gguf"
+
+seeds="$build_dir/seeds-gguf"
+corpus="$build_dir/corpus-gguf"    # kept between runs, so coverage accumulates
+artifacts="$build_dir/artifacts-gguf"
+mkdir -p "$seeds" "$corpus" "$artifacts"
+rm -f "$seeds"/*
+
+# The fixtures are 7-23 MB, far beyond a useful -max_len, so the seeds are made from them:
+# each fixture's first 4 KB (a truncated header), and a "mini" copy keeping every metadata key
+# (arrays cut to their first 8 elements) and a few tensor entries of one block each. Hand-made
+# files cover what the fixtures lack: every value type, nested arrays, v2, custom alignment.
+echo "==> writing seeds to $seeds"
+python3 - "$seeds" tests/data/*/*.gguf <<'PY'
+import os, struct, sys
+
+out_dir, fixtures = sys.argv[1], sys.argv[2:]
+BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 36),
+          10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292),
+          24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 30: (1, 2)}
+FIXED = {0: 'B', 1: 'b', 2: 'H', 3: 'h', 4: 'I', 5: 'i', 6: 'f', 7: 'B', 10: 'Q', 11: 'q', 12: 'd'}
+
+def write(name, data):
+    with open(os.path.join(out_dir, name), 'wb') as f:
+        f.write(data)
+
+def s(text):
+    b = text.encode() if isinstance(text, str) else text
+    return struct.pack('<Q', len(b)) + b
+
+def kv(key, vtype, payload):
+    return s(key) + struct.pack('<I', vtype) + payload
+
+def arr(etype, items):  # items already encoded
+    return struct.pack('<IQ', etype, len(items)) + b''.join(items)
+
+def gguf(kvs, tensors, version=3, alignment=32):
+    # tensors: (name, shape, type); data is a byte pattern of the right size
+    head = struct.pack('<IIQQ', 0x46554747, version, len(tensors), len(kvs)) + b''.join(kvs)
+    offset, blobs = 0, []
+    for name, shape, ttype in tensors:
+        n = 1
+        for d in shape: n *= d
+        size = n // BLOCKS[ttype][0] * BLOCKS[ttype][1]
+        head += s(name) + struct.pack('<I', len(shape)) + b''.join(struct.pack('<q', d) for d in shape)
+        head += struct.pack('<IQ', ttype, offset)
+        blobs.append((offset, bytes((i * 37 + len(name)) & 255 for i in range(size))))
+        offset = (offset + size + alignment - 1) // alignment * alignment
+    data_start = (len(head) + alignment - 1) // alignment * alignment
+    body = bytearray(head + bytes(data_start - len(head)))
+    for off, blob in blobs:
+        body += bytes(data_start + off - len(body)) + blob
+    return bytes(body)
+
+def mini(path):
+    """Re-encodes a fixture's header with short arrays and tiny tensors."""
+    data = open(path, 'rb').read(1 << 26)
+    pos = 24
+    magic, version, n_tensors, n_kv = struct.unpack_from('<IIQQ', data)
+    def read_string():
+        nonlocal pos
+        (n,) = struct.unpack_from('<Q', data, pos)
+        pos += 8 + n
+        return data[pos - n:pos]
+    def read_value(vtype, limit):
+        nonlocal pos
+        if vtype in FIXED:
+            size = struct.calcsize(FIXED[vtype])
+            pos += size
+            return data[pos - size:pos]
+        if vtype == 8:
+            return s(read_string())
+        etype, count = struct.unpack_from('<IQ', data, pos)
+        pos += 12
+        items = [read_value(etype, limit) for _ in range(count)]
+        kept = items[:limit]
+        return struct.pack('<IQ', etype, len(kept)) + b''.join(kept)
+    kvs = []
+    for _ in range(n_kv):
+        key = read_string()
+        (vtype,) = struct.unpack_from('<I', data, pos)
+        pos += 4
+        kvs.append(s(key) + struct.pack('<I', vtype) + read_value(vtype, 8))
+    tensors = []
+    for _ in range(n_tensors):
+        name = read_string().decode()
+        (nd,) = struct.unpack_from('<I', data, pos)
+        pos += 4 + 8 * nd
+        ttype, _ = struct.unpack_from('<IQ', data, pos)
+        pos += 12
+        if len(tensors) < 4:
+            tensors.append((name, [BLOCKS[ttype][0]] + [1] * (nd - 1), ttype))
+    return gguf(kvs, tensors, version)
+
+for path in fixtures:
+    stem = os.path.basename(path).rsplit('.', 1)[0]
+    write(stem + '-head4k.gguf', open(path, 'rb').read(4096))
+    write(stem + '-mini.gguf', mini(path))
+
+u32 = lambda v: struct.pack('<I', v)
+every_type = [
+    kv('general.architecture', 8, s('smollm3')), kv('v.u8', 0, b'\xc8'), kv('v.i8', 1, b'\x9c'),
+    kv('v.u16', 2, struct.pack('<H', 60000)), kv('v.i16', 3, struct.pack('<h', -3)), kv('v.u32', 4, u32(7)),
+    kv('v.i32', 5, struct.pack('<i', -7)), kv('v.f32', 6, struct.pack('<f', 1.5)), kv('v.bool', 7, b'\x01'),
+    kv('v.u64', 10, struct.pack('<Q', 1 << 63)), kv('v.i64', 11, struct.pack('<q', -5)),
+    kv('v.f64', 12, struct.pack('<d', 0.25)),
+    kv('a.strings', 9, arr(8, [s('a'), s(''), s('\u00e9\u4e2d')])),
+    kv('a.i32', 9, arr(5, [struct.pack('<i', v) for v in (1, -2, 3)])),
+    kv('a.bool', 9, arr(7, [b'\x00', b'\x01'])),
+    kv('a.nested', 9, arr(9, [arr(4, [u32(1), u32(2)]), arr(8, [s('x')])])),
+]
+tensors = [('f32', [8, 2], 0), ('f16', [16], 1), ('q8_0', [32], 8), ('q4_k', [256], 12), ('q6_k', [256], 14)]
+write('every-type-v3.gguf', gguf(every_type, tensors))
+write('every-type-v2.gguf', gguf(every_type, tensors, version=2))
+write('align64.gguf', gguf([kv('general.alignment', 4, u32(64))] + every_type[:3], tensors[:3], alignment=64))
+write('header-only.gguf', struct.pack('<IIQQ', 0x46554747, 3, 0, 0))
+write('empty.gguf', b'')
+PY
+ls -l "$seeds"
+
+cat > "$build_dir/gguf.dict" <<'DICT'
+magic="GGUF"
+v2="\x02\x00\x00\x00"
+v3="\x03\x00\x00\x00"
+key_alignment="general.alignment"
+key_arch="general.architecture"
+key_tokens="tokenizer.ggml.tokens"
+huge_u64="\xff\xff\xff\xff\xff\xff\xff\x7f"
+DICT
+
+# max_len covers the mini fixtures (their first 8 tokens and merges, every hyperparameter);
+# larger inputs only slow the fuzzer down.
+echo "==> fuzzing for ${seconds}s"
+"$fuzzer" "$corpus" "$seeds" \
+  -max_total_time="$seconds" -max_len=32768 -timeout=10 -rss_limit_mb=2048 \
+  -dict="$build_dir/gguf.dict" -artifact_prefix="$artifacts/" -print_final_stats=1
+echo "==> no findings in ${seconds}s (corpus: $(ls "$corpus" | wc -l) inputs in $corpus)"
