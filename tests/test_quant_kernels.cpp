@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -277,6 +278,50 @@ TEST_CASE("F32, F16 and BF16 tiles match the reference on every kernel set") {
                     }
                 };
                 check_tiles(set.for_weights(type), n, ops, reference, 1e-5, type, TensorType::F32);
+            }
+        }
+    }
+}
+
+TEST_CASE("Q8_K activation quantizers are byte-identical to the reference on every kernel set") {
+    std::mt19937 rng(21);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    const std::int64_t n = 8 * QK_K;
+    std::vector<float> x(static_cast<std::size_t>(n));
+    std::vector<BlockQ8K> expected(8), got(8);
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        const auto quantize = kernels_for(isa).quantize_q8k;
+        for (int trial = 0; trial < 50; ++trial) {
+            const float sigma = std::pow(10.0f, float(trial % 9) - 4.0f);
+            for (auto& v : x) v = sigma * dist(rng);
+            switch (trial % 5) {
+                case 1:  // block 0: max -127 so iscale = 1, then many exact ties k + 0.5
+                    x[0] = -127.0f;
+                    for (int i = 1; i < QK_K; ++i) x[std::size_t(i)] = float(int(rng() % 253) - 126) + 0.5f * float(rng() % 2);
+                    break;
+                case 2:  // block 1 all zero, block 2 a single positive value
+                    std::fill(x.begin() + QK_K, x.begin() + 3 * QK_K, 0.0f);
+                    x[2 * QK_K + 77] = 3.0f;
+                    break;
+                case 3:  // the largest magnitude twice with both signs: the first one sets the sign
+                    x[5] = 9.0f * sigma;
+                    x[9] = -9.0f * sigma;
+                    x[QK_K + 200] = -9.0f * sigma;
+                    x[QK_K + 201] = 9.0f * sigma;
+                    break;
+                case 4:  // the maximum in the last element
+                    x[QK_K - 1] = -50.0f * sigma;
+                    break;
+                default: break;
+            }
+            quantize_row_q8_k(x.data(), expected.data(), n);
+            std::memset(got.data(), 0x5a, got.size() * sizeof(BlockQ8K));
+            quantize(x.data(), got.data(), n);
+            for (int b = 0; b < 8; ++b) {
+                INFO("trial " << trial << " block " << b);
+                REQUIRE(std::memcmp(&got[std::size_t(b)], &expected[std::size_t(b)], sizeof(BlockQ8K)) == 0);
             }
         }
     }

@@ -87,14 +87,15 @@ inline void check_view(const MatrixView& w, std::int64_t n_tokens) {
 
 // Quantizes x ([n_tokens, cols]) to one row of Block per token in `out`, in parallel when
 // there is enough of it to pay for waking the threads.
-template <class Block, void (*Quantize)(const float*, Block*, std::int64_t), int BlockElements>
-void quantize_activations(const float* x, std::int64_t n_tokens, std::int64_t cols, Block* out) {
+template <class Block, int BlockElements>
+void quantize_activations(void (*quantize)(const float*, Block*, std::int64_t), const float* x,
+                          std::int64_t n_tokens, std::int64_t cols, Block* out) {
     const std::int64_t per_token = cols / BlockElements;
     const std::int64_t total = n_tokens * per_token;
 #pragma omp parallel for schedule(static) if (total >= kParallelQuantizeBlocks)
     for (std::int64_t i = 0; i < total; ++i) {
         const std::int64_t t = i / per_token, b = i % per_token;
-        Quantize(x + t * cols + b * BlockElements, out + i, BlockElements);
+        quantize(x + t * cols + b * BlockElements, out + i, BlockElements);
     }
 }
 
@@ -116,14 +117,14 @@ inline void matmul(const KernelSet& kernels, const MatrixView& w, const float* x
         case TensorType::Q6_K: {
             act_stride = std::size_t(w.cols / QK_K) * sizeof(BlockQ8K);
             auto* q = reinterpret_cast<BlockQ8K*>(scratch.bytes(std::size_t(n_tokens) * act_stride));
-            quantize_activations<BlockQ8K, quantize_row_q8_k, QK_K>(x, n_tokens, w.cols, q);
+            quantize_activations<BlockQ8K, QK_K>(kernels.quantize_q8k, x, n_tokens, w.cols, q);
             acts = reinterpret_cast<const std::uint8_t*>(q);
             break;
         }
         case TensorType::Q8_0: {
             act_stride = std::size_t(w.cols / QK8_0) * sizeof(BlockQ8_0);
             auto* q = reinterpret_cast<BlockQ8_0*>(scratch.bytes(std::size_t(n_tokens) * act_stride));
-            quantize_activations<BlockQ8_0, quantize_row_q8_0, QK8_0>(x, n_tokens, w.cols, q);
+            quantize_activations<BlockQ8_0, QK8_0>(quantize_row_q8_0, x, n_tokens, w.cols, q);
             acts = reinterpret_cast<const std::uint8_t*>(q);
             break;
         }

@@ -5,10 +5,12 @@
 
 #include "smol/core/cpu.hpp"
 #include "smol/core/error.hpp"
+#include "smol/quant/blocks.hpp"
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/kernels_avx2.hpp"
 #include "smol/quant/kernels_avx512.hpp"
 #include "smol/quant/kernels_scalar.hpp"
+#include "smol/quant/reference.hpp"
 #include "smol/quant/types.hpp"
 
 namespace smol {
@@ -21,6 +23,7 @@ struct KernelSet {
     DotTileFn f32;        // float weights x float activations
     DotTileFn f16;
     DotTileFn bf16;
+    void (*quantize_q8k)(const float* x, BlockQ8K* out, std::int64_t n);  // bit-identical to the reference
 
     // The tile kernel for a weight type; fails for types smol cannot multiply.
     DotTileFn for_weights(TensorType type) const {
@@ -42,18 +45,23 @@ struct avx512_tag {};
 
 inline KernelSet kernel_set(scalar_tag) {
     namespace k = kernels_scalar;
-    return {Isa::scalar, k::q4k_q8k, k::q6k_q8k, k::q8_0_q8_0, k::f32, k::f16, k::bf16};
+    return {Isa::scalar, k::q4k_q8k, k::q6k_q8k, k::q8_0_q8_0, k::f32, k::f16, k::bf16, quantize_row_q8_k};
 }
 #if SMOL_HAVE_AVX2_KERNELS
 inline KernelSet kernel_set(avx2_tag) {
     namespace k = kernels_avx2;
-    return {Isa::avx2, k::q4k_q8k, k::q6k_q8k, k::q8_0_q8_0, k::f32, k::f16, k::bf16};
+    return {Isa::avx2, k::q4k_q8k, k::q6k_q8k, k::q8_0_q8_0, k::f32, k::f16, k::bf16, k::quantize_row_q8_k};
 }
 #endif
 #if SMOL_HAVE_AVX512_KERNELS
 inline KernelSet kernel_set(avx512_tag) {
     namespace k = kernels_avx512;
-    return {Isa::avx512, k::q4k_q8k, k::q6k_q8k, k::q8_0_q8_0, k::f32, k::f16, k::bf16};
+#if SMOL_HAVE_AVX2_KERNELS
+    constexpr auto quantize = kernels_avx2::quantize_row_q8_k;  // memory-bound: AVX2 suffices
+#else
+    constexpr auto quantize = quantize_row_q8_k;
+#endif
+    return {Isa::avx512, k::q4k_q8k, k::q6k_q8k, k::q8_0_q8_0, k::f32, k::f16, k::bf16, quantize};
 }
 #endif
 

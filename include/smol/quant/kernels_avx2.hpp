@@ -11,7 +11,9 @@
 #include <immintrin.h>
 
 #include <cstddef>
+#include <bit>
 #include <cstdint>
+#include <cstring>
 #include <xsimd/xsimd.hpp>
 
 #include "smol/quant/blocks.hpp"
@@ -247,6 +249,63 @@ inline void float_tile(std::int64_t n, const std::uint8_t* weights, std::size_t 
 }
 
 }  // namespace detail
+
+// Q8_K activation quantizer, byte for byte equal to the reference one: the same float products
+// rounded half to even by vroundps (nearbyint under the default mode), the same maximum (the
+// first element of largest magnitude) and bsums summed from the quants.
+inline void quantize_row_q8_k(const float* x, BlockQ8K* out, std::int64_t n) {  // x: [n]
+    if (n % QK_K != 0) fail("quantize_row_q8_k: row length must be a multiple of ", QK_K, ", got ", n);
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256i limit = _mm256_set1_epi32(127);
+    const __m256i byte_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (std::int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
+        BlockQ8K& block = out[b];
+        __m256 vmax = _mm256_setzero_ps();
+        // |x| first: maxps returns its second operand for NaN, so NaNs are skipped as in the reference.
+        for (int i = 0; i < QK_K; i += 8) vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), vmax);
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        const float amax = _mm_cvtss_f32(m);
+        if (amax == 0.0f) {
+            std::memset(&block, 0, sizeof(block));
+            continue;
+        }
+        const __m256 vamax = _mm256_set1_ps(amax);
+        int first = 0;
+        for (;; first += 8) {
+            const __m256 hit = _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + first), abs_mask), vamax, _CMP_EQ_OQ);
+            const int mask = _mm256_movemask_ps(hit);
+            if (mask != 0) {
+                first += std::countr_zero(unsigned(mask));
+                break;
+            }
+        }
+        const float iscale = -127.0f / x[first];
+        const __m256 vscale = _mm256_set1_ps(iscale);
+        for (int i = 0; i < QK_K; i += 64) {
+            __m256i q[8];  // 64 quants as int32
+            for (int k = 0; k < 8; ++k) {
+                const __m256 v = _mm256_mul_ps(vscale, _mm256_loadu_ps(x + i + 8 * k));
+                const __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(r), limit);
+            }
+            for (int k = 0; k < 8; k += 4) {  // 32 quants: pack to bytes, undo the per-lane interleave
+                const __m256i words = _mm256_packs_epi32(q[k], q[k + 1]);
+                const __m256i words2 = _mm256_packs_epi32(q[k + 2], q[k + 3]);
+                const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(words, words2), byte_order);
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(block.qs + i + 8 * k), bytes);
+            }
+            // Four bsums (16 quants each): pairwise sums, then a hadd tree.
+            const __m256i s0 = _mm256_add_epi32(q[0], q[1]), s1 = _mm256_add_epi32(q[2], q[3]);
+            const __m256i s2 = _mm256_add_epi32(q[4], q[5]), s3 = _mm256_add_epi32(q[6], q[7]);
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
+            const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(block.bsums + i / 16), _mm_packs_epi32(sums, sums));
+        }
+        block.d = 1.0f / iscale;
+    }
+}
 
 inline constexpr DotTileFn q4k_q8k = kernel_detail::by_columns<detail::q4k_tile<1>, detail::q4k_tile<kTileCols>>;
 inline constexpr DotTileFn q6k_q8k = kernel_detail::by_columns<detail::q6k_tile<1>, detail::q6k_tile<kTileCols>>;
