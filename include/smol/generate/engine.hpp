@@ -1,0 +1,68 @@
+#pragma once
+// What a chat needs from one GGUF file: the compiled model that runs it and the tokenizer
+// stored in it. Sessions (generate/session.hpp) borrow an Engine; several sessions may share
+// one, since every forward pass goes through forward(), which takes a lock (a model's scratch
+// buffers serve one call at a time).
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <span>
+
+#include "smol/core/error.hpp"
+#include "smol/model/model.hpp"
+#include "smol/model/registry.hpp"
+#include "smol/text/tokenizer.hpp"
+
+namespace smol {
+
+class Engine {
+public:
+    explicit Engine(const std::filesystem::path& path, const LoadOptions& options = {})
+        : options_(options), model_(load_model(path, options)), tokenizer_(text::Tokenizer::from_gguf(model_->file())) {
+        // Logit rows past the tokenizer's vocabulary (padding) could be sampled but never
+        // decoded; a tokenizer larger than the logits could produce ids the model cannot embed.
+        if (tokenizer_.n_vocab() != std::size_t(model_->n_vocab()))
+            fail(path.string(), ": the tokenizer has ", tokenizer_.n_vocab(), " tokens but the model has ",
+                 model_->n_vocab(), " logit rows (token_embd.weight); expected the same count");
+    }
+
+    // Same as the constructor; reads well at call sites: `auto engine = Engine::load(path);`.
+    static Engine load(const std::filesystem::path& path, const LoadOptions& options = {}) {
+        return Engine(path, options);
+    }
+
+    // Sessions hold a reference to their engine, so it stays where it was made.
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    const Model& model() const { return *model_; }
+    const ModelInfo& info() const { return model_->info(); }
+    const text::Tokenizer& tokenizer() const { return tokenizer_; }
+    const LoadOptions& load_options() const { return options_; }
+    int n_vocab() const { return model_->n_vocab(); }
+
+    KvCache make_cache(int context) const { return model_->make_cache(context); }
+
+    // One sequence through the model, serialised with every other caller of this engine.
+    // logits: [1, n_vocab] (the last token) or [n, n_vocab] with all_logits.
+    void forward(KvCache& cache, std::span<const std::int32_t> tokens, float* logits, bool all_logits) {
+        std::lock_guard lock(forward_mutex_);
+        model_->forward(cache, tokens, logits, all_logits);
+    }
+
+    // Several sequences in one pass (a server's continuous batching), also serialised.
+    void forward(std::span<const SequenceBatch> batch, float* logits) {
+        std::lock_guard lock(forward_mutex_);
+        model_->forward(batch, logits);
+    }
+
+private:
+    LoadOptions options_;
+    std::unique_ptr<Model> model_;
+    text::Tokenizer tokenizer_;
+    std::mutex forward_mutex_;
+};
+
+}  // namespace smol

@@ -1,0 +1,352 @@
+// ChatSession against the tiny fixture models: determinism, KV cache reuse across turns,
+// stop strings, token limits, cancellation, context limits and the streamed pieces.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "smol/generate/engine.hpp"
+#include "smol/generate/session.hpp"
+#include "smol/text/chat_template.hpp"
+
+using smol::ChatSession;
+using smol::Engine;
+using smol::GenerationParams;
+using smol::GenerationResult;
+using smol::StopReason;
+using smol::StreamPiece;
+
+namespace {
+
+const std::filesystem::path kData = SMOL_TEST_DATA_DIR;
+
+Engine& quantized_engine() {
+    static Engine engine(kData / "tiny" / "smollm3-tiny-Q4_K_M.gguf");
+    return engine;
+}
+Engine& float_engine() {
+    static Engine engine(kData / "tiny-f32" / "smollm3-tiny-f32.gguf");
+    return engine;
+}
+
+GenerationParams greedy(int max_tokens, bool thinking = false) {
+    GenerationParams p;
+    p.sampling.temperature = 0.0f;
+    p.max_tokens = max_tokens;
+    p.enable_thinking = thinking;
+    return p;
+}
+
+smol::ChatOptions fixed_date() {
+    smol::ChatOptions o;
+    o.date = "21 November 2026";
+    return o;
+}
+
+// The prompt tokens the session would build for `messages`, rendered independently.
+std::vector<std::int32_t> prompt_tokens(const Engine& engine, const nlohmann::ordered_json& messages, bool thinking) {
+    smol::ChatOptions o = fixed_date();
+    o.enable_thinking = thinking;
+    return engine.tokenizer().encode(smol::render_chat(messages, o), true);
+}
+
+// Plain greedy decoding straight on the model: the reference the session must reproduce.
+std::vector<std::int32_t> reference_greedy(Engine& engine, const std::vector<std::int32_t>& prompt, int n) {
+    smol::KvCache cache = engine.make_cache(512);
+    std::vector<float> logits(std::size_t(engine.n_vocab()));
+    std::vector<std::int32_t> out;
+    engine.forward(cache, prompt, logits.data(), false);
+    for (int i = 0; i < n; ++i) {
+        const auto id = std::int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        out.push_back(id);
+        if (engine.tokenizer().is_end_of_generation(id)) break;
+        engine.forward(cache, std::span<const std::int32_t>(&id, 1), logits.data(), false);
+    }
+    return out;
+}
+
+// A greedy answer long enough to cut: enough generated tokens with printable text.
+GenerationResult greedy_reply(ChatSession& session, const std::string& message, int n) {
+    session.set_template_options(fixed_date());
+    return session.send(message, greedy(n));
+}
+
+}  // namespace
+
+TEST_CASE("engine: loads model and tokenizer from one file") {
+    Engine& engine = quantized_engine();
+    CHECK(engine.n_vocab() == 4096);
+    CHECK(engine.tokenizer().n_vocab() == 4096);
+    CHECK(engine.tokenizer().is_end_of_generation(4089));
+    CHECK_THROWS_AS(Engine(kData / "vocab" / "smollm3-vocab.gguf"), smol::Error);  // no weights
+}
+
+TEST_CASE("session: greedy generation is deterministic and matches plain greedy decoding") {
+    for (Engine* engine : {&quantized_engine(), &float_engine()}) {
+        ChatSession a(*engine, 512), b(*engine, 512);
+        const GenerationResult ra = greedy_reply(a, "What is the capital of France?", 24);
+        const GenerationResult rb = greedy_reply(b, "What is the capital of France?", 24);
+        CHECK(ra.answer == rb.answer);
+        CHECK(ra.reasoning == rb.reasoning);
+        CHECK(ra.timings.generated_tokens == rb.timings.generated_tokens);
+        if (engine == &float_engine()) CHECK_FALSE(ra.answer.empty());  // the Q4 model repeats a newline
+
+        // The cache holds the prompt and every generated token but the last (never run).
+        const nlohmann::ordered_json messages = nlohmann::ordered_json::array(
+            {nlohmann::ordered_json{{"role", "user"}, {"content", "What is the capital of France?"}}});
+        const std::vector<std::int32_t> prompt = prompt_tokens(*engine, messages, false);
+        const std::vector<std::int32_t> expected = reference_greedy(*engine, prompt, 24);
+        REQUIRE(ra.timings.prompt_tokens == int(prompt.size()));
+        CHECK(ra.timings.cached_tokens == 0);
+        CHECK(ra.timings.generated_tokens == int(expected.size()));
+        const auto cached = a.cached_tokens();
+        REQUIRE(cached.size() == prompt.size() + expected.size() - 1);
+        CHECK(std::equal(prompt.begin(), prompt.end(), cached.begin()));
+        CHECK(std::equal(expected.begin(), expected.end() - 1, cached.begin() + std::ptrdiff_t(prompt.size())));
+    }
+}
+
+TEST_CASE("session: a second message runs only the tokens not already cached") {
+    Engine& engine = float_engine();
+    ChatSession session(engine, 1024, "You are terse.");
+    const GenerationResult first = greedy_reply(session, "Hello there", 12);
+    const int first_prompt = first.timings.prompt_tokens;
+    CHECK(first.timings.cached_tokens == 0);
+
+    const GenerationResult second = greedy_reply(session, "And again", 12);
+    REQUIRE(session.messages().size() == 5);  // system, user, assistant, user, assistant
+    CHECK(session.messages()[2]["role"] == "assistant");
+    CHECK(session.messages()[2]["content"] == first.answer);
+
+    nlohmann::ordered_json conversation = session.messages();
+    conversation.erase(conversation.end() - 1);  // the prompt of turn two ends at its user message
+    const auto full = prompt_tokens(engine, conversation, false);
+    CHECK(second.timings.cached_tokens >= first_prompt);  // at least the whole first prompt was reused
+    CHECK(second.timings.cached_tokens + second.timings.prompt_tokens == int(full.size()));
+    CHECK(second.timings.prompt_tokens < int(full.size()) - first_prompt + 1);
+
+    // Reusing the cache gives what a fresh session computes from scratch.
+    ChatSession fresh(engine, 1024);
+    fresh.set_template_options(fixed_date());
+    const GenerationResult again = fresh.complete(conversation, greedy(12));
+    CHECK(again.timings.cached_tokens == 0);
+    CHECK(again.answer == second.answer);
+
+    // Sending the same conversation again reuses all of it but the last token.
+    const GenerationResult repeat = session.complete(conversation, greedy(12));
+    CHECK(repeat.timings.prompt_tokens == 1);
+    CHECK(repeat.answer == second.answer);
+
+    // clear() forgets the conversation but keeps the system prompt (and its cached tokens).
+    session.clear();
+    REQUIRE(session.messages().size() == 1);
+    CHECK(session.messages()[0]["content"] == "You are terse.");
+    const GenerationResult after_clear = greedy_reply(session, "Hello there", 12);
+    CHECK(after_clear.answer == first.answer);
+    CHECK(after_clear.timings.cached_tokens > 0);
+}
+
+TEST_CASE("session: stop strings end generation and never appear, also across tokens") {
+    Engine& engine = float_engine();
+    ChatSession session(engine, 512);
+    const GenerationResult full = greedy_reply(session, "Tell me a story", 40);
+    REQUIRE(full.answer.size() > 8);
+
+    // Find a boundary between two generated tokens whose text is printable ASCII, and stop on
+    // the last byte of one plus the first byte of the next: a stop string split over tokens.
+    const auto cached = session.cached_tokens();
+    const std::size_t n_prompt = std::size_t(full.timings.prompt_tokens);
+    auto printable = [&](std::int32_t id) {
+        const std::string& s = engine.tokenizer().token_bytes(id);
+        return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 127; });
+    };
+    std::string stop;
+    for (std::size_t i = n_prompt + 3; i + 1 < cached.size() && stop.empty(); ++i)
+        if (printable(cached[i]) && printable(cached[i + 1]))
+            stop = engine.tokenizer().token_bytes(cached[i]).back() +
+                   std::string(1, engine.tokenizer().token_bytes(cached[i + 1]).front());
+    REQUIRE_MESSAGE(!stop.empty(), "no two printable generated tokens in a row: ", full.answer);
+    const std::size_t cut = full.answer.find(stop);
+    REQUIRE(cut != std::string::npos);
+
+    GenerationParams params = greedy(40);
+    params.stop = {"never-generated-xyz", stop};
+    std::string streamed;
+    ChatSession other(engine, 512);
+    other.set_template_options(fixed_date());
+    const GenerationResult stopped = other.send("Tell me a story", params, [&](const StreamPiece& p) {
+        streamed += p.reasoning;
+        streamed += p.answer;
+        CHECK(streamed.find(stop) == std::string::npos);
+        return true;
+    });
+    CHECK(stopped.stop_reason == StopReason::StopString);
+    CHECK(stopped.answer == full.answer.substr(0, cut));
+    CHECK(stopped.answer.find(stop) == std::string::npos);
+    CHECK(streamed == stopped.answer);
+    CHECK(other.messages().back()["content"] == stopped.answer);
+}
+
+TEST_CASE("session: max_tokens and context limits") {
+    Engine& engine = quantized_engine();  // greedy repeats one token, so it never ends by itself
+    ChatSession session(engine, 512);
+    session.set_template_options(fixed_date());
+    GenerationResult r = session.send("Count", greedy(5));
+    CHECK(r.stop_reason == StopReason::MaxTokens);
+    CHECK(r.timings.generated_tokens == 5);
+
+    r = session.send("Count", greedy(0));
+    CHECK(r.stop_reason == StopReason::MaxTokens);
+    CHECK(r.timings.generated_tokens == 0);
+    CHECK(r.answer.empty());
+
+    // A context with room for the prompt and five more tokens: the sixth token sampled cannot be run.
+    const nlohmann::ordered_json messages = nlohmann::ordered_json::array(
+        {nlohmann::ordered_json{{"role", "user"}, {"content", "Count"}}});
+    const int n_prompt = int(prompt_tokens(engine, messages, false).size());
+    ChatSession small(engine, n_prompt + 5);
+    small.set_template_options(fixed_date());
+    r = small.send("Count", greedy(-1));
+    CHECK(r.stop_reason == StopReason::ContextFull);
+    CHECK(r.timings.generated_tokens == 6);
+    CHECK(small.cached_token_count() == small.context_size());
+
+    // A prompt longer than the context is an error that names both sizes; history is unchanged.
+    ChatSession tiny(engine, 16);
+    tiny.set_template_options(fixed_date());
+    try {
+        tiny.send("Count", greedy(4));
+        FAIL("expected an error for a prompt longer than the context");
+    } catch (const smol::Error& e) {
+        const std::string message = e.what();
+        CHECK(message.find("prompt is " + std::to_string(n_prompt) + " tokens") != std::string::npos);
+        CHECK(message.find("context holds 16 tokens") != std::string::npos);
+    }
+    CHECK(tiny.messages().empty());
+}
+
+TEST_CASE("session: cancel from another thread stops within one token") {
+    Engine& engine = float_engine();  // its no-think answer is visible text from the first token
+    ChatSession session(engine, 4096);
+    session.set_template_options(fixed_date());
+    std::atomic<int> pieces{0};
+    std::atomic<int> pieces_before_cancel{-1};
+    std::atomic<bool> finished{false};
+    std::thread canceller([&] {
+        while (pieces.load() < 5 && !finished.load()) std::this_thread::yield();
+        pieces_before_cancel = pieces.load();
+        session.cancel();
+    });
+    const GenerationResult r = session.send("Go on forever", greedy(-1), [&](const StreamPiece&) {
+        ++pieces;
+        return true;
+    });
+    finished = true;
+    canceller.join();
+    CHECK(r.stop_reason == StopReason::Cancelled);
+    REQUIRE(pieces_before_cancel.load() >= 5);
+    CHECK(pieces.load() <= pieces_before_cancel.load() + 1);
+    CHECK(r.timings.generated_tokens < 1000);
+
+    // The callback returning false cancels too, right after that piece.
+    int seen = 0;
+    const GenerationResult r2 = session.send("Again", greedy(-1), [&](const StreamPiece&) { return ++seen < 3; });
+    CHECK(r2.stop_reason == StopReason::Cancelled);
+    CHECK(seen == 3);
+    CHECK(r2.timings.generated_tokens == 3);
+
+    // A cancel between calls does not affect the next call.
+    session.cancel();
+    const GenerationResult r3 = session.send("Once more", greedy(4));
+    CHECK(r3.stop_reason == StopReason::MaxTokens);
+}
+
+TEST_CASE("session: streamed pieces add up to the result; timings are filled in") {
+    Engine& engine = float_engine();
+    for (bool thinking : {true, false}) {
+        CAPTURE(thinking);
+        ChatSession session(engine, 512);
+        session.set_template_options(fixed_date());
+        GenerationParams params = greedy(32, thinking);
+        params.sampling.temperature = 0.8f;
+        params.sampling.seed = 1234;
+        std::string reasoning, answer;
+        int calls = 0;
+        const GenerationResult r = session.send("Think about cats", params, [&](const StreamPiece& p) {
+            CHECK((!p.reasoning.empty() || !p.answer.empty()));
+            reasoning += p.reasoning;
+            answer += p.answer;
+            ++calls;
+            return true;
+        });
+        CHECK(calls > 0);
+        CHECK(reasoning == r.reasoning);
+        CHECK(answer == r.answer);
+        CHECK(r.timings.prompt_tokens > 0);
+        CHECK(r.timings.prompt_ms > 0.0);
+        CHECK(r.timings.generation_ms > 0.0);
+        CHECK(r.timings.time_to_first_token_ms >= r.timings.prompt_ms);
+        CHECK(r.timings.prompt_tps() > 0.0);
+        CHECK(r.timings.generation_tps() > 0.0);
+        // Seeded sampling repeats exactly.
+        ChatSession again(engine, 512);
+        again.set_template_options(fixed_date());
+        CHECK(again.send("Think about cats", params).answer == r.answer);
+    }
+}
+
+TEST_CASE("session: end of generation stops without showing the token") {
+    // The random tiny model rarely ends a turn; near-uniform sampling reaches one of its
+    // end-of-generation tokens within a few thousand tokens.
+    Engine& engine = float_engine();
+    ChatSession session(engine, 4096);
+    session.set_template_options(fixed_date());
+    GenerationParams params;
+    params.enable_thinking = false;
+    params.sampling.temperature = 1e4f;
+    params.sampling.top_k = 0;
+    params.sampling.top_p = 1.0f;
+    params.sampling.min_p = 0.0f;
+    params.max_tokens = 1000;
+    GenerationResult r;
+    for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+        params.sampling.seed = seed;
+        r = session.complete(nlohmann::ordered_json::array({{{"role", "user"}, {"content", "Stop"}}}), params);
+        if (r.stop_reason == StopReason::EndOfGeneration) break;
+    }
+    REQUIRE(r.stop_reason == StopReason::EndOfGeneration);
+    const auto cached = session.cached_tokens();
+    // The end token itself was never run through the model, and no control text was shown.
+    CHECK(int(cached.size()) == r.timings.cached_tokens + r.timings.prompt_tokens + r.timings.generated_tokens - 1);
+    CHECK(r.answer.find("<|im_end|>") == std::string::npos);
+}
+
+TEST_CASE("session: bad parameters leave the session usable") {
+    ChatSession session(quantized_engine(), 256);
+    session.set_template_options(fixed_date());
+    GenerationParams params = greedy(3);
+    params.stop = {""};
+    CHECK_THROWS_AS(session.send("Hi", params), smol::Error);
+    CHECK(session.messages().empty());
+    params.stop.clear();
+    params.sampling.top_p = 0.0f;
+    CHECK_THROWS_AS(session.send("Hi", params), smol::Error);
+    CHECK(session.send("Hi", greedy(3)).timings.generated_tokens == 3);
+}
+
+TEST_CASE("StopReason names") {
+    CHECK(smol::to_string(StopReason::EndOfGeneration) == "eos");
+    CHECK(smol::to_string(StopReason::StopString) == "stop_string");
+    CHECK(smol::to_string(StopReason::MaxTokens) == "length");
+    CHECK(smol::to_string(StopReason::ContextFull) == "context_full");
+    CHECK(smol::to_string(StopReason::Cancelled) == "cancelled");
+}
