@@ -1,0 +1,613 @@
+#pragma once
+// Serves many generation requests at once on one model, the way a chat server needs it.
+//
+// The scheduler owns the model, a fixed number of slots (each a KV cache plus the tokens it
+// holds), a queue of waiting requests and one worker thread. Each step of the worker:
+//   1. admits waiting requests into free slots, preferring the slot whose cached tokens share
+//      the longest prefix with the new prompt (a continued conversation only runs its new
+//      tokens);
+//   2. builds one batch: the next chunk of each prompt still being read (at most prompt_chunk
+//      tokens in total per step, so a long new prompt stalls the others by a bounded amount)
+//      and one token for every slot that is generating;
+//   3. runs Model::forward once for the whole batch (one pass over the weights for everyone);
+//   4. samples per slot and streams the text, split into reasoning and answer, to the
+//      request's GenerationStream, which the caller reads from any thread.
+// The scheduler knows nothing about HTTP; a server maps streams onto responses.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <omp.h>
+
+#include "smol/core/error.hpp"
+#include "smol/generate/sampler.hpp"
+#include "smol/generate/stop_strings.hpp"
+#include "smol/model/kv_cache.hpp"
+#include "smol/model/model.hpp"
+#include "smol/text/thinking.hpp"
+#include "smol/text/tokenizer.hpp"
+
+namespace smol {
+
+// submit() refuses a request because too many are already waiting (a server answers 503).
+class QueueFullError : public Error {
+public:
+    using Error::Error;
+};
+
+// submit() refuses a prompt that leaves no room to generate in a slot's context (a 400).
+class PromptTooLongError : public Error {
+public:
+    using Error::Error;
+};
+
+struct SchedulerOptions {
+    int slots = 4;             // requests generating at the same time
+    int context = 0;           // tokens per slot's KV cache; 0: the model's default (4096)
+    int max_queue = 32;        // requests waiting for a slot before submit() refuses more
+    int prompt_chunk = 128;    // prompt tokens read per step across all slots
+    int threads = 0;           // OpenMP threads of the worker; 0: the OpenMP default
+    // Memory the slots' KV caches may take together; 0: every slot may hold one. Idle caches
+    // (finished requests kept for prefix reuse) are freed, least recently used first, when a
+    // new request needs memory. A budget below one cache still allows one.
+    std::size_t cache_budget_bytes = 0;
+};
+
+struct GenerationRequest {
+    std::vector<std::int32_t> prompt;  // the rendered chat, tokenized with special tokens
+    // Text of the assistant turn the prompt already ends with (e.g. "" after
+    // "<|im_start|>assistant\n", "<think>\n\n</think>\n" in no-think mode, or a prefill). It
+    // tells the thinking parser whether generation starts inside a think block.
+    std::string assistant_prefix;
+    SamplerParams sampling;
+    int max_tokens = -1;             // < 0: until the context is full
+    std::vector<std::string> stop;   // stop strings, matched on the answer text
+};
+
+enum class FinishReason { none, stop, length, cancelled, error };
+
+inline const char* finish_reason_name(FinishReason reason) {
+    switch (reason) {
+        case FinishReason::none: return "none";
+        case FinishReason::stop: return "stop";
+        case FinishReason::length: return "length";
+        case FinishReason::cancelled: return "cancelled";
+        case FinishReason::error: return "error";
+    }
+    return "unknown";
+}
+
+struct GenerationUsage {
+    int prompt_tokens = 0;
+    int cached_tokens = 0;      // prompt tokens found in the slot's cache and not run again
+    int completion_tokens = 0;  // tokens sampled, including a final end-of-generation token
+    double queue_ms = 0;        // waiting for a slot
+    double prompt_ms = 0;       // admission to first sampled token
+    double generation_ms = 0;   // first to last sampled token
+    double tokens_per_second() const {
+        return completion_tokens > 1 && generation_ms > 0 ? (completion_tokens - 1) * 1000.0 / generation_ms : 0.0;
+    }
+};
+
+// What a stream delivers: text since the last event and, once, the end.
+struct StreamEvent {
+    std::string reasoning;  // text inside <think>...</think>
+    std::string content;    // the answer
+    bool finished = false;
+    FinishReason finish = FinishReason::none;
+    std::string error;      // set when finish == error
+    GenerationUsage usage;  // final when finished
+};
+
+// The thread-safe channel between the worker and whoever reads a request's output.
+class GenerationStream {
+public:
+    explicit GenerationStream(std::uint64_t id) : id_(id) {}
+
+    std::uint64_t id() const { return id_; }
+
+    // Everything produced since the last call, merged into one event, waiting up to `timeout`
+    // for something to arrive; nullopt if nothing did. After the finished event, returns nullopt.
+    std::optional<StreamEvent> next(std::chrono::milliseconds timeout) {
+        std::unique_lock lock(mutex_);
+        ready_.wait_for(lock, timeout, [&] { return !pending_.empty(); });
+        if (pending_.empty()) return std::nullopt;
+        StreamEvent merged = std::move(pending_.front());
+        pending_.pop_front();
+        while (!pending_.empty() && !merged.finished) {
+            StreamEvent& e = pending_.front();
+            merged.reasoning += e.reasoning;
+            merged.content += e.content;
+            merged.finished = e.finished;
+            merged.finish = e.finish;
+            merged.error = std::move(e.error);
+            merged.usage = e.usage;
+            pending_.pop_front();
+        }
+        return merged;
+    }
+
+    // Reads until the end: the whole reasoning and answer in one event.
+    StreamEvent collect() {
+        StreamEvent all;
+        while (!all.finished) {
+            auto e = next(std::chrono::milliseconds(1000));
+            if (!e) continue;
+            all.reasoning += e->reasoning;
+            all.content += e->content;
+            all.finished = e->finished;
+            all.finish = e->finish;
+            all.error = e->error;
+            all.usage = e->usage;
+        }
+        return all;
+    }
+
+    // Asks the worker to stop this request; it does before sampling its next token and
+    // frees the slot. Safe from any thread, any number of times.
+    void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+    bool cancel_requested() const { return cancelled_.load(std::memory_order_relaxed); }
+    bool finished() const { return finished_.load(std::memory_order_acquire); }
+
+private:
+    friend class Scheduler;
+    void push(StreamEvent event) {
+        {
+            std::lock_guard lock(mutex_);
+            if (event.finished) finished_.store(true, std::memory_order_release);
+            pending_.push_back(std::move(event));
+        }
+        ready_.notify_all();
+    }
+
+    std::uint64_t id_;
+    std::mutex mutex_;
+    std::condition_variable ready_;
+    std::deque<StreamEvent> pending_;
+    std::atomic<bool> cancelled_{false};
+    std::atomic<bool> finished_{false};
+};
+
+// Counters for monitoring (a server's /metrics).
+struct SchedulerStats {
+    std::uint64_t requests_submitted = 0;
+    std::uint64_t requests_finished = 0;
+    std::uint64_t requests_cancelled = 0;
+    std::uint64_t requests_rejected = 0;  // queue full or prompt too long
+    std::uint64_t prompt_tokens = 0;      // prompt tokens run through the model
+    std::uint64_t cached_tokens = 0;      // prompt tokens reused from slot caches
+    std::uint64_t generated_tokens = 0;
+    std::uint64_t forward_calls = 0;
+    double busy_seconds = 0;              // time inside Model::forward and sampling
+    double generation_tokens_per_second = 0;  // generated tokens per busy second, recent steps
+    int queue_depth = 0;
+    int active_slots = 0;
+    int slots = 0;
+    std::size_t cache_bytes = 0;          // KV cache memory currently allocated
+};
+
+class Scheduler {
+public:
+    Scheduler(std::unique_ptr<Model> model, SchedulerOptions options)
+        : model_(std::move(model)), options_(options), tokenizer_(text::Tokenizer::from_gguf(model_->file())) {
+        if (options_.slots <= 0) fail("scheduler: expected at least one slot, found ", options_.slots);
+        if (options_.max_queue < 0) fail("scheduler: expected a queue limit >= 0, found ", options_.max_queue);
+        if (options_.prompt_chunk <= 0)
+            fail("scheduler: expected a positive prompt chunk size, found ", options_.prompt_chunk);
+        if (options_.context < 0) fail("scheduler: expected a context size >= 0, found ", options_.context);
+        if (options_.context == 0) options_.context = kDefaultContext;
+        if (int(tokenizer_.n_vocab()) != model_->n_vocab())
+            fail("scheduler: the tokenizer has ", tokenizer_.n_vocab(), " tokens but the model's vocabulary is ",
+                 model_->n_vocab());
+        slots_.resize(std::size_t(options_.slots));
+        // The size of one cache, measured once on a tiny cache of the same shape.
+        const KvCache probe = model_->make_cache(1);
+        cache_bytes_ = probe.bytes() * std::size_t(options_.context);
+        worker_ = std::thread([this] { run(); });
+    }
+
+    ~Scheduler() {
+        {
+            std::lock_guard lock(mutex_);
+            stopping_ = true;
+        }
+        wake_.notify_all();
+        if (worker_.joinable()) worker_.join();
+    }
+
+    Scheduler(const Scheduler&) = delete;
+    Scheduler& operator=(const Scheduler&) = delete;
+
+    const Model& model() const { return *model_; }
+    const text::Tokenizer& tokenizer() const { return tokenizer_; }
+    const SchedulerOptions& options() const { return options_; }
+    int context() const { return options_.context; }
+    std::size_t cache_bytes_per_slot() const { return cache_bytes_; }
+
+    // Queues a request; its output arrives on the returned stream. Throws PromptTooLongError
+    // or QueueFullError (and smol::Error for bad sampling parameters) without queueing.
+    std::shared_ptr<GenerationStream> submit(GenerationRequest request) {
+        if (request.prompt.empty()) fail("scheduler: the prompt is empty; at least one token is needed");
+        for (std::int32_t t : request.prompt)
+            if (t < 0 || t >= model_->n_vocab())
+                fail("scheduler: prompt token ", t, " is outside the vocabulary [0, ", model_->n_vocab(), ")");
+        if (int(request.prompt.size()) >= options_.context) {
+            std::lock_guard lock(mutex_);
+            ++stats_.requests_rejected;
+            throw PromptTooLongError("the prompt has " + std::to_string(request.prompt.size()) +
+                                     " tokens, but the context holds " + std::to_string(options_.context) +
+                                     " and at least one must be left to generate");
+        }
+        auto sampler = std::make_unique<Sampler>(request.sampling, model_->n_vocab());  // validates
+        auto stops = std::make_unique<StopStringMatcher>(request.stop);                  // validates
+        std::lock_guard lock(mutex_);
+        if (int(queue_.size()) >= options_.max_queue) {
+            ++stats_.requests_rejected;
+            throw QueueFullError("the server is busy: " + std::to_string(queue_.size()) +
+                                 " requests are already waiting for a slot; retry later");
+        }
+        auto stream = std::make_shared<GenerationStream>(++next_id_);
+        Pending p;
+        p.request = std::move(request);
+        p.stream = stream;
+        p.sampler = std::move(sampler);
+        p.stops = std::move(stops);
+        p.submitted = Clock::now();
+        queue_.push_back(std::move(p));
+        ++stats_.requests_submitted;
+        wake_.notify_all();
+        return stream;
+    }
+
+    SchedulerStats stats() const {
+        std::lock_guard lock(mutex_);
+        SchedulerStats s = stats_;
+        s.queue_depth = int(queue_.size());
+        s.slots = options_.slots;
+        s.active_slots = 0;
+        s.cache_bytes = 0;
+        for (const Slot& slot : slots_) {
+            if (slot.active) ++s.active_slots;
+            if (slot.cache) s.cache_bytes += cache_bytes_;
+        }
+        return s;
+    }
+
+    // The tokens each slot's cache holds (for tests and diagnostics).
+    std::vector<std::vector<std::int32_t>> cached_tokens() const {
+        std::lock_guard lock(mutex_);
+        std::vector<std::vector<std::int32_t>> out;
+        for (const Slot& slot : slots_) out.push_back(slot.tokens);
+        return out;
+    }
+
+private:
+    using Clock = std::chrono::steady_clock;
+
+    struct Pending {
+        GenerationRequest request;
+        std::shared_ptr<GenerationStream> stream;
+        std::unique_ptr<Sampler> sampler;
+        std::unique_ptr<StopStringMatcher> stops;
+        Clock::time_point submitted;
+    };
+
+    struct Slot {
+        std::optional<KvCache> cache;
+        std::vector<std::int32_t> tokens;  // exactly what the cache holds
+        Clock::time_point last_used{};
+        // The request being served; only the worker touches what follows `active`.
+        bool active = false;
+        Pending job;
+        std::size_t prompt_done = 0;       // prompt tokens in the cache
+        std::int32_t next_token = -1;      // sampled, to be fed in the next step
+        std::optional<text::StreamDecoder> decoder;
+        std::optional<ThinkingParser> thinking;
+        GenerationUsage usage;
+        Clock::time_point admitted{}, first_token{};
+    };
+
+    static double ms_between(Clock::time_point a, Clock::time_point b) {
+        return std::chrono::duration<double, std::milli>(b - a).count();
+    }
+
+    static std::size_t common_prefix(const std::vector<std::int32_t>& a, const std::vector<std::int32_t>& b) {
+        std::size_t n = 0;
+        while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+        return n;
+    }
+
+    // Under mutex_: moves waiting requests into free slots while memory allows.
+    void admit_locked() {
+        // Requests cancelled while waiting leave the queue wherever they are in it.
+        for (auto it = queue_.begin(); it != queue_.end();) {
+            if (!it->stream->cancel_requested()) {
+                ++it;
+                continue;
+            }
+            StreamEvent e;
+            e.finished = true;
+            e.finish = FinishReason::cancelled;
+            e.usage.prompt_tokens = int(it->request.prompt.size());
+            e.usage.queue_ms = ms_between(it->submitted, Clock::now());
+            it->stream->push(std::move(e));
+            ++stats_.requests_cancelled;
+            it = queue_.erase(it);
+        }
+        while (!queue_.empty()) {
+            Pending& p = queue_.front();
+            // The free slot sharing the longest prefix; among equals, one without a cache
+            // (nothing to lose), then the least recently used.
+            Slot* best = nullptr;
+            std::size_t best_prefix = 0;
+            for (Slot& slot : slots_) {
+                if (slot.active) continue;
+                const std::size_t prefix = common_prefix(slot.tokens, p.request.prompt);
+                const auto rank = [](const Slot& s, std::size_t pre) {
+                    return std::tuple(pre, !s.cache.has_value(), -s.last_used.time_since_epoch().count());
+                };
+                if (!best || rank(slot, prefix) > rank(*best, best_prefix)) {
+                    best = &slot;
+                    best_prefix = prefix;
+                }
+            }
+            if (!best) return;  // every slot busy
+            if (!best->cache && !make_room_locked(best)) return;
+            start_locked(*best, std::move(p), best_prefix);
+            queue_.pop_front();
+        }
+    }
+
+    // Frees idle caches (least recently used first) until one more fits the budget; false if
+    // it cannot fit yet because active requests hold the memory.
+    bool make_room_locked(Slot* target) {
+        if (options_.cache_budget_bytes == 0) return true;
+        auto allocated = [&] {
+            std::size_t n = 0;
+            for (const Slot& s : slots_)
+                if (s.cache) ++n;
+            return n;
+        };
+        while (allocated() > 0 && (allocated() + 1) * cache_bytes_ > options_.cache_budget_bytes) {
+            Slot* victim = nullptr;
+            for (Slot& s : slots_)
+                if (&s != target && !s.active && s.cache && (!victim || s.last_used < victim->last_used)) victim = &s;
+            if (!victim) return false;
+            victim->cache.reset();
+            victim->tokens.clear();
+        }
+        return true;
+    }
+
+    void start_locked(Slot& slot, Pending p, std::size_t prefix) {
+        if (!slot.cache) slot.cache.emplace(model_->make_cache(options_.context));
+        // At least the last prompt token is run again: its logits pick the first new token.
+        const std::size_t reuse = std::min(prefix, p.request.prompt.size() - 1);
+        slot.cache->truncate(int(reuse));
+        slot.tokens.resize(reuse);
+        slot.active = true;
+        slot.prompt_done = reuse;
+        slot.next_token = -1;
+        slot.decoder.emplace(tokenizer_);
+        slot.thinking.emplace(/*thinking_enabled=*/true);
+        (void)slot.thinking->push(p.request.assistant_prefix);  // primes the state; text already shown
+        slot.usage = {};
+        slot.usage.prompt_tokens = int(p.request.prompt.size());
+        slot.usage.cached_tokens = int(reuse);
+        slot.admitted = Clock::now();
+        slot.usage.queue_ms = ms_between(p.submitted, slot.admitted);
+        stats_.cached_tokens += reuse;
+        slot.job = std::move(p);
+    }
+
+    void run() {
+        if (options_.threads > 0) omp_set_num_threads(options_.threads);
+        std::vector<float> logits;        // [n_sequences, n_vocab]
+        std::vector<SequenceBatch> batch;  // one per running slot
+        std::vector<Slot*> batched;        // the slot of each batch entry
+        std::vector<bool> wants_token;     // whether the entry's logits are sampled
+        std::vector<std::int32_t> single;  // [slots] storage for decode tokens
+        single.resize(slots_.size());
+        double recent_tokens = 0, recent_seconds = 0;
+        while (true) {
+            {
+                std::unique_lock lock(mutex_);
+                // The timeout lets requests cancelled while queued leave the queue soon.
+                wake_.wait_for(lock, std::chrono::milliseconds(200), [&] {
+                    if (stopping_) return true;
+                    for (const Slot& s : slots_)
+                        if (s.active) return true;
+                    return !queue_.empty() && can_admit_locked();
+                });
+                if (stopping_) break;
+                admit_locked();
+            }
+            // Cancelled requests leave before the step, so they cost no more compute.
+            for (Slot& slot : slots_)
+                if (slot.active && slot.job.stream->cancel_requested()) finish(slot, FinishReason::cancelled, "");
+
+            batch.clear();
+            batched.clear();
+            wants_token.clear();
+            int prompt_budget = options_.prompt_chunk;
+            // Decoding slots first: they are always in the batch. Prompts share the budget in
+            // slot order.
+            for (std::size_t i = 0; i < slots_.size(); ++i) {
+                Slot& slot = slots_[i];
+                if (!slot.active || slot.next_token < 0) continue;
+                single[i] = slot.next_token;
+                batch.push_back({&*slot.cache, std::span<const std::int32_t>(&single[i], 1), false});
+                batched.push_back(&slot);
+                wants_token.push_back(true);
+            }
+            for (Slot& slot : slots_) {
+                if (!slot.active || slot.next_token >= 0 || prompt_budget == 0) continue;
+                const auto& prompt = slot.job.request.prompt;
+                const std::size_t take = std::min(prompt.size() - slot.prompt_done, std::size_t(prompt_budget));
+                batch.push_back({&*slot.cache, std::span<const std::int32_t>(prompt).subspan(slot.prompt_done, take),
+                                 false});
+                batched.push_back(&slot);
+                wants_token.push_back(slot.prompt_done + take == prompt.size());
+                prompt_budget -= int(take);
+            }
+            if (batch.empty()) continue;
+
+            const auto step_start = Clock::now();
+            logits.resize(batch.size() * std::size_t(model_->n_vocab()));
+            try {
+                model_->forward(batch, logits.data());
+            } catch (const std::exception& e) {
+                for (Slot* slot : batched) finish(*slot, FinishReason::error, e.what());
+                continue;
+            }
+            int sampled = 0;
+            for (std::size_t b = 0; b < batch.size(); ++b) {
+                Slot& slot = *batched[b];
+                {
+                    std::lock_guard lock(mutex_);  // tokens is read by cached_tokens()
+                    slot.tokens.insert(slot.tokens.end(), batch[b].tokens.begin(), batch[b].tokens.end());
+                }
+                if (slot.next_token < 0) {
+                    slot.prompt_done += batch[b].tokens.size();
+                    std::lock_guard lock(mutex_);
+                    stats_.prompt_tokens += batch[b].tokens.size();
+                }
+                if (!wants_token[b]) continue;
+                float* row = logits.data() + b * std::size_t(model_->n_vocab());
+                try {
+                    const int token = slot.job.sampler->sample(std::span<float>(row, std::size_t(model_->n_vocab())));
+                    ++sampled;
+                    on_token(slot, token);
+                } catch (const std::exception& e) {
+                    finish(slot, FinishReason::error, e.what());
+                }
+            }
+            const double seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
+            // A decaying window, so the rate follows the current load.
+            recent_tokens = recent_tokens * 0.9 + sampled;
+            recent_seconds = recent_seconds * 0.9 + seconds;
+            std::lock_guard lock(mutex_);
+            ++stats_.forward_calls;
+            stats_.busy_seconds += seconds;
+            stats_.generation_tokens_per_second = recent_seconds > 0 ? recent_tokens / recent_seconds : 0.0;
+        }
+        // Shutting down: nobody will read these streams' ends otherwise.
+        for (Slot& slot : slots_)
+            if (slot.active) finish(slot, FinishReason::cancelled, "");
+        std::lock_guard lock(mutex_);
+        for (Pending& p : queue_) {
+            StreamEvent e;
+            e.finished = true;
+            e.finish = FinishReason::cancelled;
+            p.stream->push(std::move(e));
+        }
+        queue_.clear();
+    }
+
+    // Under mutex_: whether the head of the queue could get a slot now.
+    bool can_admit_locked() const {
+        for (const Slot& s : slots_)
+            if (!s.active) return true;
+        return false;
+    }
+
+    void on_token(Slot& slot, int token) {
+        const auto now = Clock::now();
+        if (slot.usage.completion_tokens == 0) {
+            slot.first_token = now;
+            slot.usage.prompt_ms = ms_between(slot.admitted, now);
+        }
+        ++slot.usage.completion_tokens;
+        slot.usage.generation_ms = ms_between(slot.first_token, now);
+        {
+            std::lock_guard lock(mutex_);  // counted before the stream can see the token
+            ++stats_.generated_tokens;
+        }
+        slot.job.sampler->accept(token);
+        if (tokenizer_.is_end_of_generation(token)) {
+            finish(slot, FinishReason::stop, "");
+            return;
+        }
+        StreamEvent e = split(slot, slot.decoder->push(token));
+        const bool stopped = slot.job.stops->stopped();
+        const bool out_of_tokens =
+            slot.job.request.max_tokens >= 0 && slot.usage.completion_tokens >= slot.job.request.max_tokens;
+        // The sampled token goes into the cache next step; it needs a free position.
+        const bool context_full = slot.cache->size() + 1 > slot.cache->capacity();
+        if (!e.reasoning.empty() || !e.content.empty()) slot.job.stream->push(std::move(e));
+        if (stopped) finish(slot, FinishReason::stop, "");
+        else if (out_of_tokens || context_full) finish(slot, FinishReason::length, "");
+        else slot.next_token = token;
+    }
+
+    // Decoded text -> reasoning / answer, the answer through the stop strings.
+    StreamEvent split(Slot& slot, const std::string& text) {
+        StreamEvent e;
+        ThinkingPiece piece = slot.thinking->push(text);
+        e.reasoning = std::move(piece.reasoning);
+        e.content = slot.job.stops->push(piece.answer).emit;
+        return e;
+    }
+
+    // Ends the slot's request: flushes held-back text, sends the final event, frees the slot
+    // (its cache and tokens stay for prefix reuse).
+    void finish(Slot& slot, FinishReason reason, const std::string& error) {
+        StreamEvent e;
+        if (reason == FinishReason::stop || reason == FinishReason::length) {
+            const std::string rest = slot.decoder->flush();
+            StreamEvent tail = split(slot, rest);
+            ThinkingPiece last = slot.thinking->finish();
+            e.reasoning = tail.reasoning + last.reasoning;
+            e.content = tail.content + slot.job.stops->push(last.answer).emit;
+            e.content += slot.job.stops->finish();
+        }
+        e.finished = true;
+        e.finish = reason;
+        e.error = error;
+        e.usage = slot.usage;
+        {
+            std::lock_guard lock(mutex_);
+            if (reason == FinishReason::cancelled) ++stats_.requests_cancelled;
+            else ++stats_.requests_finished;
+            if (reason == FinishReason::error) {  // the cache may be half-written
+                slot.cache->clear();
+                slot.tokens.clear();
+            }
+            slot.active = false;
+            slot.next_token = -1;
+            slot.last_used = Clock::now();
+        }
+        slot.job.stream->push(std::move(e));
+        slot.job = Pending{};
+        slot.decoder.reset();
+        slot.thinking.reset();
+    }
+
+    std::unique_ptr<Model> model_;
+    SchedulerOptions options_;
+    text::Tokenizer tokenizer_;
+    std::size_t cache_bytes_ = 0;  // one slot's KV cache
+
+    mutable std::mutex mutex_;  // guards queue_, stats_, slot bookkeeping read by other threads
+    std::condition_variable wake_;
+    std::deque<Pending> queue_;
+    std::vector<Slot> slots_;
+    SchedulerStats stats_;
+    std::uint64_t next_id_ = 0;
+    bool stopping_ = false;
+    std::thread worker_;
+};
+
+}  // namespace smol

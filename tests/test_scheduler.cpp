@@ -1,0 +1,290 @@
+// The batched multi-session scheduler on the tiny fixture models: batched decoding gives the
+// same tokens as running each sequence alone, a continued prompt reuses the slot's cache,
+// cancellation frees the slot, and the queue and context limits refuse cleanly.
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "smol/generate/scheduler.hpp"
+#include "smol/smol.hpp"
+#include "smol/text/tokenizer.hpp"
+
+namespace {
+
+const std::string kDataDir = SMOL_TEST_DATA_DIR;
+const std::string kTinyF32 = kDataDir + "/tiny-f32/smollm3-tiny-f32.gguf";
+const std::string kTinyQ4 = kDataDir + "/tiny/smollm3-tiny-Q4_K_M.gguf";
+
+smol::SamplerParams greedy() {
+    smol::SamplerParams p;
+    p.temperature = 0.0f;
+    return p;
+}
+
+// Greedy generation of one sequence alone, straight on the model: the reference the batched
+// scheduler must reproduce.
+std::vector<std::int32_t> greedy_alone(smol::Model& model, const smol::text::Tokenizer& tokenizer,
+                                       const std::vector<std::int32_t>& prompt, int max_tokens) {
+    smol::KvCache cache = model.make_cache(512);
+    std::vector<float> logits(std::size_t(model.n_vocab()));
+    model.forward(cache, prompt, logits.data(), false);
+    std::vector<std::int32_t> out;
+    smol::Sampler sampler(greedy(), model.n_vocab());
+    while (int(out.size()) < max_tokens) {
+        const int token = sampler.sample(logits);
+        out.push_back(token);
+        if (tokenizer.is_end_of_generation(token)) break;
+        const std::int32_t t = token;
+        model.forward(cache, std::span<const std::int32_t>(&t, 1), logits.data(), false);
+    }
+    return out;
+}
+
+// What a stream shows for these tokens: streamed decoding turns a character left unfinished
+// at the end into U+FFFD.
+std::string visible_text(const smol::text::Tokenizer& tokenizer, std::vector<std::int32_t> tokens) {
+    if (!tokens.empty() && tokenizer.is_end_of_generation(tokens.back())) tokens.pop_back();
+    smol::text::StreamDecoder decoder(tokenizer);
+    std::string text;
+    for (std::int32_t t : tokens) text += decoder.push(t);
+    return text + decoder.flush();
+}
+
+smol::GenerationRequest request_for(std::vector<std::int32_t> prompt, int max_tokens) {
+    smol::GenerationRequest r;
+    r.prompt = std::move(prompt);
+    r.sampling = greedy();
+    r.max_tokens = max_tokens;
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("batched decoding of four sequences matches each sequence run alone") {
+    auto reference_model = smol::load_model(kTinyF32);
+    const auto tokenizer = smol::text::Tokenizer::from_gguf(reference_model->file());
+    const std::vector<std::string> texts = {
+        "The quick brown fox", "Once upon a time there was", "<|im_start|>user\nHello!<|im_end|>\n",
+        "Numbers: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22"};
+    const int max_tokens = 24;
+    std::vector<std::vector<std::int32_t>> prompts;
+    std::vector<std::string> expected;
+    for (const auto& text : texts) {
+        prompts.push_back(tokenizer.encode(text, true));
+        const auto tokens = greedy_alone(*reference_model, tokenizer, prompts.back(), max_tokens);
+        // The comparison below is on answer text, so the reference must not contain think tags.
+        const std::string visible = visible_text(tokenizer, tokens);
+        REQUIRE(visible.find("<think>") == std::string::npos);
+        expected.push_back(visible);
+    }
+
+    smol::SchedulerOptions options;
+    options.slots = 4;
+    options.context = 256;
+    options.prompt_chunk = 16;  // the longest prompt is read over several steps, mixed with decoding
+    smol::Scheduler scheduler(smol::load_model(kTinyF32), options);
+    std::vector<std::shared_ptr<smol::GenerationStream>> streams;
+    for (const auto& prompt : prompts) streams.push_back(scheduler.submit(request_for(prompt, max_tokens)));
+    int total_tokens = 0;
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+        const smol::StreamEvent all = streams[i]->collect();
+        CAPTURE(texts[i]);
+        CHECK(all.error == "");
+        CHECK(all.reasoning == "");
+        CHECK(all.content == expected[i]);
+        CHECK(all.usage.prompt_tokens == int(prompts[i].size()));
+        CHECK(all.usage.cached_tokens == 0);
+        total_tokens += all.usage.completion_tokens;
+        CHECK((all.finish == smol::FinishReason::stop || all.finish == smol::FinishReason::length));
+    }
+    const auto stats = scheduler.stats();
+    CHECK(stats.generated_tokens == std::uint64_t(total_tokens));
+    CHECK(stats.requests_finished == 4);
+    CHECK(stats.active_slots == 0);
+    // Batched: far fewer forward passes than tokens generated one request at a time.
+    CHECK(stats.forward_calls < std::uint64_t(total_tokens) / 2);
+}
+
+TEST_CASE("a continued conversation reuses the slot's cache and gives the same tokens") {
+    smol::SchedulerOptions options;
+    options.slots = 2;
+    options.context = 256;
+    smol::Scheduler scheduler(smol::load_model(kTinyF32), options);
+    const auto& tokenizer = scheduler.tokenizer();
+    const auto first = tokenizer.encode("<|im_start|>user\nWhat is a cache?<|im_end|>\n<|im_start|>assistant\n", true);
+    const smol::StreamEvent turn1 = scheduler.submit(request_for(first, 8))->collect();
+    REQUIRE(turn1.finish != smol::FinishReason::error);
+    CHECK(turn1.usage.cached_tokens == 0);
+
+    auto second = first;
+    const auto more = tokenizer.encode("Something else.<|im_end|>\n<|im_start|>user\nAnd then?<|im_end|>\n", true);
+    second.insert(second.end(), more.begin(), more.end());
+    const smol::StreamEvent turn2 = scheduler.submit(request_for(second, 8))->collect();
+    CHECK(turn2.usage.prompt_tokens == int(second.size()));
+    CHECK(turn2.usage.cached_tokens >= int(first.size()));
+    CHECK(turn2.usage.cached_tokens < int(second.size()));
+    CHECK(scheduler.stats().cached_tokens == std::uint64_t(turn2.usage.cached_tokens));
+
+    // The same prompt on a fresh scheduler (nothing cached) must give the same text.
+    smol::Scheduler fresh(smol::load_model(kTinyF32), options);
+    const smol::StreamEvent alone = fresh.submit(request_for(second, 8))->collect();
+    CHECK(alone.usage.cached_tokens == 0);
+    CHECK(alone.content == turn2.content);
+
+    // Sending exactly a cached prompt again still runs its last token (it needs its logits).
+    const smol::StreamEvent again = scheduler.submit(request_for(second, 8))->collect();
+    CHECK(again.usage.cached_tokens == int(second.size()) - 1);
+    CHECK(again.content == turn2.content);
+}
+
+TEST_CASE("reasoning and answer are split by the think tags, primed by the assistant prefix") {
+    smol::SchedulerOptions options;
+    options.slots = 1;
+    options.context = 128;
+    smol::Scheduler scheduler(smol::load_model(kTinyF32), options);
+    const auto& tokenizer = scheduler.tokenizer();
+    const auto base = tokenizer.encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", true);
+
+    // Generation starting inside an open think block is all reasoning.
+    auto in_think = base;
+    in_think.push_back(*tokenizer.find("<think>"));
+    // Sampled, so the text is not one repeated token.
+    smol::SamplerParams sampled;
+    sampled.temperature = 1.0f;
+    sampled.top_k = 0;
+    sampled.min_p = 0.0f;
+    sampled.top_p = 1.0f;
+    sampled.seed = 7;
+    auto r = request_for(in_think, 6);
+    r.sampling = sampled;
+    r.assistant_prefix = "<think>";
+    const smol::StreamEvent thinking = scheduler.submit(r)->collect();
+    CHECK(thinking.content == "");
+    CHECK(thinking.reasoning != "");
+
+    // After a closed (empty) think block, it is all answer.
+    auto after = base;
+    const auto closed = tokenizer.encode("<think>\n\n</think>\n", true);
+    after.insert(after.end(), closed.begin(), closed.end());
+    r = request_for(after, 6);
+    r.sampling = sampled;
+    r.assistant_prefix = "<think>\n\n</think>\n";
+    const smol::StreamEvent answer = scheduler.submit(r)->collect();
+    CAPTURE(answer.reasoning);
+    CAPTURE(answer.usage.completion_tokens);
+    CAPTURE(std::string(smol::finish_reason_name(answer.finish)));
+    CHECK(answer.reasoning == "");
+    CHECK(answer.content != "");
+}
+
+TEST_CASE("max_tokens and stop strings end generation with the right finish reason") {
+    smol::SchedulerOptions options;
+    options.slots = 1;
+    options.context = 128;
+    smol::Scheduler scheduler(smol::load_model(kTinyF32), options);
+    const auto& tokenizer = scheduler.tokenizer();
+    const auto prompt = tokenizer.encode("The quick brown fox", true);
+    const auto limited = scheduler.submit(request_for(prompt, 5))->collect();
+    const auto reference = greedy_alone(const_cast<smol::Model&>(scheduler.model()), tokenizer, prompt, 5);
+    REQUIRE(reference.size() == 5);  // no end of generation within 5 tokens on this prompt
+    CHECK(limited.finish == smol::FinishReason::length);
+    CHECK(limited.usage.completion_tokens == 5);
+    CHECK(limited.content == visible_text(tokenizer, reference));
+
+    // Stop at the text of the third generated token: the answer is what came before it.
+    const std::string before = tokenizer.decode(std::vector<std::int32_t>(reference.begin(), reference.begin() + 2));
+    const std::string third = tokenizer.decode(std::vector<std::int32_t>(reference.begin() + 2, reference.begin() + 3));
+    REQUIRE(!third.empty());
+    REQUIRE(before.find(third) == std::string::npos);
+    auto r = request_for(prompt, 5);
+    r.stop = {third};
+    const auto stopped = scheduler.submit(r)->collect();
+    CHECK(stopped.finish == smol::FinishReason::stop);
+    CHECK(stopped.content == before);
+    CHECK(stopped.usage.completion_tokens == 3);
+}
+
+TEST_CASE("a cancelled request stops within a token and frees its slot") {
+    smol::SchedulerOptions options;
+    options.slots = 1;
+    options.context = 512;
+    smol::Scheduler scheduler(smol::load_model(kTinyQ4), options);
+    const auto prompt = scheduler.tokenizer().encode("Tell me a long story", true);
+    auto stream = scheduler.submit(request_for(prompt, 400));
+    std::optional<smol::StreamEvent> e;
+    while (!(e = stream->next(std::chrono::milliseconds(1000)))) {
+    }
+    REQUIRE(!e->finished);
+    stream->cancel();
+    const auto until_end = stream->collect();
+    CHECK(until_end.finish == smol::FinishReason::cancelled);
+    CHECK(until_end.usage.completion_tokens < 400);
+    CHECK(scheduler.stats().active_slots == 0);
+    CHECK(scheduler.stats().requests_cancelled == 1);
+
+    // The slot serves the next request.
+    const auto next = scheduler.submit(request_for(prompt, 3))->collect();
+    CHECK(next.finish == smol::FinishReason::length);
+    CHECK(next.usage.completion_tokens == 3);
+}
+
+TEST_CASE("a full queue and a prompt longer than the context are refused without queueing") {
+    smol::SchedulerOptions options;
+    options.slots = 1;
+    options.context = 64;
+    options.max_queue = 1;
+    smol::Scheduler scheduler(smol::load_model(kTinyQ4), options);
+    const auto& tokenizer = scheduler.tokenizer();
+
+    std::vector<std::int32_t> long_prompt(64, tokenizer.encode("a", false).front());
+    CHECK_THROWS_AS(scheduler.submit(request_for(long_prompt, 4)), smol::PromptTooLongError);
+    long_prompt.resize(63);
+    auto fits = scheduler.submit(request_for(long_prompt, 4))->collect();
+    // One free position: the first new token fills it, the second ends generation.
+    CHECK(fits.finish == smol::FinishReason::length);
+    CHECK(fits.usage.completion_tokens == 2);
+
+    const auto prompt = tokenizer.encode("Hello", true);
+    auto running = scheduler.submit(request_for(prompt, 40));
+    // Wait until the first request holds the slot, so the next one waits in the queue.
+    while (scheduler.stats().active_slots == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    auto waiting = scheduler.submit(request_for(prompt, 2));
+    CHECK_THROWS_AS(scheduler.submit(request_for(prompt, 2)), smol::QueueFullError);
+    CHECK(running->collect().finish == smol::FinishReason::length);
+    CHECK(waiting->collect().usage.completion_tokens == 2);
+    CHECK(scheduler.stats().requests_rejected == 2);
+
+    smol::GenerationRequest bad = request_for(prompt, 2);
+    bad.sampling.top_p = 0.0f;
+    CHECK_THROWS_AS(scheduler.submit(bad), smol::Error);
+    bad = request_for({100000}, 2);
+    CHECK_THROWS_AS(scheduler.submit(bad), smol::Error);
+}
+
+TEST_CASE("idle caches are freed under the memory budget, least recently used first") {
+    smol::SchedulerOptions options;
+    options.slots = 3;
+    options.context = 64;
+    smol::Scheduler probe(smol::load_model(kTinyQ4), options);
+    options.cache_budget_bytes = probe.cache_bytes_per_slot() * 2;  // two of the three slots
+    smol::Scheduler scheduler(smol::load_model(kTinyQ4), options);
+    const auto& tokenizer = scheduler.tokenizer();
+    const auto a = tokenizer.encode("first conversation", true);
+    const auto b = tokenizer.encode("second talk", true);
+    const auto c = tokenizer.encode("third chat", true);
+    scheduler.submit(request_for(a, 2))->collect();
+    scheduler.submit(request_for(b, 2))->collect();
+    CHECK(scheduler.stats().cache_bytes == 2 * scheduler.cache_bytes_per_slot());
+    scheduler.submit(request_for(c, 2))->collect();  // evicts a's cache, the oldest
+    CHECK(scheduler.stats().cache_bytes == 2 * scheduler.cache_bytes_per_slot());
+    // b is still cached, a is not.
+    auto b_again = scheduler.submit(request_for(b, 2))->collect();
+    CHECK(b_again.usage.cached_tokens == int(b.size()) - 1);
+    auto a_again = scheduler.submit(request_for(a, 2))->collect();
+    CHECK(a_again.usage.cached_tokens == 0);
+}
