@@ -21,6 +21,7 @@
 
 #include "smol/gguf/reader.hpp"
 #include "smol/gguf/writer.hpp"
+#include "smol/text/flat_hash.hpp"
 #include "smol/text/pretokenizer.hpp"
 #include "smol/text/tokenizer.hpp"
 #include "smol/text/unicode.hpp"
@@ -433,4 +434,33 @@ TEST_CASE("random bytes: decoding the ids gives the input with each invalid byte
         for (const char32_t cp : unicode::decode_utf8_lenient(bytes).codepoints) unicode::append_utf8(expected, cp);
         CHECK(t.decode(t.encode(bytes, true), true) == expected);
     }
+}
+
+TEST_CASE("flat hash tables: growth, replacement, first-wins, misses") {
+    auto name = [](int i) {
+        std::string s = "s";
+        s += std::to_string(i);
+        return s;
+    };
+    std::vector<std::string> strings;
+    for (int i = 0; i < 5000; ++i) strings.push_back(name(i % 3000));  // ids 3000.. repeat 0..1999
+    auto text_of = [&](std::int32_t id) -> std::string_view { return strings[std::size_t(id)]; };
+    smol::text::StringIdIndex index;
+    for (std::size_t i = 0; i < strings.size(); ++i) index.insert_or_assign(strings[i], std::int32_t(i), text_of);
+    for (int i = 0; i < 3000; ++i) CHECK(index.find(name(i), text_of) == (i < 2000 ? i + 3000 : i));
+    CHECK(index.find("s3000", text_of) == -1);
+    CHECK(index.find("", text_of) == -1);
+
+    smol::text::MergeTable merges;
+    for (std::int32_t i = 0; i < 20000; ++i) merges.try_emplace(i % 150, i / 150, {i, -i});
+    for (std::int32_t i = 0; i < 20000; ++i) merges.try_emplace(i % 150, i / 150, {-1, -1});  // ignored: already there
+    CHECK(merges.size() == 20000);
+    for (std::int32_t i = 0; i < 20000; i += 7) {
+        const auto* m = merges.find(i % 150, i / 150);
+        REQUIRE(m != nullptr);
+        CHECK(m->rank == i);
+        CHECK(m->result == -i);
+    }
+    CHECK(merges.find(150, 0) == nullptr);
+    CHECK(merges.find(0, 20000) == nullptr);
 }

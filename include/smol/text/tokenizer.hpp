@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <queue>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +22,7 @@
 
 #include "smol/core/error.hpp"
 #include "smol/gguf/reader.hpp"
+#include "smol/text/flat_hash.hpp"
 #include "smol/text/pretokenizer.hpp"
 #include "smol/text/unicode.hpp"
 
@@ -93,8 +93,8 @@ public:
         if (bos_id_) check_id(*bos_id_, "BOS id");
 
         // Later duplicates win, as in llama.cpp's token_to_id map.
-        token_ids_.reserve(tokens_.size());
-        for (std::size_t i = 0; i < tokens_.size(); ++i) token_ids_.insert_or_assign(tokens_[i], std::int32_t(i));
+        symbol_ids_.reserve(tokens_.size() + merges.size() / 64);
+        for (std::size_t i = 0; i < tokens_.size(); ++i) symbol_ids_.insert_or_assign(tokens_[i], std::int32_t(i), symbol_text());
 
         mark_end_of_generation_tokens();
         build_decoded_pieces();
@@ -107,10 +107,10 @@ public:
     std::vector<std::int32_t> encode(std::string_view text, bool parse_special) const {
         std::vector<std::int32_t> ids;
         ids.reserve(text.size() / 3 + 4);
-        WordCache cache;
+        Scratch scratch;
         for (const Fragment& fragment : split_special_tokens(text, parse_special)) {
             if (fragment.token >= 0) ids.push_back(fragment.token);
-            else encode_text(text.substr(fragment.begin, fragment.end - fragment.begin), ids, cache);
+            else encode_text(text.substr(fragment.begin, fragment.end - fragment.begin), ids, scratch);
         }
         return ids;
     }
@@ -134,9 +134,9 @@ public:
         return decoded_[std::size_t(id)];
     }
     std::optional<std::int32_t> find(std::string_view token_text) const {
-        auto it = token_ids_.find(token_text);
-        if (it == token_ids_.end()) return std::nullopt;
-        return it->second;
+        const std::int32_t id = symbol_ids_.find(token_text, symbol_text());
+        if (id < 0 || std::size_t(id) >= tokens_.size()) return std::nullopt;  // extra symbols are not tokens
+        return id;
     }
 
     std::int32_t eos_id() const { return eos_id_; }
@@ -165,20 +165,16 @@ public:
     }
 
 private:
-    struct StringHash {
-        using is_transparent = void;
-        std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    // The string of a BPE symbol: a vocabulary entry, or an extra symbol (see build_merges).
+    struct SymbolText {
+        const Tokenizer* self;
+        std::string_view operator()(std::int32_t id) const {
+            const std::size_t n = self->tokens_.size();
+            return std::size_t(id) < n ? std::string_view(self->tokens_[std::size_t(id)])
+                                       : std::string_view(self->extra_symbols_[std::size_t(id) - n]);
+        }
     };
-    using StringMap = std::unordered_map<std::string, std::int32_t, StringHash, std::equal_to<>>;
-
-    // A merge of two adjacent symbols; `result` is the merged symbol.
-    struct Merge {
-        std::int32_t rank;
-        std::int32_t result;
-    };
-    static std::uint64_t merge_key(std::int32_t left, std::int32_t right) {
-        return (std::uint64_t(std::uint32_t(left)) << 32) | std::uint32_t(right);
-    }
+    SymbolText symbol_text() const { return {this}; }
 
     // A piece of the input: raw text [begin, end) when token < 0, otherwise one special token.
     struct Fragment {
@@ -190,6 +186,26 @@ private:
     // Ids already produced for a piece within one encode() call: [first, first + count) of the
     // output. Keys view the text being encoded, which outlives the cache.
     using WordCache = std::unordered_map<std::string_view, std::pair<std::size_t, std::size_t>>;
+
+    // A possible merge of the symbols at positions `left` and `right` of a piece.
+    struct Candidate {
+        std::int32_t rank;
+        std::int32_t left;
+        std::int32_t right;
+        std::int32_t left_symbol;   // the symbols when queued: a changed symbol makes the candidate stale
+        std::int32_t right_symbol;
+        std::int32_t result;
+        // Heap order: the lowest rank on top, then the leftmost position.
+        bool operator<(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+    };
+
+    // Buffers reused by every piece of one encode() call.
+    struct Scratch {
+        WordCache cache;
+        std::vector<std::int32_t> symbol, prev, next;  // [piece bytes]
+        std::vector<Candidate> queue;                  // binary heap
+        std::string mapped;
+    };
 
     void check_id(std::int32_t id, const char* what) const {
         if (id < 0 || std::size_t(id) >= tokens_.size())
@@ -236,13 +252,11 @@ private:
     // produces but the vocabulary lacks (none in a consistent vocabulary); this keeps the BPE
     // loop on integers while giving the same result as llama.cpp's string-based merging.
     void build_merges(const std::vector<std::string>& merges) {
-        StringMap extra_ids;
         auto intern = [&](std::string_view s) -> std::int32_t {
-            if (auto id = find(s)) return *id;
-            if (auto it = extra_ids.find(s); it != extra_ids.end()) return it->second;
+            if (const std::int32_t id = symbol_ids_.find(s, symbol_text()); id >= 0) return id;
             const auto id = std::int32_t(tokens_.size() + extra_symbols_.size());
             extra_symbols_.emplace_back(s);
-            extra_ids.emplace(std::string(s), id);
+            symbol_ids_.insert_or_assign(s, id, symbol_text());
             return id;
         };
 
@@ -266,7 +280,7 @@ private:
             const std::int32_t right_id = intern(right);
             const std::int32_t result_id = intern(joined);
             // A repeated pair keeps its first (best) rank.
-            merges_.try_emplace(merge_key(left_id, right_id), Merge{std::int32_t(rank), result_id});
+            merges_.try_emplace(left_id, right_id, {std::int32_t(rank), result_id});
         }
     }
 
@@ -314,7 +328,7 @@ private:
     }
 
     // Pre-tokenizes raw text (no special tokens in it) and appends the BPE ids of each piece.
-    void encode_text(std::string_view raw, std::vector<std::int32_t>& ids, WordCache& cache) const {
+    void encode_text(std::string_view raw, std::vector<std::int32_t>& ids, Scratch& scratch) const {
         // Invalid UTF-8 bytes become U+FFFD before splitting (as in llama.cpp), so the pieces are
         // cut from the re-encoded text in that case.
         const unicode::DecodedText decoded = unicode::decode_utf8_lenient(raw);
@@ -335,30 +349,30 @@ private:
             const std::string_view word = text.substr(byte_offset[first], byte_offset[last] - byte_offset[first]);
             if (!decoded.changed) {
                 // The cache keys must view memory that outlives this call; `raw` does.
-                if (auto it = cache.find(word); it != cache.end()) {
+                if (auto it = scratch.cache.find(word); it != scratch.cache.end()) {
                     const auto [start, count] = it->second;
                     for (std::size_t k = 0; k < count; ++k) ids.push_back(ids[start + k]);
                     continue;
                 }
                 const std::size_t start = ids.size();
-                encode_word(word, ids);
-                cache.emplace(word, std::pair{start, ids.size() - start});
+                encode_word(word, ids, scratch);
+                scratch.cache.emplace(word, std::pair{start, ids.size() - start});
             } else {
-                encode_word(word, ids);
+                encode_word(word, ids, scratch);
             }
         }
     }
 
     // Byte-level BPE on one pre-tokenized piece: a doubly linked list of symbols and a queue of
     // candidate merges ordered by (rank, position), as in llama.cpp's llm_tokenizer_bpe.
-    void encode_word(std::string_view word, std::vector<std::int32_t>& ids) const {
+    void encode_word(std::string_view word, std::vector<std::int32_t>& ids, Scratch& scratch) const {
         const std::size_t n = word.size();
         if (n == 0) return;
         if (ignore_merges_) {
-            std::string mapped;
             const auto& mapping = unicode::ByteMapping::get();
-            for (const char c : word) mapped += mapping.byte_to_utf8(std::uint8_t(c));
-            if (auto id = find(mapped)) {
+            scratch.mapped.clear();
+            for (const char c : word) scratch.mapped += mapping.byte_to_utf8(std::uint8_t(c));
+            if (auto id = find(scratch.mapped)) {
                 ids.push_back(*id);
                 return;
             }
@@ -368,35 +382,34 @@ private:
             return;
         }
 
-        std::vector<std::int32_t> symbol(n);  // [n] symbol id at each position; -1 once merged away
-        std::vector<std::int32_t> prev(n), next(n);
+        auto& symbol = scratch.symbol;  // [n] symbol at each position; merged-away positions are unlinked
+        auto& prev = scratch.prev;      // [n] linked list of live positions, -1 at the ends
+        auto& next = scratch.next;      // [n]
+        auto& queue = scratch.queue;
+        symbol.resize(n);
+        prev.resize(n);
+        next.resize(n);
+        queue.clear();
         for (std::size_t i = 0; i < n; ++i) {
             symbol[i] = byte_symbols_[std::uint8_t(word[i])];
             prev[i] = std::int32_t(i) - 1;
             next[i] = i + 1 < n ? std::int32_t(i) + 1 : -1;
         }
 
-        struct Candidate {
-            std::int32_t rank;
-            std::int32_t left;          // position of the left symbol
-            std::int32_t right;         // position of the right symbol
-            std::int32_t left_symbol;   // the symbols when queued: a changed symbol makes the candidate stale
-            std::int32_t right_symbol;
-            std::int32_t result;
-            bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
-        };
-        std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
         auto consider = [&](std::int32_t left, std::int32_t right) {
             if (left < 0 || right < 0) return;
-            auto it = merges_.find(merge_key(symbol[std::size_t(left)], symbol[std::size_t(right)]));
-            if (it == merges_.end()) return;
-            queue.push({it->second.rank, left, right, symbol[std::size_t(left)], symbol[std::size_t(right)], it->second.result});
+            const std::int32_t ls = symbol[std::size_t(left)], rs = symbol[std::size_t(right)];
+            const MergeTable::Merge* merge = merges_.find(ls, rs);
+            if (!merge) return;
+            queue.push_back({merge->rank, left, right, ls, rs, merge->result});
+            std::push_heap(queue.begin(), queue.end());
         };
         for (std::size_t i = 0; i + 1 < n; ++i) consider(std::int32_t(i), std::int32_t(i + 1));
 
         while (!queue.empty()) {
-            const Candidate c = queue.top();
-            queue.pop();
+            std::pop_heap(queue.begin(), queue.end());
+            const Candidate c = queue.back();
+            queue.pop_back();
             const auto l = std::size_t(c.left), r = std::size_t(c.right);
             if (symbol[l] != c.left_symbol || symbol[r] != c.right_symbol || next[l] != c.right) continue;
             symbol[l] = c.result;
@@ -423,9 +436,9 @@ private:
     std::vector<std::string> tokens_;           // [n_vocab] vocabulary strings as stored
     std::vector<TokenType> types_;              // [n_vocab]
     std::vector<std::string> decoded_;          // [n_vocab] bytes each token stands for
-    StringMap token_ids_;
     std::vector<std::string> extra_symbols_;    // merge strings missing from the vocabulary
-    std::unordered_map<std::uint64_t, Merge> merges_;
+    StringIdIndex symbol_ids_;                  // vocabulary strings and extra symbols to their ids
+    MergeTable merges_;
     std::array<std::int32_t, 256> byte_symbols_{};  // symbol of each input byte's mapped character
     std::vector<std::int32_t> special_ids_;     // CONTROL, USER_DEFINED and UNKNOWN tokens, longest first
     std::vector<std::int32_t> end_of_generation_;
