@@ -1,0 +1,523 @@
+#pragma once
+// Model download from the Hugging Face Hub (the -hf flag of smol-cli, smol-server, smol-bench).
+//
+// Cache layout: <cache>/<owner>/<name>/<file>, e.g.
+//   ~/.cache/smol/ggml-org/SmolLM3-3B-GGUF/SmolLM3-Q4_K_M.gguf
+// where <cache> is $SMOL_CACHE, else ~/.cache/smol. A download in progress lives next to its
+// final name as <file>.part and is renamed into place only after its size and SHA-256 check
+// out, so a file under its final name is always complete; a later run resumes the .part with
+// an HTTP Range request. Once a file is cached, finding it needs no network at all.
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "smol/core/error.hpp"
+#include "smol/hub/http.hpp"
+#include "smol/hub/model_spec.hpp"
+#include "smol/hub/progress.hpp"
+#include "smol/hub/sha256.hpp"
+
+namespace smol::hub {
+
+inline constexpr std::string_view kDefaultEndpoint = "https://huggingface.co";
+
+struct DownloadOptions {
+    std::string endpoint = std::string(kDefaultEndpoint);  // Hub or mirror base URL
+    std::filesystem::path cache_dir;                       // see default_cache_dir()
+    std::string token;                                     // sent as "Authorization: Bearer"
+    ProgressCallback on_progress;                          // none: silent
+    bool offline = false;                                  // never touch the network
+    int max_attempts = 5;  // tries in a row without progress before a broken download gives up
+    std::chrono::milliseconds retry_delay{1000};  // waited before retry n: n * retry_delay
+    int connect_timeout_seconds = 15;
+    int read_timeout_seconds = 60;
+};
+
+// $SMOL_CACHE, else $HOME/.cache/smol.
+inline std::filesystem::path default_cache_dir() {
+    if (const char* cache = std::getenv("SMOL_CACHE"); cache && *cache) return cache;
+    if (const char* home = std::getenv("HOME"); home && *home)
+        return std::filesystem::path(home) / ".cache" / "smol";
+    fail("model cache: neither SMOL_CACHE nor HOME is set; set SMOL_CACHE to a folder for downloaded models");
+}
+
+// Options from the environment: SMOL_HF_ENDPOINT (mirror or test server), SMOL_CACHE, HF_TOKEN,
+// HF_HUB_OFFLINE=1 (as in huggingface_hub); progress goes to stderr.
+inline DownloadOptions default_options() {
+    DownloadOptions options;
+    if (const char* endpoint = std::getenv("SMOL_HF_ENDPOINT"); endpoint && *endpoint) options.endpoint = endpoint;
+    options.cache_dir = default_cache_dir();
+    if (const char* token = std::getenv("HF_TOKEN"); token && *token) options.token = token;
+    if (const char* offline = std::getenv("HF_HUB_OFFLINE"); offline && *offline && std::string_view(offline) != "0")
+        options.offline = true;
+    options.on_progress = stderr_progress();
+    return options;
+}
+
+namespace detail {
+
+inline std::string endpoint_base(const DownloadOptions& options) {
+    std::string base = options.endpoint;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    return base;
+}
+
+inline std::filesystem::path repo_cache_dir(const DownloadOptions& options, std::string_view repo) {
+    if (options.cache_dir.empty()) fail("model cache: DownloadOptions::cache_dir is empty (see default_options())");
+    return options.cache_dir / std::filesystem::path(std::string(repo));
+}
+
+inline std::filesystem::path part_path(const std::filesystem::path& final_path) {
+    std::filesystem::path part = final_path;
+    part += ".part";
+    return part;
+}
+
+inline bool is_sha256_hex(std::string_view text) {
+    if (text.size() != 64) return false;
+    for (char c : text)
+        if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+    return true;
+}
+
+// An ETag value without its weak marker and quotes, lowercased.
+inline std::string strip_etag(std::string_view tag) {
+    if (tag.starts_with("W/")) tag.remove_prefix(2);
+    while (!tag.empty() && (tag.front() == '"' || tag.front() == ' ')) tag.remove_prefix(1);
+    while (!tag.empty() && (tag.back() == '"' || tag.back() == ' ')) tag.remove_suffix(1);
+    std::string out(tag);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+// The SHA-256 the Hub announces: X-Linked-Etag on its redirect (the LFS object id), else an
+// ETag that is a 64-hex LFS oid. Empty when neither is there (small non-LFS files, mirrors).
+inline std::string announced_sha256(const std::vector<HttpHop>& hops) {
+    if (std::string linked = strip_etag(first_header(hops, "X-Linked-Etag")); is_sha256_hex(linked)) return linked;
+    for (auto hop = hops.rbegin(); hop != hops.rend(); ++hop)
+        if (auto it = hop->headers.find("ETag"); it != hop->headers.end())
+            if (std::string tag = strip_etag(it->second); is_sha256_hex(tag)) return tag;
+    return {};
+}
+
+inline std::optional<std::uint64_t> parse_u64(std::string_view text) {
+    while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+    while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+    if (text.empty() || text.size() > 19) return std::nullopt;
+    std::uint64_t value = 0;
+    for (char c : text) {
+        if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+        value = value * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    return value;
+}
+
+struct ContentRange {
+    std::uint64_t first = 0, last = 0;
+    std::optional<std::uint64_t> total;  // absent for "bytes a-b/*"
+};
+
+// Parses "bytes first-last/total".
+inline std::optional<ContentRange> parse_content_range(std::string_view text) {
+    if (!text.starts_with("bytes ")) return std::nullopt;
+    text.remove_prefix(6);
+    const std::size_t dash = text.find('-'), slash = text.find('/');
+    if (dash == std::string_view::npos || slash == std::string_view::npos || dash > slash) return std::nullopt;
+    auto first = parse_u64(text.substr(0, dash)), last = parse_u64(text.substr(dash + 1, slash - dash - 1));
+    if (!first || !last || *last < *first) return std::nullopt;
+    ContentRange range{*first, *last, std::nullopt};
+    if (text.substr(slash + 1) != "*") {
+        range.total = parse_u64(text.substr(slash + 1));
+        if (!range.total || *range.total <= *last) return std::nullopt;
+    }
+    return range;
+}
+
+// "Repository not found", "Access to model ... is restricted": the Hub's X-Error-Message.
+inline std::string hub_error_message(const std::vector<HttpHop>& hops) {
+    if (hops.empty()) return {};
+    auto it = hops.back().headers.find("X-Error-Message");
+    return it == hops.back().headers.end() ? std::string() : " (" + it->second + ")";
+}
+
+inline bool is_connection_failure(httplib::Error error) {
+    return error == httplib::Error::Connection || error == httplib::Error::ConnectionTimeout ||
+           error == httplib::Error::SSLConnection || error == httplib::Error::BindIPAddress;
+}
+
+inline bool is_retryable_status(int status) {
+    return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+}
+
+inline HttpRequest make_request(const DownloadOptions& options, const std::string& url) {
+    HttpRequest request;
+    request.url = Url::parse(url);
+    request.headers.emplace("User-Agent", "smol/0.1");
+    request.bearer_token = options.token;
+    request.token_origin = Url::parse(endpoint_base(options)).origin();
+    request.connect_timeout_seconds = options.connect_timeout_seconds;
+    request.read_timeout_seconds = options.read_timeout_seconds;
+    return request;
+}
+
+// A write-only FILE* that is flushed and fsync'ed before the rename, so that after a crash the
+// final name never points at data still sitting in the page cache.
+struct PartFile {
+    std::FILE* file = nullptr;
+    std::filesystem::path path;
+
+    void open(const std::filesystem::path& at, bool append) {
+        close();
+        path = at;
+        file = std::fopen(at.c_str(), append ? "ab" : "wb");
+        if (!file) fail("download: cannot open ", at, " for writing: ", std::strerror(errno));
+    }
+    void write(const char* data, std::size_t size) {
+        if (std::fwrite(data, 1, size, file) != size)
+            fail("download: cannot write ", size, " bytes to ", path, ": ", std::strerror(errno));
+    }
+    void close(bool sync = false) {
+        if (!file) return;
+        const bool flushed = std::fflush(file) == 0 && (!sync || ::fsync(fileno(file)) == 0);
+        const int saved_errno = errno;
+        std::fclose(file);
+        file = nullptr;
+        if (!flushed) fail("download: cannot flush ", path, ": ", std::strerror(saved_errno));
+    }
+    ~PartFile() {
+        if (file) std::fclose(file);
+    }
+};
+
+inline void remove_quietly(const std::filesystem::path& path) {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+}
+
+}  // namespace detail
+
+// Where a repository file lives in the cache: <cache>/<owner>/<name>/<file>.
+inline std::filesystem::path cache_path(const DownloadOptions& options, std::string_view repo, std::string_view file) {
+    validate_repo_file(file);
+    return detail::repo_cache_dir(options, repo) / std::filesystem::path(std::string(file));
+}
+
+// The URL a repository file is fetched from.
+inline std::string file_url(const DownloadOptions& options, std::string_view repo, std::string_view file) {
+    return detail::endpoint_base(options) + "/" + encode_url_path(repo) + "/resolve/main/" + encode_url_path(file);
+}
+
+// The cached file for `spec`, found without any network access, or nullopt. With an exact
+// file that is its cache path; with a quant tag it is the single complete .gguf in the
+// repository's cache folder that matches the tag (nullopt when none or several do).
+inline std::optional<std::filesystem::path> cached_path(const ModelSpec& spec, const DownloadOptions& options) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!spec.file.empty()) {
+        const fs::path path = cache_path(options, spec.repo, spec.file);
+        if (fs::is_regular_file(path, ec)) return path;
+        return std::nullopt;
+    }
+    const fs::path folder = detail::repo_cache_dir(options, spec.repo);
+    if (!fs::is_directory(folder, ec)) return std::nullopt;
+    std::vector<fs::path> matches;
+    for (auto it = fs::recursive_directory_iterator(folder, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+        if (!it->is_regular_file(ec)) continue;
+        const std::string relative = it->path().lexically_relative(folder).generic_string();
+        if (gguf_matches_quant(relative, spec.quant) && !is_split_gguf(relative)) matches.push_back(it->path());
+    }
+    if (matches.size() == 1) return matches.front();
+    return std::nullopt;
+}
+
+// The one clear message for "the model is not here and cannot be fetched": what to download,
+// from where, and where to put it.
+inline std::string not_cached_message(const ModelSpec& spec, const std::string& file, const DownloadOptions& options,
+                                      std::string_view reason) {
+    std::string message = "model " + spec.to_string() + " is not in the cache and cannot be downloaded: " +
+                          std::string(reason) + ".\n";
+    if (!file.empty()) {
+        message += "Download " + file_url(options, spec.repo, file) + "\nand save it as " +
+                   cache_path(options, spec.repo, file).string();
+    } else {
+        message += "Download the .gguf file with " + spec.quant + " in its name from " +
+                   detail::endpoint_base(options) + "/" + spec.repo + "/tree/main\n(" +
+                   detail::endpoint_base(options) + "/" + spec.repo + "/resolve/main/<file>) and save it in " +
+                   detail::repo_cache_dir(options, spec.repo).string() + "/";
+    }
+    message += "\n(the cache folder is $SMOL_CACHE, else ~/.cache/smol), or pass a local file with -m.";
+    return message;
+}
+
+// Lists the repository through the Hub's model API and picks the file for spec.quant.
+inline std::string resolve_model_file(const ModelSpec& spec, const DownloadOptions& options) {
+    if (!spec.file.empty()) return spec.file;
+    if (options.offline) fail(not_cached_message(spec, "", options, "offline mode is on (HF_HUB_OFFLINE)"));
+    const std::string url = detail::endpoint_base(options) + "/api/models/" + encode_url_path(spec.repo);
+    constexpr std::size_t kMaxListingBytes = 64u << 20;
+    std::string body;
+    HttpOutcome outcome = http_get(
+        detail::make_request(options, url), [](const std::vector<HttpHop>&) { return true; },
+        [&](const char* data, std::size_t size) {
+            if (body.size() + size > kMaxListingBytes) return false;
+            body.append(data, size);
+            return true;
+        });
+    if (outcome.transport_failed() && detail::is_connection_failure(outcome.error))
+        fail(not_cached_message(spec, "", options, "cannot connect to " + url + " (" + outcome.error_text() + ")"));
+    if (outcome.too_many_redirects) fail("model API ", url, ": too many redirects");
+    if (outcome.stopped) fail("model API ", url, ": listing larger than ", kMaxListingBytes, " bytes");
+    if (outcome.transport_failed()) fail("model API ", url, ": transfer failed (", outcome.error_text(), ")");
+    const int status = outcome.status();
+    if (status == 401 || status == 403)
+        fail("model API ", url, ": HTTP ", status, detail::hub_error_message(outcome.hops),
+             "; the repository may be private or gated: accept its terms on the Hub and set HF_TOKEN");
+    if (status == 404)
+        fail("model API ", url, ": repository ", spec.repo, " not found (HTTP 404)", detail::hub_error_message(outcome.hops));
+    if (status != 200) fail("model API ", url, ": expected HTTP 200, got ", status, detail::hub_error_message(outcome.hops));
+
+    nlohmann::json listing = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (listing.is_discarded() || !listing.is_object())
+        fail("model API ", url, ": expected a JSON object, got ", body.substr(0, 200));
+    auto siblings = listing.find("siblings");
+    if (siblings == listing.end() || !siblings->is_array())
+        fail("model API ", url, ": response has no \"siblings\" array of files");
+    std::vector<std::string> files;
+    for (const auto& sibling : *siblings) {
+        if (!sibling.is_object() || !sibling.contains("rfilename") || !sibling["rfilename"].is_string())
+            fail("model API ", url, ": a \"siblings\" entry has no string \"rfilename\": ", sibling.dump());
+        files.push_back(sibling["rfilename"].get<std::string>());
+    }
+    std::string file = choose_quant_file(files, spec.quant, spec.repo);
+    validate_repo_file(file);
+    return file;
+}
+
+// Downloads one repository file into the cache (resuming a .part left by an earlier run) and
+// returns its final path. See the top of this file for the guarantees.
+inline std::filesystem::path download_file(const ModelSpec& spec, const std::string& file,
+                                           const DownloadOptions& options) {
+    namespace fs = std::filesystem;
+    const fs::path final_path = cache_path(options, spec.repo, file);
+    const fs::path part = detail::part_path(final_path);
+    const std::string url = file_url(options, spec.repo, file);
+    if (options.offline) fail(not_cached_message(spec, file, options, "offline mode is on (HF_HUB_OFFLINE)"));
+    std::error_code ec;
+    fs::create_directories(final_path.parent_path(), ec);
+    if (ec) fail("download: cannot create cache folder ", final_path.parent_path(), ": ", ec.message());
+
+    int failures_in_a_row = 0;
+    std::uint64_t most_written = 0;  // high-water mark: only getting further counts as progress
+    bool restarted_after_bad_resume = false;
+    bool ever_connected = false;
+    for (;;) {
+        std::uint64_t offset = fs::is_regular_file(part, ec) ? fs::file_size(part, ec) : 0;
+        if (ec) offset = 0;
+        bool resumed = offset > 0;
+        Sha256 hash;
+        if (resumed && hash.update_from_file(part) != offset) {  // part changed under us: start over
+            detail::remove_quietly(part);
+            continue;
+        }
+
+        detail::PartFile out;
+        std::uint64_t written = offset;         // bytes in the part file
+        std::uint64_t expected_size = 0;        // 0: unknown
+        std::string expected_sha;
+        std::string restart_reason;             // set when the server's answer forces starting over
+        std::uint64_t received_this_run = 0;
+        const auto started = std::chrono::steady_clock::now();
+
+        auto report = [&](bool finished) {
+            if (!options.on_progress) return;
+            Progress p;
+            p.file = file;
+            p.downloaded = written;
+            p.total = expected_size;
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            p.bytes_per_second = seconds > 0 ? static_cast<double>(received_this_run) / seconds : 0;
+            if (expected_size > written && p.bytes_per_second > 0)
+                p.eta_seconds = static_cast<double>(expected_size - written) / p.bytes_per_second;
+            else if (expected_size > 0 && expected_size <= written)
+                p.eta_seconds = 0;
+            p.finished = finished;
+            options.on_progress(p);
+        };
+
+        auto accept = [&](const std::vector<HttpHop>& hops) {
+            const HttpHop& last = hops.back();
+            if (last.status != 200 && last.status != 206) return false;
+            std::optional<std::uint64_t> linked_size = detail::parse_u64(first_header(hops, "X-Linked-Size"));
+            if (last.status == 206) {
+                auto range = detail::parse_content_range(last.headers.count("Content-Range")
+                                                             ? last.headers.find("Content-Range")->second
+                                                             : std::string());
+                if (!range || range->first != offset) {
+                    restart_reason = "the server answered a Range request for bytes " + std::to_string(offset) +
+                                     "- with an unusable Content-Range";
+                    return false;
+                }
+                expected_size = linked_size ? *linked_size : range->total.value_or(0);
+                out.open(part, /*append=*/true);
+            } else {
+                // A 200 is the whole file from byte 0: the server ignored our Range (or there
+                // was no part), so whatever the part held is dropped.
+                if (offset > 0) {
+                    offset = 0;
+                    written = 0;
+                    resumed = false;
+                    hash.reset();
+                }
+                auto length = detail::parse_u64(last.headers.count("Content-Length")
+                                                    ? last.headers.find("Content-Length")->second
+                                                    : std::string());
+                expected_size = linked_size ? *linked_size : length.value_or(0);
+                out.open(part, /*append=*/false);
+            }
+            expected_sha = detail::announced_sha256(hops);
+            report(false);
+            return true;
+        };
+        auto receive = [&](const char* data, std::size_t size) {
+            if (expected_size > 0 && written + size > expected_size) {
+                out.close();
+                detail::remove_quietly(part);
+                fail("download ", url, ": the server sent more than the ", expected_size,
+                     " bytes it announced; nothing was saved as ", final_path);
+            }
+            out.write(data, size);
+            hash.update(data, size);
+            written += size;
+            received_this_run += size;
+            report(false);
+            return true;
+        };
+
+        HttpRequest request = detail::make_request(options, url);
+        if (offset > 0) request.headers.emplace("Range", "bytes=" + std::to_string(offset) + "-");
+        HttpOutcome outcome;
+        try {
+            outcome = http_get(request, accept, receive);
+        } catch (...) {  // keep what arrived (a later run resumes it) unless it was discarded above
+            try { out.close(); } catch (...) {}
+            throw;
+        }
+        out.close(/*sync=*/outcome.complete());
+        if (!outcome.hops.empty()) ever_connected = true;
+        const int status = outcome.status();
+        if (written > most_written) {  // progress: the next failure is the first again
+            most_written = written;
+            failures_in_a_row = 0;
+        }
+
+        if (outcome.complete()) {
+            if (expected_size > 0 && written < expected_size) {
+                // The body ended early but cleanly (e.g. a short 206); resume like a drop.
+                if (++failures_in_a_row >= options.max_attempts)
+                    fail("download ", url, ": the server keeps ending the file at byte ", written, " of ",
+                         expected_size, "; ", written, " bytes are kept in ", part);
+                std::this_thread::sleep_for(options.retry_delay * failures_in_a_row);
+                continue;
+            }
+            const std::string actual_sha = hash.hex_digest();
+            if (!expected_sha.empty() && actual_sha != expected_sha) {
+                detail::remove_quietly(part);
+                if (resumed && !restarted_after_bad_resume) {  // a stale part from another version of the file
+                    restarted_after_bad_resume = true;
+                    continue;
+                }
+                fail("download ", url, ": SHA-256 mismatch: the server announced ", expected_sha, ", the ", written,
+                     " bytes received hash to ", actual_sha, "; the partial file was deleted, nothing was saved as ",
+                     final_path);
+            }
+            fs::rename(part, final_path, ec);
+            if (ec) fail("download: cannot move ", part, " to ", final_path, ": ", ec.message());
+            report(true);
+            return final_path;
+        }
+
+        if (!restart_reason.empty()) {
+            detail::remove_quietly(part);
+            if (++failures_in_a_row >= options.max_attempts)
+                fail("download ", url, ": ", restart_reason, " (", failures_in_a_row, " attempts)");
+            continue;
+        }
+        if (outcome.too_many_redirects) fail("download ", url, ": too many redirects");
+        if (outcome.declined) {
+            if (status == 416) {
+                // Nothing left after byte `offset`. If that is because the part already holds
+                // the whole file (a run that stopped just before the rename), finish it here.
+                const HttpHop& last = *outcome.final_hop();
+                std::optional<std::uint64_t> total = detail::parse_u64(first_header(outcome.hops, "X-Linked-Size"));
+                if (auto it = last.headers.find("Content-Range"); !total && it != last.headers.end() &&
+                                                                  std::string_view(it->second).starts_with("bytes */"))
+                    total = detail::parse_u64(std::string_view(it->second).substr(8));
+                const std::string sha = detail::announced_sha256(outcome.hops);
+                if (offset > 0 && total == offset && (sha.empty() || hash.hex_digest() == sha)) {
+                    fs::rename(part, final_path, ec);
+                    if (ec) fail("download: cannot move ", part, " to ", final_path, ": ", ec.message());
+                    expected_size = offset;
+                    report(true);
+                    return final_path;
+                }
+                detail::remove_quietly(part);  // not a prefix the server can continue: start over
+                if (++failures_in_a_row >= options.max_attempts)
+                    fail("download ", url, ": the server keeps rejecting the Range request (HTTP 416)");
+                continue;
+            }
+            if (detail::is_retryable_status(status) && ++failures_in_a_row < options.max_attempts) {
+                std::this_thread::sleep_for(options.retry_delay * failures_in_a_row);
+                continue;
+            }
+            if (status == 401 || status == 403)
+                fail("download ", url, ": HTTP ", status, detail::hub_error_message(outcome.hops),
+                     "; the repository may be private or gated: accept its terms on the Hub and set HF_TOKEN");
+            if (status == 404)
+                fail("download ", url, ": file ", file, " not found in repository ", spec.repo, " (HTTP 404)",
+                     detail::hub_error_message(outcome.hops));
+            fail("download ", url, ": expected HTTP 200 or 206, got ", status, detail::hub_error_message(outcome.hops));
+        }
+
+        // The transfer broke (refused, timed out, connection dropped mid-body): what arrived is
+        // in the part; try again from there.
+        if (outcome.hops.empty() && !ever_connected && detail::is_connection_failure(outcome.error))
+            fail(not_cached_message(spec, file, options, "cannot connect to " + url + " (" + outcome.error_text() + ")"));
+        if (++failures_in_a_row >= options.max_attempts)
+            fail("download ", url, ": the transfer failed ", failures_in_a_row, " times in a row (last error: ",
+                 outcome.error_text(), ", HTTP ", status, "); ", written, " bytes are kept in ", part,
+                 " and the next run resumes from there");
+        std::this_thread::sleep_for(options.retry_delay * failures_in_a_row);
+    }
+}
+
+// The local path of the model `spec` names: the cached file when there is one (no network),
+// else resolved through the Hub's API, downloaded, verified and cached.
+inline std::filesystem::path ensure_model(const ModelSpec& spec, const DownloadOptions& options) {
+    if (auto cached = cached_path(spec, options)) return *cached;
+    const std::string file = resolve_model_file(spec, options);
+    const std::filesystem::path path = cache_path(options, spec.repo, file);
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) return path;
+    return download_file(spec, file, options);
+}
+
+}  // namespace smol::hub
