@@ -141,6 +141,11 @@ TEST_CASE("greedy picks the argmax and breaks ties toward the lowest id") {
             CHECK(sampler.sample(copy) == 1);
         }
     }
+    // A temperature so small that 1/T overflows behaves as its limit, greedy.
+    smol::Sampler tiny(plain(1e-45f), 5);
+    std::vector<float> copy = logits;
+    CHECK(tiny.sample(copy) == 1);
+
     std::vector<float> all_equal(7, 3.0f);
     smol::Sampler sampler(plain(0.0f), 7);
     CHECK(sampler.sample(all_equal) == 0);

@@ -115,6 +115,8 @@ public:
 
         // Temperature, softmax and the draw. The weights overwrite the logits in scratch.
         const float inverse_temperature = 1.0f / params_.temperature;
+        if (!std::isfinite(inverse_temperature))  // a denormal temperature: the limit is greedy
+            return std::min_element(first, first + count, better)->id;
         double sum = 0.0;
         for (std::size_t i = 0; i < count; ++i) {
             const float weight = std::exp((first[i].logit - max_logit) * inverse_temperature);
