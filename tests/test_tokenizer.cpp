@@ -307,10 +307,7 @@ TEST_CASE("real vocabulary: special token ids and types read from the file") {
 
 TEST_CASE("tiny vocabulary: reference tokenizations and special ids from the file") {
     const auto model = kData / "tiny" / "smollm3-tiny-Q4_K_M.gguf";
-    if (!std::filesystem::exists(model)) {
-        MESSAGE("skipped: ", model.string(), " is not there (the model fixtures are copied in by the model tests)");
-        return;
-    }
+    REQUIRE_MESSAGE(std::filesystem::exists(model), model.string(), " is missing");
     const Tokenizer t = Tokenizer::from_gguf(smol::gguf::File::open(model));
     CHECK(t.n_vocab() == 4096);
     CHECK(t.eos_id() == 4089);

@@ -218,7 +218,7 @@ private:
             const auto id = find(text);
             if (!id) continue;
             // These only make sense as atomic tokens; llama.cpp forces them to CONTROL too.
-            if (types_[std::size_t(*id)] != TokenType::Control) types_[std::size_t(*id)] = TokenType::Control;
+            types_[std::size_t(*id)] = TokenType::Control;
             if (!is_end_of_generation(*id)) end_of_generation_.push_back(*id);
         }
     }
