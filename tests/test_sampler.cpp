@@ -5,8 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <random>
@@ -409,23 +409,21 @@ TEST_CASE("penalties change the right logits by the right amounts") {
     }
 }
 
-TEST_CASE("sampling a 128256-token vocabulary with top-k is fast") {
+TEST_CASE("the default chain on a full 128256-token vocabulary stays inside the top-k") {
+    // Speed belongs to bench/, not to a test: this checks only what the sampler returns.
     const std::vector<float> logits = random_logits(128256, 13);
     smol::SamplerParams p;  // defaults: top-k 40, top-p 0.95, min-p 0.05, temperature 0.6
     p.seed = 1;
-    p.repeat_penalty = 1.1f;
     smol::Sampler sampler(p, 128256);
+    std::vector<float> sorted = logits;
+    std::nth_element(sorted.begin(), sorted.begin() + 39, sorted.end(), std::greater<>());
+    const float kth_best = sorted[39];
     std::vector<float> scratch = logits;
-    sampler.sample(scratch);  // warm up
-    const int calls = 200;
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < calls; ++i) {
+    for (int i = 0; i < 200; ++i) {
         std::copy(logits.begin(), logits.end(), scratch.begin());
-        sampler.accept(sampler.sample(scratch));
+        const int token = sampler.sample(scratch);
+        REQUIRE(token >= 0);
+        REQUIRE(token < 128256);
+        CHECK(logits[static_cast<std::size_t>(token)] >= kth_best);
     }
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / calls;
-    MESSAGE("sample() on 128256 logits: ", ms, " ms per call");
-    // A full sort of the vocabulary alone costs several milliseconds; this has a wide
-    // margin for a busy shared machine and still catches an accidental full sort.
-    CHECK(ms < 4.0);
 }
