@@ -233,8 +233,9 @@ SMOL_TARGET_AVX512 void float_tile(std::int64_t n, const std::uint8_t* weights, 
     const std::int64_t body = n - n % lanes;
     for (std::int64_t i = 0; i < body; i += lanes) {
         __m512 w[kTileRows];
+        const bool new_line = (std::size_t(i) * sizeof(Weight)) % 64 < lanes * sizeof(Weight);  // once per 64 bytes
         for (int r = 0; r < kTileRows; ++r) {
-            prefetch_ahead(t.w[r] + i, lanes * sizeof(Weight));
+            if (new_line) prefetch_ahead(t.w[r] + i, 64);
             w[r] = Load::load(t.w[r] + i);
         }
         for (int c = 0; c < C; ++c) {
