@@ -1,0 +1,335 @@
+// smol-bench: prompt processing (pp) and generation (tg) speed, in llama-bench's shape and flags,
+// so the numbers line up with llama.cpp's: `| model | size | params | threads | test | t/s | GB/s |`.
+//
+//   smol-bench -m MODEL[,MODEL] [-p 512[,N]] [-n 128[,N]] [-t T[,T]] [-r 5] [-b 512]
+//              [--no-warmup] [-o md|json]
+
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "smol/smol.hpp"
+
+namespace {
+
+void usage(std::FILE* out) {
+    std::fprintf(out,
+                 "usage: smol-bench -m MODEL [options]\n"
+                 "  Measures prompt processing (ppN: one forward of N random tokens, last logits only) and\n"
+                 "  generation (tgN: N single-token forwards after a 1-token start) like llama-bench.\n"
+                 "options (lists are comma-separated; every combination is run):\n"
+                 "  -m, --model FILE[,FILE]    model(s) to benchmark (required)\n"
+                 "  -p, --n-prompt N[,N]       prompt lengths (default 512; 0 skips pp)\n"
+                 "  -n, --n-gen N[,N]          generated tokens (default 128; 0 skips tg)\n"
+                 "  -t, --threads N[,N]        thread counts (default %d)\n"
+                 "  -r, --repetitions N        repetitions per test (default 5)\n"
+                 "  -b, --batch-size N         tokens per forward chunk (default 512)\n"
+                 "  --no-warmup                skip the untimed warm-up run before each test\n"
+                 "  -o, --output md|json       output format (default md)\n"
+                 "GB/s is the weight bytes one token reads (every matrix, LM head included) times tokens/s;\n"
+                 "it is printed for tg only, where each token streams all weights from memory.\n",
+                 omp_get_max_threads());
+}
+
+std::vector<int> parse_list(const std::string& flag, const std::string& text, int min_value) {
+    std::vector<int> out;
+    std::size_t at = 0;
+    while (at <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', at), text.size());
+        const std::string item = text.substr(at, comma - at);
+        std::size_t used = 0;
+        long long v = 0;
+        try {
+            v = std::stoll(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != item.size() || v < min_value || v > 1'000'000)
+            smol::fail(flag, ": expected comma-separated integers of at least ", min_value, ", found '", item, "'");
+        out.push_back(int(v));
+        at = comma + 1;
+    }
+    return out;
+}
+
+std::vector<std::string> split(const std::string& text) {
+    std::vector<std::string> out;
+    std::size_t at = 0;
+    while (at <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', at), text.size());
+        out.push_back(text.substr(at, comma - at));
+        at = comma + 1;
+    }
+    return out;
+}
+
+// Peak resident memory of the whole process so far (Linux reports ru_maxrss in KiB).
+std::uint64_t peak_rss_bytes() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return std::uint64_t(usage.ru_maxrss) * 1024;
+}
+
+// llama.cpp's names for general.file_type; for files without one, the type holding most bytes.
+std::string ftype_name(const smol::gguf::File& file) {
+    if (const auto* v = file.find("general.file_type"); v && v->as_int()) {
+        switch (*v->as_int()) {
+            case 0: return "all F32";
+            case 1: return "F16";
+            case 7: return "Q8_0";
+            case 14: return "Q4_K - Small";
+            case 15: return "Q4_K - Medium";
+            case 16: return "Q5_K - Small";
+            case 17: return "Q5_K - Medium";
+            case 18: return "Q6_K";
+            case 32: return "BF16";
+            default: break;
+        }
+    }
+    std::vector<std::pair<std::uint64_t, std::string>> bytes_per_type;
+    for (const auto& t : file.tensors()) {
+        const std::string name(smol::type_name(t.type));
+        auto it = std::find_if(bytes_per_type.begin(), bytes_per_type.end(), [&](auto& p) { return p.second == name; });
+        if (it == bytes_per_type.end()) bytes_per_type.push_back({t.n_bytes, name});
+        else it->first += t.n_bytes;
+    }
+    if (bytes_per_type.empty()) return "?";
+    return std::max_element(bytes_per_type.begin(), bytes_per_type.end())->second;
+}
+
+struct Test {
+    int n_prompt = 0;  // pp test when > 0
+    int n_gen = 0;     // tg test when > 0
+    int threads = 1;
+    std::string name() const { return n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen); }
+};
+
+struct Sample {
+    std::vector<double> ns;  // per repetition
+    std::vector<double> ts;  // tokens per second, per repetition
+};
+
+double mean(const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0 : s / double(v.size());
+}
+// Sample standard deviation, as llama-bench (0 for a single repetition).
+double stddev(const std::vector<double>& v) {
+    if (v.size() < 2) return 0;
+    const double m = mean(v);
+    double s = 0;
+    for (double x : v) s += (x - m) * (x - m);
+    return std::sqrt(s / double(v.size() - 1));
+}
+
+class Runner {
+public:
+    explicit Runner(smol::Model& model) : model_(model), logits_(std::size_t(model.n_vocab())) {}
+
+    // Nanoseconds for one repetition; each uses a fresh KV cache sized for the test.
+    double run_once(const Test& test) {
+        auto cache = model_.make_cache(test.n_prompt + test.n_gen + 1 + kSpareContext);
+        if (test.n_prompt > 0) {
+            const auto tokens = random_tokens(test.n_prompt);
+            const auto start = std::chrono::steady_clock::now();
+            model_.forward(cache, tokens, logits_.data(), /*all_logits=*/false);
+            return elapsed_ns(start);
+        }
+        // A 1-token start, untimed, so every timed step attends over a non-empty cache.
+        const auto first = random_tokens(1);
+        model_.forward(cache, first, logits_.data(), false);
+        const auto tokens = random_tokens(test.n_gen);
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < test.n_gen; ++i)
+            model_.forward(cache, std::span<const std::int32_t>(&tokens[std::size_t(i)], 1), logits_.data(), false);
+        return elapsed_ns(start);
+    }
+
+private:
+    static constexpr int kSpareContext = 16;
+
+    static double elapsed_ns(std::chrono::steady_clock::time_point start) {
+        return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::vector<std::int32_t> random_tokens(int n) {
+        std::uniform_int_distribution<std::int32_t> pick(0, model_.n_vocab() - 1);
+        std::vector<std::int32_t> ids(static_cast<std::size_t>(n));
+        for (auto& id : ids) id = pick(rng_);
+        return ids;
+    }
+
+    smol::Model& model_;
+    std::vector<float> logits_;  // [n_vocab]: the last row only
+    std::mt19937 rng_{1234};
+};
+
+std::string iso_time_now() {
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    gmtime_r(&now, &utc);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> models;
+    std::vector<int> prompts = {512}, gens = {128}, threads = {omp_get_max_threads()};
+    int repetitions = 5, batch = 512;
+    bool warmup = true;
+    std::string format = "md";
+    try {
+        for (int i = 1; i < argc; ++i) {
+            const std::string a = argv[i];
+            auto value = [&]() -> std::string {
+                if (i + 1 >= argc) smol::fail(a, " needs a value");
+                return argv[++i];
+            };
+            if (a == "-m" || a == "--model") models = split(value());
+            else if (a == "-p" || a == "--n-prompt") prompts = parse_list(a, value(), 0);
+            else if (a == "-n" || a == "--n-gen") gens = parse_list(a, value(), 0);
+            else if (a == "-t" || a == "--threads") threads = parse_list(a, value(), 1);
+            else if (a == "-r" || a == "--repetitions") repetitions = parse_list(a, value(), 1).at(0);
+            else if (a == "-b" || a == "--batch-size") batch = parse_list(a, value(), 1).at(0);
+            else if (a == "--no-warmup") warmup = false;
+            else if (a == "-o" || a == "--output") {
+                format = value();
+                if (format != "md" && format != "json") smol::fail("-o: expected md or json, found '", format, "'");
+            } else if (a == "-h" || a == "--help") {
+                usage(stdout);
+                return 0;
+            } else {
+                std::fprintf(stderr, "smol-bench: unknown argument '%s'\n", a.c_str());
+                usage(stderr);
+                return 2;
+            }
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "smol-bench: %s\n", e.what());
+        usage(stderr);
+        return 2;
+    }
+    if (models.empty()) {
+        usage(stderr);
+        return 2;
+    }
+
+    const bool markdown = format == "md";
+    nlohmann::json results = nlohmann::json::array();
+    if (markdown) {
+        std::printf("| %-40s | %10s | %8s | %7s | %8s | %20s | %8s |\n", "model", "size", "params", "threads", "test",
+                    "t/s", "GB/s");
+        std::printf("| %-40s | %10s | %8s | %7s | %8s | %20s | %8s |\n", std::string(40, '-').c_str(), "---------:",
+                    "-------:", "------:", "-------:", "-------------------:", "-------:");
+        std::fflush(stdout);
+    }
+    std::vector<std::string> footnotes;
+    try {
+        for (const auto& path : models) {
+            smol::LoadOptions options;
+            options.max_batch = batch;
+            const auto load_start = std::chrono::steady_clock::now();
+            auto model = smol::load_model(path, options);
+            const double load_ms =
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
+            const smol::ModelInfo& info = model->info();
+            const std::string model_type = info.architecture + " " + info.config_name + " " + ftype_name(model->file());
+            Runner runner(*model);
+
+            std::vector<Test> tests;
+            for (int t : threads) {
+                for (int p : prompts)
+                    if (p > 0) tests.push_back({p, 0, t});
+                for (int n : gens)
+                    if (n > 0) tests.push_back({0, n, t});
+            }
+            for (const Test& test : tests) {
+                omp_set_num_threads(test.threads);
+                if (warmup) {
+                    Test short_test = test;
+                    if (short_test.n_gen > 0) short_test.n_gen = 1;  // as llama-bench: one token warms tg
+                    runner.run_once(short_test);
+                }
+                Sample sample;
+                const int n_tokens = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
+                for (int r = 0; r < repetitions; ++r) {
+                    const double ns = runner.run_once(test);
+                    sample.ns.push_back(ns);
+                    sample.ts.push_back(1e9 * double(n_tokens) / ns);
+                }
+                const double avg_ts = mean(sample.ts), sd_ts = stddev(sample.ts);
+                // Bytes of weights each token reads times tokens/s: meaningful for tg, where every
+                // token streams all matrices; a pp batch reads each weight once for many tokens.
+                const bool is_gen = test.n_gen > 0;
+                const double gbps = double(info.matrix_bytes) * avg_ts / 1e9;
+                const std::uint64_t rss = peak_rss_bytes();  // of the process so far, not of this test alone
+
+                if (markdown) {
+                    char size[32], params[32], ts[48], bw[32];
+                    std::snprintf(size, sizeof size, "%.2f GiB", double(info.tensor_bytes) / double(1ull << 30));
+                    std::snprintf(params, sizeof params, "%.2f B", double(info.n_params) / 1e9);
+                    std::snprintf(ts, sizeof ts, "%.2f ± %.2f", avg_ts, sd_ts);
+                    if (is_gen) std::snprintf(bw, sizeof bw, "%.2f", gbps);
+                    else std::snprintf(bw, sizeof bw, "-");
+                    // "±" is two bytes but one column: pad the t/s field by one more byte.
+                    std::printf("| %-40s | %10s | %8s | %7d | %8s | %21s | %8s |\n", model_type.c_str(), size, params,
+                                test.threads, test.name().c_str(), ts, bw);
+                    std::fflush(stdout);
+                }
+                nlohmann::json row = {
+                    {"model_filename", path},
+                    {"model_type", model_type},
+                    {"model_size", info.tensor_bytes},
+                    {"model_n_params", info.n_params},
+                    {"n_batch", batch},
+                    {"n_threads", test.threads},
+                    {"n_prompt", test.n_prompt},
+                    {"n_gen", test.n_gen},
+                    {"test", test.name()},
+                    {"test_time", iso_time_now()},
+                    {"avg_ns", std::llround(mean(sample.ns))},
+                    {"stddev_ns", std::llround(stddev(sample.ns))},
+                    {"avg_ts", avg_ts},
+                    {"stddev_ts", sd_ts},
+                    {"samples_ns", sample.ns},
+                    {"samples_ts", sample.ts},
+                    {"gbps", is_gen ? nlohmann::json(gbps) : nlohmann::json(nullptr)},
+                    {"peak_rss_bytes", rss},
+                    {"load_ms", load_ms},
+                };
+#ifdef SMOL_BUILD_COMMIT
+                row["build_commit"] = SMOL_BUILD_COMMIT;
+#endif
+                results.push_back(std::move(row));
+            }
+            char note[256];
+            std::snprintf(note, sizeof note, "%s: load %.0f ms, weights read per token %.2f GB, %s", path.c_str(), load_ms,
+                          double(info.matrix_bytes) / 1e9, info.config_name.c_str());
+            footnotes.push_back(note);
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "smol-bench: error: %s\n", e.what());
+        return 1;
+    }
+    if (markdown) {
+        std::printf("\n");
+        for (const auto& note : footnotes) std::printf("%s\n", note.c_str());
+        std::printf("peak RSS: %.2f GiB\n", double(peak_rss_bytes()) / double(1ull << 30));
+    } else {
+        std::printf("%s\n", results.dump(2).c_str());
+    }
+    return 0;
+}
