@@ -1,0 +1,419 @@
+// smol-synth's library (model/synth.hpp) and the built tools smol-synth, smol-inspect and
+// smol-bench: the Q4_K_M layout against llama.cpp's tiny fixture and the published 3B type
+// counts, synthesized files loading and running, and the tools' exit codes and output.
+
+#include <doctest/doctest.h>
+
+#include <omp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "smol/model/synth.hpp"
+#include "smol/quant/reference.hpp"
+#include "smol/smol.hpp"
+#include "smol/text/tokenizer.hpp"
+
+namespace fs = std::filesystem;
+using smol::TensorType;
+namespace synth = smol::synth;
+
+namespace {
+
+const fs::path kData = SMOL_TEST_DATA_DIR;
+const fs::path kBin = SMOL_BIN_DIR;
+const fs::path kTinyFixture = kData / "tiny" / "smollm3-tiny-Q4_K_M.gguf";
+
+// A scratch directory removed when the test program exits.
+const fs::path& scratch_dir() {
+    struct Dir {
+        fs::path path = fs::temp_directory_path() / ("smol-test-tools-" + std::to_string(::getpid()));
+        Dir() { fs::create_directories(path); }
+        ~Dir() {
+            std::error_code ignored;
+            fs::remove_all(path, ignored);
+        }
+    };
+    static Dir dir;
+    return dir.path;
+}
+
+// The tiny preset synthesized once (tokenizer from the tiny fixture) and shared by the tests.
+const fs::path& synthesized_tiny() {
+    static const fs::path path = [] {
+        synth::Options options;
+        options.shape = synth::preset("tiny");
+        options.seed = 7;
+        options.vocab_files = {kTinyFixture};
+        options.require_vocab_file = true;
+        const fs::path out = scratch_dir() / "tiny-synth.gguf";
+        synth::write_model(out, options);
+        return out;
+    }();
+    return path;
+}
+
+// A small shape that matches no compiled config, with a synthesized vocabulary.
+synth::Shape small_custom_shape() {
+    synth::Shape s;
+    s.n_layers = 2;
+    s.d_model = 256;
+    s.d_ffn = 512;
+    s.n_heads = 2;
+    s.n_kv_heads = 1;
+    s.head_dim = 128;
+    s.n_vocab = 300;
+    return s;
+}
+
+std::vector<char> read_bytes(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+struct RunResult {
+    int exit_code = -1;
+    std::string output;  // stdout and stderr together
+};
+
+// Runs one of the built tools; fails the test clearly when it was not built.
+RunResult run_tool(const std::string& tool, const std::string& args) {
+    const fs::path exe = kBin / tool;
+    if (!fs::exists(exe))
+        FAIL("tool not built: ", exe.string(), " (build it: cmake --build <build dir> --target ", tool, ")");
+    const std::string command = "'" + exe.string() + "' " + args + " 2>&1";
+    RunResult result;
+    std::FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    char buffer[4096];
+    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) result.output.append(buffer, n);
+    const int status = ::pclose(pipe);
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return result;
+}
+
+std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
+
+std::map<TensorType, int> count_types(const std::vector<synth::PlannedTensor>& plan) {
+    std::map<TensorType, int> counts;
+    for (const auto& t : plan) counts[t.type] += 1;
+    return counts;
+}
+
+}  // namespace
+
+TEST_CASE("use_more_bits picks llama.cpp's Q4_K_M layers for 36 and 8 layers") {
+    // The layer lists stated for the released 3B file and the tiny fixture.
+    const std::vector<int> expected_36 = {0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 31, 32, 33, 34, 35};
+    const std::vector<int> expected_8 = {0, 3, 6, 7};
+    std::vector<int> got_36, got_8;
+    for (int il = 0; il < 36; ++il)
+        if (synth::use_more_bits(il, 36)) got_36.push_back(il);
+    for (int il = 0; il < 8; ++il)
+        if (synth::use_more_bits(il, 8)) got_8.push_back(il);
+    CHECK(got_36 == expected_36);
+    CHECK(got_8 == expected_8);
+}
+
+TEST_CASE("the tiny preset's plan is the llama.cpp fixture's tensor table: names, order, types, shapes") {
+    const auto plan = synth::plan_tensors(synth::preset("tiny"));
+    const auto fixture = smol::gguf::File::open(kTinyFixture);
+    REQUIRE(plan.size() == fixture.tensors().size());
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+        const auto& want = fixture.tensors()[i];
+        CAPTURE(want.name);
+        CHECK(plan[i].name == want.name);
+        CHECK(plan[i].type == want.type);
+        CHECK(plan[i].shape == want.shape);
+        CHECK(plan[i].n_bytes() == want.n_bytes);
+    }
+    const auto counts = count_types(plan);
+    CHECK(counts.at(TensorType::F32) == 17);  // 2 norms x 8 layers + output_norm
+    CHECK(counts.at(TensorType::Q6_K) == 9);  // token_embd + (attn_v, ffn_down) x layers 0, 3, 6, 7
+    CHECK(counts.at(TensorType::Q4_K) == 48);
+}
+
+TEST_CASE("the 3B plan has SmolLM3-3B's Q4_K_M tensor list and size") {
+    const synth::Shape s = synth::preset("3b");
+    const auto plan = synth::plan_tensors(s);
+    CHECK(plan.size() == 326);
+    const auto counts = count_types(plan);
+    CHECK(counts.at(TensorType::Q4_K) == 216);
+    CHECK(counts.at(TensorType::Q6_K) == 37);
+    CHECK(counts.at(TensorType::F32) == 73);
+    CHECK(counts.size() == 3);
+
+    std::map<std::string, const synth::PlannedTensor*> by_name;
+    for (const auto& t : plan) by_name[t.name] = &t;
+    REQUIRE(by_name.count("token_embd.weight"));
+    CHECK(by_name["token_embd.weight"]->type == TensorType::Q6_K);
+    CHECK(by_name["token_embd.weight"]->shape == std::vector<std::int64_t>{2048, 128256});
+    CHECK(by_name.count("output.weight") == 0);  // tied embeddings
+    CHECK(by_name["blk.30.attn_v.weight"]->type == TensorType::Q6_K);
+    CHECK(by_name["blk.29.ffn_down.weight"]->type == TensorType::Q4_K);
+    CHECK(by_name["blk.35.ffn_down.weight"]->shape == std::vector<std::int64_t>{11008, 2048});
+    CHECK(by_name["blk.7.attn_k.weight"]->shape == std::vector<std::int64_t>{2048, 512});
+
+    // Bytes from the block sizes (Q4_K 144 and Q6_K 210 per 256 weights), 18 layers with Q6_K
+    // attn_v and ffn_down: the tensor data of the released Q4_K_M file.
+    const std::uint64_t d = 2048, f = 11008, kv = 512, vocab = 128256;
+    auto q4 = [](std::uint64_t n) { return n / 256 * 144; };
+    auto q6 = [](std::uint64_t n) { return n / 256 * 210; };
+    const std::uint64_t per_layer_common = q4(d * d) * 2 + q4(d * kv) + q4(d * f) * 2 + 2 * 4 * d;
+    const std::uint64_t expected = q6(d * vocab) + 4 * d + 36 * per_layer_common + 18 * (q6(d * kv) + q6(f * d)) +
+                                   18 * (q4(d * kv) + q4(f * d));
+    std::uint64_t bytes = 0, params = 0;
+    for (const auto& t : plan) {
+        bytes += t.n_bytes();
+        params += t.n_elements();
+    }
+    CHECK(bytes == expected);
+    CHECK(bytes == 1907462144);  // ~1.915 GB with the tokenizer metadata
+    CHECK(params == 3075098624);  // SmolLM3-3B's published 3.08 B
+}
+
+TEST_CASE("shapes the K-quants cannot hold are refused with the reason") {
+    synth::Shape s = small_custom_shape();
+    s.d_model = 320;
+    CHECK_THROWS_WITH_AS(synth::plan_tensors(s), doctest::Contains("multiple of 256"), smol::Error);
+    s = small_custom_shape();
+    s.n_kv_heads = 3;
+    CHECK_THROWS_WITH_AS(synth::plan_tensors(s), doctest::Contains("divide evenly"), smol::Error);
+    CHECK_THROWS_AS(synth::preset("7b"), smol::Error);
+}
+
+TEST_CASE("a synthesized tiny model has the fixture's layout and tokenizer, loads and runs") {
+    const auto file = smol::gguf::File::open(synthesized_tiny());
+    const auto fixture = smol::gguf::File::open(kTinyFixture);
+    REQUIRE(file.tensors().size() == fixture.tensors().size());
+    for (std::size_t i = 0; i < file.tensors().size(); ++i) {
+        CHECK(file.tensors()[i].name == fixture.tensors()[i].name);
+        CHECK(file.tensors()[i].type == fixture.tensors()[i].type);
+        CHECK(file.tensors()[i].shape == fixture.tensors()[i].shape);
+    }
+    // The tokenizer keys are copied value for value.
+    int tokenizer_keys = 0;
+    for (const auto& [key, value] : fixture.metadata()) {
+        if (!key.starts_with("tokenizer.")) continue;
+        ++tokenizer_keys;
+        CAPTURE(key);
+        const auto* copy = file.find(key);
+        REQUIRE(copy != nullptr);
+        CHECK(copy->describe_type() == value.describe_type());
+        if (value.is_string()) CHECK(*copy->as_string() == *value.as_string());
+        else if (value.is_array() && value.element_type() == smol::gguf::ValueType::String) CHECK(copy->strings() == value.strings());
+        else if (value.is_array()) CHECK(copy->ints() == value.ints());
+        else CHECK(copy->as_int() == value.as_int());
+    }
+    CHECK(tokenizer_keys >= 7);
+    CHECK(file.get_int("general.file_type") == 15);
+    CHECK(smol::config_mismatches<smol::SmolLM3_TinyQ4>(file).empty());
+
+    auto model = smol::load_model(synthesized_tiny());
+    CHECK(model->info().config_name == "SmolLM3-tiny-512");
+    auto cache = model->make_cache(64);
+    const std::vector<std::int32_t> tokens = {1, 500, 4078, 17, 4095};
+    std::vector<float> logits(tokens.size() * std::size_t(model->n_vocab()));
+    model->forward(cache, tokens, logits.data(), /*all_logits=*/true);
+    double sum_sq = 0;
+    bool finite = true;
+    for (float x : logits) {
+        finite = finite && std::isfinite(x);
+        sum_sq += double(x) * x;
+    }
+    CHECK(finite);
+    CHECK(sum_sq > 0);  // not a file of zeros
+}
+
+TEST_CASE("synthesized weights: std 0.02 around 0, norms around 1, after quantization") {
+    const auto file = smol::gguf::File::open(synthesized_tiny());
+    auto stats = [&](const std::string& name) {
+        const auto& t = file.tensor(name);
+        std::vector<float> row(static_cast<std::size_t>(t.shape[0]));
+        double sum = 0, sum_sq = 0;
+        for (std::int64_t r = 0; r < t.rows(); ++r) {
+            smol::dequantize_row(t.type, t.data + std::uint64_t(r) * t.row_bytes(), row.data(), t.shape[0]);
+            for (float x : row) {
+                sum += x;
+                sum_sq += double(x) * x;
+            }
+        }
+        const double n = double(t.n_elements);
+        const double mean = sum / n;
+        return std::pair{mean, std::sqrt(sum_sq / n - mean * mean)};
+    };
+    for (const char* name : {"blk.1.ffn_up.weight", "blk.0.ffn_down.weight", "token_embd.weight"}) {
+        CAPTURE(name);
+        const auto [mean, std] = stats(name);
+        CHECK(std::abs(mean) < 1e-3);
+        CHECK(std > 0.018);
+        CHECK(std < 0.022);
+    }
+    const auto [norm_mean, norm_std] = stats("blk.2.attn_norm.weight");
+    CHECK(norm_mean == doctest::Approx(1.0).epsilon(0.01));
+    CHECK(norm_std < 0.03);
+    CHECK(norm_std > 0.01);
+}
+
+TEST_CASE("synthesis depends on the seed only, not on the thread count") {
+    synth::Options options;
+    options.shape = small_custom_shape();
+    options.seed = 99;
+    const fs::path one = scratch_dir() / "seed99-1thread.gguf";
+    const fs::path two = scratch_dir() / "seed99-2threads.gguf";
+    const fs::path other = scratch_dir() / "seed100.gguf";
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    synth::write_model(one, options);
+    omp_set_num_threads(2);
+    std::size_t progress_calls = 0;
+    synth::Progress last;
+    synth::write_model(two, options, [&](const synth::Progress& p) {
+        ++progress_calls;
+        last = p;
+    });
+    options.seed = 100;
+    synth::write_model(other, options);
+    omp_set_num_threads(threads);
+    CHECK(read_bytes(one) == read_bytes(two));
+    CHECK(read_bytes(one) != read_bytes(other));
+    CHECK(progress_calls == synth::plan_tensors(small_custom_shape()).size());
+    CHECK(last.bytes_done == last.bytes_total);
+    CHECK(last.tensors_done == last.tensors_total);
+}
+
+TEST_CASE("a custom size with a synthesized vocabulary is a valid file that no config matches") {
+    synth::Options options;
+    options.shape = small_custom_shape();
+    options.vocab_files = {kData / "vocab" / "smollm3-vocab.gguf"};  // 128256 tokens: does not fit 300
+    const fs::path out = scratch_dir() / "custom.gguf";
+    const auto result = synth::write_model(out, options);
+    CHECK(result.vocab.file.empty());
+    CHECK(result.vocab.note.find("vocabulary of 128256 tokens, expected 300") != std::string::npos);
+    CHECK(result.vocab.note.find("synthesized byte-level") != std::string::npos);
+    CHECK(result.n_tensors == 2 * 9 + 2);
+    CHECK(result.file_bytes == fs::file_size(out));
+
+    const auto file = smol::gguf::File::open(out);
+    CHECK(smol::match_report(file).starts_with("no compiled config matches"));
+    CHECK_THROWS_WITH_AS(smol::load_model(out), doctest::Contains("no compiled model config matches"), smol::Error);
+    // The byte-level vocabulary is usable: text becomes one token per byte.
+    const auto tokenizer = smol::text::Tokenizer::from_gguf(file);
+    CHECK(tokenizer.n_vocab() == 300);
+    const auto ids = tokenizer.encode("hi <|im_end|>", /*parse_special=*/true);
+    REQUIRE(ids.size() == 4);
+    CHECK(tokenizer.decode(ids, /*show_control=*/true) == "hi <|im_end|>");
+    CHECK(tokenizer.token_piece(ids[3]) == "<|im_end|>");
+
+    // A vocab file given explicitly must fit.
+    options.require_vocab_file = true;
+    CHECK_THROWS_WITH_AS(synth::write_model(scratch_dir() / "refused.gguf", options),
+                         doctest::Contains("expected 300"), smol::Error);
+}
+
+TEST_CASE("smol-inspect describes a fixture and rejects broken files with exit code 1") {
+    const auto ok = run_tool("smol-inspect", quoted(kTinyFixture));
+    CHECK(ok.exit_code == 0);
+    for (const char* line : {"architecture: smollm3", "tensors: 74", "tokenizer.ggml.tokens", "array of 4096 string",
+                             "blk.7.ffn_down.weight", "Q6_K", "bits per weight:", "config: matches SmolLM3-tiny-512",
+                             "smollm3.block_count: expected 36, found 8"}) {
+        CAPTURE(line);
+        CHECK(ok.output.find(line) != std::string::npos);
+    }
+    CHECK(ok.output.find("... (5493 bytes)") != std::string::npos);  // the chat template, truncated
+
+    const auto brief = run_tool("smol-inspect", "--no-tensors " + quoted(kTinyFixture));
+    CHECK(brief.exit_code == 0);
+    CHECK(brief.output.find("blk.7.ffn_down.weight") == std::string::npos);
+
+    const fs::path corrupt = scratch_dir() / "corrupt.gguf";
+    std::ofstream(corrupt, std::ios::binary) << "NOPE this is not a model file";
+    const auto bad = run_tool("smol-inspect", quoted(corrupt));
+    CHECK(bad.exit_code == 1);
+    CHECK(bad.output.find("not a GGUF file") != std::string::npos);
+
+    // Cut inside the tensor table: the reader's truncation message comes through.
+    const auto bytes = read_bytes(kTinyFixture);
+    const fs::path truncated = scratch_dir() / "truncated.gguf";
+    std::ofstream(truncated, std::ios::binary).write(bytes.data(), 150000);
+    const auto cut = run_tool("smol-inspect", quoted(truncated));
+    CHECK(cut.exit_code == 1);
+    CHECK(cut.output.find("truncated") != std::string::npos);
+
+    const auto missing = run_tool("smol-inspect", quoted(scratch_dir() / "no-such-file.gguf"));
+    CHECK(missing.exit_code == 1);
+    CHECK(missing.output.find("cannot open") != std::string::npos);
+}
+
+TEST_CASE("smol-synth writes a custom size, and smol-inspect says why no config matches it") {
+    const fs::path out = scratch_dir() / "cli-custom.gguf";
+    const auto made = run_tool("smol-synth", "-o " + quoted(out) +
+                                                 " --preset tiny --layers 2 --dim 256 --ffn 512 --heads 2 --kv-heads 1"
+                                                 " --vocab 300 --seed 5 -t 1");
+    CHECK(made.exit_code == 0);
+    CHECK(made.output.find("synthesized byte-level") != std::string::npos);
+    REQUIRE(fs::exists(out));
+    const auto shown = run_tool("smol-inspect", quoted(out));
+    CHECK(shown.exit_code == 0);
+    CHECK(shown.output.find("config: no compiled config matches") != std::string::npos);
+    CHECK(shown.output.find("smollm3.block_count: expected 8, found 2") != std::string::npos);
+    CHECK(shown.output.find("tensors: 20") != std::string::npos);
+
+    const auto refused = run_tool("smol-synth", "-o " + quoted(scratch_dir() / "x.gguf") + " --preset tiny --dim 320 --heads 2");
+    CHECK(refused.exit_code == 1);
+    CHECK(refused.output.find("multiple of 256") != std::string::npos);
+    CHECK(run_tool("smol-synth", "--preset tiny").exit_code == 2);  // no -o
+}
+
+TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
+    const auto run = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) + " -o json -p 16 -n 4 -r 2 -t 1");
+    REQUIRE(run.exit_code == 0);
+    const auto json = nlohmann::json::parse(run.output);
+    REQUIRE(json.is_array());
+    REQUIRE(json.size() == 2);
+    const auto info = smol::load_model(synthesized_tiny())->info();
+    for (const auto& row : json) {
+        CAPTURE(row.dump());
+        CHECK(row.at("avg_ts").get<double>() > 0);
+        CHECK(row.at("stddev_ts").get<double>() >= 0);
+        CHECK(row.at("samples_ts").size() == 2);
+        CHECK(row.at("samples_ns").size() == 2);
+        CHECK(row.at("n_threads") == 1);
+        CHECK(row.at("model_n_params").get<std::uint64_t>() == info.n_params);
+        CHECK(row.at("model_size").get<std::uint64_t>() == info.tensor_bytes);
+        CHECK(row.at("model_filename") == synthesized_tiny().string());
+        CHECK(row.at("model_type").get<std::string>().find("SmolLM3-tiny-512") != std::string::npos);
+        CHECK(row.at("peak_rss_bytes").get<std::uint64_t>() > info.file_bytes / 4);
+        CHECK(row.at("load_ms").get<double>() >= 0);
+    }
+    CHECK(json[0].at("test") == "pp16");
+    CHECK(json[0].at("n_prompt") == 16);
+    CHECK(json[0].at("n_gen") == 0);
+    CHECK(json[0].at("gbps").is_null());
+    CHECK(json[1].at("test") == "tg4");
+    CHECK(json[1].at("n_prompt") == 0);
+    CHECK(json[1].at("n_gen") == 4);
+    // GB/s is the per-token weight bytes times the mean tokens/s.
+    CHECK(json[1].at("gbps").get<double>() ==
+          doctest::Approx(double(info.matrix_bytes) * json[1].at("avg_ts").get<double>() / 1e9));
+
+    const auto table = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) + " -p 8 -n 2 -r 1 -t 1 --no-warmup");
+    CHECK(table.exit_code == 0);
+    CHECK(table.output.find("| model") != std::string::npos);
+    CHECK(table.output.find("|      pp8 |") != std::string::npos);
+    CHECK(table.output.find("|      tg2 |") != std::string::npos);
+    CHECK(table.output.find(" ± ") != std::string::npos);
+
+    const auto missing = run_tool("smol-bench", "-m " + quoted(scratch_dir() / "none.gguf") + " -p 8 -n 0 -r 1");
+    CHECK(missing.exit_code == 1);
+    CHECK(missing.output.find("cannot open") != std::string::npos);
+}
