@@ -1,0 +1,21 @@
+// Copies the front-end libraries the chat page uses from node_modules (installed by `npm ci`
+// from package-lock.json) into web/vendor/, which CMake compiles into smol-server. Run it
+// (`npm run vendor`) after changing their versions in package.json; the browser test checks
+// that the committed copies match what npm installed.
+import { copyFileSync, mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const vendored = [
+  ['marked/marked.min.js', 'marked.min.js'],
+  ['dompurify/dist/purify.min.js', 'purify.min.js'],
+];
+
+const here = dirname(fileURLToPath(import.meta.url));
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  mkdirSync(join(here, 'web', 'vendor'), { recursive: true });
+  for (const [from, to] of vendored) {
+    copyFileSync(join(here, 'node_modules', from), join(here, 'web', 'vendor', to));
+    console.log(`web/vendor/${to} <- node_modules/${from}`);
+  }
+}

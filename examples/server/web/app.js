@@ -1,0 +1,398 @@
+// The smol chat page: conversations kept in localStorage, replies streamed from
+// /v1/chat/completions as Server-Sent Events, answers rendered with marked and sanitized by
+// DOMPurify so model output can never run script in the page.
+'use strict';
+
+(() => {
+  const STORAGE_KEY = 'smol.conversations.v1';
+  const SETTINGS_KEY = 'smol.settings.v1';
+  const $ = (id) => document.getElementById(id);
+
+  // ---- state -------------------------------------------------------------------------------
+
+  // UUIDv7 (RFC 9562): 48-bit Unix milliseconds, version 7, 74 random bits; sorts by creation.
+  function uuidv7() {
+    const bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    let ms = Date.now();
+    for (let i = 5; i >= 0; i--) { bytes[i] = ms % 256; ms = Math.floor(ms / 256); }
+    bytes[6] = 0x70 | (bytes[6] & 0x0f);
+    bytes[8] = 0x80 | (bytes[8] & 0x3f);
+    const hex = [...bytes].map((b) => b.toString(16).padStart(2, '0')).join('');
+    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  }
+
+  function load(key, fallback) {
+    try { return JSON.parse(localStorage.getItem(key)) ?? fallback; } catch { return fallback; }
+  }
+
+  const settings = Object.assign({ thinking: true, temperature: 0.6, maxTokens: 1024, apiKey: '' },
+                                 load(SETTINGS_KEY, {}));
+  let conversations = load(STORAGE_KEY, []);  // [{id, title, messages: [{role, content, reasoning, stats}]}]
+  let currentId = null;
+  const running = new Map();  // conversation id -> AbortController of its reply in progress
+
+  function save() {
+    localStorage.setItem(STORAGE_KEY, JSON.stringify(conversations));
+    localStorage.setItem(SETTINGS_KEY, JSON.stringify(settings));
+  }
+  const current = () => conversations.find((c) => c.id === currentId);
+
+  function newConversation() {
+    const conversation = { id: uuidv7(), title: 'New chat', messages: [] };
+    conversations.unshift(conversation);
+    currentId = conversation.id;
+    save();
+    renderAll();
+    $('input').focus();
+    return conversation;
+  }
+
+  // ---- rendering ---------------------------------------------------------------------------
+
+  marked.setOptions({ gfm: true, breaks: false });
+  function renderMarkdown(text) {
+    return DOMPurify.sanitize(marked.parse(text ?? ''), { USE_PROFILES: { html: true } });
+  }
+
+  function renderSidebar() {
+    const nav = $('conversations');
+    nav.replaceChildren();
+    for (const c of conversations) {
+      const button = document.createElement('button');
+      button.className = 'conversation' + (c.id === currentId ? ' active' : '');
+      button.dataset.id = c.id;
+      button.textContent = c.title;
+      button.title = c.title;
+      if (running.has(c.id)) {
+        const busy = document.createElement('span');
+        busy.className = 'busy';
+        busy.textContent = '●';
+        button.append(busy);
+      }
+      button.addEventListener('click', () => {
+        currentId = c.id;
+        $('app').classList.remove('sidebar-open');
+        renderAll();
+      });
+      nav.append(button);
+    }
+  }
+
+  function messageElement(message) {
+    const el = document.createElement('div');
+    el.className = `message ${message.role}`;
+    if (message.role === 'user') {
+      el.textContent = message.content;
+      return el;
+    }
+    if (message.reasoning) {
+      const details = document.createElement('details');
+      details.className = 'thinking';
+      details.open = !!message.streaming && !message.content;
+      const summary = document.createElement('summary');
+      summary.textContent = message.streaming && !message.content ? 'Thinking…' : 'Reasoning';
+      const reasoning = document.createElement('div');
+      reasoning.className = 'reasoning';
+      reasoning.textContent = message.reasoning;
+      details.append(summary, reasoning);
+      el.append(details);
+    }
+    const content = document.createElement('div');
+    content.className = 'content';
+    content.innerHTML = renderMarkdown(message.content);
+    el.append(content);
+    if (message.error) {
+      const error = document.createElement('div');
+      error.className = 'message error';
+      error.textContent = message.error;
+      el.append(error);
+    }
+    if (message.stats) {
+      const stats = document.createElement('div');
+      stats.className = 'stats';
+      stats.textContent = message.stats;
+      el.append(stats);
+    }
+    return el;
+  }
+
+  function renderMessages() {
+    const box = $('messages');
+    const c = current();
+    const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+    box.replaceChildren();
+    if (!c || c.messages.length === 0) {
+      const empty = document.createElement('div');
+      empty.className = 'empty';
+      empty.textContent = 'Ask anything. Type /help for commands.';
+      box.append(empty);
+    } else {
+      for (const m of c.messages) box.append(m.role === 'notice' ? noticeElement(m.content) : messageElement(m));
+    }
+    if (atBottom) box.scrollTop = box.scrollHeight;
+  }
+
+  function noticeElement(text) {
+    const el = document.createElement('div');
+    el.className = 'notice';
+    el.textContent = text;
+    return el;
+  }
+
+  function renderControls() {
+    const c = current();
+    $('chat-title').textContent = c ? c.title : 'New chat';
+    const busy = c && running.has(c.id);
+    $('send').hidden = !!busy;
+    $('stop').hidden = !busy;
+    $('thinking').checked = settings.thinking;
+    $('temperature').value = settings.temperature;
+    $('max-tokens').value = settings.maxTokens;
+  }
+
+  function renderAll() {
+    renderSidebar();
+    renderMessages();
+    renderControls();
+  }
+
+  // Streaming updates arrive per token; one repaint per animation frame is enough.
+  let repaintQueued = false;
+  function repaint(conversationId) {
+    if (conversationId !== currentId || repaintQueued) return;
+    repaintQueued = true;
+    requestAnimationFrame(() => { repaintQueued = false; renderMessages(); });
+  }
+
+  function notice(text) {
+    const c = current() ?? newConversation();
+    c.messages.push({ role: 'notice', content: text });
+    save();
+    renderMessages();
+  }
+
+  // ---- talking to the server -----------------------------------------------------------------
+
+  function headers() {
+    const h = { 'Content-Type': 'application/json' };
+    if (settings.apiKey) h.Authorization = `Bearer ${settings.apiKey}`;
+    return h;
+  }
+
+  // Reads an SSE body, calling onEvent with each `data:` payload.
+  async function readEvents(response, onEvent) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let end;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trimStart()).join('\n');
+        if (data) onEvent(data);
+      }
+    }
+  }
+
+  async function send(text) {
+    const c = current() ?? newConversation();
+    if (running.has(c.id)) return;
+    c.messages.push({ role: 'user', content: text });
+    if (c.title === 'New chat') c.title = text.slice(0, 48) || 'New chat';
+    const reply = { role: 'assistant', content: '', reasoning: '', streaming: true };
+    c.messages.push(reply);
+    const controller = new AbortController();
+    running.set(c.id, controller);
+    save();
+    renderAll();
+
+    const history = c.messages
+      .filter((m) => (m.role === 'user' || m.role === 'assistant') && m !== reply)
+      .map((m) => ({ role: m.role, content: m.content }));
+    const started = performance.now();
+    let firstToken = 0;
+    try {
+      const response = await fetch('/v1/chat/completions', {
+        method: 'POST',
+        headers: headers(),
+        signal: controller.signal,
+        body: JSON.stringify({
+          messages: history,
+          stream: true,
+          stream_options: { include_usage: true },
+          temperature: Number(settings.temperature),
+          max_tokens: Number(settings.maxTokens),
+          chat_template_kwargs: { enable_thinking: settings.thinking },
+        }),
+      });
+      if (!response.ok) {
+        let message = `${response.status} ${response.statusText}`;
+        try { message = (await response.json()).error.message; } catch { /* not JSON */ }
+        if (response.status === 401) {
+          const key = prompt('This server needs an API key:');
+          if (key) { settings.apiKey = key; save(); }
+        }
+        throw new Error(message);
+      }
+      let usage = null, timings = null;
+      await readEvents(response, (data) => {
+        if (data === '[DONE]') return;
+        const chunk = JSON.parse(data);
+        if (chunk.error) throw new Error(chunk.error.message);
+        if (chunk.usage) usage = chunk.usage;
+        if (chunk.timings) timings = chunk.timings;
+        const delta = chunk.choices?.[0]?.delta ?? {};
+        if (delta.reasoning_content || delta.content) firstToken ||= performance.now();
+        if (delta.reasoning_content) reply.reasoning += delta.reasoning_content;
+        if (delta.content) reply.content += delta.content;
+        repaint(c.id);
+      });
+      const tokens = usage?.completion_tokens ?? timings?.predicted_n ?? 0;
+      const rate = timings?.predicted_per_second ||
+        (firstToken && tokens > 1 ? (tokens - 1) / ((performance.now() - firstToken) / 1000) : 0);
+      const cached = usage?.prompt_tokens_details?.cached_tokens;
+      reply.stats = `${tokens} tokens · ${rate.toFixed(1)} tok/s` +
+        (cached ? ` · ${cached} prompt tokens cached` : '') +
+        ` · ${((performance.now() - started) / 1000).toFixed(1)} s`;
+    } catch (error) {
+      if (error.name === 'AbortError') reply.stats = 'stopped';
+      else reply.error = String(error.message ?? error);
+    } finally {
+      reply.streaming = false;
+      running.delete(c.id);
+      save();
+      renderAll();
+    }
+  }
+
+  // ---- commands ----------------------------------------------------------------------------
+
+  const HELP = [
+    '/clear          forget this conversation\'s messages',
+    '/think          let the model reason before answering',
+    '/no_think       answer directly',
+    '/temp 0.7       set the sampling temperature',
+    '/help           this list',
+  ].join('\n');
+
+  function command(text) {
+    const [name, ...args] = text.trim().split(/\s+/);
+    switch (name) {
+      case '/clear': clearConversation(); return true;
+      case '/think': setThinking(true); notice('Thinking on.'); return true;
+      case '/no_think': setThinking(false); notice('Thinking off.'); return true;
+      case '/temp': {
+        const t = Number(args[0]);
+        if (!args.length || !Number.isFinite(t) || t < 0 || t > 2) { notice('Usage: /temp 0.7 (between 0 and 2)'); return true; }
+        settings.temperature = t;
+        save();
+        renderControls();
+        notice(`Temperature ${t}.`);
+        return true;
+      }
+      case '/help': notice(HELP); return true;
+      default: return false;
+    }
+  }
+
+  function setThinking(on) {
+    settings.thinking = on;
+    save();
+    renderControls();
+  }
+
+  function clearConversation() {
+    const c = current();
+    if (!c) return;
+    running.get(c.id)?.abort();
+    c.messages = [];
+    c.title = 'New chat';
+    save();
+    renderAll();
+  }
+
+  function exportConversation() {
+    const c = current();
+    if (!c) return;
+    const parts = [`# ${c.title}\n`];
+    for (const m of c.messages) {
+      if (m.role === 'user') parts.push(`## User\n\n${m.content}\n`);
+      else if (m.role === 'assistant') {
+        parts.push('## Assistant\n');
+        if (m.reasoning) parts.push(`<details><summary>Reasoning</summary>\n\n${m.reasoning}\n\n</details>\n`);
+        parts.push(`${m.content}\n`);
+      }
+    }
+    const blob = new Blob([parts.join('\n')], { type: 'text/markdown' });
+    const link = document.createElement('a');
+    link.href = URL.createObjectURL(blob);
+    link.download = `${c.title.replace(/[^\w.-]+/g, '_').slice(0, 40) || 'chat'}-${c.id}.md`;
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+  }
+
+  function deleteConversation() {
+    const c = current();
+    if (!c) return;
+    running.get(c.id)?.abort();
+    conversations = conversations.filter((x) => x !== c);
+    currentId = conversations[0]?.id ?? null;
+    if (!currentId) newConversation();
+    save();
+    renderAll();
+  }
+
+  // ---- wiring ------------------------------------------------------------------------------
+
+  $('composer').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const input = $('input');
+    const text = input.value.trim();
+    if (!text) return;
+    input.value = '';
+    input.style.height = '';
+    if (text.startsWith('/') && command(text)) return;
+    send(text);
+  });
+  $('input').addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      $('composer').requestSubmit();
+    }
+  });
+  $('input').addEventListener('input', (e) => {
+    e.target.style.height = '';
+    e.target.style.height = `${Math.min(e.target.scrollHeight, 200)}px`;
+  });
+  $('stop').addEventListener('click', () => running.get(currentId)?.abort());
+  $('new-chat').addEventListener('click', () => { $('app').classList.remove('sidebar-open'); newConversation(); });
+  $('clear-chat').addEventListener('click', clearConversation);
+  $('delete-chat').addEventListener('click', deleteConversation);
+  $('export-chat').addEventListener('click', exportConversation);
+  $('thinking').addEventListener('change', (e) => setThinking(e.target.checked));
+  $('temperature').addEventListener('change', (e) => { settings.temperature = Number(e.target.value); save(); });
+  $('max-tokens').addEventListener('change', (e) => { settings.maxTokens = Math.max(1, Number(e.target.value) | 0); save(); });
+  $('toggle-sidebar').addEventListener('click', () => $('app').classList.toggle('sidebar-open'));
+
+  fetch('/v1/models', { headers: headers() })
+    .then((r) => r.json())
+    .then((m) => {
+      const model = m.data?.[0];
+      if (model) $('model-info').textContent = `${model.id} · ${model.meta?.n_ctx ?? '?'} ctx · ${model.meta?.slots ?? '?'} slots`;
+    })
+    .catch(() => {});
+
+  // Replies that were streaming when the page closed are over.
+  for (const c of conversations) for (const m of c.messages) if (m.streaming) { m.streaming = false; m.stats = 'interrupted'; }
+  currentId = conversations[0]?.id ?? null;
+  if (!currentId) newConversation();
+  renderAll();
+
+  // For tests and the console.
+  window.smolChat = { renderMarkdown, uuidv7, conversations: () => conversations, currentId: () => currentId };
+})();
