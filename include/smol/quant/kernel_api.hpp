@@ -16,7 +16,8 @@ inline constexpr int kTileCols = 4;  // activation columns (tokens) per kernel c
 // latency at one core's share of the bandwidth, near enough to stay within the thread's rows.
 inline constexpr std::size_t kPrefetchBytes = 768;
 
-// out[c * out_stride + r] = dot(weight row r, activation column c), r < n_rows, c < n_cols.
+// out[c * out_stride + r] = dot(weight row r, activation column c), r < n_rows, c < n_cols,
+// with 0 <= n_rows <= kTileRows and 0 <= n_cols <= kTileCols (callers loop over larger shapes).
 //   n:          weights per row (a whole number of blocks)
 //   weights:    row 0 of the tile; row r starts at weights + r * row_bytes
 //   acts:       column 0; column c starts at acts + c * act_stride bytes. Q8_K blocks for
@@ -56,6 +57,7 @@ template <void (*One)(std::int64_t, const std::uint8_t*, std::size_t, int, const
 inline void by_columns(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                        const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
                        std::size_t out_stride) {
+    if (n_rows <= 0 || n_cols <= 0) return;  // the tiles clamp to the last row/column, so none must exist
     (n_cols == 1 ? One : Many)(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
 }
 
