@@ -21,9 +21,12 @@
 
 // GCC 12's intrinsics seed masked forms with _mm512_undefined_*(), which its -Wuninitialized
 // reports once inlined (GCC bug 105593); the values are never read.
+#if defined(__GNUC__) && !defined(__clang__)
+#define SMOL_AVX512_GCC_DIAGNOSTICS 1
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace smol::kernels_avx512 {
 
@@ -270,6 +273,9 @@ inline constexpr DotTileFn bf16 =
 
 }  // namespace smol::kernels_avx512
 
+#if SMOL_AVX512_GCC_DIAGNOSTICS
 #pragma GCC diagnostic pop
+#undef SMOL_AVX512_GCC_DIAGNOSTICS
+#endif
 
 #endif
