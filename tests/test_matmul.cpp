@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "smol/core/cpu.hpp"
+#include "smol/gguf/reader.hpp"
 #include "smol/ops/matmul.hpp"
 #include "smol/quant/quantize.hpp"
 #include "smol/quant/reference.hpp"
@@ -213,4 +214,33 @@ TEST_CASE("matmul rejects malformed views") {
     y.assign(8, 3.0f);
     matmul(w.view(), x.data(), 0, y.data(), scratch);
     CHECK(y[0] == 3.0f);
+}
+
+TEST_CASE("matmul on llama.cpp-quantized Q4_K and Q6_K tensors agrees with the naive reference on every kernel set") {
+    // Real blocks from llama.cpp's quantizer (fixture tiny/: Q4_K_M), not ones smol made.
+    const auto file = gguf::File::open(SMOL_TEST_DATA_DIR "/tiny/smollm3-tiny-Q4_K_M.gguf");
+    int checked_q4k = 0, checked_q6k = 0;
+    const std::int64_t tokens = 3;
+    for (const gguf::TensorInfo& t : file.tensors()) {
+        if ((t.type != TensorType::Q4_K && t.type != TensorType::Q6_K) || t.shape.size() != 2) continue;
+        Matrix w{t.type, t.rows(), t.shape[0], t.row_bytes(), std::vector<std::uint8_t>(t.data, t.data + t.n_bytes)};
+        const auto x = random_activations(tokens, w.cols, std::uint32_t(t.offset));
+        const Expected expected = naive_matmul(w, x, tokens);
+        for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+            if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
+            CAPTURE(t.name);
+            CAPTURE(isa_name(isa));
+            MatmulScratch scratch;
+            for (const std::int64_t n : {std::int64_t(1), tokens}) {
+                std::vector<float> y(std::size_t(n * w.rows));
+                matmul(kernels_for(isa), w.view(), x.data(), n, y.data(), scratch);
+                for (std::size_t i = 0; i < y.size(); ++i)
+                    REQUIRE(std::abs(y[i] - expected.y[i]) <= 1e-5 * expected.magnitude[i] + 1e-30);
+            }
+        }
+        (t.type == TensorType::Q4_K ? checked_q4k : checked_q6k) += 1;
+    }
+    MESSAGE("checked ", checked_q4k, " Q4_K and ", checked_q6k, " Q6_K tensors");
+    CHECK(checked_q4k > 0);
+    CHECK(checked_q6k > 0);
 }
