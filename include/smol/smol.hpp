@@ -1,9 +1,17 @@
 #pragma once
-// smol's public API: load a SmolLM3 GGUF, make a KV cache, run tokens, read logits.
+// smol's public API: load a SmolLM3 GGUF, chat with it (Engine, ChatSession), or go lower:
+// tokenize, render the chat template, make a KV cache, run tokens, read logits.
 // Front ends (CLI, server, tools) include this header and nothing deeper.
 
 #include "smol/core/error.hpp"
+#include "smol/generate/engine.hpp"
+#include "smol/generate/sampler.hpp"
+#include "smol/generate/session.hpp"
+#include "smol/generate/stop_strings.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/model/kv_cache.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/registry.hpp"
+#include "smol/text/chat_template.hpp"
+#include "smol/text/thinking.hpp"
+#include "smol/text/tokenizer.hpp"

@@ -1,0 +1,450 @@
+// smol-cli: chat with a SmolLM3 GGUF in the terminal, answer one prompt and exit, or (with
+// only a vocabulary) tokenize text and print the exact prompt the model would see.
+// Flags follow llama-cli's names where it has them.
+//
+//   smol-cli -m model.gguf                       interactive chat (on a terminal)
+//   smol-cli -m model.gguf -p "Hi" -n 256        one answer, then exit
+//   smol-cli -m vocab.gguf --tokenize -p "Hi"    token ids as a JSON array
+//   smol-cli --print-prompt --messages chat.json the rendered chat template
+
+#include <omp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <smol/smol.hpp>
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: smol-cli -m MODEL [options]\n"
+    "\n"
+    "Modes:\n"
+    "  (default)                  interactive chat when stdin is a terminal and no -p/-f is given\n"
+    "  -p, --prompt TEXT          answer TEXT and exit\n"
+    "  -f, --file FILE            answer the contents of FILE and exit\n"
+    "  -i, --interactive          chat even when stdin is not a terminal (e.g. driven through a pipe);\n"
+    "                             with -p/-f that text is the first message\n"
+    "  --tokenize                 print the token ids of -p/-f as a JSON array and exit (no BOS is added;\n"
+    "                             -m may be a vocabulary-only GGUF)\n"
+    "  --no-parse-special         with --tokenize: treat control-token text such as <|im_start|> as plain text\n"
+    "  --print-prompt             print the prompt the model would see for --messages and exit\n"
+    "  --messages FILE            OpenAI-style JSON array of {role, content} messages\n"
+    "  --no-generation-prompt     with --print-prompt: leave out the assistant header at the end\n"
+    "\n"
+    "Model and generation:\n"
+    "  -m, --model FILE           GGUF model file\n"
+    "  -sys, --system-prompt TEXT system message\n"
+    "  -n, --n-predict N          tokens to generate at most (-1: until the model ends its turn; default -1)\n"
+    "  -c, --ctx-size N           context size in tokens (0: 4096; default 0)\n"
+    "  -t, --threads N            CPU threads (default: OpenMP's choice)\n"
+    "  -s, --seed N               sampling seed (-1: random; default -1)\n"
+    "  --temp T                   temperature, 0 = greedy (default 0.6)\n"
+    "  --top-k N                  top-k, 0 = off (default 40)\n"
+    "  --top-p P                  top-p, 1 = off (default 0.95)\n"
+    "  --min-p P                  min-p, 0 = off (default 0.05)\n"
+    "  --repeat-penalty R         repeat penalty, 1 = off (default 1.0)\n"
+    "  --repeat-last-n N          tokens the penalty looks back over (default 64)\n"
+    "  -r, --reverse-prompt TEXT  stop before TEXT (repeatable; also --stop)\n"
+    "  --think / --no-think       reasoning mode on (default) or off\n"
+    "  --show-thinking            one-shot mode: print the reasoning before the answer\n"
+    "  --date \"21 November 2026\"  date written into the system block (default: today)\n"
+    "  --xml-tools FILE           JSON array of tool definitions (XML tool-calling section)\n"
+    "  --python-tools FILE        JSON array of tool definitions (Python tool-calling section)\n"
+    "  -h, --help                 show this help\n"
+    "\n"
+    "Chat commands: /clear (forget the conversation), /think, /no_think, /exit. Ctrl-C stops a reply.\n";
+
+// A command-line mistake: reported with the usage text and exit code 2.
+struct UsageError {
+    std::string message;
+};
+
+struct Options {
+    std::string model;
+    std::optional<std::string> prompt;
+    std::optional<std::string> prompt_file;
+    std::string system_prompt;
+    std::string messages_file;
+    std::string xml_tools_file;
+    std::string python_tools_file;
+    std::string date;
+    int n_predict = -1;
+    int context = 0;
+    int threads = 0;
+    smol::SamplerParams sampling;
+    std::vector<std::string> stops;
+    std::optional<bool> think;
+    bool show_thinking = false;
+    bool interactive = false;
+    bool tokenize = false;
+    bool parse_special = true;
+    bool print_prompt = false;
+    bool generation_prompt = true;
+    bool help = false;
+};
+
+template <class Int>
+Int parse_int(std::string_view flag, std::string_view text) {
+    Int value{};
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc{} || end != text.data() + text.size() || text.empty())
+        throw UsageError{std::string(flag) + ": expected an integer, found '" + std::string(text) + "'"};
+    return value;
+}
+
+float parse_float(std::string_view flag, const std::string& text) {
+    char* end = nullptr;
+    errno = 0;
+    const float value = std::strtof(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE)
+        throw UsageError{std::string(flag) + ": expected a number, found '" + text + "'"};
+    return value;
+}
+
+Options parse_args(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) throw UsageError{std::string(a) + " needs a value"};
+            return argv[++i];
+        };
+        if (a == "-m" || a == "--model") o.model = value();
+        else if (a == "-p" || a == "--prompt") o.prompt = value();
+        else if (a == "-f" || a == "--file") o.prompt_file = value();
+        else if (a == "-sys" || a == "--system-prompt") o.system_prompt = value();
+        else if (a == "-n" || a == "--n-predict") o.n_predict = parse_int<int>(a, value());
+        else if (a == "-c" || a == "--ctx-size") o.context = parse_int<int>(a, value());
+        else if (a == "-t" || a == "--threads") o.threads = parse_int<int>(a, value());
+        else if (a == "-s" || a == "--seed") {
+            const long long seed = parse_int<long long>(a, value());
+            if (seed < -1) throw UsageError{"--seed: expected -1 (random) or a seed >= 0, found " + std::to_string(seed)};
+            o.sampling.seed = seed == -1 ? SMOL_DEFAULT_SEED : std::uint64_t(seed);
+        } else if (a == "--temp") o.sampling.temperature = parse_float(a, value());
+        else if (a == "--top-k") o.sampling.top_k = parse_int<int>(a, value());
+        else if (a == "--top-p") o.sampling.top_p = parse_float(a, value());
+        else if (a == "--min-p") o.sampling.min_p = parse_float(a, value());
+        else if (a == "--repeat-penalty") o.sampling.repeat_penalty = parse_float(a, value());
+        else if (a == "--repeat-last-n") o.sampling.penalty_last_n = parse_int<int>(a, value());
+        else if (a == "-r" || a == "--reverse-prompt" || a == "--stop") o.stops.push_back(value());
+        else if (a == "--think") o.think = true;
+        else if (a == "--no-think") o.think = false;
+        else if (a == "--show-thinking") o.show_thinking = true;
+        else if (a == "-i" || a == "--interactive") o.interactive = true;
+        else if (a == "--tokenize") o.tokenize = true;
+        else if (a == "--no-parse-special") o.parse_special = false;
+        else if (a == "--print-prompt") o.print_prompt = true;
+        else if (a == "--messages") o.messages_file = value();
+        else if (a == "--no-generation-prompt") o.generation_prompt = false;
+        else if (a == "--date") o.date = value();
+        else if (a == "--xml-tools") o.xml_tools_file = value();
+        else if (a == "--python-tools") o.python_tools_file = value();
+        else if (a == "-h" || a == "--help") o.help = true;
+        else throw UsageError{"unknown argument '" + std::string(a) + "'"};
+    }
+
+    if (o.help) return o;
+    if (o.prompt && o.prompt_file) throw UsageError{"give -p or -f, not both"};
+    if (o.tokenize && o.print_prompt) throw UsageError{"give --tokenize or --print-prompt, not both"};
+    if (o.print_prompt && o.messages_file.empty()) throw UsageError{"--print-prompt needs --messages FILE"};
+    if (o.tokenize && !o.prompt && !o.prompt_file) throw UsageError{"--tokenize needs the text: -p TEXT or -f FILE"};
+    if (!o.print_prompt && o.model.empty()) throw UsageError{"no model: give -m MODEL"};
+    if (!o.model.empty() && !std::filesystem::is_regular_file(o.model))
+        throw UsageError{"model file not found: '" + o.model + "'"};
+    if (o.context < 0) throw UsageError{"-c: expected a context size >= 0, found " + std::to_string(o.context)};
+    if (o.threads < 0) throw UsageError{"-t: expected a thread count >= 0, found " + std::to_string(o.threads)};
+    for (const auto& stop : o.stops)
+        if (stop.empty()) throw UsageError{"-r/--stop: a stop string cannot be empty"};
+    try {
+        smol::Sampler check(o.sampling, 1);  // validates every sampling flag before the model loads
+    } catch (const smol::Error& e) {
+        throw UsageError{e.what()};
+    }
+    return o;
+}
+
+std::string read_file(const std::string& path, const char* what) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) smol::fail(what, ": cannot open '", path, "'");
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+nlohmann::ordered_json read_json(const std::string& path, const char* what) {
+    const std::string text = read_file(path, what);
+    try {
+        return nlohmann::ordered_json::parse(text);  // ordered: tool keys are printed in file order
+    } catch (const nlohmann::json::exception& e) {
+        smol::fail(what, ": '", path, "' is not valid JSON: ", e.what());
+    }
+}
+
+std::string prompt_text(const Options& o) {
+    if (o.prompt) return *o.prompt;
+    if (o.prompt_file) return read_file(*o.prompt_file, "-f");
+    return {};
+}
+
+smol::ChatOptions template_options(const Options& o) {
+    smol::ChatOptions chat;
+    chat.enable_thinking = o.think.value_or(true);
+    chat.add_generation_prompt = o.generation_prompt;
+    chat.date = o.date;
+    if (!o.xml_tools_file.empty()) chat.xml_tools = read_json(o.xml_tools_file, "--xml-tools");
+    if (!o.python_tools_file.empty()) chat.python_tools = read_json(o.python_tools_file, "--python-tools");
+    return chat;
+}
+
+void write_out(std::string_view text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+}
+
+int run_tokenize(const Options& o) {
+    // The vocabulary is all that is needed, so this works on vocabulary-only files too.
+    const smol::gguf::File file = smol::gguf::File::open(o.model);
+    const smol::text::Tokenizer tokenizer = smol::text::Tokenizer::from_gguf(file);
+    const std::vector<std::int32_t> ids = tokenizer.encode(prompt_text(o), o.parse_special);
+    write_out(nlohmann::json(ids).dump());
+    write_out("\n");
+    return 0;
+}
+
+int run_print_prompt(const Options& o) {
+    if (!o.model.empty()) smol::gguf::File::open(o.model);  // a bad -m is still an error
+    const nlohmann::ordered_json messages = read_json(o.messages_file, "--messages");
+    write_out(smol::render_chat(messages, template_options(o)));  // exactly the prompt: no newline added
+    return 0;
+}
+
+// --- Chat -------------------------------------------------------------------------------
+
+// The session a Ctrl-C should stop; null while waiting for input (Ctrl-C then quits).
+std::atomic<smol::ChatSession*> g_generating{nullptr};
+
+extern "C" void on_interrupt(int) {
+    if (smol::ChatSession* session = g_generating.load()) {
+        session->cancel();
+        return;
+    }
+    constexpr char newline = '\n';
+    [[maybe_unused]] const auto ignored = ::write(STDOUT_FILENO, &newline, 1);
+    ::_exit(130);
+}
+
+void install_interrupt_handler() {
+    struct sigaction action {};
+    action.sa_handler = on_interrupt;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);
+}
+
+// Streams one reply to stdout: reasoning (dimmed on a terminal) then the answer.
+class ReplyPrinter {
+public:
+    ReplyPrinter(bool show_reasoning, bool color) : show_reasoning_(show_reasoning), color_(color) {}
+
+    bool operator()(const smol::StreamPiece& piece) {
+        if (show_reasoning_ && !piece.reasoning.empty()) {
+            if (color_ && !in_reasoning_) write_out("\x1b[2m");
+            in_reasoning_ = true;
+            print(piece.reasoning);
+        }
+        if (!piece.answer.empty()) {
+            end_reasoning();
+            print(piece.answer);
+        }
+        std::fflush(stdout);
+        return true;
+    }
+
+    // Closes the dim block and leaves the cursor at the start of a line.
+    void finish() {
+        end_reasoning();
+        if (printed_any_ && last_ != '\n') write_out("\n");
+        std::fflush(stdout);
+    }
+
+private:
+    void print(std::string_view text) {
+        write_out(text);
+        printed_any_ = true;
+        last_ = text.back();
+    }
+    void end_reasoning() {
+        if (!in_reasoning_) return;
+        if (color_) write_out("\x1b[0m");
+        in_reasoning_ = false;
+        write_out(last_ == '\n' ? "\n" : "\n\n");  // a blank line between reasoning and answer
+        last_ = '\n';
+    }
+
+    bool show_reasoning_;
+    bool color_;
+    bool in_reasoning_ = false;
+    bool printed_any_ = false;
+    char last_ = '\n';
+};
+
+std::string timings_line(const smol::Timings& t) {
+    char line[128];
+    std::snprintf(line, sizeof line, "[ Prompt: %.1f t/s | Generation: %.1f t/s ]", t.prompt_tps(), t.generation_tps());
+    return line;
+}
+
+void note(std::string_view text, bool color) {
+    if (color) write_out("\x1b[2m");
+    write_out(text);
+    if (color) write_out("\x1b[0m");
+    write_out("\n");
+    std::fflush(stdout);
+}
+
+// Sends one message and prints the reply; returns the result (also on Ctrl-C).
+smol::GenerationResult reply(smol::ChatSession& session, const std::string& message, const smol::GenerationParams& params,
+                             bool show_reasoning, bool color) {
+    ReplyPrinter printer(show_reasoning, color);
+    g_generating = &session;
+    smol::GenerationResult result;
+    try {
+        result = session.send(message, params, [&](const smol::StreamPiece& p) { return printer(p); });
+    } catch (...) {
+        g_generating = nullptr;
+        printer.finish();
+        throw;
+    }
+    g_generating = nullptr;
+    printer.finish();
+    return result;
+}
+
+void report_stop(const smol::GenerationResult& r, const smol::ChatSession& session, bool interactive, bool color) {
+    std::string text;
+    if (r.stop_reason == smol::StopReason::ContextFull)
+        text = "[ context full (" + std::to_string(session.context_size()) + " tokens)" +
+               (interactive ? ": /clear to start over, or raise -c ]" : ": raise -c ]");
+    else if (r.stop_reason == smol::StopReason::Cancelled)
+        text = "[ stopped ]";
+    if (text.empty()) return;
+    if (interactive) note(text, color);
+    else std::fprintf(stderr, "%s\n", text.c_str());
+}
+
+int run_chat(const Options& o) {
+    const bool stdin_tty = ::isatty(STDIN_FILENO) != 0;
+    const bool color = ::isatty(STDOUT_FILENO) != 0;
+    const bool has_prompt = o.prompt || o.prompt_file;
+    const bool interactive = o.interactive || (!has_prompt && stdin_tty);
+    if (!interactive && !has_prompt)
+        throw UsageError{"stdin is not a terminal: give -p TEXT, -f FILE, or -i to chat through the pipe"};
+    const std::string first_message = prompt_text(o);  // read before the (slow) model load fails late
+
+    if (o.threads > 0) omp_set_num_threads(o.threads);
+    const auto load_start = std::chrono::steady_clock::now();
+    smol::Engine engine(o.model);
+    smol::ChatSession session(engine, o.context, o.system_prompt);
+    smol::ChatOptions chat = template_options(o);
+    session.set_template_options(chat);
+    const double load_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+    std::fprintf(stderr, "smol-cli: %s (%s), context %d tokens, loaded in %.2f s\n", o.model.c_str(),
+                 engine.info().config_name.c_str(), session.context_size(), load_s);
+
+    smol::GenerationParams params;
+    params.sampling = o.sampling;
+    params.max_tokens = o.n_predict;
+    params.stop = o.stops;
+    params.enable_thinking = o.think.value_or(true);
+    install_interrupt_handler();
+
+    if (!interactive) {
+        const smol::GenerationResult r = reply(session, first_message, params, o.show_thinking, color);
+        std::fprintf(stderr, "%s\n", timings_line(r.timings).c_str());
+        report_stop(r, session, false, color);
+        return r.stop_reason == smol::StopReason::Cancelled ? 130 : 0;
+    }
+
+    if (stdin_tty)
+        std::fprintf(stderr, "Chat: /clear forgets the conversation, /think and /no_think switch reasoning, "
+                             "/exit quits; Ctrl-C stops a reply.\n");
+    auto turn = [&](const std::string& message) {
+        try {
+            const smol::GenerationResult r = reply(session, message, params, /*show_reasoning=*/true, color);
+            report_stop(r, session, true, color);
+            note(timings_line(r.timings), color);
+        } catch (const smol::Error& e) {
+            note(std::string("[ error: ") + e.what() + " ]", color);
+        }
+        write_out("\n");
+    };
+    if (has_prompt) {
+        write_out("> ");
+        if (!stdin_tty) write_out("\n");
+        turn(first_message);
+    }
+    for (std::string line;;) {
+        write_out("> ");
+        std::fflush(stdout);
+        if (!std::getline(std::cin, line)) {
+            write_out("\n");
+            break;
+        }
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (!stdin_tty) write_out("\n");  // the typed line ends the prompt's line on a terminal
+        if (line.empty()) continue;
+        if (line == "/exit" || line == "/quit") break;
+        if (line == "/clear") {
+            session.clear();
+            note("[ conversation cleared ]", color);
+            continue;
+        }
+        if (line == "/think" || line == "/no_think") {
+            params.enable_thinking = line == "/think";
+            note(params.enable_thinking ? "[ reasoning on ]" : "[ reasoning off ]", color);
+            continue;
+        }
+        turn(line);
+    }
+    std::fflush(stdout);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options options;
+    try {
+        options = parse_args(argc, argv);
+        if (options.help) {
+            write_out(kUsage);
+            return 0;
+        }
+        if (options.tokenize) return run_tokenize(options);
+        if (options.print_prompt) return run_print_prompt(options);
+        return run_chat(options);
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "smol-cli: %s\n\n%s", e.message.c_str(), kUsage);
+        return 2;
+    } catch (const std::exception& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "smol-cli: error: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,251 @@
+// smol-cli end to end: runs the built binary (SMOL_BIN_DIR) against the fixture files.
+
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "smol/generate/engine.hpp"
+#include "smol/generate/session.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kData = SMOL_TEST_DATA_DIR;
+const fs::path kBin = SMOL_BIN_DIR;
+const fs::path kFloatModel = kData / "tiny-f32" / "smollm3-tiny-f32.gguf";
+const fs::path kVocab = kData / "vocab" / "smollm3-vocab.gguf";
+
+std::string quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+std::string cli() {
+    const fs::path path = kBin / "smol-cli";
+    REQUIRE_MESSAGE(fs::exists(path), "smol-cli not found at ", path.string(),
+                    ": build the smol-cli target before running this test (cmake --build <build> --target smol-cli)");
+    return quote(path.string());
+}
+
+struct Run {
+    std::string out;
+    int status = -1;
+};
+
+// Runs a shell command line and returns its standard output and exit status.
+Run run(const std::string& command) {
+    Run r;
+    std::FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE_MESSAGE(pipe != nullptr, "popen failed for: ", command);
+    char buffer[4096];
+    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.out.append(buffer, n);
+    const int raw = ::pclose(pipe);
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    return r;
+}
+
+// A scratch directory for the files one test passes to the CLI.
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        static std::atomic<int> counter{0};
+        path = fs::temp_directory_path() / ("smol-test-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+        fs::create_directories(path);
+    }
+    ~TempDir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+    std::string write(const std::string& name, const std::string& bytes) const {
+        const fs::path file = path / name;
+        std::ofstream out(file, std::ios::binary);
+        out << bytes;
+        return file.string();
+    }
+};
+
+std::size_t count(const std::string& text, const std::string& needle) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("cli: one-shot greedy output is deterministic and is the library's answer") {
+    const std::string command = cli() + " -m " + quote(kFloatModel.string()) +
+                                " -p 'Tell me a story' --temp 0 -n 24 --no-think --date '21 November 2026' -t 1 2>/dev/null";
+    const Run first = run(command);
+    const Run second = run(command);
+    REQUIRE(first.status == 0);
+    REQUIRE(second.status == 0);
+    CHECK(first.out == second.out);
+
+    smol::Engine engine(kFloatModel);
+    smol::ChatSession session(engine, 0);
+    smol::ChatOptions options;
+    options.date = "21 November 2026";
+    session.set_template_options(options);
+    smol::GenerationParams params;
+    params.sampling.temperature = 0.0f;
+    params.max_tokens = 24;
+    params.enable_thinking = false;
+    const smol::GenerationResult expected = session.send("Tell me a story", params);
+    REQUIRE_FALSE(expected.answer.empty());
+    const std::string line_end = expected.answer.back() == '\n' ? "" : "\n";
+    CHECK(first.out == expected.answer + line_end);
+}
+
+TEST_CASE("cli: -f reads the prompt file as raw bytes, same as -p") {
+    TempDir dir;
+    const std::string file = dir.write("prompt.txt", "Tell me a story");
+    const std::string base = cli() + " -m " + quote(kFloatModel.string()) + " --temp 0 -n 8 --no-think --date '21 November 2026' ";
+    const Run from_file = run(base + "-f " + quote(file) + " 2>/dev/null");
+    const Run from_flag = run(base + "-p 'Tell me a story' 2>/dev/null");
+    REQUIRE(from_file.status == 0);
+    CHECK(from_file.out == from_flag.out);
+}
+
+TEST_CASE("cli: --tokenize reproduces the reference tokenizations") {
+    std::ifstream in(kData / "vocab" / "tokenize.jsonl");
+    REQUIRE(in.good());
+    std::vector<nlohmann::json> cases;
+    int line_number = 0;
+    for (std::string line; std::getline(in, line); ++line_number) {
+        if (line.empty()) continue;
+        nlohmann::json c = nlohmann::json::parse(line);
+        const std::string text = c["text"];
+        // The cases with chat-template special tokens, and two of every 40 others (each run loads
+        // the 128K vocabulary, so a handful keeps the test quick).
+        const bool special = text.find("<|im_") != std::string::npos || text.find("<think>") != std::string::npos ||
+                             text.find("<|end_of_text|>") != std::string::npos;
+        if (special || line_number % 40 == 0 || line_number % 40 == 21) cases.push_back(std::move(c));
+    }
+    REQUIRE(cases.size() >= 10);
+    TempDir dir;
+    int checked_special = 0, checked_plain = 0;
+    for (const auto& c : cases) {
+        const std::string text = c["text"];
+        const bool parse_special = c["parse_special"];
+        CAPTURE(text);
+        CAPTURE(parse_special);
+        // Through a file, so every byte arrives unchanged whatever the shell would do.
+        const std::string file = dir.write("text.bin", text);
+        const Run r = run(cli() + " -m " + quote(kVocab.string()) + " --tokenize -f " + quote(file) +
+                          (parse_special ? "" : " --no-parse-special"));
+        REQUIRE(r.status == 0);
+        REQUIRE_FALSE(r.out.empty());
+        CHECK(r.out.back() == '\n');
+        CHECK(r.out.find('\n') == r.out.size() - 1);  // one line
+        CHECK(nlohmann::json::parse(r.out) == c["ids"]);
+        (parse_special ? checked_special : checked_plain)++;
+    }
+    CHECK(checked_special >= 5);
+    CHECK(checked_plain >= 5);
+
+    // -p works the same way.
+    const Run r = run(cli() + " -m " + quote(kVocab.string()) + " --tokenize -p '<|im_start|>user'");
+    REQUIRE(r.status == 0);
+    CHECK(nlohmann::json::parse(r.out) == nlohmann::json::array({128011, 882}));
+}
+
+TEST_CASE("cli: --print-prompt reproduces the rendered chat template cases") {
+    std::ifstream in(kData / "chat" / "cases.json");
+    REQUIRE(in.good());
+    const nlohmann::ordered_json cases = nlohmann::ordered_json::parse(in);  // ordered: tool keys keep their order
+    REQUIRE(cases.size() >= 10);
+    TempDir dir;
+    int with_tools = 0;
+    for (const auto& c : cases) {
+        CAPTURE(c["name"].get<std::string>());
+        std::string command = cli() + " -m " + quote(kVocab.string()) + " --print-prompt --messages " +
+                              quote(dir.write("messages.json", c["messages"].dump()));
+        command += " --date " + quote(c["date"].get<std::string>());
+        if (c.contains("enable_thinking")) command += c["enable_thinking"].get<bool>() ? " --think" : " --no-think";
+        if (!c["add_generation_prompt"].get<bool>()) command += " --no-generation-prompt";
+        if (c.contains("xml_tools")) {
+            command += " --xml-tools " + quote(dir.write("xml.json", c["xml_tools"].dump()));
+            ++with_tools;
+        }
+        if (c.contains("python_tools")) {
+            command += " --python-tools " + quote(dir.write("python.json", c["python_tools"].dump()));
+            ++with_tools;
+        }
+        const Run r = run(command);
+        REQUIRE(r.status == 0);
+        CHECK(r.out == c["expected"].get<std::string>());
+    }
+    CHECK(with_tools >= 3);
+}
+
+TEST_CASE("cli: interactive mode through a pipe keeps the conversation, handles /clear and /exit") {
+    TempDir dir;
+    const std::string input = dir.write("input.txt", "Hello\n/clear\nHello\nHello\n/exit\nNever read\n");
+    const Run r = run(cli() + " -m " + quote(kFloatModel.string()) +
+                      " -i --temp 0 -n 12 --no-think --date '21 November 2026' -t 1 < " + quote(input) + " 2>/dev/null");
+    REQUIRE(r.status == 0);
+    CHECK(count(r.out, "[ conversation cleared ]") == 1);
+    // Three replies, each followed by its timing line; nothing after /exit.
+    const std::string timing = "[ Prompt: ";
+    REQUIRE(count(r.out, timing) == 3);
+    CHECK(count(r.out, " t/s | Generation: ") == 3);
+    std::vector<std::string> replies;
+    std::size_t from = 0;
+    for (int i = 0; i < 3; ++i) {
+        const std::size_t prompt = r.out.find("> \n", from);
+        const std::size_t line = r.out.find(timing, from);
+        REQUIRE(prompt != std::string::npos);
+        REQUIRE(line != std::string::npos);
+        // The reply of this turn starts after the last prompt marker before its timing line.
+        const std::size_t start = r.out.rfind("> \n", line) + 3;
+        replies.push_back(r.out.substr(start, line - start));
+        from = r.out.find('\n', line) + 1;
+    }
+    CHECK_FALSE(replies[0].empty());
+    CHECK(replies[1] == replies[0]);  // after /clear the same message gets the same greedy reply
+    CHECK(replies[2] != replies[1]);  // without /clear the conversation so far changes the reply
+}
+
+TEST_CASE("cli: bad flags and missing models exit non-zero with the usage") {
+    const std::string model = " -m " + quote(kFloatModel.string());
+    const std::vector<std::string> bad = {
+        " --no-such-flag",
+        " -p hi",                                    // no model
+        " -m /nonexistent/model.gguf -p hi",         // missing model file
+        model + " -p hi --temp warm",                // not a number
+        model + " -p hi -n",                         // missing value
+        model + " -p hi --top-p 0",                  // out of range
+        model + " -p hi -f /dev/null",               // -p and -f together
+        model + " --tokenize",                       // nothing to tokenize
+        " --print-prompt",                           // no --messages
+    };
+    for (const std::string& args : bad) {
+        CAPTURE(args);
+        const Run r = run(cli() + args + " 2>&1 </dev/null");
+        CHECK(r.status == 2);
+        CHECK(r.out.find("usage: smol-cli") != std::string::npos);
+    }
+    const Run help = run(cli() + " --help");
+    CHECK(help.status == 0);
+    CHECK(help.out.find("usage: smol-cli") != std::string::npos);
+
+    // A file that is not a model: an error naming it, non-zero.
+    TempDir dir;
+    const std::string junk = dir.write("junk.gguf", "not a gguf file");
+    const Run r = run(cli() + " -m " + quote(junk) + " -p hi 2>&1");
+    CHECK(r.status != 0);
+    CHECK(r.out.find("junk.gguf") != std::string::npos);
+}
