@@ -1,0 +1,172 @@
+// Headless browser test of the smol-server chat page: starts the server on a free port,
+// drives Debian's chromium through playwright-core, chats, and saves a screenshot.
+//   node browser_test.mjs --server BIN --model GGUF --out DIR [--chromium PATH] [--web DIR]
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { vendored } from './vendor.mjs';
+
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((pairs, a, i, all) => (a.startsWith('--') ? [...pairs, [a.slice(2), all[i + 1]]] : pairs), []));
+const here = dirname(fileURLToPath(import.meta.url));
+const executablePath = args.chromium ?? '/usr/bin/chromium';
+const out = args.out ?? here;
+
+let failures = 0;
+let passes = 0;
+function check(condition, what) {
+  if (condition) { passes++; console.log(`ok   ${what}`); } else { failures++; console.log(`FAIL ${what}`); }
+}
+
+// The committed copies of the front-end libraries must be exactly what npm installed.
+if (args.web) {
+  for (const [from, to] of vendored) {
+    const installed = readFileSync(join(here, 'node_modules', from));
+    const committed = readFileSync(join(args.web, 'vendor', to));
+    check(installed.equals(committed), `web/vendor/${to} matches node_modules/${from}`);
+  }
+}
+
+// Start the server on a free port; it prints the address it listens on.
+const server = spawn(args.server, ['-m', args.model, '--port', '0', '-c', '1024', '--parallel', '2'],
+                     { stdio: ['ignore', 'ignore', 'pipe'] });
+process.on('exit', () => server.kill('SIGTERM'));  // also when a step below throws
+let log = '';
+const url = await new Promise((resolve, reject) => {
+  const timer = setTimeout(() => reject(new Error(`server did not start:\n${log}`)), 30000);
+  server.stderr.on('data', (d) => {
+    log += d;
+    const m = log.match(/listening on (http:\/\/[^\s]+)/);
+    if (m) { clearTimeout(timer); resolve(m[1]); }
+  });
+  server.on('exit', (code) => reject(new Error(`server exited with ${code}:\n${log}`)));
+});
+for (let i = 0; i < 300; i++) {
+  const r = await fetch(`${url}/health`).catch(() => null);
+  if (r?.status === 200) break;
+  await new Promise((r2) => setTimeout(r2, 100));
+}
+
+const profile = mkdtempSync(join(tmpdir(), 'smol-chromium-'));
+// A fresh profile directory (playwright passes it as --user-data-dir).
+const browser = await chromium.launchPersistentContext(profile, {
+  executablePath,
+  headless: true,
+  viewport: { width: 1200, height: 800 },
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+         '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+try {
+  const page = browser.pages()[0] ?? await browser.newPage();
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  const offsite = [];
+  page.on('request', (r) => { if (!r.url().startsWith(url) && !r.url().startsWith('blob:')) offsite.push(r.url()); });
+  const chatBodies = [];
+  page.on('request', (r) => { if (r.url().endsWith('/v1/chat/completions')) chatBodies.push(JSON.parse(r.postData())); });
+
+  await page.goto(url);
+  await page.waitForSelector('#input');
+  check(await page.evaluate(() => typeof marked === 'object' && typeof DOMPurify === 'function'),
+        'marked and DOMPurify load from the server');
+
+  // Model output goes through marked then DOMPurify: markdown renders, script never runs.
+  const rendered = await page.evaluate(async () => {
+    const html = window.smolChat.renderMarkdown(
+      '**bold**\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```js\nlet x = 1;\n```\n\n' +
+      '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script><a href="javascript:window.__pwned=3">x</a>');
+    const box = document.createElement('div');
+    box.innerHTML = html;
+    document.body.append(box);
+    box.querySelector('a')?.click();
+    await new Promise((r) => setTimeout(r, 300));
+    box.remove();
+    return { html, pwned: window.__pwned ?? null };
+  });
+  check(/<strong>bold<\/strong>/.test(rendered.html) && /<li>one<\/li>/.test(rendered.html), 'markdown: emphasis and lists');
+  check(/<table>/.test(rendered.html) && /<pre><code class="language-js">/.test(rendered.html), 'markdown: tables and code blocks');
+  check(!/onerror|<script|javascript:/i.test(rendered.html) && rendered.pwned === null, 'sanitized: no script runs');
+
+  // Conversation ids are UUIDv7.
+  const uuid7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+  const firstId = await page.evaluate(() => window.smolChat.currentId());
+  check(uuid7.test(firstId), `conversation id is a UUIDv7 (${firstId})`);
+
+  // Send a message and watch the reply stream in.
+  await page.fill('#max-tokens', '48');
+  await page.dispatchEvent('#max-tokens', 'change');
+  await page.fill('#input', 'Hello! Write a list.');
+  await page.press('#input', 'Enter');
+  await page.waitForSelector('.message.user');
+  const streamed = await page.waitForFunction(() => {
+    const reply = document.querySelector('.message.assistant .content');
+    const stop = document.querySelector('#stop');
+    return reply && reply.textContent.trim().length > 0 && !stop.hidden;
+  }, null, { timeout: 120000 }).then(() => true, () => false);
+  check(streamed, 'text appears while the reply is still streaming (stop button shown)');
+  await page.waitForSelector('.message.assistant .stats', { timeout: 180000 });
+  const stats = await page.textContent('.message.assistant .stats');
+  check(/tokens · [\d.]+ tok\/s/.test(stats), `tokens/s shown after the reply (${stats})`);
+  check(chatBodies[0]?.stream === true && chatBodies[0]?.chat_template_kwargs?.enable_thinking === true,
+        'the first request streams with thinking on');
+
+  // Thinking toggle: off via the switch, on again via /think.
+  await page.click('#thinking');
+  check(!(await page.isChecked('#thinking')), 'thinking switch turns off');
+  await page.fill('#input', 'And now?');
+  await page.press('#input', 'Enter');
+  await page.waitForFunction(() => document.querySelectorAll('.message.assistant .stats').length === 2, null, { timeout: 180000 });
+  check(chatBodies[1]?.chat_template_kwargs?.enable_thinking === false, 'the next request has enable_thinking false');
+  check(chatBodies[1]?.messages?.length === 3, 'the follow-up sends the whole history');
+  await page.fill('#input', '/think');
+  await page.press('#input', 'Enter');
+  check(await page.isChecked('#thinking'), '/think turns thinking back on');
+  await page.fill('#input', '/help');
+  await page.press('#input', 'Enter');
+  check((await page.textContent('#messages')).includes('/no_think'), '/help lists the commands');
+  await page.screenshot({ path: join(out, 'smol-server-chat.png') });
+
+  // Stop button ends a reply early.
+  await page.fill('#max-tokens', '2000');
+  await page.dispatchEvent('#max-tokens', 'change');
+  await page.fill('#input', 'Tell me a very long story.');
+  await page.press('#input', 'Enter');
+  await page.waitForFunction(() => document.querySelectorAll('.message.assistant')[2]?.querySelector('.content')?.textContent.length > 0,
+                             null, { timeout: 120000 });
+  await page.click('#stop');
+  await page.waitForFunction(() => document.querySelectorAll('.message.assistant')[2]?.querySelector('.stats')?.textContent === 'stopped',
+                             null, { timeout: 10000 }).catch(() => {});
+  check((await page.$$eval('.message.assistant .stats', (s) => s.map((x) => x.textContent))).includes('stopped'),
+        'the stop button ends the reply');
+
+  // A second conversation has its own (empty) history; switching back restores the first.
+  await page.click('#new-chat');
+  const ids = await page.$$eval('.conversation', (b) => b.map((x) => x.dataset.id));
+  check(ids.length === 2 && ids.every((id) => uuid7.test(id)) && ids[0] !== ids[1], 'a second conversation opens');
+  check((await page.$$('.message')).length === 0, 'the new conversation starts empty');
+  await page.fill('#input', 'Second chat here');
+  await page.press('#input', 'Enter');
+  await page.waitForFunction(() => document.querySelector('.message.assistant .stats'), null, { timeout: 180000 });
+  await page.click(`.conversation[data-id="${firstId}"]`);
+  check((await page.textContent('#messages')).includes('Hello! Write a list.'), 'switching back shows the first history');
+  await page.screenshot({ path: join(out, 'smol-server-chat-2.png') });
+
+  // Clear empties a conversation; delete removes it.
+  await page.click('#clear-chat');
+  check((await page.$$('.message')).length === 0, 'clear empties the conversation');
+  await page.click('#delete-chat');
+  check((await page.$$('.conversation')).length === 1, 'delete removes the conversation');
+
+  check(pageErrors.length === 0, `no page errors ${pageErrors.join('; ')}`);
+  check(offsite.length === 0, `no requests beyond the server ${offsite.join(' ')}`);
+  console.log(`screenshots: ${join(out, 'smol-server-chat.png')}, ${join(out, 'smol-server-chat-2.png')}`);
+} finally {
+  await browser.close();
+  server.kill('SIGTERM');
+  rmSync(profile, { recursive: true, force: true });
+}
+console.log(`${passes} passed, ${failures} failed`);
+process.exit(failures ? 1 : 0);
