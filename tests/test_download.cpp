@@ -10,7 +10,10 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/sha.h>
+#include <openssl/x509v3.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -96,9 +99,19 @@ public:
     long size_override = -1;                   // announce this instead of the real size
     bool ignore_range = false;                 // answer 200 with the whole file, chunked
     std::atomic<int> drops_left{0};            // drop this many CDN bodies halfway
+    int cdn_delay_ms = 0;                      // wait this long before answering the CDN
 
-    FakeHub() {
-        server_.Get(R"(/api/models/([^/]+/[^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    // Plain HTTP, or HTTPS with the given certificate and key (PEM files).
+    explicit FakeHub(const fs::path& tls_cert = {}, const fs::path& tls_key = {}) {
+        if (tls_cert.empty()) {
+            server_ = std::make_unique<httplib::Server>();
+        } else {
+            server_ = std::make_unique<httplib::SSLServer>(tls_cert.c_str(), tls_key.c_str());
+            scheme_ = "https";
+        }
+        REQUIRE(server_->is_valid());
+        httplib::Server& server = *server_;
+        server.Get(R"(/api/models/([^/]+/[^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
             record(req);
             if (req.matches[1] != repo) {
                 res.status = 404;
@@ -111,7 +124,7 @@ public:
             for (const auto& [name, content] : files) listing["siblings"].push_back({{"rfilename", name}});
             res.set_content(listing.dump(), "application/json");
         });
-        server_.Get(R"(/([^/]+/[^/]+)/resolve/main/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+        server.Get(R"(/([^/]+/[^/]+)/resolve/main/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
             record(req);
             auto it = files.find(req.matches[2]);
             if (req.matches[1] != repo || it == files.end()) {
@@ -126,7 +139,7 @@ public:
                 res.set_header("X-Linked-Size", std::to_string(announced_size(it->second)));
             }
         });
-        server_.Get(R"(/cdn/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+        server.Get(R"(/cdn/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
             record(req);
             auto it = files.find(req.matches[1]);
             if (it == files.end()) {
@@ -134,6 +147,7 @@ public:
                 return;
             }
             const std::string* content = &it->second;
+            std::this_thread::sleep_for(std::chrono::milliseconds(cdn_delay_ms));
             res.set_header("ETag", etag_is_sha ? "\"" + announced_sha(*content) + "\"" : "\"cdn-version-7\"");
             if (ignore_range) {
                 res.status = 200;  // explicit, so httplib does not turn it into a 206
@@ -167,19 +181,19 @@ public:
                                          return sink.write(content->data() + offset, n);
                                      });
         });
-        port_ = server_.bind_to_any_port("127.0.0.1");
+        port_ = server.bind_to_any_port("127.0.0.1");
         REQUIRE(port_ > 0);
-        thread_ = std::thread([this] { server_.listen_after_bind(); });
-        while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        thread_ = std::thread([this] { server_->listen_after_bind(); });
+        while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     ~FakeHub() { stop(); }
 
     void stop() {
-        server_.stop();
+        server_->stop();
         if (thread_.joinable()) thread_.join();
     }
 
-    std::string origin() const { return "http://127.0.0.1:" + std::to_string(port_); }
+    std::string origin() const { return scheme_ + "://127.0.0.1:" + std::to_string(port_); }
 
     std::vector<SeenRequest> seen(std::string_view path_prefix = "") const {
         std::lock_guard lock(mutex_);
@@ -201,12 +215,49 @@ private:
         seen_.push_back({req.path, req.get_header_value("Range"), req.get_header_value("Authorization")});
     }
 
-    httplib::Server server_;
+    std::unique_ptr<httplib::Server> server_;
+    std::string scheme_ = "http";
     std::thread thread_;
     int port_ = 0;
     mutable std::mutex mutex_;
     std::vector<SeenRequest> seen_;
 };
+
+// Writes a self-signed certificate for IP 127.0.0.1 (its own CA) and its key as PEM files.
+void make_self_signed_certificate(const fs::path& cert_path, const fs::path& key_path) {
+    EVP_PKEY* key = EVP_EC_gen("P-256");
+    REQUIRE(key);
+    X509* cert = X509_new();
+    REQUIRE(cert);
+    X509_set_version(cert, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+    X509_gmtime_adj(X509_getm_notBefore(cert), -60);
+    X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
+    X509_set_pubkey(cert, key);
+    X509_NAME* name = X509_get_subject_name(cert);
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("127.0.0.1"), -1, -1, 0);
+    X509_set_issuer_name(cert, name);
+    X509V3_CTX context;
+    X509V3_set_ctx_nodb(&context);
+    X509V3_set_ctx(&context, cert, cert, nullptr, nullptr, 0);
+    for (auto [nid, value] : {std::pair{NID_subject_alt_name, "IP:127.0.0.1"}, std::pair{NID_basic_constraints, "critical,CA:TRUE"}}) {
+        X509_EXTENSION* extension = X509V3_EXT_conf_nid(nullptr, &context, nid, value);
+        REQUIRE(extension);
+        X509_add_ext(cert, extension, -1);
+        X509_EXTENSION_free(extension);
+    }
+    REQUIRE(X509_sign(cert, key, EVP_sha256()) > 0);
+    std::FILE* cert_file = std::fopen(cert_path.c_str(), "wb");
+    std::FILE* key_file = std::fopen(key_path.c_str(), "wb");
+    REQUIRE(cert_file);
+    REQUIRE(key_file);
+    CHECK(PEM_write_X509(cert_file, cert) == 1);
+    CHECK(PEM_write_PrivateKey(key_file, key, nullptr, nullptr, 0, nullptr, nullptr) == 1);
+    std::fclose(cert_file);
+    std::fclose(key_file);
+    X509_free(cert);
+    EVP_PKEY_free(key);
+}
 
 // A fresh cache folder per test, removed afterwards.
 struct TempCache {
@@ -482,7 +533,8 @@ TEST_CASE("missing repositories and files give a clear 404 error") {
         error_of([&] { ensure_model(ModelSpec::parse("test-org/Tiny-GGUF").with_file("other.gguf"), options); });
     CHECK(no_file.find("other.gguf not found") != std::string::npos);
     CHECK(no_file.find("Entry not found") != std::string::npos);
-    CHECK(fs::is_empty(cache.dir / "test-org" / "Tiny-GGUF"));
+    for (const auto& entry : fs::directory_iterator(cache.dir / "test-org" / "Tiny-GGUF"))
+        CHECK(entry.path().extension() == ".lock");  // no .gguf, no .part
 }
 
 TEST_CASE("no network and no cached model: one message saying what to download and where") {
@@ -529,6 +581,32 @@ TEST_CASE("a cached model is found without the network") {
     write_file(detail::part_path(cache_path(refused, "test-org/Other", "x-Q4_K_M.gguf")), "partial");
     CHECK_FALSE(cached_path(ModelSpec::parse("test-org/Other"), refused).has_value());
     CHECK_FALSE(cached_path(ModelSpec::parse("test-org/Other").with_file("x-Q4_K_M.gguf"), refused).has_value());
+}
+
+TEST_CASE("two downloads of the same file at once: one downloads, the other waits for it") {
+    FakeHub hub;
+    fill_repo(hub);
+    hub.cdn_delay_ms = 300;  // so the second caller arrives while the first is downloading
+    TempCache cache;
+    const DownloadOptions options = test_options(hub.origin(), cache.dir);
+    fs::path first, second;
+    std::string second_error;
+    std::thread other([&] {
+        try {
+            second = ensure_model(ModelSpec::parse("test-org/Tiny-GGUF"), options);
+        } catch (const smol::Error& e) {
+            second_error = e.what();
+        }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    first = ensure_model(ModelSpec::parse("test-org/Tiny-GGUF"), options);
+    other.join();
+    CHECK(second_error.empty());
+    CHECK(first == second);
+    CHECK(read_file(first) == hub.files[kModelFile]);
+    CHECK(hub.seen("/cdn/").size() == 1);
+    CHECK(hub.seen("/api/").size() == 2);  // both resolved the file before one waited
+    CHECK_FALSE(fs::exists(first.string() + ".lock"));
 }
 
 TEST_CASE("HF_TOKEN goes to the Hub as a Bearer token but not to another host") {
@@ -604,4 +682,24 @@ TEST_CASE("the stderr progress renderer: a bar on a terminal, ~10% lines otherwi
     CHECK(lines[0].find("downloading m.gguf:   0%") != std::string::npos);
     CHECK(lines[5].find(" 50% ") != std::string::npos);
     CHECK(lines[11].find("downloaded m.gguf: 100%") != std::string::npos);
+}
+
+TEST_CASE("HTTPS through cpp-httplib and OpenSSL, with certificate verification") {
+    TempCache cache;
+    const fs::path cert = cache.dir / "server-cert.pem", key = cache.dir / "server-key.pem";
+    make_self_signed_certificate(cert, key);
+    FakeHub hub(cert, key);
+    fill_repo(hub);
+    DownloadOptions options = test_options(hub.origin(), cache.dir / "models");
+    REQUIRE(options.endpoint.starts_with("https://"));
+
+    // Not signed by a CA the system trusts: refused at once, with a message saying why.
+    const std::string untrusted = error_of([&] { ensure_model(ModelSpec::parse("test-org/Tiny-GGUF"), options); });
+    CHECK(untrusted.find("TLS certificate") != std::string::npos);
+    CHECK(untrusted.find("SSLServerVerification") != std::string::npos);
+
+    options.ca_cert_file = cert.string();
+    const fs::path path = ensure_model(ModelSpec::parse("test-org/Tiny-GGUF"), options);
+    CHECK(read_file(path) == hub.files[kModelFile]);
+    CHECK(hub.seen("/cdn/").size() == 1);
 }

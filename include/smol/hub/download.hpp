@@ -6,9 +6,11 @@
 // where <cache> is $SMOL_CACHE, else ~/.cache/smol. A download in progress lives next to its
 // final name as <file>.part and is renamed into place only after its size and SHA-256 check
 // out, so a file under its final name is always complete; a later run resumes the .part with
-// an HTTP Range request. Once a file is cached, finding it needs no network at all.
+// an HTTP Range request. <file>.lock serializes downloads of one file between processes (it is
+// deleted once the file is in place). Once a file is cached, finding it needs no network at all.
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +29,7 @@
 #include <string_view>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "smol/core/error.hpp"
@@ -45,6 +48,7 @@ struct DownloadOptions {
     std::string token;                                     // sent as "Authorization: Bearer"
     ProgressCallback on_progress;                          // none: silent
     bool offline = false;                                  // never touch the network
+    std::string ca_cert_file;  // PEM trust anchors for HTTPS (a mirror's private CA); empty: system's
     int max_attempts = 5;  // tries in a row without progress before a broken download gives up
     std::chrono::milliseconds retry_delay{1000};  // waited before retry n: n * retry_delay
     int connect_timeout_seconds = 15;
@@ -81,6 +85,7 @@ inline std::string endpoint_base(const DownloadOptions& options) {
 }
 
 inline std::filesystem::path repo_cache_dir(const DownloadOptions& options, std::string_view repo) {
+    validate_repo_id(repo);
     if (options.cache_dir.empty()) fail("model cache: DownloadOptions::cache_dir is empty (see default_options())");
     return options.cache_dir / std::filesystem::path(std::string(repo));
 }
@@ -163,6 +168,13 @@ inline bool is_connection_failure(httplib::Error error) {
            error == httplib::Error::SSLConnection || error == httplib::Error::BindIPAddress;
 }
 
+inline void fail_if_tls_untrusted(const HttpOutcome& outcome, const std::string& url) {
+    if (!outcome.tls_untrusted()) return;
+    fail("HTTPS request to ", url, ": the TLS certificate ", outcome.hops.empty() ? "" : "of a redirect target ",
+         "could not be verified (", outcome.error_text(),
+         "); check the system clock and CA certificates (SSL_CERT_FILE), or DownloadOptions::ca_cert_file for a mirror");
+}
+
 inline bool is_retryable_status(int status) {
     return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
 }
@@ -173,6 +185,7 @@ inline HttpRequest make_request(const DownloadOptions& options, const std::strin
     request.headers.emplace("User-Agent", "smol/0.1");
     request.bearer_token = options.token;
     request.token_origin = Url::parse(endpoint_base(options)).origin();
+    request.ca_cert_file = options.ca_cert_file;
     request.connect_timeout_seconds = options.connect_timeout_seconds;
     request.read_timeout_seconds = options.read_timeout_seconds;
     return request;
@@ -205,6 +218,36 @@ struct PartFile {
     ~PartFile() {
         if (file) std::fclose(file);
     }
+};
+
+// An exclusive flock on `path`, so two processes (say smol-server and smol-cli started together)
+// never write the same .part: the second waits, then finds the file in place.
+class FileLock {
+public:
+    explicit FileLock(std::filesystem::path path) : path_(std::move(path)) {
+        fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd_ < 0) fail("download: cannot create lock file ", path_, ": ", std::strerror(errno));
+        while (::flock(fd_, LOCK_EX) != 0) {
+            if (errno == EINTR) continue;
+            const int error = errno;
+            ::close(fd_);
+            fail("download: cannot lock ", path_, ": ", std::strerror(error));
+        }
+    }
+    FileLock(const FileLock&) = delete;
+    FileLock& operator=(const FileLock&) = delete;
+    // Deletes the lock file on release. Only safe once the file it guards is in place: a
+    // process still waiting on the old lock then finds the file and does not download.
+    void remove_when_released() { remove_ = true; }
+    ~FileLock() {
+        if (remove_) ::unlink(path_.c_str());
+        ::close(fd_);
+    }
+
+private:
+    std::filesystem::path path_;
+    int fd_ = -1;
+    bool remove_ = false;
 };
 
 inline void remove_quietly(const std::filesystem::path& path) {
@@ -282,6 +325,7 @@ inline std::string resolve_model_file(const ModelSpec& spec, const DownloadOptio
             body.append(data, size);
             return true;
         });
+    detail::fail_if_tls_untrusted(outcome, url);
     if (outcome.transport_failed() && detail::is_connection_failure(outcome.error))
         fail(not_cached_message(spec, "", options, "cannot connect to " + url + " (" + outcome.error_text() + ")"));
     if (outcome.too_many_redirects) fail("model API ", url, ": too many redirects");
@@ -324,6 +368,13 @@ inline std::filesystem::path download_file(const ModelSpec& spec, const std::str
     std::error_code ec;
     fs::create_directories(final_path.parent_path(), ec);
     if (ec) fail("download: cannot create cache folder ", final_path.parent_path(), ": ", ec.message());
+    std::filesystem::path lock_path = final_path;
+    lock_path += ".lock";
+    detail::FileLock lock(lock_path);
+    if (fs::is_regular_file(final_path, ec)) {  // another process finished it while we waited
+        lock.remove_when_released();
+        return final_path;
+    }
 
     int failures_in_a_row = 0;
     std::uint64_t most_written = 0;  // high-water mark: only getting further counts as progress
@@ -452,6 +503,7 @@ inline std::filesystem::path download_file(const ModelSpec& spec, const std::str
             fs::rename(part, final_path, ec);
             if (ec) fail("download: cannot move ", part, " to ", final_path, ": ", ec.message());
             report(true);
+            lock.remove_when_released();
             return final_path;
         }
 
@@ -477,6 +529,7 @@ inline std::filesystem::path download_file(const ModelSpec& spec, const std::str
                     if (ec) fail("download: cannot move ", part, " to ", final_path, ": ", ec.message());
                     expected_size = offset;
                     report(true);
+                    lock.remove_when_released();
                     return final_path;
                 }
                 detail::remove_quietly(part);  // not a prefix the server can continue: start over
@@ -499,6 +552,7 @@ inline std::filesystem::path download_file(const ModelSpec& spec, const std::str
 
         // The transfer broke (refused, timed out, connection dropped mid-body): what arrived is
         // in the part; try again from there.
+        detail::fail_if_tls_untrusted(outcome, url);
         if (outcome.hops.empty() && !ever_connected && detail::is_connection_failure(outcome.error))
             fail(not_cached_message(spec, file, options, "cannot connect to " + url + " (" + outcome.error_text() + ")"));
         if (++failures_in_a_row >= options.max_attempts)

@@ -126,6 +126,7 @@ struct HttpRequest {
     httplib::Headers headers;     // sent on every hop
     std::string bearer_token;     // sent as Authorization only to token_origin
     std::string token_origin;     // Url::origin() of the endpoint the token is for
+    std::string ca_cert_file;     // PEM trust anchors instead of the system's; empty: system
     int max_redirects = 10;
     int connect_timeout_seconds = 15;
     int read_timeout_seconds = 60;
@@ -149,6 +150,10 @@ struct HttpOutcome {
         return error != httplib::Error::Success && !declined && !stopped && !too_many_redirects;
     }
     std::string error_text() const { return httplib::to_string(error); }
+    // The TLS peer could not be trusted: retrying will not help.
+    bool tls_untrusted() const {
+        return error == httplib::Error::SSLServerVerification || error == httplib::Error::SSLLoadingCerts;
+    }
 };
 
 inline bool is_redirect_status(int status) {
@@ -178,6 +183,7 @@ inline HttpOutcome http_get(const HttpRequest& request,
         client.set_follow_location(false);
         client.set_url_encode(false);  // targets are already encoded; re-encoding breaks signed CDN URLs
         client.set_decompress(false);  // bytes on the wire are the bytes of the file
+        if (!request.ca_cert_file.empty()) client.set_ca_cert_path(request.ca_cert_file);
 
         httplib::Headers headers = request.headers;
         headers.emplace("Accept-Encoding", "identity");

@@ -63,6 +63,20 @@ inline void validate_repo_file(std::string_view file) {
     }
 }
 
+// Throws unless `repo` is "owner/name" with names the Hub allows (it becomes a cache folder).
+inline void validate_repo_id(std::string_view repo) {
+    const std::size_t slash = repo.find('/');
+    if (slash == std::string_view::npos || slash == 0 || slash + 1 == repo.size() ||
+        repo.find('/', slash + 1) != std::string_view::npos)
+        fail("repository '", repo, "': expected owner/name");
+    for (char c : repo)
+        if (c != '/' && !detail::is_name_char(c))
+            fail("repository '", repo, "' may only hold letters, digits, '-', '_', '.' and one '/'");
+    const std::string_view owner = repo.substr(0, slash), name = repo.substr(slash + 1);
+    if (owner == "." || owner == ".." || name == "." || name == "..")
+        fail("repository '", repo, "': '.' and '..' are not names");
+}
+
 struct ModelSpec {
     std::string repo;   // "owner/name" on the Hub
     std::string quant;  // tag looked for in a .gguf file name, e.g. "Q4_K_M"
@@ -85,17 +99,11 @@ struct ModelSpec {
         } else {
             spec.quant = std::string(kDefaultQuant);
         }
-        const std::size_t slash = repo.find('/');
-        if (slash == std::string_view::npos || slash == 0 || slash + 1 == repo.size() ||
-            repo.find('/', slash + 1) != std::string_view::npos)
-            fail("model spec '", text, "': expected owner/name[:QUANT] (e.g. ", kDefaultModelSpec, ")");
-        for (char c : repo)
-            if (c != '/' && !detail::is_name_char(c))
-                fail("model spec '", text, "': repository '", repo,
-                     "' may only hold letters, digits, '-', '_', '.' and one '/'");
-        const std::string_view owner = repo.substr(0, slash), name = repo.substr(slash + 1);
-        if (owner == "." || owner == ".." || name == "." || name == "..")
-            fail("model spec '", text, "': '.' and '..' are not repository names");
+        try {
+            validate_repo_id(repo);
+        } catch (const Error& e) {
+            fail("model spec '", text, "': ", e.what(), " (e.g. ", kDefaultModelSpec, ")");
+        }
         spec.repo = std::string(repo);
         return spec;
     }
