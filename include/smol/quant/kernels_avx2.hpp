@@ -136,10 +136,18 @@ inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
                 q[4 * half + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits1, 4), low4), hi2(4));
                 q[4 * half + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits2, 4), low4), hi2(6));
             }
-            for (int k = 0; k < 8; ++k)
-                scale[k] = _mm256_set_m128i(_mm_set1_epi16(wb.scales[2 * k + 1]), _mm_set1_epi16(wb.scales[2 * k]));
-            const __m256i scales16 =
-                _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
+            // Chunk k = 4 * half + kk takes scale 2k in its low 16 lanes and 2k+1 in its high 16:
+            // words 2kk and 2kk+1 of that half's eight scales, picked per 128-bit lane by vpshufb.
+            const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales));
+            const __m256i scales16 = _mm256_cvtepi8_epi16(packed);
+            const __m256i half_scales[2] = {_mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales16)),
+                                            _mm256_broadcastsi128_si256(_mm256_extracti128_si256(scales16, 1))};
+            for (int k = 0; k < 8; ++k) {
+                const int kk = k % 4;
+                const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(short(((4 * kk + 3) << 8) | (4 * kk + 2))),
+                                                      _mm_set1_epi16(short(((4 * kk + 1) << 8) | (4 * kk))));
+                scale[k] = _mm256_shuffle_epi8(half_scales[k / 4], pick);
+            }
             const float d = half_to_float(wb.d);
             for (int c = 0; c < C; ++c) {
                 const BlockQ8K& ab = t.a[c][b];
