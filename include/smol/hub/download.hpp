@@ -419,9 +419,7 @@ inline std::filesystem::path download_file(const ModelSpec& spec, const std::str
             if (last.status != 200 && last.status != 206) return false;
             std::optional<std::uint64_t> linked_size = detail::parse_u64(first_header(hops, "X-Linked-Size"));
             if (last.status == 206) {
-                auto range = detail::parse_content_range(last.headers.count("Content-Range")
-                                                             ? last.headers.find("Content-Range")->second
-                                                             : std::string());
+                auto range = detail::parse_content_range(header_value(last, "Content-Range"));
                 if (!range || range->first != offset) {
                     restart_reason = "the server answered a Range request for bytes " + std::to_string(offset) +
                                      "- with an unusable Content-Range";
@@ -438,9 +436,7 @@ inline std::filesystem::path download_file(const ModelSpec& spec, const std::str
                     resumed = false;
                     hash.reset();
                 }
-                auto length = detail::parse_u64(last.headers.count("Content-Length")
-                                                    ? last.headers.find("Content-Length")->second
-                                                    : std::string());
+                auto length = detail::parse_u64(header_value(last, "Content-Length"));
                 expected_size = linked_size ? *linked_size : length.value_or(0);
                 out.open(part, /*append=*/false);
             }
@@ -518,11 +514,10 @@ inline std::filesystem::path download_file(const ModelSpec& spec, const std::str
             if (status == 416) {
                 // Nothing left after byte `offset`. If that is because the part already holds
                 // the whole file (a run that stopped just before the rename), finish it here.
-                const HttpHop& last = *outcome.final_hop();
                 std::optional<std::uint64_t> total = detail::parse_u64(first_header(outcome.hops, "X-Linked-Size"));
-                if (auto it = last.headers.find("Content-Range"); !total && it != last.headers.end() &&
-                                                                  std::string_view(it->second).starts_with("bytes */"))
-                    total = detail::parse_u64(std::string_view(it->second).substr(8));
+                if (const std::string range = header_value(*outcome.final_hop(), "Content-Range");
+                    !total && range.starts_with("bytes */"))
+                    total = detail::parse_u64(std::string_view(range).substr(8));
                 const std::string sha = detail::announced_sha256(outcome.hops);
                 if (offset > 0 && total == offset && (sha.empty() || hash.hex_digest() == sha)) {
                     fs::rename(part, final_path, ec);

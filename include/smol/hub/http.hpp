@@ -160,6 +160,12 @@ inline bool is_redirect_status(int status) {
     return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
 
+// The value of header `name` in one response; empty when absent.
+inline std::string header_value(const HttpHop& hop, const std::string& name) {
+    auto it = hop.headers.find(name);
+    return it == hop.headers.end() ? std::string() : it->second;
+}
+
 // First value of `name` over the hops, searching from the first response (the Hub's own
 // headers, e.g. X-Linked-Etag on its redirect) to the last (the CDN's).
 inline std::string first_header(const std::vector<HttpHop>& hops, const std::string& name) {
