@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <utility>
@@ -142,9 +143,9 @@ private:
         const float eps = Config::hp.norm_eps;
 
         rmsnorm(x_.data(), w.attn_norm.data(), xn_.data(), n_tokens, d, eps);  // xn: [n_tokens, d_model]
-        matmul(w.attn_q, xn_.data(), n_tokens, q_.data(), scratch_);            // q: [n_tokens, n_heads * head_dim]
-        matmul(w.attn_k, xn_.data(), n_tokens, k_.data(), scratch_);            // k: [n_tokens, n_kv_heads * head_dim]
-        matmul(w.attn_v, xn_.data(), n_tokens, v_.data(), scratch_);            // v: [n_tokens, n_kv_heads * head_dim]
+        project(xn_.data(), n_tokens, {{&w.attn_q, q_.data()},    // q: [n_tokens, n_heads * head_dim]
+                                       {&w.attn_k, k_.data()},    // k: [n_tokens, n_kv_heads * head_dim]
+                                       {&w.attn_v, v_.data()}});  // v: [n_tokens, n_kv_heads * head_dim]
         if constexpr (kRope) {
             apply_rope(q_.data(), n_tokens, Config::n_heads, Config::head_dim, rope_);
             apply_rope(k_.data(), n_tokens, Config::n_kv_heads, Config::head_dim, rope_);
@@ -161,11 +162,22 @@ private:
         add_in_place(x_.data(), xn_.data(), std::int64_t(n_tokens) * d);
 
         rmsnorm(x_.data(), w.ffn_norm.data(), xn_.data(), n_tokens, d, eps);  // xn: [n_tokens, d_model]
-        matmul(w.ffn_gate, xn_.data(), n_tokens, gate_.data(), scratch_);     // gate: [n_tokens, d_ffn]
-        matmul(w.ffn_up, xn_.data(), n_tokens, up_.data(), scratch_);         // up: [n_tokens, d_ffn]
+        project(xn_.data(), n_tokens, {{&w.ffn_gate, gate_.data()},   // gate: [n_tokens, d_ffn]
+                                       {&w.ffn_up, up_.data()}});      // up: [n_tokens, d_ffn]
         swiglu(gate_.data(), up_.data(), gate_.data(), std::int64_t(n_tokens) * Config::d_ffn);
         matmul(w.ffn_down, gate_.data(), n_tokens, xn_.data(), scratch_);     // xn: [n_tokens, d_model]
         add_in_place(x_.data(), xn_.data(), std::int64_t(n_tokens) * d);
+    }
+
+    // Several projections of the same input: one fused matmul when their activation formats
+    // agree (always, for Q4_K_M files), else one call each.
+    void project(const float* x, int n_tokens, std::initializer_list<MatmulTarget> targets) {
+        bool same_format = true;
+        for (const auto& t : targets)
+            same_format &= matmul_detail::activation_format(t.w->type) ==
+                           matmul_detail::activation_format(targets.begin()->w->type);
+        if (same_format) return matmul(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, scratch_);
+        for (const auto& t : targets) matmul(*t.w, x, n_tokens, t.y, scratch_);
     }
 
     static void add_in_place(float* x, const float* y, std::int64_t n) {

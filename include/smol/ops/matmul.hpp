@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <span>
 
 #include "smol/core/error.hpp"
 #include "smol/quant/blocks.hpp"
@@ -101,51 +102,94 @@ void quantize_activations(void (*quantize)(const float*, Block*, std::int64_t), 
 
 }  // namespace matmul_detail
 
-// y[t * rows + r] = sum_c W[r][c] * x[t * cols + c] for t in [0, n_tokens), with the given
-// kernel set. x: [n_tokens, cols], y: [n_tokens, rows]; y must not overlap x or W.
-inline void matmul(const KernelSet& kernels, const MatrixView& w, const float* x, std::int64_t n_tokens, float* y,
-                   MatmulScratch& scratch) {
-    using namespace matmul_detail;
-    check_view(w, n_tokens);
-    const DotTileFn tile = kernels.for_weights(w.type);
-    if (w.rows == 0 || n_tokens == 0) return;
+// One product of a fused call: y = W x, y: [n_tokens, W.rows].
+struct MatmulTarget {
+    const MatrixView* w;
+    float* y;
+};
 
-    const std::uint8_t* acts;  // [n_tokens, act_stride bytes]
-    std::size_t act_stride;
-    switch (w.type) {
+namespace matmul_detail {
+
+// The activation format a weight type multiplies with.
+enum class ActivationFormat { Q8K, Q8_0, Float };
+inline ActivationFormat activation_format(TensorType type) {
+    switch (type) {
         case TensorType::Q4_K:
-        case TensorType::Q6_K: {
-            act_stride = std::size_t(w.cols / QK_K) * sizeof(BlockQ8K);
-            auto* q = reinterpret_cast<BlockQ8K*>(scratch.bytes(std::size_t(n_tokens) * act_stride));
-            quantize_activations<BlockQ8K, QK_K>(kernels.quantize_q8k, x, n_tokens, w.cols, q);
-            acts = reinterpret_cast<const std::uint8_t*>(q);
-            break;
-        }
-        case TensorType::Q8_0: {
-            act_stride = std::size_t(w.cols / QK8_0) * sizeof(BlockQ8_0);
-            auto* q = reinterpret_cast<BlockQ8_0*>(scratch.bytes(std::size_t(n_tokens) * act_stride));
-            quantize_activations<BlockQ8_0, QK8_0>(quantize_row_q8_0, x, n_tokens, w.cols, q);
-            acts = reinterpret_cast<const std::uint8_t*>(q);
-            break;
-        }
-        default:
-            act_stride = std::size_t(w.cols) * sizeof(float);
-            acts = reinterpret_cast<const std::uint8_t*>(x);
-            break;
+        case TensorType::Q6_K: return ActivationFormat::Q8K;
+        case TensorType::Q8_0: return ActivationFormat::Q8_0;
+        default: return ActivationFormat::Float;
     }
+}
 
-    const std::int64_t rows = w.rows;
-    const std::int64_t row_groups = (rows + kTileRows - 1) / kTileRows;
+struct Activations {
+    const std::uint8_t* data;  // [n_tokens, stride bytes]
+    std::size_t stride;
+};
+
+// Quantizes x once into the format `format` needs (float weights take x as it is).
+inline Activations prepare_activations(const KernelSet& kernels, ActivationFormat format, const float* x,
+                                       std::int64_t n_tokens, std::int64_t cols, MatmulScratch& scratch) {
+    switch (format) {
+        case ActivationFormat::Q8K: {
+            const std::size_t stride = std::size_t(cols / QK_K) * sizeof(BlockQ8K);
+            auto* q = reinterpret_cast<BlockQ8K*>(scratch.bytes(std::size_t(n_tokens) * stride));
+            quantize_activations<BlockQ8K, QK_K>(kernels.quantize_q8k, x, n_tokens, cols, q);
+            return {reinterpret_cast<const std::uint8_t*>(q), stride};
+        }
+        case ActivationFormat::Q8_0: {
+            const std::size_t stride = std::size_t(cols / QK8_0) * sizeof(BlockQ8_0);
+            auto* q = reinterpret_cast<BlockQ8_0*>(scratch.bytes(std::size_t(n_tokens) * stride));
+            quantize_activations<BlockQ8_0, QK8_0>(quantize_row_q8_0, x, n_tokens, cols, q);
+            return {reinterpret_cast<const std::uint8_t*>(q), stride};
+        }
+        case ActivationFormat::Float: break;
+    }
+    return {reinterpret_cast<const std::uint8_t*>(x), std::size_t(cols) * sizeof(float)};
+}
+
+}  // namespace matmul_detail
+
+// y_i = W_i x for every target, with the given kernel set: the targets share one input, so it
+// is quantized once and all their rows are split among the threads in one parallel region
+// (fewer barriers, better balance than one call per matrix). Every W_i must have the same
+// number of columns and the same activation format. x: [n_tokens, cols].
+inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targets, const float* x,
+                   std::int64_t n_tokens, MatmulScratch& scratch) {
+    using namespace matmul_detail;
+    constexpr int kMaxTargets = 4;
+    if (targets.empty()) return;
+    if (targets.size() > kMaxTargets) fail("matmul: at most ", kMaxTargets, " fused products, got ", targets.size());
+    const MatrixView& first = *targets[0].w;
+    const ActivationFormat format = activation_format(first.type);
+    DotTileFn tiles[kMaxTargets];
+    std::int64_t group_end[kMaxTargets];  // prefix sums of each target's row groups
+    std::int64_t total_groups = 0;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+        const MatrixView& w = *targets[i].w;
+        check_view(w, n_tokens);
+        if (w.cols != first.cols || activation_format(w.type) != format)
+            fail("matmul: fused products must share their input: ", type_name(w.type), " [", w.rows, " x ", w.cols,
+                 "] does not fit with ", type_name(first.type), " [", first.rows, " x ", first.cols, "]");
+        tiles[i] = kernels.for_weights(w.type);
+        total_groups += (w.rows + kTileRows - 1) / kTileRows;
+        group_end[i] = total_groups;
+    }
+    if (total_groups == 0 || n_tokens == 0) return;
+    const Activations acts = prepare_activations(kernels, format, x, n_tokens, first.cols, scratch);
+
     const auto run_tile = [&](std::int64_t group, std::int64_t t, std::int64_t n_cols) {
-        const std::int64_t r0 = group * kTileRows;
-        const int n_rows = int(std::min<std::int64_t>(kTileRows, rows - r0));
-        tile(w.cols, w.data + std::size_t(r0) * w.row_bytes, w.row_bytes, n_rows, acts + std::size_t(t) * act_stride,
-             act_stride, int(n_cols), y + t * rows + r0, std::size_t(rows));
+        std::size_t i = 0;
+        while (group >= group_end[i]) ++i;
+        const MatrixView& w = *targets[i].w;
+        const std::int64_t r0 = (group - (i ? group_end[i - 1] : 0)) * kTileRows;
+        const int n_rows = int(std::min<std::int64_t>(kTileRows, w.rows - r0));
+        tiles[i](w.cols, w.data + std::size_t(r0) * w.row_bytes, w.row_bytes, n_rows, acts.data + std::size_t(t) * acts.stride,
+                 acts.stride, int(n_cols), targets[i].y + t * w.rows + r0, std::size_t(w.rows));
     };
 
     if (n_tokens == 1) {
 #pragma omp parallel for schedule(static)
-        for (std::int64_t g = 0; g < row_groups; ++g) run_tile(g, 0, 1);
+        for (std::int64_t g = 0; g < total_groups; ++g) run_tile(g, 0, 1);
         return;
     }
 #pragma omp parallel
@@ -155,15 +199,26 @@ inline void matmul(const KernelSet& kernels, const MatrixView& w, const float* x
         for (std::int64_t t0 = 0; t0 < n_tokens; t0 += kTokenBlock) {
             const std::int64_t t1 = std::min(n_tokens, t0 + kTokenBlock);
 #pragma omp for schedule(static) nowait
-            for (std::int64_t g = 0; g < row_groups; ++g)
+            for (std::int64_t g = 0; g < total_groups; ++g)
                 for (std::int64_t t = t0; t < t1; t += kTileCols) run_tile(g, t, std::min<std::int64_t>(kTileCols, t1 - t));
         }
     }
 }
 
+// y[t * rows + r] = sum_c W[r][c] * x[t * cols + c] for t in [0, n_tokens), with the given
+// kernel set. x: [n_tokens, cols], y: [n_tokens, rows]; y must not overlap x or W.
+inline void matmul(const KernelSet& kernels, const MatrixView& w, const float* x, std::int64_t n_tokens, float* y,
+                   MatmulScratch& scratch) {
+    const MatmulTarget target{&w, y};
+    matmul(kernels, std::span<const MatmulTarget>(&target, 1), x, n_tokens, scratch);
+}
+
 // The same with the process-wide kernel set (kernels() in dispatch.hpp).
 inline void matmul(const MatrixView& w, const float* x, std::int64_t n_tokens, float* y, MatmulScratch& scratch) {
     matmul(kernels(), w, x, n_tokens, y, scratch);
+}
+inline void matmul(std::span<const MatmulTarget> targets, const float* x, std::int64_t n_tokens, MatmulScratch& scratch) {
+    matmul(kernels(), targets, x, n_tokens, scratch);
 }
 
 }  // namespace smol
