@@ -305,29 +305,30 @@ TEST_CASE("session: streamed pieces add up to the result; timings are filled in"
 }
 
 TEST_CASE("session: end of generation stops without showing the token") {
-    // The random tiny model rarely ends a turn; near-uniform sampling reaches one of its
-    // end-of-generation tokens within a few thousand tokens.
+    // The random tiny model rarely ends a turn by itself. A user message full of <|im_end|>
+    // (special-token text in a message is parsed as the token, as in llama.cpp) and a strongly
+    // negative frequency penalty make it the greedy choice: the penalty window sees it 60 times.
     Engine& engine = float_engine();
-    ChatSession session(engine, 4096);
+    ChatSession session(engine, 512);
     session.set_template_options(fixed_date());
-    GenerationParams params;
-    params.enable_thinking = false;
-    params.sampling.temperature = 1e4f;
-    params.sampling.top_k = 0;
-    params.sampling.top_p = 1.0f;
-    params.sampling.min_p = 0.0f;
-    params.max_tokens = 1000;
-    GenerationResult r;
-    for (std::uint64_t seed = 1; seed <= 40; ++seed) {
-        params.sampling.seed = seed;
-        r = session.complete(nlohmann::ordered_json::array({{{"role", "user"}, {"content", "Stop"}}}), params);
-        if (r.stop_reason == StopReason::EndOfGeneration) break;
-    }
+    GenerationParams params = greedy(8);
+    params.sampling.frequency_penalty = -100.0f;
+    std::string message;
+    for (int i = 0; i < 60; ++i) message += "<|im_end|>";
+    const GenerationResult r = session.send(message, params);
     REQUIRE(r.stop_reason == StopReason::EndOfGeneration);
-    const auto cached = session.cached_tokens();
-    // The end token itself was never run through the model, and no control text was shown.
-    CHECK(int(cached.size()) == r.timings.cached_tokens + r.timings.prompt_tokens + r.timings.generated_tokens - 1);
-    CHECK(r.answer.find("<|im_end|>") == std::string::npos);
+    CHECK(r.timings.generated_tokens == 1);
+    CHECK(r.answer.empty());
+    // The end token itself is never run through the model.
+    CHECK(int(session.cached_tokens().size()) == r.timings.cached_tokens + r.timings.prompt_tokens);
+    const auto prompt = prompt_tokens(
+        engine, nlohmann::ordered_json::array({{{"role", "user"}, {"content", message}}}), false);
+    CHECK(std::equal(prompt.begin(), prompt.end(), session.cached_tokens().begin(), session.cached_tokens().end()));
+
+    // Without the push the same prompt runs to the token limit.
+    const GenerationResult plain = session.complete(
+        nlohmann::ordered_json::array({{{"role", "user"}, {"content", message}}}), greedy(8));
+    CHECK(plain.stop_reason == StopReason::MaxTokens);
 }
 
 TEST_CASE("session: bad parameters leave the session usable") {
