@@ -351,32 +351,6 @@ ChatRequest parse_chat_request(const json& body, const smol::Scheduler& schedule
             reject(400, std::string("'chat_template_kwargs' must be an object, found ") + kw->type_name(), "invalid_type");
         if (auto think = bool_field(*kw, "enable_thinking")) chat.enable_thinking = *think;
     }
-    // A trailing assistant message is a prefill: generation continues it.
-    const bool prefill = messages.back()["role"] == "assistant";
-    chat.add_generation_prompt = !prefill;
-    std::string prompt;
-    try {
-        prompt = smol::render_chat(messages, chat);
-    } catch (const smol::Error& e) {
-        reject(400, e.what(), "invalid_messages");
-    }
-    if (prefill) {
-        const std::string_view end = "<|im_end|>\n";
-        if (prompt.size() >= end.size() && prompt.compare(prompt.size() - end.size(), end.size(), end) == 0)
-            prompt.resize(prompt.size() - end.size());
-    }
-    const std::string_view header = "<|im_start|>assistant\n";
-    if (const auto at = prompt.rfind(header); at != std::string::npos)
-        out.generation.assistant_prefix = prompt.substr(at + header.size());
-
-    out.generation.prompt = scheduler.tokenizer().encode(prompt, /*parse_special=*/true);
-    out.prompt_tokens = int(out.generation.prompt.size());
-    if (out.prompt_tokens >= scheduler.context())
-        reject(400,
-               "the prompt is " + std::to_string(out.prompt_tokens) + " tokens long, but the context holds " +
-                   std::to_string(scheduler.context()) + " (start the server with a larger -c, or shorten the chat)",
-               "context_length_exceeded");
-
     smol::SamplerParams& s = out.generation.sampling;
     if (auto v = number_field(body, "temperature", 0.0, 100.0)) s.temperature = float(*v);
     if (auto v = number_field(body, "top_p", 0.0, 1.0)) {
@@ -417,6 +391,34 @@ ChatRequest parse_chat_request(const json& body, const smol::Scheduler& schedule
         if (auto v = bool_field(*so, "include_usage")) out.include_usage = *v;
     }
     if (auto n = integer_field(body, "n", 1, 1); n && *n != 1) reject(400, "only n = 1 is supported", "invalid_value");
+
+    // Rendering comes last, so a bad field is reported even when the prompt is also too long.
+    // A trailing assistant message is a prefill: generation continues it.
+    const bool prefill = messages.back()["role"] == "assistant";
+    chat.add_generation_prompt = !prefill;
+    std::string prompt;
+    try {
+        prompt = smol::render_chat(messages, chat);
+    } catch (const smol::Error& e) {
+        reject(400, e.what(), "invalid_messages");
+    }
+    if (prefill) {
+        const std::string_view end = "<|im_end|>\n";
+        if (prompt.size() >= end.size() && prompt.compare(prompt.size() - end.size(), end.size(), end) == 0)
+            prompt.resize(prompt.size() - end.size());
+    }
+    const std::string_view header = "<|im_start|>assistant\n";
+    if (const auto at = prompt.rfind(header); at != std::string::npos)
+        out.generation.assistant_prefix = prompt.substr(at + header.size());
+
+    out.generation.prompt = scheduler.tokenizer().encode(prompt, /*parse_special=*/true);
+    out.prompt_tokens = int(out.generation.prompt.size());
+    if (out.prompt_tokens >= scheduler.context())
+        reject(400,
+               "the prompt is " + std::to_string(out.prompt_tokens) + " tokens long, but the context holds " +
+                   std::to_string(scheduler.context()) + " (start the server with a larger -c, or shorten the chat)",
+               "context_length_exceeded");
+
     return out;
 }
 

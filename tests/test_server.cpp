@@ -1,0 +1,527 @@
+// HTTP tests of smol-server (the built binary from SMOL_BIN_DIR) on the tiny float fixture:
+// completions streamed and not, chunk format, reasoning split, cached tokens on a follow-up,
+// cancellation on disconnect, every kind of bad input, and concurrent streaming clients.
+// The client is plain POSIX sockets, so tests control every byte and can hang up mid-stream.
+
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+const std::string kServer = std::string(SMOL_BIN_DIR) + "/smol-server";
+const std::string kModel = std::string(SMOL_TEST_DATA_DIR) + "/tiny-f32/smollm3-tiny-f32.gguf";
+const std::string kKey = "test-key-123";
+
+// ---- a minimal HTTP/1.1 client ---------------------------------------------------------------
+
+struct Response {
+    int status = 0;
+    std::map<std::string, std::string> headers;  // names lower-cased
+    std::string body;                             // de-chunked
+    json json_body() const { return json::parse(body); }
+};
+
+int connect_to(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(std::uint16_t(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    return fd;
+}
+
+void send_all(int fd, const std::string& data) {
+    std::size_t sent = 0;
+    while (sent < data.size()) {
+        const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+        if (n <= 0) return;  // the server may answer and close early (e.g. body too large)
+        sent += std::size_t(n);
+    }
+}
+
+std::string request_text(const std::string& method, const std::string& path, const std::string& body,
+                         const std::string& key, const std::string& content_type = "application/json") {
+    std::string r = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+    if (!key.empty()) r += "Authorization: Bearer " + key + "\r\n";
+    if (method == "POST") r += "Content-Type: " + content_type + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    return r + "\r\n" + body;
+}
+
+std::string dechunk(const std::string& raw) {
+    std::string out;
+    std::size_t pos = 0;
+    while (pos < raw.size()) {
+        const std::size_t eol = raw.find("\r\n", pos);
+        if (eol == std::string::npos) break;
+        const std::size_t n = std::stoul(raw.substr(pos, eol - pos), nullptr, 16);
+        if (n == 0) break;
+        out += raw.substr(eol + 2, n);
+        pos = eol + 2 + n + 2;
+    }
+    return out;
+}
+
+Response parse_response(const std::string& raw) {
+    Response r;
+    const std::size_t header_end = raw.find("\r\n\r\n");
+    REQUIRE_MESSAGE(header_end != std::string::npos, "no HTTP header in: " << raw.substr(0, 200));
+    std::istringstream head(raw.substr(0, header_end));
+    std::string line;
+    std::getline(head, line);
+    r.status = std::stoi(line.substr(9, 3));
+    while (std::getline(head, line)) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        const auto colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        std::string name = line.substr(0, colon);
+        for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
+        r.headers[name] = line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+    const std::string rest = raw.substr(header_end + 4);
+    r.body = r.headers["transfer-encoding"] == "chunked" ? dechunk(rest) : rest;
+    return r;
+}
+
+Response http(int port, const std::string& method, const std::string& path, const std::string& body = "",
+              const std::string& key = kKey) {
+    const int fd = connect_to(port);
+    send_all(fd, request_text(method, path, body, key));
+    std::string raw;
+    char buffer[65536];
+    ssize_t n;
+    while ((n = ::recv(fd, buffer, sizeof buffer, 0)) > 0) raw.append(buffer, std::size_t(n));
+    ::close(fd);
+    return parse_response(raw);
+}
+
+// The `data:` payloads of an SSE body, in order.
+std::vector<std::string> sse_data(const std::string& body) {
+    std::vector<std::string> out;
+    std::size_t pos = 0;
+    while (pos < body.size()) {
+        std::size_t end = body.find("\n\n", pos);
+        if (end == std::string::npos) end = body.size();
+        const std::string block = body.substr(pos, end - pos);
+        if (block.rfind("data: ", 0) == 0) out.push_back(block.substr(6));
+        pos = end + 2;
+    }
+    return out;
+}
+
+// ---- the server process ----------------------------------------------------------------------
+
+class ServerProcess {
+public:
+    explicit ServerProcess(std::vector<std::string> extra) {
+        REQUIRE_MESSAGE(fs::exists(kServer), kServer << " is missing: build the smol-server target first");
+        log_path_ = fs::temp_directory_path() / ("smol-server-test-" + std::to_string(::getpid()) + "-" +
+                                                std::to_string(counter_++) + ".log");
+        std::vector<std::string> args = {kServer, "-m", kModel, "--port", "0", "--host", "127.0.0.1"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        pid_ = ::fork();
+        REQUIRE(pid_ >= 0);
+        if (pid_ == 0) {
+            std::FILE* log = std::fopen(log_path_.c_str(), "w");
+            if (log) ::dup2(::fileno(log), 2);
+            std::vector<char*> argv;
+            for (auto& a : args) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            ::execv(argv[0], argv.data());
+            std::_Exit(127);
+        }
+        // The server logs the port it got, then loads the model.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (port_ == 0 && std::chrono::steady_clock::now() < deadline) {
+            const std::string text = log();
+            const auto at = text.find("listening on http://127.0.0.1:");
+            if (at != std::string::npos) port_ = std::stoi(text.substr(at + 30));
+            else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        REQUIRE_MESSAGE(port_ != 0, "the server did not start:\n" << log());
+        while (std::chrono::steady_clock::now() < deadline) {
+            if (http(port_, "GET", "/health").status == 200) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        FAIL("the server did not become healthy:\n" << log());
+    }
+    ~ServerProcess() {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGTERM);
+            int status = 0;
+            ::waitpid(pid_, &status, 0);
+        }
+        std::error_code ec;
+        fs::remove(log_path_, ec);
+    }
+    int port() const { return port_; }
+    std::string log() const {
+        std::ifstream in(log_path_);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    }
+    // A value from /metrics.
+    double metric(const std::string& name) const {
+        const Response r = http(port_, "GET", "/metrics");
+        std::istringstream lines(r.body);
+        std::string line;
+        while (std::getline(lines, line))
+            if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+        FAIL("no metric " << name << " in:\n" << r.body);
+        return 0;
+    }
+
+private:
+    static inline int counter_ = 0;
+    pid_t pid_ = -1;
+    int port_ = 0;
+    fs::path log_path_;
+};
+
+// A short system prompt (/system_override drops the template's long default), so the tests
+// spend their time on what they check.
+json chat(const std::string& user, int max_tokens, bool stream) {
+    return json{{"messages", json::array({{{"role", "system"}, {"content", "Be brief./system_override"}},
+                                          {{"role", "user"}, {"content", user}}})},
+                {"max_tokens", max_tokens},
+                {"temperature", 0},
+                {"stream", stream}};
+}
+
+void check_error(const Response& r, int status, const std::string& code) {
+    CAPTURE(r.body);
+    CHECK(r.status == status);
+    CHECK(r.headers.at("content-type").find("application/json") != std::string::npos);
+    const json e = json::parse(r.body, nullptr, false);
+    REQUIRE(e.is_object());
+    REQUIRE(e.contains("error"));
+    CHECK(e["error"]["message"].is_string());
+    CHECK(!e["error"]["message"].get<std::string>().empty());
+    CHECK(e["error"]["type"].is_string());
+    CHECK(e["error"]["code"] == code);
+}
+
+}  // namespace
+
+TEST_CASE("smol-server: health, models, tokenize, detokenize, the page and metrics") {
+    ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "2"});
+    const int port = server.port();
+    const Response health = http(port, "GET", "/health", "", "");
+    CHECK(health.status == 200);
+    CHECK(health.json_body()["status"] == "ok");
+
+    const Response models = http(port, "GET", "/v1/models");
+    REQUIRE(models.status == 200);
+    CHECK(models.json_body()["data"][0]["id"] == "smollm3-tiny-f32.gguf");
+    CHECK(models.json_body()["data"][0]["meta"]["n_ctx"] == 512);
+
+    const Response tok = http(port, "POST", "/tokenize", R"({"content": "<|im_start|>user\nHello"})");
+    REQUIRE(tok.status == 200);
+    const json ids = tok.json_body()["tokens"];
+    REQUIRE(ids.size() >= 3);
+    CHECK(ids[0] == 4088);  // <|im_start|>, a special token, parsed as one id
+    const Response detok = http(port, "POST", "/detokenize", json{{"tokens", ids}}.dump());
+    REQUIRE(detok.status == 200);
+    CHECK(detok.json_body()["content"] == "<|im_start|>user\nHello");
+    check_error(http(port, "POST", "/detokenize", R"({"tokens": [99999]})"), 400, "invalid_value");
+    check_error(http(port, "POST", "/tokenize", R"({"content": 5})"), 400, "invalid_type");
+
+    const Response page = http(port, "GET", "/", "", "");
+    CHECK(page.status == 200);
+    CHECK(page.headers.at("content-type").find("text/html") == 0);
+    CHECK(page.body.find("/vendor/marked.min.js") != std::string::npos);
+    const Response purify = http(port, "GET", "/vendor/purify.min.js", "", "");
+    CHECK(purify.status == 200);
+    CHECK(purify.body.find("DOMPurify") != std::string::npos);
+
+    const Response metrics = http(port, "GET", "/metrics");
+    CHECK(metrics.status == 200);
+    for (const char* name : {"smol_http_requests_total", "smol_tokens_generated_total", "smol_tokens_per_second",
+                             "smol_queue_depth", "smol_active_sessions", "smol_chat_completions_total"})
+        CHECK(metrics.body.find(std::string("\n") + name + " ") != std::string::npos);
+    // One log line per request.
+    CHECK(server.log().find("GET /v1/models 200") != std::string::npos);
+}
+
+TEST_CASE("smol-server: non-streaming and streaming completions agree, with usage and [DONE]") {
+    ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "2"});
+    const int port = server.port();
+
+    const Response plain = http(port, "POST", "/v1/chat/completions", chat("Hello there", 12, false).dump());
+    REQUIRE(plain.status == 200);
+    const json body = plain.json_body();
+    CHECK(body["object"] == "chat.completion");
+    CHECK(body["id"].get<std::string>().rfind("chatcmpl-", 0) == 0);
+    CHECK(body["choices"][0]["message"]["role"] == "assistant");
+    const std::string content = body["choices"][0]["message"]["content"];
+    CHECK(!content.empty());
+    CHECK(body["choices"][0]["finish_reason"] == "length");
+    CHECK(body["usage"]["completion_tokens"] == 12);
+    const int prompt_tokens = body["usage"]["prompt_tokens"];
+    CHECK(prompt_tokens > 5);
+    CHECK(body["usage"]["total_tokens"] == prompt_tokens + 12);
+
+    json request = chat("Hello there", 12, true);
+    request["stream_options"] = {{"include_usage", true}};
+    const Response streamed = http(port, "POST", "/v1/chat/completions", request.dump());
+    REQUIRE(streamed.status == 200);
+    CHECK(streamed.headers.at("content-type").find("text/event-stream") == 0);
+    const auto events = sse_data(streamed.body);
+    REQUIRE(events.size() >= 4);
+    CHECK(events.back() == "[DONE]");
+    std::string joined;
+    std::string finish;
+    json usage;
+    std::set<std::string> ids;
+    for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+        const json chunk = json::parse(events[i]);
+        CHECK(chunk["object"] == "chat.completion.chunk");
+        ids.insert(chunk["id"].get<std::string>());
+        if (chunk.contains("usage")) {
+            usage = chunk["usage"];
+            CHECK(chunk["choices"].empty());
+            continue;
+        }
+        const json& choice = chunk["choices"][0];
+        if (i == 0) CHECK(choice["delta"]["role"] == "assistant");
+        if (choice["delta"].contains("content")) joined += choice["delta"]["content"].get<std::string>();
+        CHECK(!choice["delta"].contains("reasoning_content"));
+        if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+    }
+    CHECK(ids.size() == 1);
+    CHECK(joined == content);  // greedy: the same text both ways
+    CHECK(finish == "length");
+    REQUIRE(usage.is_object());
+    CHECK(usage["completion_tokens"] == 12);
+    CHECK(usage["prompt_tokens"] == prompt_tokens);
+    // The same prompt again is found in a slot's cache.
+    CHECK(usage["prompt_tokens_details"]["cached_tokens"] == prompt_tokens - 1);
+
+    // Without include_usage there is no usage chunk.
+    const Response no_usage = http(port, "POST", "/v1/chat/completions", chat("Hi", 3, true).dump());
+    CHECK(no_usage.body.find("\"usage\"") == std::string::npos);
+    CHECK(sse_data(no_usage.body).back() == "[DONE]");
+
+    // Stop strings end the answer before the stop text.
+    json stop_request = chat("Hello there", 12, false);
+    const std::string stop = content.substr(content.size() / 2, 3);
+    REQUIRE(content.find(stop) >= 1);
+    stop_request["stop"] = json::array({stop});
+    const json stopped = http(port, "POST", "/v1/chat/completions", stop_request.dump()).json_body();
+    CHECK(stopped["choices"][0]["finish_reason"] == "stop");
+    CHECK(stopped["choices"][0]["message"]["content"] == content.substr(0, content.find(stop)));
+}
+
+TEST_CASE("smol-server: a follow-up turn reuses the cached conversation") {
+    ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "2"});
+    const int port = server.port();
+    json first = chat("What is a KV cache?", 8, false);
+    first["chat_template_kwargs"] = {{"enable_thinking", false}};
+    const json turn1 = http(port, "POST", "/v1/chat/completions", first.dump()).json_body();
+    REQUIRE(turn1.contains("choices"));
+    const int prompt1 = turn1["usage"]["prompt_tokens"];
+    CHECK(turn1["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
+
+    json second = first;
+    second["messages"].push_back({{"role", "assistant"}, {"content", turn1["choices"][0]["message"]["content"]}});
+    second["messages"].push_back({{"role", "user"}, {"content", "And why does it help?"}});
+    const json turn2 = http(port, "POST", "/v1/chat/completions", second.dump()).json_body();
+    REQUIRE(turn2.contains("usage"));
+    const int prompt2 = turn2["usage"]["prompt_tokens"];
+    const int cached2 = turn2["usage"]["prompt_tokens_details"]["cached_tokens"];
+    CAPTURE(prompt1);
+    CAPTURE(prompt2);
+    CAPTURE(cached2);
+    CHECK(prompt2 > prompt1);
+    CHECK(cached2 >= prompt1);  // at least the whole first prompt was not run again
+    CHECK(cached2 < prompt2);
+    CHECK(turn2["timings"]["prompt_n"] == prompt2 - cached2);
+    CHECK(server.metric("smol_prompt_tokens_cached_total") == double(cached2));
+}
+
+TEST_CASE("smol-server: reasoning is streamed as reasoning_content, the answer as content") {
+    ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "1"});
+    const int port = server.port();
+    // A trailing assistant message is continued (prefill). Opening a think block makes the
+    // generated text reasoning; closing it makes it the answer.
+    json thinking = chat("Think about it", 6, true);
+    thinking["temperature"] = 1.0;
+    thinking["seed"] = 3;
+    thinking["messages"].push_back({{"role", "assistant"}, {"content", "<think>\nLet me see."}});
+    const Response r = http(port, "POST", "/v1/chat/completions", thinking.dump());
+    REQUIRE(r.status == 200);
+    std::string reasoning, content;
+    for (const auto& e : sse_data(r.body)) {
+        if (e == "[DONE]") continue;
+        const json delta = json::parse(e)["choices"][0]["delta"];
+        if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
+        if (delta.contains("content")) content += delta["content"].get<std::string>();
+    }
+    CHECK(!reasoning.empty());
+    CHECK(content.empty());
+
+    thinking["stream"] = false;
+    const json plain = http(port, "POST", "/v1/chat/completions", thinking.dump()).json_body();
+    CHECK(plain["choices"][0]["message"]["reasoning_content"] == reasoning);  // same seed, same text
+    CHECK(plain["choices"][0]["message"]["content"] == "");
+
+    json answered = thinking;
+    answered["messages"].back()["content"] = "<think>\nDone.\n</think>\n";
+    const json after = http(port, "POST", "/v1/chat/completions", answered.dump()).json_body();
+    CHECK(!after["choices"][0]["message"].contains("reasoning_content"));
+    CHECK(after["choices"][0]["message"]["content"] != "");
+}
+
+TEST_CASE("smol-server: a client that disconnects mid-stream has its generation cancelled") {
+    ServerProcess server({"--api-key", kKey, "-c", "1024", "--parallel", "1"});
+    const int port = server.port();
+    const int fd = connect_to(port);
+    send_all(fd, request_text("POST", "/v1/chat/completions", chat("Tell me a long story", 800, true).dump(), kKey));
+    // Read until some content arrived, then hang up.
+    std::string raw;
+    char buffer[4096];
+    while (raw.find("\"content\":\"") == std::string::npos || raw.find("\"content\":\"\"") == raw.rfind("\"content\":\"")) {
+        const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+        if (n <= 0) FAIL("the stream ended before any content: " << raw);
+        raw.append(buffer, std::size_t(n));
+    }
+    ::close(fd);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (server.metric("smol_requests_cancelled_total") < 1 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(server.metric("smol_requests_cancelled_total") == 1);
+    CHECK(server.metric("smol_active_sessions") == 0);
+    CHECK(server.metric("smol_tokens_generated_total") < 400);  // stopped early, not at max_tokens
+    // The freed slot serves the next request.
+    const Response next = http(port, "POST", "/v1/chat/completions", chat("Hi", 3, false).dump());
+    CHECK(next.status == 200);
+}
+
+TEST_CASE("smol-server: bad input gets the right 4xx with an OpenAI-style error body") {
+    ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "2", "--max-body", "65536"});
+    const int port = server.port();
+    const std::string path = "/v1/chat/completions";
+    check_error(http(port, "POST", path, "{not json"), 400, "invalid_json");
+    check_error(http(port, "POST", path, "[1, 2]"), 400, "invalid_request");
+    check_error(http(port, "POST", path, R"({"max_tokens": 5})"), 400, "missing_messages");
+    check_error(http(port, "POST", path, R"({"messages": "hello"})"), 400, "invalid_type");
+    check_error(http(port, "POST", path, R"({"messages": []})"), 400, "invalid_value");
+    check_error(http(port, "POST", path, R"({"messages": [{"role": "wizard", "content": "hi"}]})"), 400, "invalid_role");
+    check_error(http(port, "POST", path, R"({"messages": [{"role": 3, "content": "hi"}]})"), 400, "invalid_type");
+    check_error(http(port, "POST", path, R"({"messages": [{"role": "user"}]})"), 400, "missing_content");
+    check_error(http(port, "POST", path, R"({"messages": [{"role": "user", "content": 42}]})"), 400, "invalid_type");
+    check_error(http(port, "POST", path, R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": "ten"})"),
+                400, "invalid_type");
+    check_error(http(port, "POST", path, R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0})"), 400,
+                "invalid_value");
+    check_error(http(port, "POST", path, R"({"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"})"),
+                400, "invalid_type");
+    check_error(http(port, "POST", path, R"({"messages": [{"role": "user", "content": "hi"}], "top_p": 1.5})"), 400,
+                "invalid_value");
+    check_error(http(port, "POST", path, R"({"messages": [{"role": "user", "content": "hi"}], "stop": 7})"), 400,
+                "invalid_type");
+    check_error(http(port, "POST", path, R"({"messages": [{"role": "user", "content": "hi"}], "stream": "yes"})"), 400,
+                "invalid_type");
+    check_error(http(port, "POST", path,
+                     R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"enable_thinking": 1}})"),
+                400, "invalid_type");
+    // Content as a list of text parts is accepted (joined), other parts are not.
+    CHECK(http(port, "POST", path,
+               R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "max_tokens": 2})")
+              .status == 200);
+    check_error(http(port, "POST", path,
+                     R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]})"),
+                400, "invalid_content");
+
+    // A prompt longer than the context.
+    std::string long_text;
+    for (int i = 0; i < 400; ++i) long_text += "word" + std::to_string(i) + " ";
+    check_error(http(port, "POST", path, chat(long_text, 4, false).dump()), 400, "context_length_exceeded");
+    check_error(http(port, "POST", path, chat(long_text, 4, true).dump()), 400, "context_length_exceeded");
+
+    // A body over the size limit.
+    json huge = chat(std::string(100000, 'a'), 4, false);
+    check_error(http(port, "POST", path, huge.dump()), 413, "payload_too_large");
+
+    // API key: missing or wrong is 401; health and the page stay open.
+    check_error(http(port, "POST", path, chat("hi", 2, false).dump(), ""), 401, "invalid_api_key");
+    check_error(http(port, "POST", path, chat("hi", 2, false).dump(), "wrong-key"), 401, "invalid_api_key");
+    check_error(http(port, "GET", "/v1/models", "", "wrong-key"), 401, "invalid_api_key");
+    CHECK(http(port, "GET", "/health", "", "").status == 200);
+    CHECK(http(port, "GET", "/", "", "").status == 200);
+
+    check_error(http(port, "GET", "/v1/nothing"), 404, "not_found");
+
+    // Still serving after all that.
+    const Response ok = http(port, "POST", path, chat("Still there?", 3, false).dump());
+    CHECK(ok.status == 200);
+    CHECK(ok.json_body()["usage"]["completion_tokens"] == 3);
+    CHECK(server.metric("smol_http_client_errors_total") >= 20);
+}
+
+TEST_CASE("smol-server: beyond the queue limit requests get 503") {
+    ServerProcess server({"-c", "512", "--parallel", "1", "--queue", "0"});
+    const int port = server.port();
+    // One long streaming request holds the only slot...
+    const int fd = connect_to(port);
+    send_all(fd, request_text("POST", "/v1/chat/completions", chat("Go on and on", 400, true).dump(), ""));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (server.metric("smol_active_sessions") < 1 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    // ...so with no queue the next is refused.
+    check_error(http(port, "POST", "/v1/chat/completions", chat("Me too", 2, false).dump(), ""), 503, "server_busy");
+    ::close(fd);
+}
+
+TEST_CASE("smol-server: 8 concurrent streaming clients all complete, batched together") {
+    ServerProcess server({"--api-key", kKey, "-c", "256", "--parallel", "4"});
+    const int port = server.port();
+    const int clients = 8;
+    const int max_tokens = 16;
+    std::vector<Response> responses(clients);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < clients; ++i)
+        threads.emplace_back([&, i] {
+            json request = chat("Client number " + std::to_string(i) + " says hello", max_tokens, true);
+            request["stream_options"] = {{"include_usage", true}};
+            responses[std::size_t(i)] = http(port, "POST", "/v1/chat/completions", request.dump());
+        });
+    for (auto& t : threads) t.join();
+    int total_tokens = 0;
+    for (int i = 0; i < clients; ++i) {
+        CAPTURE(i);
+        const Response& r = responses[std::size_t(i)];
+        REQUIRE(r.status == 200);
+        const auto events = sse_data(r.body);
+        REQUIRE(events.size() >= 3);
+        CHECK(events.back() == "[DONE]");
+        const json usage = json::parse(events[events.size() - 2])["usage"];
+        total_tokens += usage["completion_tokens"].get<int>();
+        CHECK(usage["completion_tokens"].get<int>() >= 1);
+    }
+    CHECK(server.metric("smol_tokens_generated_total") == double(total_tokens));
+    // Decode steps were shared: far fewer forward passes than tokens.
+    CHECK(server.metric("smol_forward_passes_total") < double(total_tokens) * 0.6);
+    CHECK(server.metric("smol_active_sessions") == 0);
+}
