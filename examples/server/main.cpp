@@ -487,6 +487,8 @@ bool stream_step(StreamState& st, httplib::DataSink& sink) {
         st.sent_role = true;
         if (!write(sse(chunk_json(st, json{{"role", "assistant"}, {"content", ""}}, nullptr)))) return false;
     }
+    // A client that hung up stops its generation here, before another token is waited for.
+    if (!sink.is_writable()) return false;
     auto event = st.stream->next(std::chrono::milliseconds(100));
     if (!event) {
         // A comment line now and then finds out whether a client waiting in the queue left.
