@@ -383,6 +383,17 @@ TEST_CASE("gguf file that does not exist names the path") {
         CHECK(std::string(e.what()).find(path) != std::string::npos);
     }
     CHECK_THROWS_AS(File::open(std::filesystem::temp_directory_path()), smol::Error);  // a directory
+
+    // An empty file on disk maps nothing; the reader must still reject it cleanly.
+    TempFile empty("smol-test-gguf-empty");
+    std::ofstream(empty.path, std::ios::binary).close();
+    try {
+        File::open(empty.path);
+        FAIL("expected an error");
+    } catch (const smol::Error& e) {
+        const std::string m = e.what();
+        CHECK(m.find(empty.path.string() + ": truncated at offset 0") != std::string::npos);
+    }
 }
 
 TEST_CASE("gguf broken headers") {
