@@ -154,6 +154,39 @@ try {
   check((await page.textContent('#messages')).includes('Hello! Write a list.'), 'switching back shows the first history');
   await page.screenshot({ path: join(out, 'smol-server-chat-2.png') });
 
+  // Reasoning goes into a collapsible block and the answer is rendered as markdown. The tiny
+  // test model never writes <think>, so this reply is a canned SSE stream in the server's
+  // format, answered by the browser's request router.
+  await page.click('#new-chat');
+  const canned = [
+    { choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] },
+    { choices: [{ index: 0, delta: { reasoning_content: 'The user wants a table. ' }, finish_reason: null }] },
+    { choices: [{ index: 0, delta: { reasoning_content: 'I will make one.' }, finish_reason: null }] },
+    { choices: [{ index: 0, delta: { content: 'Here it is:\n\n| model | params |\n|---|---|\n| SmolLM3 | 3B |\n\n' }, finish_reason: null }] },
+    { choices: [{ index: 0, delta: { content: '```cpp\nint main() { return 0; }\n```\n<img src=x onerror="window.__pwned=4">' }, finish_reason: null }] },
+    { choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], timings: { predicted_n: 20, predicted_per_second: 42.5 } },
+    { choices: [], usage: { prompt_tokens: 30, completion_tokens: 20, total_tokens: 50, prompt_tokens_details: { cached_tokens: 0 } } },
+  ];
+  await page.route('**/v1/chat/completions', (route) => route.fulfill({
+    status: 200,
+    contentType: 'text/event-stream',
+    body: canned.map((c) => `data: ${JSON.stringify({ object: 'chat.completion.chunk', ...c })}\n\n`).join('') + 'data: [DONE]\n\n',
+  }));
+  await page.fill('#input', 'Show me a table');
+  await page.press('#input', 'Enter');
+  await page.waitForSelector('.message.assistant .stats');
+  await page.unroute('**/v1/chat/completions');
+  check((await page.textContent('details.thinking .reasoning')) === 'The user wants a table. I will make one.',
+        'reasoning_content is shown in the collapsible thinking block');
+  check(!(await page.$eval('details.thinking', (d) => d.open)), 'the thinking block is collapsed once the answer came');
+  check(await page.$('.message.assistant .content table') !== null && await page.$('.message.assistant .content pre code') !== null,
+        'the answer renders its markdown table and code block');
+  check((await page.textContent('.message.assistant .stats')).startsWith('20 tokens · 42.5 tok/s'), 'tokens/s from the server timings');
+  await page.click('details.thinking summary');
+  check(await page.evaluate(() => window.__pwned ?? null) === null, 'model output with an onerror handler runs nothing');
+  await page.screenshot({ path: join(out, 'smol-server-chat-thinking.png') });
+  await page.click('#delete-chat');
+
   // Clear empties a conversation; delete removes it.
   await page.click('#clear-chat');
   check((await page.$$('.message')).length === 0, 'clear empties the conversation');
@@ -162,7 +195,7 @@ try {
 
   check(pageErrors.length === 0, `no page errors ${pageErrors.join('; ')}`);
   check(offsite.length === 0, `no requests beyond the server ${offsite.join(' ')}`);
-  console.log(`screenshots: ${join(out, 'smol-server-chat.png')}, ${join(out, 'smol-server-chat-2.png')}`);
+  console.log(`screenshots in ${out}: smol-server-chat.png, smol-server-chat-2.png, smol-server-chat-thinking.png`);
 } finally {
   await browser.close();
   server.kill('SIGTERM');

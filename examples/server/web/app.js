@@ -89,8 +89,10 @@
     if (message.reasoning) {
       const details = document.createElement('details');
       details.className = 'thinking';
-      details.open = !!message.streaming && !message.content;
+      // Open while the model is reasoning, closed once the answer starts, unless the user chose.
+      details.open = message.reasoningOpen ?? (!!message.streaming && !message.content);
       const summary = document.createElement('summary');
+      summary.addEventListener('click', () => { message.reasoningOpen = !details.open; });
       summary.textContent = message.streaming && !message.content ? 'Thinking…' : 'Reasoning';
       const reasoning = document.createElement('div');
       reasoning.className = 'reasoning';
