@@ -234,7 +234,8 @@ TEST_CASE("cli: bad flags and missing models exit non-zero with the usage") {
     };
     for (const std::string& args : bad) {
         CAPTURE(args);
-        const Run r = run(cli() + args + " 2>&1 </dev/null");
+        // An empty cache: "no model" must not find a default model a developer downloaded.
+        const Run r = run("SMOL_CACHE=/nonexistent-smol-cache HF_HUB_OFFLINE=1 " + cli() + args + " 2>&1 </dev/null");
         CHECK(r.status == 2);
         CHECK(r.out.find("usage: smol-cli") != std::string::npos);
     }
@@ -248,4 +249,26 @@ TEST_CASE("cli: bad flags and missing models exit non-zero with the usage") {
     const Run r = run(cli() + " -m " + quote(junk) + " -p hi 2>&1");
     CHECK(r.status != 0);
     CHECK(r.out.find("junk.gguf") != std::string::npos);
+}
+
+TEST_CASE("cli: without -m the default model is taken from the cache, with no network") {
+    // The cache layout is <cache>/<owner>/<repo>/<file>; the tiny model stands in for the 3B file.
+    const fs::path cache = fs::temp_directory_path() / ("smol-cli-cache-" + std::to_string(::getpid()));
+    const fs::path folder = cache / "ggml-org" / "SmolLM3-3B-GGUF";
+    fs::create_directories(folder);
+    fs::copy_file(kFloatModel, folder / "SmolLM3-3B-Q4_K_M.gguf", fs::copy_options::overwrite_existing);
+    const std::string env = "SMOL_CACHE=" + quote(cache.string()) + " HF_HUB_OFFLINE=1 SMOL_HF_ENDPOINT=http://127.0.0.1:9 ";
+    const std::string args = " -p 'Tell me a story' --temp 0 -n 8 --no-think --date '21 November 2026' -t 1 2>/dev/null";
+    const Run by_default = run(env + cli() + args);
+    const Run explicit_model = run(cli() + " -m " + quote(kFloatModel.string()) + args);
+    CHECK(by_default.status == 0);
+    CHECK(by_default.out == explicit_model.out);
+    const Run by_hf = run(env + cli() + " -hf ggml-org/SmolLM3-3B-GGUF:Q4_K_M" + args);
+    CHECK(by_hf.status == 0);
+    CHECK(by_hf.out == explicit_model.out);
+
+    fs::remove_all(cache);
+    const Run missing = run(env + cli() + args + " 2>&1");
+    CHECK(missing.status == 2);
+    CHECK(missing.out.find("-hf ggml-org/SmolLM3-3B-GGUF:Q4_K_M") != std::string::npos);
 }

@@ -35,7 +35,7 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: smol-cli -m MODEL [options]\n"
+    "usage: smol-cli [-m MODEL | -hf REPO[:QUANT]] [options]\n"
     "\n"
     "Modes:\n"
     "  (default)                  interactive chat when stdin is a terminal and no -p/-f is given\n"
@@ -52,6 +52,10 @@ constexpr const char* kUsage =
     "\n"
     "Model and generation:\n"
     "  -m, --model FILE           GGUF model file\n"
+    "  -hf, --hf-repo REPO[:QUANT]  download the model from the Hugging Face Hub into the cache (default\n"
+    "                             quant Q4_K_M), e.g. ggml-org/SmolLM3-3B-GGUF; without -m or -hf the\n"
+    "                             default ggml-org/SmolLM3-3B-GGUF:Q4_K_M is used if it is cached\n"
+    "  --hf-file NAME             with -hf: the file in the repository to use\n"
     "  -sys, --system-prompt TEXT system message\n"
     "  -n, --n-predict N          tokens to generate at most (-1: until the model ends its turn; default -1)\n"
     "  -c, --ctx-size N           context size in tokens (0: 4096; default 0)\n"
@@ -80,6 +84,8 @@ struct UsageError {
 
 struct Options {
     std::string model;
+    std::string hf_repo;  // -hf
+    std::string hf_file;  // --hf-file
     std::optional<std::string> prompt;
     std::optional<std::string> prompt_file;
     std::string system_prompt;
@@ -129,6 +135,8 @@ Options parse_args(int argc, char** argv) {
             return argv[++i];
         };
         if (a == "-m" || a == "--model") o.model = value();
+        else if (a == "-hf" || a == "--hf-repo") o.hf_repo = value();
+        else if (a == "--hf-file") o.hf_file = value();
         else if (a == "-p" || a == "--prompt") o.prompt = value();
         else if (a == "-f" || a == "--file") o.prompt_file = value();
         else if (a == "-sys" || a == "--system-prompt") o.system_prompt = value();
@@ -167,7 +175,13 @@ Options parse_args(int argc, char** argv) {
     if (o.tokenize && o.print_prompt) throw UsageError{"give --tokenize or --print-prompt, not both"};
     if (o.print_prompt && o.messages_file.empty()) throw UsageError{"--print-prompt needs --messages FILE"};
     if (o.tokenize && !o.prompt && !o.prompt_file) throw UsageError{"--tokenize needs the text: -p TEXT or -f FILE"};
-    if (!o.print_prompt && o.model.empty()) throw UsageError{"no model: give -m MODEL"};
+    if (!o.print_prompt && o.model.empty()) {
+        // -hf downloads (with a progress bar) when needed; no flag at all takes the cached default.
+        const auto hub = smol::hub::default_options();
+        const auto path = smol::hub::resolve_model_source({o.model, o.hf_repo, o.hf_file}, hub);
+        if (!path) throw UsageError{smol::hub::no_model_message(hub)};
+        o.model = path->string();
+    }
     if (!o.model.empty() && !std::filesystem::is_regular_file(o.model))
         throw UsageError{"model file not found: '" + o.model + "'"};
     if (o.context < 0) throw UsageError{"-c: expected a context size >= 0, found " + std::to_string(o.context)};

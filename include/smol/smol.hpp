@@ -4,11 +4,14 @@
 // Front ends (CLI, server, tools) include this header and nothing deeper.
 
 #include "smol/core/error.hpp"
+#include "smol/core/threads.hpp"
 #include "smol/generate/engine.hpp"
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/session.hpp"
 #include "smol/generate/stop_strings.hpp"
 #include "smol/gguf/reader.hpp"
+#include "smol/hub/download.hpp"
+#include "smol/hub/model_source.hpp"
 #include "smol/model/kv_cache.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/registry.hpp"
