@@ -11,6 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs=${JOBS:-$(nproc)}
 start=$SECONDS
 
+bash scripts/check-readme.sh
 echo "==> release build (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$jobs"
