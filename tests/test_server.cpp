@@ -10,6 +10,8 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -135,11 +137,11 @@ std::vector<std::string> sse_data(const std::string& body) {
 
 class ServerProcess {
 public:
-    explicit ServerProcess(std::vector<std::string> extra) {
+    explicit ServerProcess(std::vector<std::string> extra, std::string model = kModel, bool wait_ready = true) {
         REQUIRE_MESSAGE(fs::exists(kServer), kServer << " is missing: build the smol-server target first");
         log_path_ = fs::temp_directory_path() / ("smol-server-test-" + std::to_string(::getpid()) + "-" +
                                                 std::to_string(counter_++) + ".log");
-        std::vector<std::string> args = {kServer, "-m", kModel, "--port", "0", "--host", "127.0.0.1"};
+        std::vector<std::string> args = {kServer, "-m", model, "--port", "0", "--host", "127.0.0.1"};
         args.insert(args.end(), extra.begin(), extra.end());
         pid_ = ::fork();
         REQUIRE(pid_ >= 0);
@@ -161,6 +163,7 @@ public:
             else std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
         REQUIRE_MESSAGE(port_ != 0, "the server did not start:\n" << log());
+        if (!wait_ready) return;
         while (std::chrono::steady_clock::now() < deadline) {
             if (http(port_, "GET", "/health").status == 200) return;
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -177,6 +180,18 @@ public:
         fs::remove(log_path_, ec);
     }
     int port() const { return port_; }
+    // Waits for the process to exit; its exit status, or -1 if it is still running after `seconds`.
+    int wait_exit(int seconds) {
+        for (int i = 0; i < seconds * 50; ++i) {
+            int status = 0;
+            if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+                pid_ = -1;
+                return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        return -1;
+    }
     std::string log() const {
         std::ifstream in(log_path_);
         return std::string(std::istreambuf_iterator<char>(in), {});
@@ -529,4 +544,28 @@ TEST_CASE("smol-server: 8 concurrent streaming clients all complete, batched tog
     // Decode steps were shared: far fewer forward passes than tokens.
     CHECK(server.metric("smol_forward_passes_total") < double(total_tokens) * 0.6);
     CHECK(server.metric("smol_active_sessions") == 0);
+}
+
+TEST_CASE("smol-server: /health is 503 while the model loads, and a bad model ends the server") {
+    // A named pipe as the model file: opening it blocks until someone writes, which holds the
+    // server in its loading phase for as long as the test wants.
+    const fs::path fifo = fs::temp_directory_path() / ("smol-server-test-model-" + std::to_string(::getpid()) + ".gguf");
+    fs::remove(fifo);
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    {
+        ServerProcess server({"--api-key", kKey}, fifo.string(), /*wait_ready=*/false);
+        const Response health = http(server.port(), "GET", "/health", "", "");
+        CHECK(health.status == 503);
+        CHECK(health.json_body()["status"] == "loading");
+        check_error(http(server.port(), "POST", "/v1/chat/completions", chat("hi", 2, false).dump()), 503,
+                    "model_loading");
+        check_error(http(server.port(), "GET", "/v1/models"), 503, "model_loading");
+        // An empty "file": the load fails and the server exits with an error message.
+        const int fd = ::open(fifo.c_str(), O_WRONLY);
+        REQUIRE(fd >= 0);
+        ::close(fd);
+        CHECK(server.wait_exit(30) == 1);
+        CHECK(server.log().find("cannot load the model") != std::string::npos);
+    }
+    fs::remove(fifo);
 }

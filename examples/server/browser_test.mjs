@@ -55,6 +55,7 @@ const profile = mkdtempSync(join(tmpdir(), 'smol-chromium-'));
 const browser = await chromium.launchPersistentContext(profile, {
   executablePath,
   headless: true,
+  acceptDownloads: true,
   viewport: { width: 1200, height: 800 },
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
          '--disable-background-networking', '--disable-component-update', '--disable-sync'],
@@ -153,6 +154,13 @@ try {
   await page.click(`.conversation[data-id="${firstId}"]`);
   check((await page.textContent('#messages')).includes('Hello! Write a list.'), 'switching back shows the first history');
   await page.screenshot({ path: join(out, 'smol-server-chat-2.png') });
+
+  // Export downloads the conversation as markdown.
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export-chat')]);
+  const exported = readFileSync(await download.path(), 'utf8');
+  check(download.suggestedFilename().endsWith(`${firstId}.md`) && exported.startsWith('# Hello! Write a list.') &&
+        exported.includes('## User\n\nHello! Write a list.') && exported.includes('## Assistant'),
+        'export downloads the conversation as markdown');
 
   // Reasoning goes into a collapsible block and the answer is rendered as markdown. The tiny
   // test model never writes <think>, so this reply is a canned SSE stream in the server's
