@@ -170,6 +170,115 @@ inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
 }
 
 // ---------------------------------------------------------------------------------------------
+// Decode (one activation column). The tiles above keep a whole unpacked block in registers to
+// reuse it across columns; with a single column that working set spills out of the 16 ymm
+// registers. These consume each block 64 weights at a time instead, as it is unpacked.
+
+// The 8 scales and 8 mins of a Q4_K block as 16 x u8 (ggml's word-wide unpacking).
+inline __m128i q4k_scales_mins(const std::uint8_t* scales) {
+    std::uint32_t a, b, c;
+    std::memcpy(&a, scales, 4);
+    std::memcpy(&b, scales + 4, 4);
+    std::memcpy(&c, scales + 8, 4);
+    const std::uint32_t six = 0x3f3f3f3fu, four = 0x0f0f0f0fu, two = 0x03030303u;
+    return _mm_set_epi32(int(((c >> 4) & four) | (((b >> 6) & two) << 4)), int(b & six),
+                         int((c & four) | (((a >> 6) & two) << 4)), int(a & six));
+}
+
+// Picks i16 word `word` of each 128-bit lane into all 8 words of that lane.
+inline __m256i word_picker(int word) { return _mm256_set1_epi16(short(0x0100 * (2 * word + 1) + 2 * word)); }
+
+inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                       const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                       std::size_t out_stride) {
+    const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    __m256 acc[kTileRows];
+    __m128 acc_min[kTileRows];
+    for (int r = 0; r < kTileRows; ++r) {
+        acc[r] = _mm256_setzero_ps();
+        acc_min[r] = _mm_setzero_ps();
+    }
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const std::int64_t blocks = n / QK_K;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        const BlockQ8K& ab = t.a[0][b];
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+        const __m128i sub_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+        for (int r = 0; r < kTileRows; ++r) {
+            const BlockQ4K& wb = t.w[r][b];
+            prefetch_ahead(&wb, sizeof(BlockQ4K));
+            const __m256i scales_mins = _mm256_cvtepu8_epi16(q4k_scales_mins(wb.scales));  // [8 scales, 8 mins] i16
+            const __m128i min_prod = _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), sub_sums);
+            const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales_mins));
+            __m256i sumi = _mm256_setzero_si256();
+            for (int chunk = 0; chunk < 4; ++chunk) {  // 64 weights: sub-blocks 2 chunk (low nibbles) and 2 chunk + 1
+                const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * chunk));
+                const __m256i q8_low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * chunk));
+                const __m256i q8_high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * chunk + 32));
+                const __m256i low = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(bits, low4), q8_low),
+                                                      _mm256_shuffle_epi8(scales, word_picker(2 * chunk)));
+                const __m256i high =
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), low4), q8_high),
+                                      _mm256_shuffle_epi8(scales, word_picker(2 * chunk + 1)));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(low, high));
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(wb.d) * ab.d), _mm256_cvtepi32_ps(sumi), acc[r]);
+            acc_min[r] = _mm_fmadd_ps(_mm_set1_ps(half_to_float(wb.dmin) * ab.d), _mm_cvtepi32_ps(min_prod), acc_min[r]);
+        }
+    }
+    float result[kTileRows][1];
+    for (int r = 0; r < kTileRows; ++r) result[r][0] = hsum(acc[r]) - hsum(acc_min[r]);
+    kernel_detail::store_tile<1>(result, n_rows, n_cols, out, out_stride);
+}
+
+inline void q6k_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                       const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                       std::size_t out_stride) {
+    const kernel_detail::TileOperands<BlockQ6K, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    __m256 acc[kTileRows];
+    for (int r = 0; r < kTileRows; ++r) acc[r] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i low2 = _mm256_set1_epi8(0x03);
+    const std::int64_t blocks = n / QK_K;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        const BlockQ8K& ab = t.a[0][b];
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+        for (int r = 0; r < kTileRows; ++r) {
+            const BlockQ6K& wb = t.w[r][b];
+            prefetch_ahead(&wb, sizeof(BlockQ6K));
+            const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
+            // The quants are used unsigned (0..63); the -32 offset is 32 * sum_j scale_j * bsum_j.
+            __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 5));
+            for (int half = 0; half < 2; ++half) {
+                const __m256i bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half));
+                const __m256i bits2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half + 32));
+                const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh + 32 * half));
+                // This half's eight scales in both lanes; chunk kk takes word 2kk (lanes 0-15) and 2kk+1 (16-31).
+                const __m256i half_scales = half == 0 ? _mm256_permute2x128_si256(scales16, scales16, 0x00)
+                                                      : _mm256_permute2x128_si256(scales16, scales16, 0x11);
+                const std::int8_t* q8 = ab.qs + 128 * half;
+                const auto chunk = [&](__m256i low_bits, int high_shift, int kk) {
+                    const __m256i q = _mm256_or_si256(
+                        _mm256_and_si256(low_bits, low4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, high_shift), low2), 4));
+                    const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(short(((4 * kk + 3) << 8) | (4 * kk + 2))),
+                                                          _mm_set1_epi16(short(((4 * kk + 1) << 8) | (4 * kk))));
+                    const __m256i a8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * kk));
+                    return _mm256_madd_epi16(_mm256_maddubs_epi16(q, a8), _mm256_shuffle_epi8(half_scales, pick));
+                };
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(chunk(bits1, 0, 0), chunk(bits2, 2, 1)));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(chunk(_mm256_srli_epi16(bits1, 4), 4, 2),
+                                                               chunk(_mm256_srli_epi16(bits2, 4), 6, 3)));
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(wb.d) * ab.d), _mm256_cvtepi32_ps(sumi), acc[r]);
+        }
+    }
+    float result[kTileRows][1];
+    for (int r = 0; r < kTileRows; ++r) result[r][0] = hsum(acc[r]);
+    kernel_detail::store_tile<1>(result, n_rows, n_cols, out, out_stride);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Q8_0 x Q8_0: |w| (unsigned) times a with w's sign, so maddubs sees u8 x i8.
 
 template <int C>
@@ -316,8 +425,8 @@ inline void quantize_row_q8_k(const float* x, BlockQ8K* out, std::int64_t n) {  
     }
 }
 
-inline constexpr DotTileFn q4k_q8k = kernel_detail::by_columns<detail::q4k_tile<1>, detail::q4k_tile<kTileCols>>;
-inline constexpr DotTileFn q6k_q8k = kernel_detail::by_columns<detail::q6k_tile<1>, detail::q6k_tile<kTileCols>>;
+inline constexpr DotTileFn q4k_q8k = kernel_detail::by_columns<detail::q4k_column, detail::q4k_tile<kTileCols>>;
+inline constexpr DotTileFn q6k_q8k = kernel_detail::by_columns<detail::q6k_column, detail::q6k_tile<kTileCols>>;
 inline constexpr DotTileFn q8_0_q8_0 = kernel_detail::by_columns<detail::q8_0_tile<1>, detail::q8_0_tile<kTileCols>>;
 inline constexpr DotTileFn f32 = kernel_detail::by_columns<detail::float_tile<float, detail::LoadF32, 1>,
                                                     detail::float_tile<float, detail::LoadF32, kTileCols>>;
