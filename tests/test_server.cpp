@@ -349,7 +349,7 @@ TEST_CASE("smol-server: non-streaming and streaming completions agree, with usag
 }
 
 TEST_CASE("smol-server: a follow-up turn reuses the cached conversation") {
-    ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "2"});
+    ServerProcess server({"--api-key", kKey, "-c", "1024", "--parallel", "2"});
     const int port = server.port();
     json first = chat("What is a KV cache?", 8, false);
     first["chat_template_kwargs"] = {{"enable_thinking", false}};
@@ -373,6 +373,18 @@ TEST_CASE("smol-server: a follow-up turn reuses the cached conversation") {
     CHECK(cached2 < prompt2);
     CHECK(turn2["timings"]["prompt_n"] == prompt2 - cached2);
     CHECK(server.metric("smol_prompt_tokens_cached_total") == double(cached2));
+
+    // Tools given to the template are listed in the default system turn: the prompt grows.
+    json plain = {{"messages", json::array({{{"role", "user"}, {"content", "Weather?"}}})}, {"max_tokens", 1}};
+    json with_tools = plain;
+    with_tools["chat_template_kwargs"]["xml_tools"] = json::array(
+        {{{"name", "get_weather"}, {"description", "Weather for a city"}, {"parameters", {{"city", "string"}}}}});
+    const json untooled = http(port, "POST", "/v1/chat/completions", plain.dump()).json_body();
+    const json tooled = http(port, "POST", "/v1/chat/completions", with_tools.dump()).json_body();
+    CAPTURE(tooled.dump());
+    REQUIRE(tooled.contains("usage"));
+    REQUIRE(untooled.contains("usage"));
+    CHECK(tooled["usage"]["prompt_tokens"].get<int>() > untooled["usage"]["prompt_tokens"].get<int>() + 10);
 }
 
 TEST_CASE("smol-server: reasoning is streamed as reasoning_content, the answer as content") {
@@ -465,6 +477,9 @@ TEST_CASE("smol-server: bad input gets the right 4xx with an OpenAI-style error 
                 "invalid_type");
     check_error(http(port, "POST", path,
                      R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"enable_thinking": 1}})"),
+                400, "invalid_type");
+    check_error(http(port, "POST", path,
+                     R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"xml_tools": {}}})"),
                 400, "invalid_type");
     // Content as a list of text parts is accepted (joined), other parts are not.
     CHECK(http(port, "POST", path,

@@ -350,6 +350,16 @@ ChatRequest parse_chat_request(const json& body, const smol::Scheduler& schedule
         if (!kw->is_object())
             reject(400, std::string("'chat_template_kwargs' must be an object, found ") + kw->type_name(), "invalid_type");
         if (auto think = bool_field(*kw, "enable_thinking")) chat.enable_thinking = *think;
+        // SmolLM3's template lists tools given as xml_tools or python_tools in its system turn.
+        for (const char* name : {"xml_tools", "python_tools"}) {
+            const auto tools = kw->find(name);
+            if (tools == kw->end() || tools->is_null()) continue;
+            if (!tools->is_array())
+                reject(400, std::string("'chat_template_kwargs.") + name + "' must be a list of tool definitions, found " +
+                                tools->type_name(),
+                       "invalid_type");
+            (std::string_view(name) == "xml_tools" ? chat.xml_tools : chat.python_tools) = *tools;
+        }
     }
     smol::SamplerParams& s = out.generation.sampling;
     if (auto v = number_field(body, "temperature", 0.0, 100.0)) s.temperature = float(*v);
