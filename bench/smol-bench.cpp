@@ -24,11 +24,15 @@ namespace {
 
 void usage(std::FILE* out) {
     std::fprintf(out,
-                 "usage: smol-bench -m MODEL [options]\n"
+                 "usage: smol-bench [-m MODEL | -hf REPO[:QUANT]] [options]\n"
                  "  Measures prompt processing (ppN: one forward of N random tokens, last logits only) and\n"
                  "  generation (tgN: N single-token forwards after a 1-token start) like llama-bench.\n"
                  "options (lists are comma-separated; every combination is run):\n"
-                 "  -m, --model FILE[,FILE]    model(s) to benchmark (required)\n"
+                 "  -m, --model FILE[,FILE]    model(s) to benchmark\n"
+                 "  -hf, --hf-repo REPO[:QUANT] a model from the Hugging Face Hub, downloaded into the cache when\n"
+                 "                             missing; without -m or -hf the cached default model\n"
+                 "                             ggml-org/SmolLM3-3B-GGUF:Q4_K_M\n"
+                 "  --hf-file NAME             with -hf: the file in the repository\n"
                  "  -p, --n-prompt N[,N]       prompt lengths (default 512; 0 skips pp)\n"
                  "  -n, --n-gen N[,N]          generated tokens (default 128; 0 skips tg)\n"
                  "  -t, --threads N[,N]        thread counts (default %d)\n"
@@ -187,6 +191,7 @@ std::string iso_time_now() {
 
 int main(int argc, char** argv) {
     std::vector<std::string> models;
+    smol::hub::ModelSource hf;  // -hf and --hf-file, when no -m is given
     std::vector<int> prompts = {512}, gens = {128}, threads = {omp_get_max_threads()};
     int repetitions = 5, batch = 512;
     bool warmup = true;
@@ -199,6 +204,8 @@ int main(int argc, char** argv) {
                 return argv[++i];
             };
             if (a == "-m" || a == "--model") models = split(value());
+            else if (a == "-hf" || a == "--hf-repo") hf.hf_repo = value();
+            else if (a == "--hf-file") hf.hf_file = value();
             else if (a == "-p" || a == "--n-prompt") prompts = parse_list(a, value(), 0);
             else if (a == "-n" || a == "--n-gen") gens = parse_list(a, value(), 0);
             else if (a == "-t" || a == "--threads") threads = parse_list(a, value(), 1);
@@ -223,8 +230,19 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (models.empty()) {
-        usage(stderr);
-        return 2;
+        try {
+            const auto hub = smol::hub::default_options();
+            const auto path = smol::hub::resolve_model_source(hf, hub);
+            if (!path) {
+                std::fprintf(stderr, "smol-bench: %s\n", smol::hub::no_model_message(hub).c_str());
+                usage(stderr);
+                return 2;
+            }
+            models.push_back(path->string());
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "smol-bench: error: %s\n", e.what());
+            return 1;
+        }
     }
 
     const bool markdown = format == "md";
