@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -30,10 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "smol/generate/scheduler.hpp"
 #include "smol/smol.hpp"
-#include "smol/text/chat_template.hpp"
-#include "smol/text/tokenizer.hpp"
 #include "smol_server_assets.hpp"
 
 namespace {
@@ -45,6 +43,8 @@ using Clock = std::chrono::steady_clock;
 
 struct ServerOptions {
     std::string model_path;
+    std::string hf_repo;  // -hf, when no -m
+    std::string hf_file;  // --hf-file
     std::string host = "127.0.0.1";
     int port = 8080;  // 0: any free port (printed at start)
     int context = 4096;
@@ -58,8 +58,12 @@ struct ServerOptions {
 
 [[noreturn]] void usage(int code) {
     std::fprintf(code ? stderr : stdout,
-                 "usage: smol-server -m MODEL [options]\n"
+                 "usage: smol-server [-m MODEL | -hf REPO[:QUANT]] [options]\n"
                  "  -m, --model PATH        SmolLM3 GGUF file\n"
+                 "  -hf, --hf-repo REPO[:QUANT]  model from the Hugging Face Hub, downloaded into the cache when\n"
+                 "                          missing (default quant Q4_K_M); without -m or -hf the cached\n"
+                 "                          default ggml-org/SmolLM3-3B-GGUF:Q4_K_M\n"
+                 "      --hf-file NAME      with -hf: the file in the repository\n"
                  "      --host HOST         address to listen on (default 127.0.0.1)\n"
                  "      --port PORT         port (default 8080; 0 picks a free one)\n"
                  "  -c, --ctx-size N        context per conversation slot in tokens (default 4096)\n"
@@ -97,6 +101,8 @@ ServerOptions parse_options(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "-m" || a == "--model") o.model_path = value(i);
+        else if (a == "-hf" || a == "--hf-repo") o.hf_repo = value(i);
+        else if (a == "--hf-file") o.hf_file = value(i);
         else if (a == "--host") o.host = value(i);
         else if (a == "--port") o.port = int(number(i, 0, 65535));
         else if (a == "-c" || a == "--ctx-size") o.context = int(number(i, 16, 1 << 20));
@@ -113,8 +119,20 @@ ServerOptions parse_options(int argc, char** argv) {
         }
     }
     if (o.model_path.empty()) {
-        std::fprintf(stderr, "smol-server: a model is required (-m MODEL)\n");
-        usage(2);
+        // -hf downloads (with progress) when needed; no flag at all takes the cached default.
+        const auto hub = smol::hub::default_options();
+        std::optional<std::filesystem::path> path;
+        try {
+            path = smol::hub::resolve_model_source({o.model_path, o.hf_repo, o.hf_file}, hub);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "smol-server: error: %s\n", e.what());
+            std::exit(1);
+        }
+        if (!path) {
+            std::fprintf(stderr, "smol-server: %s\n", smol::hub::no_model_message(hub).c_str());
+            usage(2);
+        }
+        o.model_path = path->string();
     }
     return o;
 }
