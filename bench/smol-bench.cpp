@@ -190,6 +190,7 @@ std::string iso_time_now() {
 }  // namespace
 
 int main(int argc, char** argv) {
+    smol::use_short_openmp_spin(argv);  // see smol/core/threads.hpp: no long spins on a busy machine
     std::vector<std::string> models;
     smol::hub::ModelSource hf;  // -hf and --hf-file, when no -m is given
     std::vector<int> prompts = {512}, gens = {128}, threads = {omp_get_max_threads()};

@@ -443,6 +443,7 @@ int run_chat(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    smol::use_short_openmp_spin(argv);  // see smol/core/threads.hpp: no long spins on a busy machine
     Options options;
     try {
         options = parse_args(argc, argv);

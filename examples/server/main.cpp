@@ -770,6 +770,7 @@ void Server::routes(httplib::Server& http) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    smol::use_short_openmp_spin(argv);  // see smol/core/threads.hpp: no long spins on a busy machine
     const ServerOptions options = parse_options(argc, argv);
     std::signal(SIGPIPE, SIG_IGN);
     Server server(options);
