@@ -8,7 +8,7 @@ packages=(
   libeigen3-dev libxsimd-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
 )
 if [[ "${1:-}" == --tests ]]; then
-  packages+=(doctest-dev clang libclang-rt-14-dev libomp-14-dev nodejs npm chromium)
+  packages+=(doctest-dev clang libclang-rt-14-dev libomp-14-dev python3 curl nodejs npm chromium)
 fi
 missing=()
 for p in "${packages[@]}"; do

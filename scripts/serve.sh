@@ -5,7 +5,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ $(id -u) == 0 ]]; then bash scripts/install-deps.sh; fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSMOL_BUILD_TESTS=OFF
+if [[ -f build/CMakeCache.txt ]]; then
+  cmake -S . -B build  # keep the build's options (the test suite may share it)
+else
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSMOL_BUILD_TESTS=OFF
+fi
 cmake --build build -j "$(nproc)" --target smol-server
 model_flags=(-hf ggml-org/SmolLM3-3B-GGUF:Q4_K_M)
 for arg in "$@"; do [[ "$arg" == -m || "$arg" == -hf ]] && model_flags=(); done

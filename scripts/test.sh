@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, exactly as CI runs it (.ci/run calls this after installing packages):
 #   1. release build of the library, tools, examples and tests, and ctest; examples/embed built
-#      against an installed smol and through add_subdirectory (scripts/test-embed.sh);
+#      against an installed smol and through add_subdirectory (scripts/test-embed.sh); README's
+#      main command against a local stand-in for the Hub (scripts/test-serve.sh);
 #   2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the GGUF reader fuzzed with libFuzzer for 60 seconds, seeded with the fixtures.
 # env: JOBS (build jobs, default: number of cores), FUZZ_SECONDS (default 60), SKIP_SANITIZE=1,
@@ -19,6 +20,7 @@ echo "==> ctest (release)"
 ctest --test-dir build --output-on-failure -j 1
 echo "==> release suite passed after $((SECONDS - start)) s"
 JOBS=$jobs bash scripts/test-embed.sh build
+bash scripts/test-serve.sh
 
 if [[ "${SKIP_SANITIZE:-0}" != 1 ]]; then
   JOBS=$jobs bash scripts/sanitize.sh

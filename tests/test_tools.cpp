@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -416,4 +417,43 @@ TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
     const auto missing = run_tool("smol-bench", "-m " + quoted(scratch_dir() / "none.gguf") + " -p 8 -n 0 -r 1");
     CHECK(missing.exit_code == 1);
     CHECK(missing.output.find("cannot open") != std::string::npos);
+}
+
+TEST_CASE("smol-logits writes the reference logits of both tiny fixtures") {
+    // Each fixture's prompt 1, through the program: the file must hold [n_tokens][n_vocab]
+    // little-endian floats within the fixture's NMSE bound of llama.cpp's.
+    struct Case {
+        const char* dir;
+        const char* model;
+        double max_nmse;
+    };
+    for (const Case& c : {Case{"tiny-f32", "smollm3-tiny-f32.gguf", 1e-4}, Case{"tiny", "smollm3-tiny-Q4_K_M.gguf", 2e-3}}) {
+        CAPTURE(c.dir);
+        const fs::path dir = fs::path(SMOL_TEST_DATA_DIR) / c.dir;
+        std::ifstream prompts(dir / "prompts.txt");
+        std::string line;
+        std::getline(prompts, line);  // p0
+        std::getline(prompts, line);  // p1
+        const fs::path out = scratch_dir() / (std::string(c.dir) + "-p1.f32");
+        const auto run = run_tool("smol-logits", "-m " + quoted(dir / c.model) + " --tokens " + line + " -o " + quoted(out) + " -t 2");
+        REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+        const auto ours = read_bytes(out);
+        const auto ref = read_bytes(dir / "ref-p1.logits.f32");
+        REQUIRE(ours.size() == ref.size());
+        const std::size_t n_vocab = 4096, n_rows = ref.size() / sizeof(float) / n_vocab;
+        for (std::size_t r = 0; r < n_rows; ++r) {
+            double err = 0, norm = 0;
+            for (std::size_t i = 0; i < n_vocab; ++i) {
+                float a, b;
+                std::memcpy(&a, ours.data() + (r * n_vocab + i) * sizeof(float), sizeof a);
+                std::memcpy(&b, ref.data() + (r * n_vocab + i) * sizeof(float), sizeof b);
+                err += double(a - b) * double(a - b);
+                norm += double(b) * double(b);
+            }
+            CHECK_MESSAGE(err / norm < c.max_nmse, "row ", r);
+        }
+    }
+    const auto bad = run_tool("smol-logits", "-m " + quoted(kTinyFixture) + " --tokens 1,x,3");
+    CHECK(bad.exit_code != 0);
+    CHECK(bad.output.find("expected comma-separated token ids") != std::string::npos);
 }
