@@ -245,3 +245,29 @@ TEST_CASE("a file is loaded by the config that matches it, and a mismatch is exp
     CHECK_THROWS_WITH_AS(smol::load_model(std::move(vocab_only)),          // ... but it holds no weights
                          doctest::Contains("missing required tensor 'token_embd.weight'"), smol::Error);
 }
+
+TEST_CASE("loading with a progress callback pages the weights in and reports up to the whole size") {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> reports;
+    smol::LoadOptions options;
+    options.on_progress = [&](std::uint64_t done, std::uint64_t total) { reports.emplace_back(done, total); };
+    auto model = smol::load_model(path_of(kQuantized, kQuantized.model_file), options);
+    REQUIRE(!reports.empty());
+    const auto file = smol::gguf::File::open(path_of(kQuantized, kQuantized.model_file));
+    const std::uint64_t weights = file.file_size() - file.data_offset();
+    CHECK(reports.back().first == weights);
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+        CHECK(reports[i].second == weights);
+        if (i) CHECK(reports[i].first >= reports[i - 1].first);
+    }
+    // The progress display: one line when not on a terminal.
+    std::FILE* out = std::tmpfile();
+    smol::LoadProgressPrinter printer("model.gguf", out);
+    printer(0, 100);
+    printer(100, 100);
+    std::rewind(out);
+    char line[256] = {};
+    REQUIRE(std::fgets(line, sizeof line, out) != nullptr);
+    CHECK(std::string(line).find("smol: loaded model.gguf") == 0);
+    CHECK(std::fgets(line, sizeof line, out) == nullptr);
+    std::fclose(out);
+}

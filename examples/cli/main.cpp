@@ -372,7 +372,10 @@ int run_chat(const Options& o) {
 
     if (o.threads > 0) omp_set_num_threads(o.threads);
     const auto load_start = std::chrono::steady_clock::now();
-    smol::Engine engine(o.model);
+    smol::LoadOptions load;
+    if (::isatty(STDERR_FILENO))  // a bar while the weights are read; the line below reports the load otherwise
+        load.on_progress = smol::stderr_load_progress(std::filesystem::path(o.model).filename().string());
+    smol::Engine engine(o.model, load);
     smol::ChatSession session(engine, o.context, o.system_prompt);
     smol::ChatOptions chat = template_options(o);
     session.set_template_options(chat);

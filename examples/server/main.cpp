@@ -271,7 +271,9 @@ public:
         so.threads = options_.threads;
         so.max_queue = options_.max_queue;
         so.cache_budget_bytes = options_.cache_budget_mib << 20;
-        auto model = smol::load_model(options_.model_path);
+        smol::LoadOptions load;
+        load.on_progress = smol::stderr_load_progress(std::filesystem::path(options_.model_path).filename().string());
+        auto model = smol::load_model(options_.model_path, load);
         if (options_.context > model->info().hp.max_context && model->info().hp.max_context > 0)
             std::fprintf(stderr, "smol-server: warning: context %d is beyond the model's trained %d tokens\n",
                          options_.context, model->info().hp.max_context);

@@ -14,6 +14,7 @@
 #include "smol/hub/download.hpp"
 #include "smol/hub/model_source.hpp"
 #include "smol/model/kv_cache.hpp"
+#include "smol/model/load_progress.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/registry.hpp"
 #include "smol/text/chat_template.hpp"

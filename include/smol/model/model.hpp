@@ -3,6 +3,7 @@
 // config implements it (model/transformer.hpp); model/registry.hpp picks one for a file.
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@ namespace smol {
 
 struct LoadOptions {
     int max_batch = 512;  // tokens per forward chunk; longer inputs are processed in chunks
+    // When set, the weights are paged in at load and this hears how far (model/load_progress.hpp).
+    std::function<void(std::uint64_t done, std::uint64_t total)> on_progress;
 };
 
 struct ModelInfo {

@@ -12,6 +12,7 @@
 #include "smol/core/error.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/model/configs.hpp"
+#include "smol/model/load_progress.hpp"
 #include "smol/model/transformer.hpp"
 
 namespace smol {
@@ -98,6 +99,7 @@ std::unique_ptr<Model> load_first_match(gguf::File& file, const LoadOptions& opt
 
 // Loads a model file with whichever compiled config matches it.
 inline std::unique_ptr<Model> load_model(gguf::File file, const LoadOptions& options = {}) {
+    if (options.on_progress) page_in(file, options.on_progress);
     std::string report;
     const std::string name = file.name();
     auto model = detail::load_first_match(file, options, report, CompiledConfigs{});
