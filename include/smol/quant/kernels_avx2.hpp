@@ -174,15 +174,10 @@ inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
 // reuse it across columns; with a single column that working set spills out of the 16 ymm
 // registers. These consume each block 64 weights at a time instead, as it is unpacked.
 
-// The 8 scales and 8 mins of a Q4_K block as 16 x u8 (ggml's word-wide unpacking).
+// The 8 scales and 8 mins of a Q4_K block as 16 x u8, straight from the unpacked words.
 inline __m128i q4k_scales_mins(const std::uint8_t* scales) {
-    std::uint32_t a, b, c;
-    std::memcpy(&a, scales, 4);
-    std::memcpy(&b, scales + 4, 4);
-    std::memcpy(&c, scales + 8, 4);
-    const std::uint32_t six = 0x3f3f3f3fu, four = 0x0f0f0f0fu, two = 0x03030303u;
-    return _mm_set_epi32(int(((c >> 4) & four) | (((b >> 6) & two) << 4)), int(b & six),
-                         int((c & four) | (((a >> 6) & two) << 4)), int(a & six));
+    const auto w = q4k_scale_min_words(scales);
+    return _mm_set_epi32(int(w[3]), int(w[2]), int(w[1]), int(w[0]));
 }
 
 // Picks i16 word `word` of each 128-bit lane into all 8 words of that lane.
