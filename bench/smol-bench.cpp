@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "smol/core/comma_list.hpp"
 #include "smol/smol.hpp"
 
 namespace {
@@ -45,36 +46,10 @@ void usage(std::FILE* out) {
                  omp_get_max_threads());
 }
 
+// The list flags' values as ints; no token count or thread count comes near the cap.
 std::vector<int> parse_list(const std::string& flag, const std::string& text, int min_value) {
-    std::vector<int> out;
-    std::size_t at = 0;
-    while (at <= text.size()) {
-        const std::size_t comma = std::min(text.find(',', at), text.size());
-        const std::string item = text.substr(at, comma - at);
-        std::size_t used = 0;
-        long long v = 0;
-        try {
-            v = std::stoll(item, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used == 0 || used != item.size() || v < min_value || v > 1'000'000)
-            smol::fail(flag, ": expected comma-separated integers of at least ", min_value, ", found '", item, "'");
-        out.push_back(int(v));
-        at = comma + 1;
-    }
-    return out;
-}
-
-std::vector<std::string> split(const std::string& text) {
-    std::vector<std::string> out;
-    std::size_t at = 0;
-    while (at <= text.size()) {
-        const std::size_t comma = std::min(text.find(',', at), text.size());
-        out.push_back(text.substr(at, comma - at));
-        at = comma + 1;
-    }
-    return out;
+    const auto values = smol::parse_int_list(flag, text, min_value, 1'000'000);
+    return {values.begin(), values.end()};
 }
 
 // Peak resident memory of the whole process so far (Linux reports ru_maxrss in KiB).
@@ -204,7 +179,7 @@ int main(int argc, char** argv) {
                 if (i + 1 >= argc) smol::fail(a, " needs a value");
                 return argv[++i];
             };
-            if (a == "-m" || a == "--model") models = split(value());
+            if (a == "-m" || a == "--model") models = smol::split_commas(value());
             else if (a == "-hf" || a == "--hf-repo") hf.hf_repo = value();
             else if (a == "--hf-file") hf.hf_file = value();
             else if (a == "-p" || a == "--n-prompt") prompts = parse_list(a, value(), 0);

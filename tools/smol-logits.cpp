@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "smol/core/comma_list.hpp"
 #include "smol/smol.hpp"
 
 namespace {
@@ -24,24 +25,8 @@ void usage(std::FILE* out) {
 }
 
 std::vector<std::int32_t> parse_tokens(const std::string& list) {
-    std::vector<std::int32_t> ids;
-    std::size_t at = 0;
-    while (at <= list.size()) {
-        const std::size_t comma = std::min(list.find(',', at), list.size());
-        const std::string item = list.substr(at, comma - at);
-        std::size_t used = 0;
-        long long v = 0;
-        try {
-            v = std::stoll(item, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used == 0 || used != item.size() || v < 0 || v > INT32_MAX)
-            smol::fail("--tokens: expected comma-separated token ids, found '", item, "'");
-        ids.push_back(std::int32_t(v));
-        at = comma + 1;
-    }
-    return ids;
+    const auto ids = smol::parse_int_list("--tokens", list, 0, INT32_MAX, "token ids");
+    return {ids.begin(), ids.end()};
 }
 
 }  // namespace
