@@ -55,6 +55,24 @@ inline void q4k_unpack_scales_mins(const std::uint8_t* scales, std::uint8_t* out
     std::memcpy(out, words.data(), 16);
 }
 
+// The 256 signed 6-bit quants of a Q6_K block (-32..31), in weight order. Each half of the block
+// (128 weights) keeps its low nibbles in 64 ql bytes and its top two bits in 32 qh bytes: ql byte l
+// holds weights l (low nibble) and l + 64 (high nibble), ql byte l + 32 weights l + 32 and l + 96,
+// and qh byte l the top bits of l, l + 32, l + 64 and l + 96 in bit pairs 0-1, 2-3, 4-5, 6-7.
+inline void q6k_unpack_quants(const BlockQ6K& block, std::int8_t* q) {  // q: [QK_K]
+    for (int half = 0; half < 2; ++half) {
+        const std::uint8_t* ql = block.ql + 64 * half;
+        const std::uint8_t* qh = block.qh + 32 * half;
+        std::int8_t* y = q + 128 * half;
+        for (int l = 0; l < 32; ++l) {
+            y[l] = std::int8_t(((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32);
+            y[l + 32] = std::int8_t(((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32);
+            y[l + 64] = std::int8_t(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+            y[l + 96] = std::int8_t(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dequantization
 
@@ -81,23 +99,9 @@ inline void dequantize_row_q6_k(const BlockQ6K* blocks, float* out, std::int64_t
     for (std::int64_t b = 0; b < n / QK_K; ++b) {
         const BlockQ6K& block = blocks[b];
         const float d = fp16_to_f32(block.d);
-        for (int half = 0; half < 2; ++half) {
-            const std::uint8_t* ql = block.ql + 64 * half;
-            const std::uint8_t* qh = block.qh + 32 * half;
-            const std::int8_t* sc = block.scales + 8 * half;
-            float* y = out + 128 * half;
-            for (int l = 0; l < 32; ++l) {
-                const int is = l / 16;
-                const int q1 = int((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
-                const int q2 = int((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                const int q3 = int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                const int q4 = int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-                y[l] = d * float(sc[is]) * float(q1);
-                y[l + 32] = d * float(sc[is + 2]) * float(q2);
-                y[l + 64] = d * float(sc[is + 4]) * float(q3);
-                y[l + 96] = d * float(sc[is + 6]) * float(q4);
-            }
-        }
+        std::int8_t q[QK_K];
+        q6k_unpack_quants(block, q);
+        for (int i = 0; i < QK_K; ++i) out[i] = d * float(block.scales[i / 16]) * float(q[i]);  // a scale per 16
         out += QK_K;
     }
 }
@@ -225,25 +229,13 @@ inline float dot_q4k_q8k(std::int64_t n, const BlockQ4K* w, const BlockQ8K* a) {
 
 // sum over the 16 sub-blocks of sc_j * ((q6 - 32) . q8), exact.
 inline std::int32_t q6k_q8k_block_sum(const BlockQ6K& w, const BlockQ8K& a) {
+    std::int8_t q[QK_K];
+    q6k_unpack_quants(w, q);
     std::int32_t total = 0;
-    for (int half = 0; half < 2; ++half) {
-        const std::uint8_t* ql = w.ql + 64 * half;
-        const std::uint8_t* qh = w.qh + 32 * half;
-        const std::int8_t* sc = w.scales + 8 * half;
-        const std::int8_t* q8 = a.qs + 128 * half;
-        std::int32_t sub[8] = {};  // [quarter * 2 + l / 16]
-        for (int l = 0; l < 32; ++l) {
-            const int is = l / 16;
-            const int q1 = int((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
-            const int q2 = int((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
-            const int q3 = int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-            const int q4 = int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-            sub[is] += q1 * q8[l];
-            sub[is + 2] += q2 * q8[l + 32];
-            sub[is + 4] += q3 * q8[l + 64];
-            sub[is + 6] += q4 * q8[l + 96];
-        }
-        for (int j = 0; j < 8; ++j) total += std::int32_t(sc[j]) * sub[j];
+    for (int j = 0; j < QK_K / 16; ++j) {
+        std::int32_t sub = 0;
+        for (int l = 16 * j; l < 16 * j + 16; ++l) sub += std::int32_t(q[l]) * a.qs[l];
+        total += std::int32_t(w.scales[j]) * sub;
     }
     return total;
 }
