@@ -1,18 +1,16 @@
 #pragma once
 // Download progress: the struct the downloader reports after every chunk, and the default
 // renderer on stderr (a redrawn bar on a terminal, one log line per ~10% otherwise, so logs
-// of a service or CI job stay short).
+// of a service or CI job stay short; smol/core/progress_line.hpp draws both).
 
-#include <unistd.h>
-
-#include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
+
+#include "smol/core/progress_line.hpp"
 
 namespace smol::hub {
 
@@ -65,56 +63,41 @@ inline std::string format_progress_status(const Progress& p) {
 
 // "[=========>          ] " followed by the status; `width` is the bar's inner width.
 inline std::string format_progress_bar(const Progress& p, int width = 30) {
-    std::string bar = "[";
-    const double fraction = p.total > 0 ? std::min(1.0, static_cast<double>(p.downloaded) / p.total) : 0.0;
-    const int filled = static_cast<int>(fraction * width);
-    for (int i = 0; i < width; ++i)
-        bar += i < filled ? '=' : (i == filled && p.total > 0 && !p.finished ? '>' : ' ');
-    return bar + "] " + format_progress_status(p);
+    const double fraction = p.total > 0 ? static_cast<double>(p.downloaded) / p.total : 0.0;
+    const char head = p.total > 0 && !p.finished ? '>' : '\0';  // no moving head when the size is unknown
+    return progress_bar(fraction, width, '=', head) + " " + format_progress_status(p);
 }
 
 // Default renderer. On a terminal it redraws one line at most ~10 times a second; elsewhere it
 // logs a line each time another 10% is done (every 100 MB when the size is unknown).
 class ProgressPrinter {
 public:
-    explicit ProgressPrinter(std::FILE* out = stderr) : ProgressPrinter(out, isatty(fileno(out)) != 0) {}
-    ProgressPrinter(std::FILE* out, bool is_terminal) : out_(out), terminal_(is_terminal) {}
+    explicit ProgressPrinter(std::FILE* out = stderr) : line_(out) {}
+    ProgressPrinter(std::FILE* out, bool is_terminal) : line_(out, is_terminal) {}
 
     void operator()(const Progress& p) {
         if (p.file != file_) {  // a new file starts over
             file_ = p.file;
             last_step_ = -1;
-            last_draw_ = {};
+            line_.restart();
         }
-        if (terminal_) draw_bar(p);
+        if (line_.is_terminal()) line_.redraw(file_ + " " + format_progress_bar(p), p.finished);
         else log_line(p);
     }
 
 private:
-    void draw_bar(const Progress& p) {
-        const auto now = std::chrono::steady_clock::now();
-        if (!p.finished && now - last_draw_ < std::chrono::milliseconds(100)) return;
-        last_draw_ = now;
-        std::fprintf(out_, "\r%s %s\x1b[K", file_.c_str(), format_progress_bar(p).c_str());
-        if (p.finished) std::fputc('\n', out_);
-        std::fflush(out_);
-    }
-
     void log_line(const Progress& p) {
         const long step = p.total > 0 ? static_cast<long>(10.0 * p.downloaded / p.total)
                                       : static_cast<long>(p.downloaded / 100'000'000);
         if (!p.finished && step == last_step_) return;
         last_step_ = step;
-        std::fprintf(out_, "smol: %s %s: %s\n", p.finished ? "downloaded" : "downloading",
-                     file_.c_str(), format_progress_status(p).c_str());
-        std::fflush(out_);
+        line_.log(std::string("smol: ") + (p.finished ? "downloaded " : "downloading ") + file_ + ": " +
+                  format_progress_status(p));
     }
 
-    std::FILE* out_;
-    bool terminal_;
+    ProgressLine line_;
     std::string file_;
     long last_step_ = -1;
-    std::chrono::steady_clock::time_point last_draw_{};
 };
 
 inline ProgressCallback stderr_progress() {

@@ -3,14 +3,14 @@
 // reading them once up front turns a cold disk's page faults into a progress line at load
 // instead of a silent first token, and costs ~0.1 s when the file is already cached.
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 
+#include "smol/core/progress_line.hpp"
 #include "smol/gguf/reader.hpp"
 
 namespace smol {
@@ -40,27 +40,27 @@ inline void page_in(const gguf::File& file, const LoadProgress& on_progress) {
 class LoadProgressPrinter {
 public:
     explicit LoadProgressPrinter(std::string name, std::FILE* out = stderr)
-        : name_(std::move(name)), out_(out), terminal_(::isatty(::fileno(out)) != 0),
-          start_(std::chrono::steady_clock::now()) {}
+        : name_(std::move(name)), line_(out), start_(std::chrono::steady_clock::now()) {}
+    LoadProgressPrinter(std::string name, std::FILE* out, bool is_terminal)
+        : name_(std::move(name)), line_(out, is_terminal), start_(std::chrono::steady_clock::now()) {}
 
     void operator()(std::uint64_t done, std::uint64_t total) {
         const double fraction = total ? double(done) / double(total) : 1.0;
-        if (terminal_) {
-            const int filled = int(fraction * 30);
-            std::fprintf(out_, "\rloading %s [%s%s] %3d%% %.2f / %.2f GB\x1b[K", name_.c_str(), std::string(filled, '#').c_str(),
-                         std::string(30 - filled, ' ').c_str(), int(fraction * 100), done / 1e9, total / 1e9);
-            if (done == total) std::fputc('\n', out_);
+        char text[256];
+        if (line_.is_terminal()) {
+            // "loading m.gguf [#############                 ]  45% 0.81 / 1.80 GB"
+            std::snprintf(text, sizeof text, " %3d%% %.2f / %.2f GB", int(fraction * 100), done / 1e9, total / 1e9);
+            line_.redraw("loading " + name_ + " " + progress_bar(fraction, 30, '#') + text, done == total);
         } else if (done == total) {
             const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-            std::fprintf(out_, "smol: loaded %s (%.2f GB of weights) in %.2f s\n", name_.c_str(), total / 1e9, seconds);
+            std::snprintf(text, sizeof text, " (%.2f GB of weights) in %.2f s", total / 1e9, seconds);
+            line_.log("smol: loaded " + name_ + text);
         }
-        std::fflush(out_);
     }
 
 private:
     std::string name_;
-    std::FILE* out_;
-    bool terminal_;
+    ProgressLine line_;
     std::chrono::steady_clock::time_point start_;
 };
 
