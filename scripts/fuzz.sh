@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer GGUF target with clang (ASan + UBSan) in its own build folder, seeds a
-# corpus and fuzzes for the given time. Exits non-zero on any finding (crash, sanitizer report,
-# an exception other than smol::Error, a timeout or running out of memory).
+# Builds the libFuzzer targets with clang (ASan + UBSan) in their own build folder, seeds a
+# corpus for each and fuzzes them one after the other, the given time split evenly: the GGUF
+# reader (fuzz_gguf) and the tokenizer on the real vocabulary (fuzz_tokenizer). Exits non-zero
+# on any finding (crash, sanitizer report, an exception the target does not allow, a broken
+# round trip, a timeout or running out of memory).
 #
-# usage: scripts/fuzz.sh [seconds=60]
+# usage: scripts/fuzz.sh [seconds=60]   (total for both targets)
 # env:   BUILD_DIR (default build-fuzz), JOBS (build jobs, default 2), CC/CXX (default clang).
 # needs: clang and its fuzzer runtime (Debian: clang-14 and libclang-rt-14-dev), python3.
 set -euo pipefail
@@ -18,14 +20,26 @@ echo "==> configuring $build_dir with $CXX (SMOL_FUZZ=ON)"
 cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSMOL_FUZZ=ON -DSMOL_BUILD_TESTS=OFF -DSMOL_BUILD_TOOLS=OFF -DSMOL_BUILD_EXAMPLES=OFF
-echo "==> building fuzz_gguf"
-cmake --build "$build_dir" -j "$jobs" --target fuzz_gguf
-fuzzer="$build_dir/fuzz/fuzz_gguf"
+echo "==> building fuzz_gguf and fuzz_tokenizer"
+cmake --build "$build_dir" -j "$jobs" --target fuzz_gguf fuzz_tokenizer
+per_target=$(( seconds / 2 > 0 ? seconds / 2 : 1 ))
+
+# usage: run_fuzzer NAME MAX_LEN [more libFuzzer flags]. Corpora are kept between runs, so
+# coverage accumulates; seeds are rewritten each time.
+run_fuzzer() {
+  local name=$1 max_len=$2
+  shift 2
+  local corpus="$build_dir/corpus-$name" artifacts="$build_dir/artifacts-$name"
+  mkdir -p "$corpus" "$artifacts"
+  echo "==> fuzzing $name for ${per_target}s"
+  "$build_dir/fuzz/fuzz_$name" "$corpus" "$build_dir/seeds-$name" \
+    -max_total_time="$per_target" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix="$artifacts/" -print_final_stats=1 "$@"
+  echo "==> $name: no findings in ${per_target}s (corpus: $(ls "$corpus" | wc -l) inputs in $corpus)"
+}
 
 seeds="$build_dir/seeds-gguf"
-corpus="$build_dir/corpus-gguf"    # kept between runs, so coverage accumulates
-artifacts="$build_dir/artifacts-gguf"
-mkdir -p "$seeds" "$corpus" "$artifacts"
+mkdir -p "$seeds"
 rm -f "$seeds"/*
 
 # The fixtures are 7-23 MB, far beyond a useful -max_len, so the seeds are made from them:
@@ -152,8 +166,45 @@ DICT
 
 # max_len covers the mini fixtures (their first 8 tokens and merges, every hyperparameter);
 # larger inputs only slow the fuzzer down.
-echo "==> fuzzing for ${seconds}s"
-"$fuzzer" "$corpus" "$seeds" \
-  -max_total_time="$seconds" -max_len=32768 -timeout=10 -rss_limit_mb=2048 \
-  -dict="$build_dir/gguf.dict" -artifact_prefix="$artifacts/" -print_final_stats=1
-echo "==> no findings in ${seconds}s (corpus: $(ls "$corpus" | wc -l) inputs in $corpus)"
+run_fuzzer gguf 32768 -dict="$build_dir/gguf.dict"
+
+# Tokenizer seeds: every text of the llama.cpp reference tokenizations (all scripts, emoji,
+# special tokens, whitespace runs), plus invalid and borderline UTF-8 the references lack.
+seeds="$build_dir/seeds-tokenizer"
+mkdir -p "$seeds"
+rm -f "$seeds"/*
+python3 - "$seeds" tests/data/vocab/tokenize.jsonl <<'PY'
+import json, os, sys
+
+out_dir, cases = sys.argv[1], sys.argv[2]
+texts = {json.loads(line)['text'].encode() for line in open(cases, encoding='utf-8') if line.strip()}
+texts |= {b'a\x80z', b'\xff\xfe', b'x\xe4\xb8', b'\xc0\xaf', b'\xed\xa0\x80', b'\xf4\x90\x80\x80',
+          b'<think>\xf0\x9f', b'\xf0\x9f\x98', b'\xe0\x80\xaf<|im_start|>', b'\r\n \t\x0b\x0c\xc2\x85 \xe3\x80\x80'}
+for i, text in enumerate(sorted(texts)):
+    with open(os.path.join(out_dir, f'case-{i:03}.txt'), 'wb') as f:
+        f.write(text)
+PY
+echo "==> $(ls "$seeds" | wc -l) tokenizer seeds in $seeds"
+
+cat > "$build_dir/tokenizer.dict" <<'DICT'
+im_start="<|im_start|>"
+im_end="<|im_end|>"
+end_of_text="<|end_of_text|>"
+think="<think>"
+think_end="</think>"
+tool_call="<tool_call>"
+code_end="</code>"
+reserved="<|reserved_special_token_"
+s="'s"
+ll="'LL"
+crlf="\x0d\x0a"
+nbsp="\xc2\xa0"
+ideographic_space="\xe3\x80\x80"
+emoji="\xf0\x9f\x98\x80"
+zwj="\xe2\x80\x8d"
+combining="\xcc\x81"
+digits="1234567"
+DICT
+
+# Pieces are at most a few hundred bytes; 4 KB keeps runs fast while holding several of them.
+run_fuzzer tokenizer 4096 -dict="$build_dir/tokenizer.dict"
