@@ -1,6 +1,7 @@
 // HTTP tests of smol-server (the built binary from SMOL_BIN_DIR) on the tiny float fixture:
 // completions streamed and not, chunk format, reasoning split, cached tokens on a follow-up,
-// cancellation on disconnect, every kind of bad input, and concurrent streaming clients.
+// cancellation when a client disconnects (streaming or not), every kind of bad input,
+// concurrent streaming clients, and graceful shutdown on SIGTERM/SIGINT.
 // The client is plain POSIX sockets, so tests control every byte and can hang up mid-stream.
 
 #include <doctest/doctest.h>
@@ -9,11 +10,13 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -133,6 +136,70 @@ std::vector<std::string> sse_data(const std::string& body) {
     return out;
 }
 
+// Reads until the server closes the connection; FAILs if nothing arrives for `seconds`, so a
+// hung response fails the test instead of blocking it.
+std::string read_to_end(int fd, int seconds) {
+    timeval timeout{seconds, 0};
+    REQUIRE(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout) == 0);
+    std::string raw;
+    char buffer[65536];
+    while (true) {
+        const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+        if (n == 0) return raw;
+        if (n < 0) FAIL("no end of the response after " << seconds << " s (errno " << errno << "); so far:\n" << raw);
+        raw.append(buffer, std::size_t(n));
+    }
+}
+
+// Reads one response with a Content-Length body from a connection that stays open.
+Response read_one_response(int fd) {
+    std::string raw;
+    char buffer[4096];
+    while (true) {
+        const std::size_t header_end = raw.find("\r\n\r\n");
+        if (header_end != std::string::npos) {
+            const Response head = parse_response(raw.substr(0, header_end + 4));
+            const auto length = head.headers.find("content-length");
+            REQUIRE(length != head.headers.end());
+            if (raw.size() >= header_end + 4 + std::stoul(length->second)) return parse_response(raw);
+        }
+        const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+        REQUIRE(n > 0);
+        raw.append(buffer, std::size_t(n));
+    }
+}
+
+// What has arrived on the socket already, without waiting.
+void read_available(int fd, std::string& raw) {
+    char buffer[65536];
+    ssize_t n;
+    while ((n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT)) > 0) raw.append(buffer, std::size_t(n));
+}
+
+// The reasoning and answer text of the SSE chunks in a (possibly cut off) streamed reply, and
+// how many chunks carried text.
+struct Delivered {
+    std::string text;
+    int chunks = 0;
+};
+Delivered delivered_text(const std::string& raw) {
+    Delivered d;
+    const std::size_t header_end = raw.find("\r\n\r\n");
+    if (header_end == std::string::npos) return d;
+    for (const std::string& data : sse_data(dechunk(raw.substr(header_end + 4)))) {
+        const json chunk = json::parse(data, nullptr, /*allow_exceptions=*/false);
+        if (!chunk.is_object() || !chunk.contains("choices") || chunk["choices"].empty()) continue;
+        const json& delta = chunk["choices"][0]["delta"];
+        std::string piece;
+        for (const char* key : {"reasoning_content", "content"})
+            if (delta.contains(key)) piece += delta[key].get<std::string>();
+        if (piece.empty()) continue;
+        d.text += piece;
+        ++d.chunks;
+    }
+    return d;
+}
+
 // ---- the server process ----------------------------------------------------------------------
 
 class ServerProcess {
@@ -196,16 +263,44 @@ public:
         std::ifstream in(log_path_);
         return std::string(std::istreambuf_iterator<char>(in), {});
     }
-    // A value from /metrics.
-    double metric(const std::string& name) const {
+    // Every value from /metrics, read at one moment.
+    std::map<std::string, double> metrics() const {
         const Response r = http(port_, "GET", "/metrics");
+        std::map<std::string, double> out;
         std::istringstream lines(r.body);
         std::string line;
-        while (std::getline(lines, line))
-            if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-        FAIL("no metric " << name << " in:\n" << r.body);
-        return 0;
+        while (std::getline(lines, line)) {
+            if (line.empty() || line[0] == '#') continue;
+            const auto space = line.find(' ');
+            if (space != std::string::npos) out[line.substr(0, space)] = std::stod(line.substr(space + 1));
+        }
+        return out;
     }
+    // A value from /metrics.
+    double metric(const std::string& name) const {
+        const auto all = metrics();
+        const auto it = all.find(name);
+        if (it == all.end()) FAIL("no metric " << name << " in /metrics");
+        return it->second;
+    }
+    // The metrics once no request is generating and the token count stopped changing, so what
+    // a test reads is final rather than a snapshot taken while the model still runs (reading
+    // /metrics may itself wait behind the compute threads on a busy machine).
+    std::map<std::string, double> settled_metrics(int seconds = 30) const {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+        auto last = metrics();
+        while (std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            auto now = metrics();
+            if (now["smol_active_sessions"] == 0 && now["smol_queue_depth"] == 0 &&
+                now["smol_tokens_generated_total"] == last["smol_tokens_generated_total"])
+                return now;
+            last = std::move(now);
+        }
+        FAIL("generation did not stop within " << seconds << " s");
+        return last;
+    }
+    void send_signal(int sig) const { REQUIRE(::kill(pid_, sig) == 0); }
 
 private:
     static inline int counter_ = 0;
@@ -285,6 +380,9 @@ TEST_CASE("smol-server: non-streaming and streaming completions agree, with usag
 
     const Response plain = http(port, "POST", "/v1/chat/completions", chat("Hello there", 12, false).dump());
     REQUIRE(plain.status == 200);
+    // Chunked, so the server can watch the connection while generating (see the disconnect tests).
+    CHECK(plain.headers.at("content-type") == "application/json");
+    CHECK(plain.headers.at("transfer-encoding") == "chunked");
     const json body = plain.json_body();
     CHECK(body["object"] == "chat.completion");
     CHECK(body["id"].get<std::string>().rfind("chatcmpl-", 0) == 0);
@@ -420,36 +518,90 @@ TEST_CASE("smol-server: reasoning is streamed as reasoning_content, the answer a
     CHECK(after["choices"][0]["message"]["content"] != "");
 }
 
+// How many tokens a generation may run past its client's hang-up. The server notices at the next
+// token (it peeks the socket between tokens) and the worker stops before the one after, so 1-3
+// is usual; the rest is room for the HTTP thread waiting for a core on a busy 2-core machine
+// while the compute thread keeps going. A server that does not cancel runs to max_tokens.
+constexpr double kTokensPastHangup = 12;
+
 TEST_CASE("smol-server: a client that disconnects mid-stream has its generation cancelled") {
-    // One compute thread leaves a core to the HTTP threads, so reading the token count and
-    // noticing the hang-up are not queued behind the model on a 2-core machine.
+    // One compute thread leaves a core to the HTTP threads, so noticing the hang-up is not
+    // queued behind the model on a 2-core machine.
     ServerProcess server({"--api-key", kKey, "-c", "1024", "--parallel", "1", "-t", "1"});
     const int port = server.port();
+    const int max_tokens = 800;
     const int fd = connect_to(port);
-    send_all(fd, request_text("POST", "/v1/chat/completions", chat("Tell me a long story", 800, true).dump(), kKey));
-    // Read until some content arrived, then hang up.
+    send_all(fd, request_text("POST", "/v1/chat/completions", chat("Tell me a long story", max_tokens, true).dump(), kKey));
+    // Read until some text arrived, take whatever else is already here, then hang up.
     std::string raw;
     char buffer[4096];
-    while (raw.find("\"content\":\"") == std::string::npos || raw.find("\"content\":\"\"") == raw.rfind("\"content\":\"")) {
+    while (delivered_text(raw).chunks < 3) {
         const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
         if (n <= 0) FAIL("the stream ended before any content: " << raw);
         raw.append(buffer, std::size_t(n));
     }
-    const double generated_at_hangup = server.metric("smol_tokens_generated_total");
+    read_available(fd, raw);
     ::close(fd);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (server.metric("smol_requests_cancelled_total") < 1 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    CHECK(server.metric("smol_requests_cancelled_total") == 1);
-    CHECK(server.metric("smol_active_sessions") == 0);
-    // Stopped within a few tokens of the hang-up (the socket reports it on the next write).
-    const double generated = server.metric("smol_tokens_generated_total");
-    CAPTURE(generated_at_hangup);
+    // The tokens generated by the hang-up, counted from what the client got: the delivered text
+    // tokenizes back to the tokens that made it (checked below on a finished reply), and each
+    // chunk holds at least one token.
+    const Delivered delivered = delivered_text(raw);
+    const Response tokenized =
+        http(port, "POST", "/tokenize", json{{"content", delivered.text}, {"parse_special", false}}.dump());
+    REQUIRE(tokenized.status == 200);
+    const double delivered_tokens =
+        std::max<double>(double(tokenized.json_body()["tokens"].size()), double(delivered.chunks));
+
+    auto settled = server.settled_metrics();
+    CHECK(settled["smol_requests_cancelled_total"] == 1);
+    CHECK(settled["smol_requests_finished_total"] == 0);
+    const double generated = settled["smol_tokens_generated_total"];
+    CAPTURE(delivered_tokens);
     CAPTURE(generated);
-    CHECK(generated - generated_at_hangup <= 3);
-    // The freed slot serves the next request.
+    CHECK(generated >= delivered_tokens);
+    CHECK(generated <= delivered_tokens + kTokensPastHangup);
+    CHECK(generated < max_tokens / 4);
+
+    // The freed slot serves the next request. Its text tokenizes back to its token count, which
+    // is what the count of delivered tokens above relies on.
+    const Response next = http(port, "POST", "/v1/chat/completions", chat("Tell me a long story", 40, false).dump());
+    REQUIRE(next.status == 200);
+    const json message = next.json_body()["choices"][0]["message"];
+    const std::string text = message.value("reasoning_content", "") + message["content"].get<std::string>();
+    const Response retokenized = http(port, "POST", "/tokenize", json{{"content", text}, {"parse_special", false}}.dump());
+    CHECK(retokenized.json_body()["tokens"].size() == next.json_body()["usage"]["completion_tokens"].get<std::size_t>());
+}
+
+TEST_CASE("smol-server: a non-streaming client that disconnects has its generation cancelled") {
+    ServerProcess server({"--api-key", kKey, "-c", "1024", "--parallel", "1", "-t", "1"});
+    const int port = server.port();
+    const int max_tokens = 900;
+    const int fd = connect_to(port);
+    send_all(fd, request_text("POST", "/v1/chat/completions", chat("Tell me a long story", max_tokens, false).dump(), kKey));
+    // Hang up once generation is well under way (nothing of the reply arrives before its end).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    double generated_before = 0;
+    while ((generated_before = server.metric("smol_tokens_generated_total")) < 10) {
+        if (std::chrono::steady_clock::now() > deadline) FAIL("generation did not start");
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ::close(fd);
+
+    auto settled = server.settled_metrics();
+    CHECK(settled["smol_requests_cancelled_total"] == 1);
+    CHECK(settled["smol_requests_finished_total"] == 0);
+    CHECK(settled["smol_active_sessions"] == 0);
+    const double generated = settled["smol_tokens_generated_total"];
+    CAPTURE(generated_before);
+    CAPTURE(generated);
+    // generated_before was read a little before the hang-up, so this allows a few more tokens
+    // than the streaming test does; a request left running would reach max_tokens.
+    CHECK(generated <= generated_before + kTokensPastHangup + 8);
+    CHECK(generated < max_tokens / 4);
+
     const Response next = http(port, "POST", "/v1/chat/completions", chat("Hi", 3, false).dump());
     CHECK(next.status == 200);
+    CHECK(next.json_body()["usage"]["completion_tokens"] == 3);
 }
 
 TEST_CASE("smol-server: bad input gets the right 4xx with an OpenAI-style error body") {
@@ -585,4 +737,95 @@ TEST_CASE("smol-server: /health is 503 while the model loads, and a bad model en
         CHECK(server.log().find("cannot load the model") != std::string::npos);
     }
     fs::remove(fifo);
+}
+
+TEST_CASE("smol-server: SIGTERM cancels running generations, ends their replies and exits 0") {
+    ServerProcess server({"--api-key", kKey, "-c", "2048", "--parallel", "2", "-t", "1"});
+    const int port = server.port();
+    // Two long requests, one streaming and one not: left alone they would run for many seconds.
+    const int max_tokens = 1500;
+    const int streaming = connect_to(port);
+    send_all(streaming,
+             request_text("POST", "/v1/chat/completions", chat("Tell me a long story", max_tokens, true).dump(), kKey));
+    const int plain = connect_to(port);
+    send_all(plain, request_text("POST", "/v1/chat/completions", chat("Another story", max_tokens, false).dump(), kKey));
+    std::string streamed;
+    char buffer[4096];
+    while (delivered_text(streamed).chunks < 2) {
+        const ssize_t n = ::recv(streaming, buffer, sizeof buffer, 0);
+        if (n <= 0) FAIL("the stream ended before any content: " << streamed);
+        streamed.append(buffer, std::size_t(n));
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (server.metric("smol_active_sessions") < 2) {
+        if (std::chrono::steady_clock::now() > deadline) FAIL("the second request did not start");
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+
+    const auto signalled = std::chrono::steady_clock::now();
+    server.send_signal(SIGTERM);
+    const int status = server.wait_exit(10);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+    CAPTURE(server.log());
+    CHECK(status == 0);
+    // About a second at most by design; the bound leaves room for a busy machine while staying
+    // far below the time the two generations would take.
+    CHECK(seconds < 4);
+    CHECK(server.log().find("smol-server: SIGTERM: no longer taking requests; cancelled 2 generations; exiting") !=
+          std::string::npos);
+
+    // The streaming client got a proper end: an error event saying why, [DONE] and the last chunk.
+    streamed += read_to_end(streaming, 5);
+    ::close(streaming);
+    CHECK(streamed.size() >= 5);
+    CHECK(streamed.substr(streamed.size() - 5) == "0\r\n\r\n");
+    const auto events = sse_data(parse_response(streamed).body);
+    REQUIRE(events.size() >= 3);
+    CHECK(events.back() == "[DONE]");
+    const json last = json::parse(events[events.size() - 2]);
+    CHECK(last["error"]["code"] == "server_shutting_down");
+    CHECK(delivered_text(streamed).chunks < max_tokens / 4);
+
+    // The non-streaming client's 200 was already sent; its body is the error.
+    const std::string answered = read_to_end(plain, 5);
+    ::close(plain);
+    CHECK(answered.size() >= 5);
+    CHECK(answered.substr(answered.size() - 5) == "0\r\n\r\n");
+    const Response r = parse_response(answered);
+    CHECK(r.status == 200);
+    const json error = json::parse(r.body, nullptr, false);
+    REQUIRE(error.is_object());
+    CHECK(error["error"]["code"] == "server_shutting_down");
+    CHECK(error["error"]["type"] == "unavailable_error");
+}
+
+TEST_CASE("smol-server: SIGINT exits 0 promptly, also with an idle keep-alive connection or while loading") {
+    {
+        ServerProcess server({"-c", "256", "--parallel", "1"});
+        // A kept-alive connection waits up to 5 s in httplib for its next request; shutdown
+        // does not wait for it.
+        const int fd = connect_to(server.port());
+        send_all(fd, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        CHECK(read_one_response(fd).status == 200);
+        const auto signalled = std::chrono::steady_clock::now();
+        server.send_signal(SIGINT);
+        CHECK(server.wait_exit(10) == 0);
+        CHECK(std::chrono::steady_clock::now() - signalled < std::chrono::seconds(4));
+        CHECK(server.log().find("smol-server: SIGINT: no longer taking requests; cancelled 0 generations; exiting") !=
+              std::string::npos);
+        ::close(fd);
+    }
+    {
+        // A named pipe as the model holds the server in its loading phase (see the next test).
+        const fs::path fifo =
+            fs::temp_directory_path() / ("smol-server-test-sigint-" + std::to_string(::getpid()) + ".gguf");
+        fs::remove(fifo);
+        REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+        ServerProcess server({}, fifo.string(), /*wait_ready=*/false);
+        CHECK(http(server.port(), "GET", "/health", "", "").status == 503);
+        server.send_signal(SIGINT);
+        CHECK(server.wait_exit(5) == 0);
+        CHECK(server.log().find("SIGINT while loading the model; exiting") != std::string::npos);
+        fs::remove(fifo);
+    }
 }
