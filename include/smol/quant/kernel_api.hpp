@@ -13,10 +13,16 @@ inline constexpr int kTileRows = 4;  // weight rows per kernel call, at most
 inline constexpr int kTileCols = 4;  // activation columns (tokens) per kernel call, at most
 
 // How far ahead of the block being read each row stream prefetches. A thread's rows are one
-// contiguous run, so this reaches into the rows it reads next. Measured on the 3B shape (AVX2,
-// decode, 1 and 2 threads): 768 bytes gave 3.6 and 6.2 tokens/s, 4096 gave 4.8-6.1 and 8.3;
-// 8192 and beyond no better.
+// contiguous run. A long row prefetches further along itself; a row shorter than that (a
+// 2048-wide matrix has 1152-byte Q4_K rows) prefetches the same spot of the next tile, where the
+// same row of the tile will read next; prefetching a fixed distance instead lands mostly on
+// rows the current tile is reading already. Measured on the 3B shape (AVX2, decode, 1 and 2
+// threads): 768 bytes gave 3.6 and 6.2 tokens/s, 4096 gave 4.8-6.1 and 8.3; 8192 no better.
 inline constexpr std::size_t kPrefetchBytes = 4096;
+
+inline std::size_t prefetch_distance(std::size_t row_bytes) {
+    return row_bytes >= kPrefetchBytes ? kPrefetchBytes : kTileRows * row_bytes;
+}
 
 // out[c * out_stride + r] = dot(weight row r, activation column c), r < n_rows, c < n_cols,
 // with 0 <= n_rows <= kTileRows and 0 <= n_cols <= kTileCols (callers loop over larger shapes).

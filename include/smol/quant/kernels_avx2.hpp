@@ -41,8 +41,8 @@ inline float hsum(__m128 s) {
 
 inline float half_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
 
-inline void prefetch_ahead(const void* block, std::size_t bytes) {
-    const char* p = static_cast<const char*>(block) + kPrefetchBytes;
+inline void prefetch_ahead(const void* block, std::size_t bytes, std::size_t distance) {
+    const char* p = static_cast<const char*>(block) + distance;
     for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
 }
 
@@ -54,6 +54,7 @@ inline void q4k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
                      const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
                      std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    const std::size_t ahead = prefetch_distance(row_bytes);
     __m256 acc[kTileRows][C];
     __m128 acc_min[kTileRows][C];
     for (int r = 0; r < kTileRows; ++r)
@@ -66,7 +67,7 @@ inline void q4k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
     for (std::int64_t b = 0; b < blocks; ++b) {
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ4K& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ4K));
+            prefetch_ahead(&wb, sizeof(BlockQ4K), ahead);
             alignas(16) std::uint8_t scales_mins[16];
             q4k_unpack_scales_mins(wb.scales, scales_mins);
             const __m128i packed = _mm_load_si128(reinterpret_cast<const __m128i*>(scales_mins));
@@ -113,6 +114,7 @@ inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
                      const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
                      std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ6K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    const std::size_t ahead = prefetch_distance(row_bytes);
     __m256 acc[kTileRows][C];
     for (int r = 0; r < kTileRows; ++r)
         for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
@@ -122,7 +124,7 @@ inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
     for (std::int64_t b = 0; b < blocks; ++b) {
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ6K& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ6K));
+            prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);
             __m256i q[8], scale[8];  // [chunk of 32 weights]: unsigned quants; scales (16 lanes each half)
             for (int half = 0; half < 2; ++half) {
                 const __m256i bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half));
@@ -174,51 +176,72 @@ inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
 // reuse it across columns; with a single column that working set spills out of the 16 ymm
 // registers. These consume each block 64 weights at a time instead, as it is unpacked.
 
-// The 8 scales and 8 mins of a Q4_K block as 16 x u8, straight from the unpacked words.
-inline __m128i q4k_scales_mins(const std::uint8_t* scales) {
-    const auto w = q4k_scale_min_words(scales);
-    return _mm_set_epi32(int(w[3]), int(w[2]), int(w[1]), int(w[0]));
+// A Q4_K block's packed 6-bit scales and mins unpacked the way q4k_scale_min_words() does it,
+// all in one register: `header` is the block's first 16 bytes (d, dmin, then the 12 scale bytes
+// as words w0 w1 w2); the result is [8 scales, 8 mins] as u8.
+inline __m128i q4k_unpack_header(__m128i header) {
+    const __m128i w0_w2_w1_w2 = _mm_shuffle_epi32(header, _MM_SHUFFLE(3, 2, 3, 1));
+    const __m128i w0_w0_w1_w1 = _mm_shuffle_epi32(header, _MM_SHUFFLE(2, 2, 1, 1));
+    const __m128i low = _mm_and_si128(_mm_srlv_epi32(w0_w2_w1_w2, _mm_setr_epi32(0, 0, 0, 4)),
+                                      _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    const __m128i top = _mm_and_si128(_mm_srlv_epi32(w0_w0_w1_w1, _mm_setr_epi32(0, 2, 0, 2)),
+                                      _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(low, top);
 }
 
-// Picks i16 word `word` of each 128-bit lane into all 8 words of that lane.
-inline __m256i word_picker(int word) { return _mm256_set1_epi16(short(0x0100 * (2 * word + 1) + 2 * word)); }
+// Picks byte `index` of each 128-bit lane, zero-extended, into all 8 i16 words of that lane.
+inline __m256i byte_to_words(int index) { return _mm256_set1_epi16(short(0x8000 | index)); }
 
+// Sum over one Q4_K block of scale_j * (q x a) for the 8 sub-blocks j, as 8 i32 partial sums.
+// scales: the block's 8 scales as u8 (bytes 0-7) in both lanes.
+inline __m256i q4k_block_dot(const BlockQ4K& wb, const BlockQ8K& ab, __m256i scales) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int chunk = 0; chunk < 4; ++chunk) {  // 64 weights: sub-blocks 2 chunk (low nibbles) and 2 chunk + 1
+        const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * chunk));
+        const __m256i q8_low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * chunk));
+        const __m256i q8_high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * chunk + 32));
+        const __m256i low = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(bits, low4), q8_low),
+                                              _mm256_shuffle_epi8(scales, byte_to_words(2 * chunk)));
+        const __m256i high =
+            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), low4), q8_high),
+                              _mm256_shuffle_epi8(scales, byte_to_words(2 * chunk + 1)));
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(low, high));
+    }
+    return sumi;
+}
+
+// Each row's bookkeeping (scales, mins, fp16 factors) stays in vector registers; rows are
+// independent iterations so the core can overlap one row's cache misses with another's work
+// (doing the four rows' bookkeeping jointly was faster from L2 but slower from DRAM).
 inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                        const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
                        std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    __m256 acc[kTileRows];
-    __m128 acc_min[kTileRows];
+    const std::size_t ahead = prefetch_distance(row_bytes);
+    __m256 acc[kTileRows];      // [row]: d * ad * (scale-weighted dots), 8 partial sums
+    __m128 acc_min[kTileRows];  // [row]: dmin * ad * (min-weighted block sums), 4 partial sums
     for (int r = 0; r < kTileRows; ++r) {
         acc[r] = _mm256_setzero_ps();
         acc_min[r] = _mm_setzero_ps();
     }
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m128i mins_to_words = _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1);
     const std::int64_t blocks = n / QK_K;
     for (std::int64_t b = 0; b < blocks; ++b) {
         const BlockQ8K& ab = t.a[0][b];
         const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
         const __m128i sub_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+        const __m128 ad = _mm_set1_ps(ab.d);
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ4K& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ4K));
-            const __m256i scales_mins = _mm256_cvtepu8_epi16(q4k_scales_mins(wb.scales));  // [8 scales, 8 mins] i16
-            const __m128i min_prod = _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), sub_sums);
-            const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales_mins));
-            __m256i sumi = _mm256_setzero_si256();
-            for (int chunk = 0; chunk < 4; ++chunk) {  // 64 weights: sub-blocks 2 chunk (low nibbles) and 2 chunk + 1
-                const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * chunk));
-                const __m256i q8_low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * chunk));
-                const __m256i q8_high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * chunk + 32));
-                const __m256i low = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(bits, low4), q8_low),
-                                                      _mm256_shuffle_epi8(scales, word_picker(2 * chunk)));
-                const __m256i high =
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), low4), q8_high),
-                                      _mm256_shuffle_epi8(scales, word_picker(2 * chunk + 1)));
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(low, high));
-            }
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(wb.d) * ab.d), _mm256_cvtepi32_ps(sumi), acc[r]);
-            acc_min[r] = _mm_fmadd_ps(_mm_set1_ps(half_to_float(wb.dmin) * ab.d), _mm_cvtepi32_ps(min_prod), acc_min[r]);
+            prefetch_ahead(&wb, sizeof(BlockQ4K), ahead);
+            const __m128i header = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb));
+            const __m128i unpacked = q4k_unpack_header(header);  // [8 scales, 8 mins] u8
+            const __m128i min_dots = _mm_madd_epi16(_mm_shuffle_epi8(unpacked, mins_to_words), sub_sums);
+            const __m256i sumi = q4k_block_dot(wb, ab, _mm256_broadcastsi128_si256(unpacked));
+            const __m128 factors = _mm_mul_ps(_mm_cvtph_ps(header), ad);  // [d, dmin, -, -] * ad
+            acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(factors), _mm256_cvtepi32_ps(sumi), acc[r]);
+            acc_min[r] = _mm_fmadd_ps(_mm_permute_ps(factors, _MM_SHUFFLE(1, 1, 1, 1)), _mm_cvtepi32_ps(min_dots), acc_min[r]);
         }
     }
     float result[kTileRows][1];
@@ -226,46 +249,65 @@ inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t 
     kernel_detail::store_tile<1>(result, n_rows, n_cols, out, out_stride);
 }
 
+// The high two bits of a Q6_K chunk moved to bits 4-5: chunk kk of a half reads bits 2kk, 2kk+1
+// of qh. One shift and one mask (none for kk = 2); 16-bit shifts are fine since the mask drops
+// whatever crosses from the neighbouring byte.
+template <int kk>
+inline __m256i q6k_high_bits(__m256i high) {
+    const __m256i mask = _mm256_set1_epi8(0x30);
+    if constexpr (kk == 0) return _mm256_and_si256(_mm256_slli_epi16(high, 4), mask);
+    if constexpr (kk == 1) return _mm256_and_si256(_mm256_slli_epi16(high, 2), mask);
+    if constexpr (kk == 2) return _mm256_and_si256(high, mask);
+    if constexpr (kk == 3) return _mm256_and_si256(_mm256_srli_epi16(high, 2), mask);
+}
+
+// Sum over one Q6_K block of scale_j * ((q - 32) x a) for its 16 sub-blocks, as 8 i32 partial
+// sums. The quants are used unsigned (0..63); the -32 offset is 32 * sum_j scale_j * bsum_j.
+inline __m256i q6k_block_dot(const BlockQ6K& wb, const BlockQ8K& ab, __m256i bsums) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
+    __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 5));
+    for (int half = 0; half < 2; ++half) {
+        const __m256i bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half));
+        const __m256i bits2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half + 32));
+        const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh + 32 * half));
+        // This half's eight scales in both lanes; chunk kk takes word 2kk (lanes 0-15) and 2kk+1 (16-31).
+        const __m256i half_scales = half == 0 ? _mm256_permute2x128_si256(scales16, scales16, 0x00)
+                                              : _mm256_permute2x128_si256(scales16, scales16, 0x11);
+        const std::int8_t* q8 = ab.qs + 128 * half;
+        const auto chunk = [&](__m256i low_nibbles, __m256i high_bits, int kk) {
+            const __m256i q = _mm256_or_si256(low_nibbles, high_bits);
+            const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(short(((4 * kk + 3) << 8) | (4 * kk + 2))),
+                                                  _mm_set1_epi16(short(((4 * kk + 1) << 8) | (4 * kk))));
+            const __m256i a8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * kk));
+            return _mm256_madd_epi16(_mm256_maddubs_epi16(q, a8), _mm256_shuffle_epi8(half_scales, pick));
+        };
+        const __m256i c0 = chunk(_mm256_and_si256(bits1, low4), q6k_high_bits<0>(high), 0);
+        const __m256i c1 = chunk(_mm256_and_si256(bits2, low4), q6k_high_bits<1>(high), 1);
+        const __m256i c2 = chunk(_mm256_and_si256(_mm256_srli_epi16(bits1, 4), low4), q6k_high_bits<2>(high), 2);
+        const __m256i c3 = chunk(_mm256_and_si256(_mm256_srli_epi16(bits2, 4), low4), q6k_high_bits<3>(high), 3);
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)));
+    }
+    return sumi;
+}
+
 inline void q6k_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                        const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
                        std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ6K, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    __m256 acc[kTileRows];
+    const std::size_t ahead = prefetch_distance(row_bytes);
+    __m256 acc[kTileRows];  // [row]: 8 partial sums
     for (int r = 0; r < kTileRows; ++r) acc[r] = _mm256_setzero_ps();
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const __m256i low2 = _mm256_set1_epi8(0x03);
     const std::int64_t blocks = n / QK_K;
     for (std::int64_t b = 0; b < blocks; ++b) {
         const BlockQ8K& ab = t.a[0][b];
         const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+        const __m256 ad = _mm256_set1_ps(ab.d);
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ6K& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ6K));
-            const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
-            // The quants are used unsigned (0..63); the -32 offset is 32 * sum_j scale_j * bsum_j.
-            __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 5));
-            for (int half = 0; half < 2; ++half) {
-                const __m256i bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half));
-                const __m256i bits2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half + 32));
-                const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh + 32 * half));
-                // This half's eight scales in both lanes; chunk kk takes word 2kk (lanes 0-15) and 2kk+1 (16-31).
-                const __m256i half_scales = half == 0 ? _mm256_permute2x128_si256(scales16, scales16, 0x00)
-                                                      : _mm256_permute2x128_si256(scales16, scales16, 0x11);
-                const std::int8_t* q8 = ab.qs + 128 * half;
-                const auto chunk = [&](__m256i low_bits, int high_shift, int kk) {
-                    const __m256i q = _mm256_or_si256(
-                        _mm256_and_si256(low_bits, low4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, high_shift), low2), 4));
-                    const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(short(((4 * kk + 3) << 8) | (4 * kk + 2))),
-                                                          _mm_set1_epi16(short(((4 * kk + 1) << 8) | (4 * kk))));
-                    const __m256i a8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * kk));
-                    return _mm256_madd_epi16(_mm256_maddubs_epi16(q, a8), _mm256_shuffle_epi8(half_scales, pick));
-                };
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(chunk(bits1, 0, 0), chunk(bits2, 2, 1)));
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(chunk(_mm256_srli_epi16(bits1, 4), 4, 2),
-                                                               chunk(_mm256_srli_epi16(bits2, 4), 6, 3)));
-            }
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(wb.d) * ab.d), _mm256_cvtepi32_ps(sumi), acc[r]);
+            prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);
+            const __m256i sumi = q6k_block_dot(wb, ab, bsums);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(half_to_float(wb.d)), ad), _mm256_cvtepi32_ps(sumi), acc[r]);
         }
     }
     float result[kTileRows][1];
@@ -281,6 +323,7 @@ inline void q8_0_tile(std::int64_t n, const std::uint8_t* weights, std::size_t r
                       const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
                       std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ8_0, BlockQ8_0, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    const std::size_t ahead = prefetch_distance(row_bytes);
     __m256 acc[kTileRows][C];
     for (int r = 0; r < kTileRows; ++r)
         for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
@@ -289,7 +332,7 @@ inline void q8_0_tile(std::int64_t n, const std::uint8_t* weights, std::size_t r
     for (std::int64_t b = 0; b < blocks; ++b) {
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ8_0& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ8_0));
+            prefetch_ahead(&wb, sizeof(BlockQ8_0), ahead);
             const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs));
             const __m256i abs_x = _mm256_sign_epi8(x, x);
             const float dx = half_to_float(wb.d);
@@ -334,6 +377,7 @@ inline void float_tile(std::int64_t n, const std::uint8_t* weights, std::size_t 
                        const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
                        std::size_t out_stride) {
     const kernel_detail::TileOperands<Weight, float, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    const std::size_t ahead = prefetch_distance(row_bytes);
     fbatch acc[kTileRows][C];
     for (int r = 0; r < kTileRows; ++r)
         for (int c = 0; c < C; ++c) acc[r][c] = fbatch(0.0f);
@@ -343,7 +387,7 @@ inline void float_tile(std::int64_t n, const std::uint8_t* weights, std::size_t 
         fbatch w[kTileRows];
         const bool new_line = (std::size_t(i) * sizeof(Weight)) % 64 < lanes * sizeof(Weight);  // once per 64 bytes
         for (int r = 0; r < kTileRows; ++r) {
-            if (new_line) prefetch_ahead(t.w[r] + i, 64);
+            if (new_line) prefetch_ahead(t.w[r] + i, 64, ahead);
             w[r] = Load::load(t.w[r] + i);
         }
         for (int c = 0; c < C; ++c) {

@@ -32,8 +32,8 @@ namespace smol::kernels_avx512 {
 
 namespace detail {
 
-SMOL_TARGET_AVX512 inline void prefetch_ahead(const void* block, std::size_t bytes) {
-    const char* p = static_cast<const char*>(block) + kPrefetchBytes;
+SMOL_TARGET_AVX512 inline void prefetch_ahead(const void* block, std::size_t bytes, std::size_t distance) {
+    const char* p = static_cast<const char*>(block) + distance;
     for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
 }
 
@@ -58,6 +58,7 @@ SMOL_TARGET_AVX512 void q4k_tile(std::int64_t n, const std::uint8_t* weights, st
                                  const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
                                  std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    const std::size_t ahead = prefetch_distance(row_bytes);
     __m512 acc[kTileRows][C];
     __m128 acc_min[kTileRows][C];
     for (int r = 0; r < kTileRows; ++r)
@@ -70,7 +71,7 @@ SMOL_TARGET_AVX512 void q4k_tile(std::int64_t n, const std::uint8_t* weights, st
     for (std::int64_t b = 0; b < blocks; ++b) {
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ4K& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ4K));
+            prefetch_ahead(&wb, sizeof(BlockQ4K), ahead);
             alignas(16) std::uint8_t scales_mins[16];  // 8 scales, then 8 mins
             q4k_unpack_scales_mins(wb.scales, scales_mins);
             const std::uint8_t* sc = scales_mins;
@@ -113,6 +114,7 @@ SMOL_TARGET_AVX512 void q6k_tile(std::int64_t n, const std::uint8_t* weights, st
                                  const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
                                  std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ6K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    const std::size_t ahead = prefetch_distance(row_bytes);
     __m512 acc[kTileRows][C];
     for (int r = 0; r < kTileRows; ++r)
         for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -122,7 +124,7 @@ SMOL_TARGET_AVX512 void q6k_tile(std::int64_t n, const std::uint8_t* weights, st
     for (std::int64_t b = 0; b < blocks; ++b) {
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ6K& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ6K));
+            prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);
             __m512i q[4], scale[4];  // [64 weights]: unsigned quants; 4 scales of 16 weights each
             for (int half = 0; half < 2; ++half) {
                 const __m256i bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half));
@@ -174,6 +176,7 @@ SMOL_TARGET_AVX512 void q8_0_tile(std::int64_t n, const std::uint8_t* weights, s
                                   std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ8_0, BlockQ8_0, C> t(weights, row_bytes, n_rows, acts, act_stride,
                                                                  n_cols);
+    const std::size_t ahead = prefetch_distance(row_bytes);
     __m256 acc[kTileRows][C];
     for (int r = 0; r < kTileRows; ++r)
         for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
@@ -181,7 +184,7 @@ SMOL_TARGET_AVX512 void q8_0_tile(std::int64_t n, const std::uint8_t* weights, s
     for (std::int64_t b = 0; b < blocks; ++b) {
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ8_0& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ8_0));
+            prefetch_ahead(&wb, sizeof(BlockQ8_0), ahead);
             const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs));
             const __m256i abs_x = _mm256_abs_epi8(x);
             const float dx = half_to_float(wb.d);
@@ -229,6 +232,7 @@ SMOL_TARGET_AVX512 void float_tile(std::int64_t n, const std::uint8_t* weights, 
                                    const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
                                    std::size_t out_stride) {
     const kernel_detail::TileOperands<Weight, float, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    const std::size_t ahead = prefetch_distance(row_bytes);
     __m512 acc[kTileRows][C];
     for (int r = 0; r < kTileRows; ++r)
         for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -238,7 +242,7 @@ SMOL_TARGET_AVX512 void float_tile(std::int64_t n, const std::uint8_t* weights, 
         __m512 w[kTileRows];
         const bool new_line = (std::size_t(i) * sizeof(Weight)) % 64 < lanes * sizeof(Weight);  // once per 64 bytes
         for (int r = 0; r < kTileRows; ++r) {
-            if (new_line) prefetch_ahead(t.w[r] + i, 64);
+            if (new_line) prefetch_ahead(t.w[r] + i, 64, ahead);
             w[r] = Load::load(t.w[r] + i);
         }
         for (int c = 0; c < C; ++c) {
