@@ -645,7 +645,8 @@ struct CompletionState {
 // keeps it; at the end writes the whole chat.completion object. The reply is chunked only so
 // that the server looks at the connection between tokens: a client that hung up stops its
 // generation here (sink.is_writable() peeks the socket), where waiting for the whole text in
-// the handler would compute for nobody until max_tokens.
+// the handler would compute for nobody until max_tokens. A client that only shuts down its
+// sending side after the request looks the same as one that left, as on the streaming path.
 bool completion_step(CompletionState& st, httplib::DataSink& sink) {
     if (!sink.is_writable()) return false;
     auto event = st.stream->next(std::chrono::milliseconds(100));
