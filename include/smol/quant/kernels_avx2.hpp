@@ -49,133 +49,6 @@ inline void prefetch_ahead(const void* block, std::size_t bytes, std::size_t dis
 // ---------------------------------------------------------------------------------------------
 // Q4_K x Q8_K
 
-template <int C>
-inline void q4k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                     const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
-                     std::size_t out_stride) {
-    const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    const std::size_t ahead = prefetch_distance(row_bytes);
-    __m256 acc[kTileRows][C];
-    __m128 acc_min[kTileRows][C];
-    for (int r = 0; r < kTileRows; ++r)
-        for (int c = 0; c < C; ++c) {
-            acc[r][c] = _mm256_setzero_ps();
-            acc_min[r][c] = _mm_setzero_ps();
-        }
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const std::int64_t blocks = n / QK_K;
-    for (std::int64_t b = 0; b < blocks; ++b) {
-        for (int r = 0; r < kTileRows; ++r) {
-            const BlockQ4K& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ4K), ahead);
-            alignas(16) std::uint8_t scales_mins[16];
-            q4k_unpack_scales_mins(wb.scales, scales_mins);
-            const __m128i packed = _mm_load_si128(reinterpret_cast<const __m128i*>(scales_mins));
-            const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
-            const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(packed, packed));
-            __m256i q[8], scale[8];  // [sub-block]: 32 nibbles as bytes; its scale in all 16 x i16
-            for (int chunk = 0; chunk < 4; ++chunk) {
-                const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * chunk));
-                q[2 * chunk] = _mm256_and_si256(bits, low4);
-                q[2 * chunk + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
-            }
-            for (int j = 0; j < 8; ++j) scale[j] = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(short(0x0100 * (2 * j + 1) + 2 * j)));
-            const float d = half_to_float(wb.d);
-            const float dmin = half_to_float(wb.dmin);
-            for (int c = 0; c < C; ++c) {
-                const BlockQ8K& ab = t.a[c][b];
-                __m256i sumi = _mm256_setzero_si256();
-                for (int j = 0; j < 8; ++j) {
-                    const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * j));
-                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[j], q8), scale[j]));
-                }
-                // bsums pairwise -> the 8 sub-block sums, times the 8 mins.
-                const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
-                const __m128i sub_sums =
-                    _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-                const __m128i min_prod = _mm_madd_epi16(mins, sub_sums);
-                acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(sumi), acc[r][c]);
-                acc_min[r][c] = _mm_fmadd_ps(_mm_set1_ps(dmin * ab.d), _mm_cvtepi32_ps(min_prod), acc_min[r][c]);
-            }
-        }
-    }
-    float result[kTileRows][C];
-    for (int r = 0; r < kTileRows; ++r)
-        for (int c = 0; c < C; ++c) result[r][c] = hsum(acc[r][c]) - hsum(acc_min[r][c]);
-    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Q6_K x Q8_K: the 6-bit quants are used unsigned (0..63) and the -32 offset is taken out once
-// per block as 32 * sum_j scale_j * bsum_j.
-
-template <int C>
-inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                     const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
-                     std::size_t out_stride) {
-    const kernel_detail::TileOperands<BlockQ6K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    const std::size_t ahead = prefetch_distance(row_bytes);
-    __m256 acc[kTileRows][C];
-    for (int r = 0; r < kTileRows; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const __m256i low2 = _mm256_set1_epi8(0x03);
-    const std::int64_t blocks = n / QK_K;
-    for (std::int64_t b = 0; b < blocks; ++b) {
-        for (int r = 0; r < kTileRows; ++r) {
-            const BlockQ6K& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);
-            __m256i q[8], scale[8];  // [chunk of 32 weights]: unsigned quants; scales (16 lanes each half)
-            for (int half = 0; half < 2; ++half) {
-                const __m256i bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half));
-                const __m256i bits2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half + 32));
-                const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh + 32 * half));
-                const auto hi2 = [&](int shift) {
-                    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, shift), low2), 4);
-                };
-                q[4 * half + 0] = _mm256_or_si256(_mm256_and_si256(bits1, low4), hi2(0));
-                q[4 * half + 1] = _mm256_or_si256(_mm256_and_si256(bits2, low4), hi2(2));
-                q[4 * half + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits1, 4), low4), hi2(4));
-                q[4 * half + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits2, 4), low4), hi2(6));
-            }
-            // Chunk k = 4 * half + kk takes scale 2k in its low 16 lanes and 2k+1 in its high 16:
-            // words 2kk and 2kk+1 of that half's eight scales, picked per 128-bit lane by vpshufb.
-            const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales));
-            const __m256i scales16 = _mm256_cvtepi8_epi16(packed);
-            const __m256i half_scales[2] = {_mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales16)),
-                                            _mm256_broadcastsi128_si256(_mm256_extracti128_si256(scales16, 1))};
-            for (int k = 0; k < 8; ++k) {
-                const int kk = k % 4;
-                const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(short(((4 * kk + 3) << 8) | (4 * kk + 2))),
-                                                      _mm_set1_epi16(short(((4 * kk + 1) << 8) | (4 * kk))));
-                scale[k] = _mm256_shuffle_epi8(half_scales[k / 4], pick);
-            }
-            const float d = half_to_float(wb.d);
-            for (int c = 0; c < C; ++c) {
-                const BlockQ8K& ab = t.a[c][b];
-                __m256i sumi = _mm256_setzero_si256();
-                for (int k = 0; k < 8; ++k) {
-                    const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * k));
-                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], q8), scale[k]));
-                }
-                const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
-                const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 5);
-                sumi = _mm256_sub_epi32(sumi, offset);
-                acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(sumi), acc[r][c]);
-            }
-        }
-    }
-    float result[kTileRows][C];
-    for (int r = 0; r < kTileRows; ++r)
-        for (int c = 0; c < C; ++c) result[r][c] = hsum(acc[r][c]);
-    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Decode (one activation column). The tiles above keep a whole unpacked block in registers to
-// reuse it across columns; with a single column that working set spills out of the 16 ymm
-// registers. These consume each block 64 weights at a time instead, as it is unpacked.
-
 // A Q4_K block's packed 6-bit scales and mins unpacked the way q4k_scale_min_words() does it,
 // all in one register: `header` is the block's first 16 bytes (d, dmin, then the 12 scale bytes
 // as words w0 w1 w2); the result is [8 scales, 8 mins] as u8.
@@ -189,8 +62,155 @@ inline __m128i q4k_unpack_header(__m128i header) {
     return _mm_or_si128(low, top);
 }
 
+// An empty asm the compiler must run in program order with v in a register: a scheduling
+// fence that costs no instruction.
+inline void keep_in_register(__m256i& v) { asm volatile("" : "+x"(v)); }
+
 // Picks byte `index` of each 128-bit lane, zero-extended, into all 8 i16 words of that lane.
 inline __m256i byte_to_words(int index) { return _mm256_set1_epi16(short(0x8000 | index)); }
+
+// One row at a time: a block is unpacked once and used for all C columns straight from
+// registers (unpacking four rows at once needs more registers than there are, and the spills
+// cost more than the unpacking).
+template <int C>
+inline void q4k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                     const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                     std::size_t out_stride) {
+    const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    const std::size_t ahead = prefetch_distance(row_bytes);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m128i mins_to_words = _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1);
+    const std::int64_t blocks = n / QK_K;
+    float result[kTileRows][C] = {};
+    for (int r = 0; r < n_rows; ++r) {
+        // [column]: ad * (d * scale-weighted dots - dmin * min-weighted block sums), as 8 partial
+        // sums; one accumulator per column leaves registers for the unpacked block.
+        __m256 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+        for (std::int64_t b = 0; b < blocks; ++b) {
+            const BlockQ4K& wb = t.w[r][b];
+            prefetch_ahead(&wb, sizeof(BlockQ4K), ahead);
+            const __m128i header = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb));
+            const __m128i unpacked = q4k_unpack_header(header);  // [8 scales, 8 mins] u8
+            const __m256i scales = _mm256_broadcastsi128_si256(unpacked);
+            __m256i sumi[C];
+            for (int c = 0; c < C; ++c) sumi[c] = _mm256_setzero_si256();
+            for (int chunk = 0; chunk < 4; ++chunk) {  // 64 weights: sub-blocks 2 chunk (low nibbles) and 2 chunk + 1
+                const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * chunk));
+                const __m256i low = _mm256_and_si256(bits, low4);
+                const __m256i high = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+                const __m256i scale_low = _mm256_shuffle_epi8(scales, byte_to_words(2 * chunk));
+                const __m256i scale_high = _mm256_shuffle_epi8(scales, byte_to_words(2 * chunk + 1));
+                for (int c = 0; c < C; ++c) {
+                    const std::int8_t* q8 = t.a[c][b].qs + 64 * chunk;
+                    const __m256i dot_low = _mm256_madd_epi16(
+                        _mm256_maddubs_epi16(low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8))), scale_low);
+                    const __m256i dot_high = _mm256_madd_epi16(
+                        _mm256_maddubs_epi16(high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32))),
+                        scale_high);
+                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(dot_low, dot_high));
+                    // Otherwise gcc defers these sums to the end of the block and spills every product.
+                    keep_in_register(sumi[c]);
+                }
+            }
+            const __m128i mins = _mm_shuffle_epi8(unpacked, mins_to_words);
+            const __m128 d_dmin = _mm_cvtph_ps(header);  // [d, dmin, -, -]
+            const __m256 d = _mm256_broadcastss_ps(d_dmin);
+            const __m256 dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin));
+            for (int c = 0; c < C; ++c) {
+                const BlockQ8K& ab = t.a[c][b];
+                const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+                const __m128i sub_sums =
+                    _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+                const __m256 min_dots = _mm256_zextps128_ps256(_mm_cvtepi32_ps(_mm_madd_epi16(mins, sub_sums)));
+                const __m256 block = _mm256_fnmadd_ps(dmin, min_dots, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[c])));
+                acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(ab.d), block, acc[c]);
+            }
+        }
+        for (int c = 0; c < C; ++c) result[r][c] = hsum(acc[c]);
+    }
+    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q6_K x Q8_K: the 6-bit quants are used unsigned (0..63) and the -32 offset is taken out once
+// per block as 32 * sum_j scale_j * bsum_j.
+
+// The high two bits of a Q6_K chunk moved to bits 4-5: chunk kk of a half reads bits 2kk, 2kk+1
+// of qh. One shift and one mask (none for kk = 2); 16-bit shifts are fine since the mask drops
+// whatever crosses from the neighbouring byte.
+template <int kk>
+inline __m256i q6k_high_bits(__m256i high) {
+    const __m256i mask = _mm256_set1_epi8(0x30);
+    if constexpr (kk == 0) return _mm256_and_si256(_mm256_slli_epi16(high, 4), mask);
+    if constexpr (kk == 1) return _mm256_and_si256(_mm256_slli_epi16(high, 2), mask);
+    if constexpr (kk == 2) return _mm256_and_si256(high, mask);
+    if constexpr (kk == 3) return _mm256_and_si256(_mm256_srli_epi16(high, 2), mask);
+}
+
+// One row at a time, as q4k_tile.
+template <int C>
+inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                     const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                     std::size_t out_stride) {
+    const kernel_detail::TileOperands<BlockQ6K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    const std::size_t ahead = prefetch_distance(row_bytes);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const std::int64_t blocks = n / QK_K;
+    float result[kTileRows][C] = {};
+    for (int r = 0; r < n_rows; ++r) {
+        __m256 acc[C];  // [column]: ad * d * (scale-weighted dots), 8 partial sums
+        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+        for (std::int64_t b = 0; b < blocks; ++b) {
+            const BlockQ6K& wb = t.w[r][b];
+            prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);
+            __m256i sumi[C];
+            for (int c = 0; c < C; ++c) sumi[c] = _mm256_setzero_si256();
+            for (int half = 0; half < 2; ++half) {
+                const __m256i bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half));
+                const __m256i bits2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half + 32));
+                const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh + 32 * half));
+                // This half's eight scales in both lanes; chunk kk takes word 2kk (lanes 0-15) and 2kk+1 (16-31).
+                std::int64_t eight_scales;
+                std::memcpy(&eight_scales, wb.scales + 8 * half, sizeof eight_scales);
+                const __m256i half_scales = _mm256_cvtepi8_epi16(_mm_set1_epi64x(eight_scales));
+                const auto chunk = [&](__m256i q, int kk) {
+                    const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(short(((4 * kk + 3) << 8) | (4 * kk + 2))),
+                                                          _mm_set1_epi16(short(((4 * kk + 1) << 8) | (4 * kk))));
+                    const __m256i scale = _mm256_shuffle_epi8(half_scales, pick);
+                    for (int c = 0; c < C; ++c) {
+                        const std::int8_t* q8 = t.a[c][b].qs + 128 * half + 32 * kk;
+                        const __m256i a8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8));
+                        sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a8), scale));
+                        keep_in_register(sumi[c]);
+                    }
+                };
+                chunk(_mm256_or_si256(_mm256_and_si256(bits1, low4), q6k_high_bits<0>(high)), 0);
+                chunk(_mm256_or_si256(_mm256_and_si256(bits2, low4), q6k_high_bits<1>(high)), 1);
+                chunk(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits1, 4), low4), q6k_high_bits<2>(high)), 2);
+                chunk(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits2, 4), low4), q6k_high_bits<3>(high)), 3);
+            }
+            // The quants were used unsigned (0..63); the -32 offset is 32 * sum_j scale_j * bsum_j.
+            const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
+            const __m256 d = _mm256_set1_ps(half_to_float(wb.d));
+            for (int c = 0; c < C; ++c) {
+                const BlockQ8K& ab = t.a[c][b];
+                const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+                const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 5);
+                const __m256 block = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[c], offset)));
+                acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(ab.d), block, acc[c]);
+            }
+        }
+        for (int c = 0; c < C; ++c) result[r][c] = hsum(acc[c]);
+    }
+    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decode (one activation column). The tiles above keep a whole unpacked block in registers to
+// reuse it across columns; with a single column that working set spills out of the 16 ymm
+// registers. These consume each block 64 weights at a time instead, as it is unpacked.
+
 
 // Sum over one Q4_K block of scale_j * (q x a) for the 8 sub-blocks j, as 8 i32 partial sums.
 // scales: the block's 8 scales as u8 (bytes 0-7) in both lanes.
@@ -247,18 +267,6 @@ inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t 
     float result[kTileRows][1];
     for (int r = 0; r < kTileRows; ++r) result[r][0] = hsum(acc[r]) - hsum(acc_min[r]);
     kernel_detail::store_tile<1>(result, n_rows, n_cols, out, out_stride);
-}
-
-// The high two bits of a Q6_K chunk moved to bits 4-5: chunk kk of a half reads bits 2kk, 2kk+1
-// of qh. One shift and one mask (none for kk = 2); 16-bit shifts are fine since the mask drops
-// whatever crosses from the neighbouring byte.
-template <int kk>
-inline __m256i q6k_high_bits(__m256i high) {
-    const __m256i mask = _mm256_set1_epi8(0x30);
-    if constexpr (kk == 0) return _mm256_and_si256(_mm256_slli_epi16(high, 4), mask);
-    if constexpr (kk == 1) return _mm256_and_si256(_mm256_slli_epi16(high, 2), mask);
-    if constexpr (kk == 2) return _mm256_and_si256(high, mask);
-    if constexpr (kk == 3) return _mm256_and_si256(_mm256_srli_epi16(high, 2), mask);
 }
 
 // Sum over one Q6_K block of scale_j * ((q - 32) x a) for its 16 sub-blocks, as 8 i32 partial
