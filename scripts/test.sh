@@ -4,7 +4,7 @@
 #      against an installed smol and through add_subdirectory (scripts/test-embed.sh); README's
 #      main command against a local stand-in for the Hub (scripts/test-serve.sh);
 #   2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. the GGUF reader fuzzed with libFuzzer for 60 seconds, seeded with the fixtures.
+#   3. the GGUF reader and the tokenizer fuzzed with libFuzzer, 30 seconds each, seeded with the fixtures.
 # env: JOBS (build jobs, default: number of cores), FUZZ_SECONDS (default 60), SKIP_SANITIZE=1,
 #      SKIP_FUZZ=1 (for quick local runs; CI runs everything).
 set -euo pipefail
