@@ -68,6 +68,7 @@ private:
 
 namespace matmul_detail {
 
+inline constexpr std::int64_t kDecodeRunsPerThread = 16;     // decode rows are handed out in this many runs per thread
 inline constexpr std::int64_t kTokenBlock = 64;              // tokens whose activations stay in L2
 inline constexpr std::int64_t kParallelQuantizeBlocks = 64;  // below this, one thread quantizes
 
@@ -188,7 +189,12 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
     };
 
     if (n_tokens == 1) {
-#pragma omp parallel for schedule(static)
+        // Runs of rows handed out as threads finish, not fixed halves: on a shared host one
+        // thread is often slowed by a neighbour, and with static halves the other one waits at
+        // the barrier. Runs stay long enough for the prefetcher. (3B decode, 2 threads, busy
+        // host, alternating: static 7.5-8.3 tokens/s, dynamic 8.8-9.5.)
+        const std::int64_t run = std::max<std::int64_t>(1, total_groups / (kDecodeRunsPerThread * omp_get_max_threads()));
+#pragma omp parallel for schedule(dynamic, run)
         for (std::int64_t g = 0; g < total_groups; ++g) run_tile(g, 0, 1);
         return;
     }
