@@ -122,12 +122,17 @@ struct Operands {
     std::size_t act_stride;
 };
 
-// Runs `tile` on every shape and compares each output with `reference(row, column)`.
+// Runs `tile` on every shape and compares each output with `reference(row, column)`. Also
+// checks that an output's bits do not depend on the tile's shape: the server batches the decode
+// steps of several users, and each must get the logits it would get alone.
 template <class Reference>
 void check_tiles(DotTileFn tile, std::int64_t n, const Operands& ops, Reference reference, double tolerance_scale,
                  TensorType wtype, TensorType atype) {
     constexpr std::size_t out_stride = kTileRows + 3;
     const float sentinel = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> full(out_stride * kTileCols, sentinel);  // the whole kTileRows x kTileCols tile
+    tile(n, ops.weights.data(), ops.row_bytes, kTileRows, ops.acts.data(), ops.act_stride, kTileCols, full.data(),
+         out_stride);
     for (int n_rows = 1; n_rows <= kTileRows; ++n_rows)
         for (int n_cols = 1; n_cols <= kTileCols; ++n_cols) {
             std::vector<float> out(out_stride * kTileCols, sentinel);
@@ -145,6 +150,8 @@ void check_tiles(DotTileFn tile, std::int64_t n, const Operands& ops, Reference 
                         tolerance_scale * magnitude(wtype, ops.weights.data() + r * ops.row_bytes, atype,
                                                     ops.acts.data() + std::size_t(c) * ops.act_stride, n);
                     INFO("n " << n << " tile " << n_rows << "x" << n_cols << " at (" << r << ", " << c << ")");
+                    const float in_full_tile = full[std::size_t(c) * out_stride + r];
+                    REQUIRE(std::memcmp(&got, &in_full_tile, sizeof got) == 0);
                     if (tolerance_scale == 0) {
                         REQUIRE(got == expected);
                     } else {

@@ -69,6 +69,17 @@ inline void keep_in_register(__m256i& v) { asm volatile("" : "+x"(v)); }
 // Picks byte `index` of each 128-bit lane, zero-extended, into all 8 i16 words of that lane.
 inline __m256i byte_to_words(int index) { return _mm256_set1_epi16(short(0x8000 | index)); }
 
+// Adds one Q4_K block's share to a (row, column) accumulator: ad * (d * dots - dmin * min dots).
+// The decode and the prompt kernels both use it, so a sequence's logits are the same bits
+// whatever else shares its batch.
+inline __m256 q4k_accumulate(__m256 acc, __m128 d_dmin, __m256i dots, __m128i min_dots, float ad) {
+    const __m256 d = _mm256_broadcastss_ps(d_dmin);
+    const __m256 dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin));
+    const __m256 mins = _mm256_zextps128_ps256(_mm_cvtepi32_ps(min_dots));
+    const __m256 block = _mm256_fnmadd_ps(dmin, mins, _mm256_mul_ps(d, _mm256_cvtepi32_ps(dots)));
+    return _mm256_fmadd_ps(_mm256_set1_ps(ad), block, acc);
+}
+
 // One row at a time: a block is unpacked once and used for all C columns straight from
 // registers (unpacking four rows at once needs more registers than there are, and the spills
 // cost more than the unpacking).
@@ -115,16 +126,12 @@ inline void q4k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
             }
             const __m128i mins = _mm_shuffle_epi8(unpacked, mins_to_words);
             const __m128 d_dmin = _mm_cvtph_ps(header);  // [d, dmin, -, -]
-            const __m256 d = _mm256_broadcastss_ps(d_dmin);
-            const __m256 dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin));
             for (int c = 0; c < C; ++c) {
                 const BlockQ8K& ab = t.a[c][b];
                 const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
                 const __m128i sub_sums =
                     _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-                const __m256 min_dots = _mm256_zextps128_ps256(_mm_cvtepi32_ps(_mm_madd_epi16(mins, sub_sums)));
-                const __m256 block = _mm256_fnmadd_ps(dmin, min_dots, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[c])));
-                acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(ab.d), block, acc[c]);
+                acc[c] = q4k_accumulate(acc[c], d_dmin, sumi[c], _mm_madd_epi16(mins, sub_sums), ab.d);
             }
         }
         for (int c = 0; c < C; ++c) result[r][c] = hsum(acc[c]);
@@ -146,6 +153,12 @@ inline __m256i q6k_high_bits(__m256i high) {
     if constexpr (kk == 1) return _mm256_and_si256(_mm256_slli_epi16(high, 2), mask);
     if constexpr (kk == 2) return _mm256_and_si256(high, mask);
     if constexpr (kk == 3) return _mm256_and_si256(_mm256_srli_epi16(high, 2), mask);
+}
+
+// Adds one Q6_K block's share to a (row, column) accumulator: ad * (d * dots); shared by the
+// decode and prompt kernels for the same reason as q4k_accumulate.
+inline __m256 q6k_accumulate(__m256 acc, float d, __m256i dots, float ad) {
+    return _mm256_fmadd_ps(_mm256_set1_ps(ad), _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(dots)), acc);
 }
 
 // One row at a time, as q4k_tile.
@@ -192,13 +205,12 @@ inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
             }
             // The quants were used unsigned (0..63); the -32 offset is 32 * sum_j scale_j * bsum_j.
             const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
-            const __m256 d = _mm256_set1_ps(half_to_float(wb.d));
+            const float d = half_to_float(wb.d);
             for (int c = 0; c < C; ++c) {
                 const BlockQ8K& ab = t.a[c][b];
                 const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
                 const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 5);
-                const __m256 block = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[c], offset)));
-                acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(ab.d), block, acc[c]);
+                acc[c] = q6k_accumulate(acc[c], d, _mm256_sub_epi32(sumi[c], offset), ab.d);
             }
         }
         for (int c = 0; c < C; ++c) result[r][c] = hsum(acc[c]);
@@ -239,19 +251,14 @@ inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t 
                        std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
     const std::size_t ahead = prefetch_distance(row_bytes);
-    __m256 acc[kTileRows];      // [row]: d * ad * (scale-weighted dots), 8 partial sums
-    __m128 acc_min[kTileRows];  // [row]: dmin * ad * (min-weighted block sums), 4 partial sums
-    for (int r = 0; r < kTileRows; ++r) {
-        acc[r] = _mm256_setzero_ps();
-        acc_min[r] = _mm_setzero_ps();
-    }
+    __m256 acc[kTileRows];  // [row]: ad * (d * scale-weighted dots - dmin * min-weighted block sums)
+    for (int r = 0; r < kTileRows; ++r) acc[r] = _mm256_setzero_ps();
     const __m128i mins_to_words = _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1);
     const std::int64_t blocks = n / QK_K;
     for (std::int64_t b = 0; b < blocks; ++b) {
         const BlockQ8K& ab = t.a[0][b];
         const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
         const __m128i sub_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-        const __m128 ad = _mm_set1_ps(ab.d);
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ4K& wb = t.w[r][b];
             prefetch_ahead(&wb, sizeof(BlockQ4K), ahead);
@@ -259,13 +266,11 @@ inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t 
             const __m128i unpacked = q4k_unpack_header(header);  // [8 scales, 8 mins] u8
             const __m128i min_dots = _mm_madd_epi16(_mm_shuffle_epi8(unpacked, mins_to_words), sub_sums);
             const __m256i sumi = q4k_block_dot(wb, ab, _mm256_broadcastsi128_si256(unpacked));
-            const __m128 factors = _mm_mul_ps(_mm_cvtph_ps(header), ad);  // [d, dmin, -, -] * ad
-            acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(factors), _mm256_cvtepi32_ps(sumi), acc[r]);
-            acc_min[r] = _mm_fmadd_ps(_mm_permute_ps(factors, _MM_SHUFFLE(1, 1, 1, 1)), _mm_cvtepi32_ps(min_dots), acc_min[r]);
+            acc[r] = q4k_accumulate(acc[r], _mm_cvtph_ps(header), sumi, min_dots, ab.d);
         }
     }
     float result[kTileRows][1];
-    for (int r = 0; r < kTileRows; ++r) result[r][0] = hsum(acc[r]) - hsum(acc_min[r]);
+    for (int r = 0; r < kTileRows; ++r) result[r][0] = hsum(acc[r]);
     kernel_detail::store_tile<1>(result, n_rows, n_cols, out, out_stride);
 }
 
@@ -310,12 +315,10 @@ inline void q6k_column(std::int64_t n, const std::uint8_t* weights, std::size_t 
     for (std::int64_t b = 0; b < blocks; ++b) {
         const BlockQ8K& ab = t.a[0][b];
         const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
-        const __m256 ad = _mm256_set1_ps(ab.d);
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ6K& wb = t.w[r][b];
             prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);
-            const __m256i sumi = q6k_block_dot(wb, ab, bsums);
-            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(half_to_float(wb.d)), ad), _mm256_cvtepi32_ps(sumi), acc[r]);
+            acc[r] = q6k_accumulate(acc[r], half_to_float(wb.d), q6k_block_dot(wb, ab, bsums), ab.d);
         }
     }
     float result[kTileRows][1];
