@@ -49,7 +49,7 @@ inline void prefetch_ahead(const void* block, std::size_t bytes, std::size_t dis
 // ---------------------------------------------------------------------------------------------
 // Q4_K x Q8_K
 
-// A Q4_K block's packed 6-bit scales and mins unpacked the way q4k_scale_min_words() does it,
+// A Q4_K block's packed 6-bit scales and mins unpacked the way q4k_unpack_scales_mins() does it,
 // all in one register: `header` is the block's first 16 bytes (d, dmin, then the 12 scale bytes
 // as words w0 w1 w2); the result is [8 scales, 8 mins] as u8.
 inline __m128i q4k_unpack_header(__m128i header) {
@@ -68,6 +68,19 @@ inline void keep_in_register(__m256i& v) { asm volatile("" : "+x"(v)); }
 
 // Picks byte `index` of each 128-bit lane, zero-extended, into all 8 i16 words of that lane.
 inline __m256i byte_to_words(int index) { return _mm256_set1_epi16(short(0x8000 | index)); }
+
+// The 8 sub-block sums of a Q8_K block (its 16 bsums added pairwise), as i16.
+inline __m128i q8k_sub_block_sums(const BlockQ8K& ab) {
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+    return _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+}
+
+// A Q4_K block's min term before scaling: its 8 mins (bytes 8-15 of `unpacked`) times the
+// activation's 8 sub-block sums, as 4 i32 partial sums.
+inline __m128i q4k_min_dots(__m128i unpacked, __m128i sub_sums) {
+    const __m128i mins_to_words = _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1);
+    return _mm_madd_epi16(_mm_shuffle_epi8(unpacked, mins_to_words), sub_sums);
+}
 
 // Adds one Q4_K block's share to a (row, column) accumulator: ad * (d * dots - dmin * min dots).
 // The decode and the prompt kernels both use it, so a sequence's logits are the same bits
@@ -90,7 +103,6 @@ inline void q4k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
     const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
     const std::size_t ahead = prefetch_distance(row_bytes);
     const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const __m128i mins_to_words = _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1);
     const std::int64_t blocks = n / QK_K;
     float result[kTileRows][C] = {};
     for (int r = 0; r < n_rows; ++r) {
@@ -124,14 +136,10 @@ inline void q4k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
                     keep_in_register(sumi[c]);
                 }
             }
-            const __m128i mins = _mm_shuffle_epi8(unpacked, mins_to_words);
             const __m128 d_dmin = _mm_cvtph_ps(header);  // [d, dmin, -, -]
             for (int c = 0; c < C; ++c) {
                 const BlockQ8K& ab = t.a[c][b];
-                const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
-                const __m128i sub_sums =
-                    _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-                acc[c] = q4k_accumulate(acc[c], d_dmin, sumi[c], _mm_madd_epi16(mins, sub_sums), ab.d);
+                acc[c] = q4k_accumulate(acc[c], d_dmin, sumi[c], q4k_min_dots(unpacked, q8k_sub_block_sums(ab)), ab.d);
             }
         }
         for (int c = 0; c < C; ++c) result[r][c] = hsum(acc[c]);
@@ -143,16 +151,29 @@ inline void q4k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
 // Q6_K x Q8_K: the 6-bit quants are used unsigned (0..63) and the -32 offset is taken out once
 // per block as 32 * sum_j scale_j * bsum_j.
 
-// The high two bits of a Q6_K chunk moved to bits 4-5: chunk kk of a half reads bits 2kk, 2kk+1
-// of qh. One shift and one mask (none for kk = 2); 16-bit shifts are fine since the mask drops
-// whatever crosses from the neighbouring byte.
+// Chunk kk (32 weights) of a Q6_K half as unsigned quants (0..63), from the half's ql bytes
+// (bits1: 0-31, bits2: 32-63) and qh bytes: chunks 0 and 1 take the low nibbles of bits1 and
+// bits2, chunks 2 and 3 the high nibbles, and chunk kk the qh bit pair 2kk, 2kk+1, moved to bits
+// 4-5 with one shift and mask (16-bit shifts are fine: the mask drops what crosses bytes).
 template <int kk>
-inline __m256i q6k_high_bits(__m256i high) {
+inline __m256i q6k_chunk_quants(__m256i bits1, __m256i bits2, __m256i high) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
     const __m256i mask = _mm256_set1_epi8(0x30);
-    if constexpr (kk == 0) return _mm256_and_si256(_mm256_slli_epi16(high, 4), mask);
-    if constexpr (kk == 1) return _mm256_and_si256(_mm256_slli_epi16(high, 2), mask);
-    if constexpr (kk == 2) return _mm256_and_si256(high, mask);
-    if constexpr (kk == 3) return _mm256_and_si256(_mm256_srli_epi16(high, 2), mask);
+    const __m256i bits = kk % 2 == 0 ? bits1 : bits2;
+    const __m256i low = _mm256_and_si256(kk < 2 ? bits : _mm256_srli_epi16(bits, 4), low4);
+    __m256i top;
+    if constexpr (kk == 0) top = _mm256_and_si256(_mm256_slli_epi16(high, 4), mask);
+    if constexpr (kk == 1) top = _mm256_and_si256(_mm256_slli_epi16(high, 2), mask);
+    if constexpr (kk == 2) top = _mm256_and_si256(high, mask);
+    if constexpr (kk == 3) top = _mm256_and_si256(_mm256_srli_epi16(high, 2), mask);
+    return _mm256_or_si256(low, top);
+}
+
+// For chunk kk of a half, picks i16 scale 2kk into lanes 0-15 and 2kk+1 into lanes 16-31 from
+// the half's eight scales held in both 128-bit lanes.
+inline __m256i q6k_scale_picker(int kk) {
+    return _mm256_set_m128i(_mm_set1_epi16(short(((4 * kk + 3) << 8) | (4 * kk + 2))),
+                            _mm_set1_epi16(short(((4 * kk + 1) << 8) | (4 * kk))));
 }
 
 // Adds one Q6_K block's share to a (row, column) accumulator: ad * (d * dots); shared by the
@@ -168,7 +189,6 @@ inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
                      std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ6K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
     const std::size_t ahead = prefetch_distance(row_bytes);
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
     const std::int64_t blocks = n / QK_K;
     float result[kTileRows][C] = {};
     for (int r = 0; r < n_rows; ++r) {
@@ -188,9 +208,7 @@ inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
                 std::memcpy(&eight_scales, wb.scales + 8 * half, sizeof eight_scales);
                 const __m256i half_scales = _mm256_cvtepi8_epi16(_mm_set1_epi64x(eight_scales));
                 const auto chunk = [&](__m256i q, int kk) {
-                    const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(short(((4 * kk + 3) << 8) | (4 * kk + 2))),
-                                                          _mm_set1_epi16(short(((4 * kk + 1) << 8) | (4 * kk))));
-                    const __m256i scale = _mm256_shuffle_epi8(half_scales, pick);
+                    const __m256i scale = _mm256_shuffle_epi8(half_scales, q6k_scale_picker(kk));
                     for (int c = 0; c < C; ++c) {
                         const std::int8_t* q8 = t.a[c][b].qs + 128 * half + 32 * kk;
                         const __m256i a8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8));
@@ -198,10 +216,10 @@ inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
                         keep_in_register(sumi[c]);
                     }
                 };
-                chunk(_mm256_or_si256(_mm256_and_si256(bits1, low4), q6k_high_bits<0>(high)), 0);
-                chunk(_mm256_or_si256(_mm256_and_si256(bits2, low4), q6k_high_bits<1>(high)), 1);
-                chunk(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits1, 4), low4), q6k_high_bits<2>(high)), 2);
-                chunk(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits2, 4), low4), q6k_high_bits<3>(high)), 3);
+                chunk(q6k_chunk_quants<0>(bits1, bits2, high), 0);
+                chunk(q6k_chunk_quants<1>(bits1, bits2, high), 1);
+                chunk(q6k_chunk_quants<2>(bits1, bits2, high), 2);
+                chunk(q6k_chunk_quants<3>(bits1, bits2, high), 3);
             }
             // The quants were used unsigned (0..63); the -32 offset is 32 * sum_j scale_j * bsum_j.
             const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
@@ -219,10 +237,8 @@ inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
 }
 
 // ---------------------------------------------------------------------------------------------
-// Decode (one activation column). The tiles above keep a whole unpacked block in registers to
-// reuse it across columns; with a single column that working set spills out of the 16 ymm
-// registers. These consume each block 64 weights at a time instead, as it is unpacked.
-
+// Decode (one activation column): the weights stream from DRAM once, so per block and row every
+// instruction of bookkeeping counts; the four rows of a tile are independent iterations.
 
 // Sum over one Q4_K block of scale_j * (q x a) for the 8 sub-blocks j, as 8 i32 partial sums.
 // scales: the block's 8 scales as u8 (bytes 0-7) in both lanes.
@@ -253,20 +269,17 @@ inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t 
     const std::size_t ahead = prefetch_distance(row_bytes);
     __m256 acc[kTileRows];  // [row]: ad * (d * scale-weighted dots - dmin * min-weighted block sums)
     for (int r = 0; r < kTileRows; ++r) acc[r] = _mm256_setzero_ps();
-    const __m128i mins_to_words = _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1);
     const std::int64_t blocks = n / QK_K;
     for (std::int64_t b = 0; b < blocks; ++b) {
         const BlockQ8K& ab = t.a[0][b];
-        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
-        const __m128i sub_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+        const __m128i sub_sums = q8k_sub_block_sums(ab);
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ4K& wb = t.w[r][b];
             prefetch_ahead(&wb, sizeof(BlockQ4K), ahead);
             const __m128i header = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb));
             const __m128i unpacked = q4k_unpack_header(header);  // [8 scales, 8 mins] u8
-            const __m128i min_dots = _mm_madd_epi16(_mm_shuffle_epi8(unpacked, mins_to_words), sub_sums);
             const __m256i sumi = q4k_block_dot(wb, ab, _mm256_broadcastsi128_si256(unpacked));
-            acc[r] = q4k_accumulate(acc[r], _mm_cvtph_ps(header), sumi, min_dots, ab.d);
+            acc[r] = q4k_accumulate(acc[r], _mm_cvtph_ps(header), sumi, q4k_min_dots(unpacked, sub_sums), ab.d);
         }
     }
     float result[kTileRows][1];
@@ -277,7 +290,6 @@ inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t 
 // Sum over one Q6_K block of scale_j * ((q - 32) x a) for its 16 sub-blocks, as 8 i32 partial
 // sums. The quants are used unsigned (0..63); the -32 offset is 32 * sum_j scale_j * bsum_j.
 inline __m256i q6k_block_dot(const BlockQ6K& wb, const BlockQ8K& ab, __m256i bsums) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
     const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
     __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 5));
     for (int half = 0; half < 2; ++half) {
@@ -288,17 +300,14 @@ inline __m256i q6k_block_dot(const BlockQ6K& wb, const BlockQ8K& ab, __m256i bsu
         const __m256i half_scales = half == 0 ? _mm256_permute2x128_si256(scales16, scales16, 0x00)
                                               : _mm256_permute2x128_si256(scales16, scales16, 0x11);
         const std::int8_t* q8 = ab.qs + 128 * half;
-        const auto chunk = [&](__m256i low_nibbles, __m256i high_bits, int kk) {
-            const __m256i q = _mm256_or_si256(low_nibbles, high_bits);
-            const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(short(((4 * kk + 3) << 8) | (4 * kk + 2))),
-                                                  _mm_set1_epi16(short(((4 * kk + 1) << 8) | (4 * kk))));
+        const auto chunk = [&](__m256i q, int kk) {
             const __m256i a8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * kk));
-            return _mm256_madd_epi16(_mm256_maddubs_epi16(q, a8), _mm256_shuffle_epi8(half_scales, pick));
+            return _mm256_madd_epi16(_mm256_maddubs_epi16(q, a8), _mm256_shuffle_epi8(half_scales, q6k_scale_picker(kk)));
         };
-        const __m256i c0 = chunk(_mm256_and_si256(bits1, low4), q6k_high_bits<0>(high), 0);
-        const __m256i c1 = chunk(_mm256_and_si256(bits2, low4), q6k_high_bits<1>(high), 1);
-        const __m256i c2 = chunk(_mm256_and_si256(_mm256_srli_epi16(bits1, 4), low4), q6k_high_bits<2>(high), 2);
-        const __m256i c3 = chunk(_mm256_and_si256(_mm256_srli_epi16(bits2, 4), low4), q6k_high_bits<3>(high), 3);
+        const __m256i c0 = chunk(q6k_chunk_quants<0>(bits1, bits2, high), 0);
+        const __m256i c1 = chunk(q6k_chunk_quants<1>(bits1, bits2, high), 1);
+        const __m256i c2 = chunk(q6k_chunk_quants<2>(bits1, bits2, high), 2);
+        const __m256i c3 = chunk(q6k_chunk_quants<3>(bits1, bits2, high), 3);
         sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)));
     }
     return sumi;

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstddef>
-#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -33,26 +32,21 @@ inline void q4k_scale_min(int j, const std::uint8_t* scales, std::uint8_t& scale
 }
 
 // All eight scales (out[0..7]) and mins (out[8..15]) of a Q4_K block at once, with word-wide
-// masks instead of q4k_scale_min's per-index branches; the SIMD kernels use this.
-// The same as four little-endian words: scales 0-3, scales 4-7, mins 0-3, mins 4-7 (ggml's
-// word-wide unpacking; the SIMD kernels load these straight into a register).
-inline std::array<std::uint32_t, 4> q4k_scale_min_words(const std::uint8_t* scales) {
+// masks instead of q4k_scale_min's per-index branches (ggml's unpacking); the SIMD kernels use
+// this or the same steps in vector registers.
+inline void q4k_unpack_scales_mins(const std::uint8_t* scales, std::uint8_t* out) {
     std::uint32_t a, b, c;  // bytes 0-3 (scales 0-3 + top bits of scales 4-7), 4-7 (mins), 8-11 (low nibbles)
     std::memcpy(&a, scales, 4);
     std::memcpy(&b, scales + 4, 4);
     std::memcpy(&c, scales + 8, 4);
     const std::uint32_t six = 0x3f3f3f3fu, four = 0x0f0f0f0fu, two = 0x03030303u;
-    return {
+    const std::uint32_t words[4] = {
         a & six,                                      // scales 0-3
         (c & four) | (((a >> 6) & two) << 4),         // scales 4-7
         b & six,                                      // mins 0-3
         ((c >> 4) & four) | (((b >> 6) & two) << 4),  // mins 4-7
     };
-}
-
-inline void q4k_unpack_scales_mins(const std::uint8_t* scales, std::uint8_t* out) {
-    const auto words = q4k_scale_min_words(scales);
-    std::memcpy(out, words.data(), 16);
+    std::memcpy(out, words, 16);
 }
 
 // The 256 signed 6-bit quants of a Q6_K block (-32..31), in weight order. Each half of the block
