@@ -221,6 +221,34 @@ TEST_CASE("Q6_K x Q8_K tiles match the reference on every kernel set") {
     }
 }
 
+TEST_CASE("the AVX-512 and AVX2 sets give the same bits for Q4_K and Q6_K") {
+    // The AVX-512 set decodes with the AVX2 column kernels and runs prompts on its own tiles, so
+    // batch invariance needs this; it also means a model's logits do not depend on the CPU.
+    if (!runnable(Isa::avx2) || !runnable(Isa::avx512)) return;
+    const KernelSet avx2 = kernels_for(Isa::avx2), avx512 = kernels_for(Isa::avx512);
+    Gen gen{std::mt19937(17), false};
+    const std::int64_t n = 2816, blocks = n / QK_K;
+    for (const TensorType wtype : {TensorType::Q4_K, TensorType::Q6_K}) {
+        CAPTURE(type_name(wtype));
+        const bool q4 = wtype == TensorType::Q4_K;
+        const std::size_t row_bytes = std::size_t(blocks) * (q4 ? sizeof(BlockQ4K) : sizeof(BlockQ6K));
+        const std::size_t act_stride = std::size_t(blocks) * sizeof(BlockQ8K);
+        for (int trial = 0; trial < 20; ++trial) {
+            const auto weights = q4 ? rows_of<BlockQ4K>(kTileRows, blocks, row_bytes, [&] { return gen.q4k(); })
+                                    : rows_of<BlockQ6K>(kTileRows, blocks, row_bytes, [&] { return gen.q6k(); });
+            const auto acts = rows_of<BlockQ8K>(kTileCols, blocks, act_stride, [&] { return gen.q8k(); });
+            for (const int n_cols : {1, kTileCols}) {
+                float expected[kTileRows * kTileCols], got[kTileRows * kTileCols];
+                avx2.for_weights(wtype)(n, weights.data(), row_bytes, kTileRows, acts.data(), act_stride, n_cols,
+                                        expected, kTileRows);
+                avx512.for_weights(wtype)(n, weights.data(), row_bytes, kTileRows, acts.data(), act_stride, n_cols,
+                                          got, kTileRows);
+                REQUIRE(std::memcmp(expected, got, sizeof(float) * std::size_t(kTileRows * n_cols)) == 0);
+            }
+        }
+    }
+}
+
 TEST_CASE("Q8_0 x Q8_0 tiles match the reference on every kernel set") {
     for (const Isa isa : kAllIsas) {
         if (!runnable(isa)) continue;
