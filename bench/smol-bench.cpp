@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "read_bandwidth.hpp"
 #include "smol/core/comma_list.hpp"
 #include "smol/smol.hpp"
 
@@ -40,9 +41,11 @@ void usage(std::FILE* out) {
                  "  -r, --repetitions N        repetitions per test (default 5)\n"
                  "  -b, --batch-size N         tokens per forward chunk (default 512)\n"
                  "  --no-warmup                skip the untimed warm-up run before each test\n"
+                 "  --no-bandwidth             skip measuring the machine's read limit\n"
                  "  -o, --output md|json       output format (default md)\n"
                  "GB/s is the weight bytes one token reads (every matrix, LM head included) times tokens/s;\n"
-                 "it is printed for tg only, where each token streams all weights from memory.\n",
+                 "it is printed for tg only, where each token streams all weights from memory, beside its share\n"
+                 "of the machine's read limit (measured first, in a child process).\n",
                  omp_get_max_threads());
 }
 
@@ -170,7 +173,7 @@ int main(int argc, char** argv) {
     smol::hub::ModelSource hf;  // -hf and --hf-file, when no -m is given
     std::vector<int> prompts = {512}, gens = {128}, threads = {omp_get_max_threads()};
     int repetitions = 5, batch = 512;
-    bool warmup = true;
+    bool warmup = true, bandwidth = true;
     std::string format = "md";
     try {
         for (int i = 1; i < argc; ++i) {
@@ -188,6 +191,7 @@ int main(int argc, char** argv) {
             else if (a == "-r" || a == "--repetitions") repetitions = parse_list(a, value(), 1).at(0);
             else if (a == "-b" || a == "--batch-size") batch = parse_list(a, value(), 1).at(0);
             else if (a == "--no-warmup") warmup = false;
+            else if (a == "--no-bandwidth") bandwidth = false;
             else if (a == "-o" || a == "--output") {
                 format = value();
                 if (format != "md" && format != "json") smol::fail("-o: expected md or json, found '", format, "'");
@@ -221,13 +225,23 @@ int main(int argc, char** argv) {
         }
     }
 
+    // The machine's read limit at each thread count, for tg's share of it (only where tg runs).
+    std::vector<double> read_gbps;
+    if (bandwidth && std::any_of(gens.begin(), gens.end(), [](int n) { return n > 0; }))
+        read_gbps = smol_bench::measure_read_bandwidth(threads);
+    const auto read_limit = [&](int t) -> double {
+        for (std::size_t i = 0; i < read_gbps.size(); ++i)
+            if (threads[i] == t) return read_gbps[i];
+        return 0;
+    };
+
     const bool markdown = format == "md";
     nlohmann::json results = nlohmann::json::array();
     if (markdown) {
-        std::printf("| %-40s | %10s | %8s | %7s | %8s | %20s | %8s |\n", "model", "size", "params", "threads", "test",
+        std::printf("| %-40s | %10s | %8s | %7s | %8s | %20s | %12s |\n", "model", "size", "params", "threads", "test",
                     "t/s", "GB/s");
-        std::printf("| %-40s | %10s | %8s | %7s | %8s | %20s | %8s |\n", std::string(40, '-').c_str(), "---------:",
-                    "-------:", "------:", "-------:", "-------------------:", "-------:");
+        std::printf("| %-40s | %10s | %8s | %7s | %8s | %20s | %12s |\n", std::string(40, '-').c_str(), "---------:",
+                    "-------:", "------:", "-------:", "-------------------:", "-----------:");
         std::fflush(stdout);
     }
     std::vector<std::string> footnotes;
@@ -276,10 +290,12 @@ int main(int argc, char** argv) {
                     std::snprintf(size, sizeof size, "%.2f GiB", double(info.tensor_bytes) / double(1ull << 30));
                     std::snprintf(params, sizeof params, "%.2f B", double(info.n_params) / 1e9);
                     std::snprintf(ts, sizeof ts, "%.2f ± %.2f", avg_ts, sd_ts);
-                    if (is_gen) std::snprintf(bw, sizeof bw, "%.2f", gbps);
+                    if (is_gen && read_limit(test.threads) > 0)
+                        std::snprintf(bw, sizeof bw, "%.2f (%.0f%%)", gbps, 100 * gbps / read_limit(test.threads));
+                    else if (is_gen) std::snprintf(bw, sizeof bw, "%.2f", gbps);
                     else std::snprintf(bw, sizeof bw, "-");
                     // "±" is two bytes but one column: pad the t/s field by one more byte.
-                    std::printf("| %-40s | %10s | %8s | %7d | %8s | %21s | %8s |\n", model_type.c_str(), size, params,
+                    std::printf("| %-40s | %10s | %8s | %7d | %8s | %21s | %12s |\n", model_type.c_str(), size, params,
                                 test.threads, test.name().c_str(), ts, bw);
                     std::fflush(stdout);
                 }
@@ -301,6 +317,9 @@ int main(int argc, char** argv) {
                     {"samples_ns", sample.ns},
                     {"samples_ts", sample.ts},
                     {"gbps", is_gen ? nlohmann::json(gbps) : nlohmann::json(nullptr)},
+                    {"read_gbps", read_limit(test.threads) > 0 ? nlohmann::json(read_limit(test.threads)) : nlohmann::json(nullptr)},
+                    {"bandwidth_fraction", is_gen && read_limit(test.threads) > 0 ? nlohmann::json(gbps / read_limit(test.threads))
+                                                                                  : nlohmann::json(nullptr)},
                     {"peak_rss_bytes", rss},
                     {"load_ms", load_ms},
                 };
@@ -321,6 +340,11 @@ int main(int argc, char** argv) {
     if (markdown) {
         std::printf("\n");
         for (const auto& note : footnotes) std::printf("%s\n", note.c_str());
+        for (std::size_t i = 0; i < read_gbps.size(); ++i)
+            std::printf("memory read limit, %d thread%s: %.2f GB/s (4 prefetching streams per thread over %.0f MiB); "
+                        "tg's GB/s in parentheses as %% of it\n",
+                        threads[i], threads[i] == 1 ? "" : "s", read_gbps[i],
+                        double(smol_bench::bandwidth_buffer_bytes()) / double(1 << 20));
         std::printf("peak RSS: %.2f GiB\n", double(peak_rss_bytes()) / double(1ull << 30));
     } else {
         std::printf("%s\n", results.dump(2).c_str());

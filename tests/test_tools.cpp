@@ -406,6 +406,13 @@ TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
     // GB/s is the per-token weight bytes times the mean tokens/s.
     CHECK(json[1].at("gbps").get<double>() ==
           doctest::Approx(double(info.matrix_bytes) * json[1].at("avg_ts").get<double>() / 1e9));
+    // The machine's own read limit, measured before the tests, and tg's share of it.
+    REQUIRE(json[1].at("read_gbps").is_number());
+    CHECK(json[1].at("read_gbps").get<double>() > 0.1);
+    CHECK(json[0].at("read_gbps") == json[1].at("read_gbps"));  // one thread count, one measurement
+    CHECK(json[0].at("bandwidth_fraction").is_null());              // pp reads each weight once per batch
+    CHECK(json[1].at("bandwidth_fraction").get<double>() ==
+          doctest::Approx(json[1].at("gbps").get<double>() / json[1].at("read_gbps").get<double>()));
 
     const auto table = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) + " -p 8 -n 2 -r 1 -t 1 --no-warmup");
     CHECK(table.exit_code == 0);
@@ -413,6 +420,11 @@ TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
     CHECK(table.output.find("|      pp8 |") != std::string::npos);
     CHECK(table.output.find("|      tg2 |") != std::string::npos);
     CHECK(table.output.find(" ± ") != std::string::npos);
+    CHECK(table.output.find("memory read limit, 1 thread: ") != std::string::npos);
+    const auto no_bandwidth =
+        run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) + " -p 0 -n 2 -r 1 -t 1 --no-bandwidth -o json");
+    REQUIRE(no_bandwidth.exit_code == 0);
+    CHECK(nlohmann::json::parse(no_bandwidth.output)[0].at("read_gbps").is_null());
 
     const auto missing = run_tool("smol-bench", "-m " + quoted(scratch_dir() / "none.gguf") + " -p 8 -n 0 -r 1");
     CHECK(missing.exit_code == 1);
