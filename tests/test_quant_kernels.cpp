@@ -176,7 +176,7 @@ std::vector<std::uint8_t> rows_of(int n_rows, std::int64_t blocks, std::size_t s
 template <class Weight>
 void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed) {
     const KernelSet set = kernels_for(isa);
-    const DotTileFn tile = wtype == TensorType::Q4_K ? set.q4k_q8k : set.q6k_q8k;
+    const DotTileFn tile = set.for_weights(wtype);
     Gen gen{std::mt19937(seed), exact};
     for (const std::int64_t n : {std::int64_t(256), std::int64_t(1024), std::int64_t(2816)}) {
         const std::int64_t blocks = n / QK_K;
@@ -267,7 +267,7 @@ TEST_CASE("Q8_0 x Q8_0 tiles match the reference on every kernel set") {
                         n, reinterpret_cast<const BlockQ8_0*>(ops.weights.data() + std::size_t(r) * ops.row_bytes),
                         reinterpret_cast<const BlockQ8_0*>(ops.acts.data() + std::size_t(c) * ops.act_stride));
                 };
-                check_tiles(kernels_for(isa).q8_0_q8_0, n, ops, reference, exact ? 0.0 : 1e-5, TensorType::Q8_0,
+                check_tiles(kernels_for(isa).for_weights(TensorType::Q8_0), n, ops, reference, exact ? 0.0 : 1e-5, TensorType::Q8_0,
                             TensorType::Q8_0);
             }
         }
@@ -360,6 +360,22 @@ TEST_CASE("Q8_K activation quantizers are byte-identical to the reference on eve
             }
         }
     }
+}
+
+TEST_CASE("the weight-format table has a tile for every weight type in every compiled kernel set") {
+    for (const WeightFormat& format : kWeightFormats) {
+        CAPTURE(type_name(format.type));
+        for (const Isa isa : kAllIsas) {
+            CAPTURE(isa_name(isa));
+            CHECK((format.tiles[int(isa)] != nullptr) == isa_compiled(isa));
+        }
+        CHECK(find_weight_format(format.type) == &format);
+    }
+    CHECK(find_weight_format(TensorType::Q5_K) == nullptr);
+    CHECK(supported_weight_types() == "Q4_K, Q6_K, Q8_0, F32, F16, BF16");
+    CHECK(weight_format(TensorType::Q6_K).activations == ActivationFormat::Q8K);
+    CHECK(weight_format(TensorType::Q8_0).activations == ActivationFormat::Q8_0);
+    CHECK(weight_format(TensorType::BF16).activations == ActivationFormat::Float);
 }
 
 TEST_CASE("kernel selection") {

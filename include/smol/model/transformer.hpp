@@ -174,8 +174,7 @@ private:
     void project(const float* x, int n_tokens, std::initializer_list<MatmulTarget> targets) {
         bool same_format = true;
         for (const auto& t : targets)
-            same_format &= matmul_detail::activation_format(t.w->type) ==
-                           matmul_detail::activation_format(targets.begin()->w->type);
+            same_format &= weight_format(t.w->type).activations == weight_format(targets.begin()->w->type).activations;
         if (same_format) return matmul(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, scratch_);
         for (const auto& t : targets) matmul(*t.w, x, n_tokens, t.y, scratch_);
     }

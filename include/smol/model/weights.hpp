@@ -10,6 +10,7 @@
 #include "smol/model/config.hpp"
 #include "smol/ops/matmul.hpp"
 #include "smol/quant/reference.hpp"
+#include "smol/quant/weight_formats.hpp"
 
 namespace smol {
 
@@ -34,11 +35,6 @@ struct ModelWeights {
 
 namespace detail {
 
-inline bool has_kernels(TensorType type) {
-    return type == TensorType::F32 || type == TensorType::F16 || type == TensorType::BF16 ||
-           type == TensorType::Q8_0 || type == TensorType::Q4_K || type == TensorType::Q6_K;
-}
-
 inline const gguf::TensorInfo& expect_tensor(const gguf::File& file, const std::string& name,
                                              std::vector<std::int64_t> shape) {
     const gguf::TensorInfo& t = file.tensor(name);
@@ -48,9 +44,9 @@ inline const gguf::TensorInfo& expect_tensor(const gguf::File& file, const std::
         fail(file.name(), ": tensor '", name, "' (entry at offset ", t.info_offset, "): expected shape ",
              expected.shape_string(), ", found ", t.shape_string());
     }
-    if (!has_kernels(t.type))
-        fail(file.name(), ": tensor '", name, "': type ", type_name(t.type),
-             " is not supported (expected F32, F16, BF16, Q8_0, Q4_K or Q6_K)");
+    if (find_weight_format(t.type) == nullptr)
+        fail(file.name(), ": tensor '", name, "': type ", type_name(t.type), " is not supported (expected one of ",
+             supported_weight_types(), ")");
     return t;
 }
 

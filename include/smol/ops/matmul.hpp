@@ -111,17 +111,6 @@ struct MatmulTarget {
 
 namespace matmul_detail {
 
-// The activation format a weight type multiplies with.
-enum class ActivationFormat { Q8K, Q8_0, Float };
-inline ActivationFormat activation_format(TensorType type) {
-    switch (type) {
-        case TensorType::Q4_K:
-        case TensorType::Q6_K: return ActivationFormat::Q8K;
-        case TensorType::Q8_0: return ActivationFormat::Q8_0;
-        default: return ActivationFormat::Float;
-    }
-}
-
 struct Activations {
     const std::uint8_t* data;  // [n_tokens, stride bytes]
     std::size_t stride;
@@ -161,14 +150,14 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
     if (targets.empty()) return;
     if (targets.size() > kMaxTargets) fail("matmul: at most ", kMaxTargets, " fused products, got ", targets.size());
     const MatrixView& first = *targets[0].w;
-    const ActivationFormat format = activation_format(first.type);
+    const ActivationFormat format = weight_format(first.type).activations;
     DotTileFn tiles[kMaxTargets];
     std::int64_t group_end[kMaxTargets];  // prefix sums of each target's row groups
     std::int64_t total_groups = 0;
     for (std::size_t i = 0; i < targets.size(); ++i) {
         const MatrixView& w = *targets[i].w;
         check_view(w, n_tokens);
-        if (w.cols != first.cols || activation_format(w.type) != format)
+        if (w.cols != first.cols || weight_format(w.type).activations != format)
             fail("matmul: fused products must share their input: ", type_name(w.type), " [", w.rows, " x ", w.cols,
                  "] does not fit with ", type_name(first.type), " [", first.rows, " x ", first.cols, "]");
         tiles[i] = kernels.for_weights(w.type);

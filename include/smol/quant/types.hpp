@@ -36,32 +36,31 @@ struct TensorTypeTraits {
     std::string_view name;
     std::size_t block_elements;  // weights per block
     std::size_t block_bytes;     // bytes per block
-    bool computable;             // smol has kernels for it (others are readable, not runnable)
-};
+};  // which of these smol can multiply: quant/weight_formats.hpp
 
 // The geometry of every type a GGUF may legally hold; nullopt for ids ggml does not define.
 inline std::optional<TensorTypeTraits> tensor_type_traits(std::uint32_t id) {
     switch (id) {
-        case 0: return TensorTypeTraits{TensorType::F32, "F32", 1, 4, true};
-        case 1: return TensorTypeTraits{TensorType::F16, "F16", 1, 2, true};
-        case 2: return TensorTypeTraits{TensorType::Q4_0, "Q4_0", 32, 18, false};
-        case 3: return TensorTypeTraits{TensorType::Q4_1, "Q4_1", 32, 20, false};
-        case 6: return TensorTypeTraits{TensorType::Q5_0, "Q5_0", 32, 22, false};
-        case 7: return TensorTypeTraits{TensorType::Q5_1, "Q5_1", 32, 24, false};
-        case 8: return TensorTypeTraits{TensorType::Q8_0, "Q8_0", 32, 34, true};
-        case 9: return TensorTypeTraits{TensorType::Q8_1, "Q8_1", 32, 36, false};
-        case 10: return TensorTypeTraits{TensorType::Q2_K, "Q2_K", 256, 84, false};
-        case 11: return TensorTypeTraits{TensorType::Q3_K, "Q3_K", 256, 110, false};
-        case 12: return TensorTypeTraits{TensorType::Q4_K, "Q4_K", 256, 144, true};
-        case 13: return TensorTypeTraits{TensorType::Q5_K, "Q5_K", 256, 176, false};
-        case 14: return TensorTypeTraits{TensorType::Q6_K, "Q6_K", 256, 210, true};
-        case 15: return TensorTypeTraits{TensorType::Q8_K, "Q8_K", 256, 292, false};
-        case 24: return TensorTypeTraits{TensorType::I8, "I8", 1, 1, false};
-        case 25: return TensorTypeTraits{TensorType::I16, "I16", 1, 2, false};
-        case 26: return TensorTypeTraits{TensorType::I32, "I32", 1, 4, false};
-        case 27: return TensorTypeTraits{TensorType::I64, "I64", 1, 8, false};
-        case 28: return TensorTypeTraits{TensorType::F64, "F64", 1, 8, false};
-        case 30: return TensorTypeTraits{TensorType::BF16, "BF16", 1, 2, true};
+        case 0: return TensorTypeTraits{TensorType::F32, "F32", 1, 4};
+        case 1: return TensorTypeTraits{TensorType::F16, "F16", 1, 2};
+        case 2: return TensorTypeTraits{TensorType::Q4_0, "Q4_0", 32, 18};
+        case 3: return TensorTypeTraits{TensorType::Q4_1, "Q4_1", 32, 20};
+        case 6: return TensorTypeTraits{TensorType::Q5_0, "Q5_0", 32, 22};
+        case 7: return TensorTypeTraits{TensorType::Q5_1, "Q5_1", 32, 24};
+        case 8: return TensorTypeTraits{TensorType::Q8_0, "Q8_0", 32, 34};
+        case 9: return TensorTypeTraits{TensorType::Q8_1, "Q8_1", 32, 36};
+        case 10: return TensorTypeTraits{TensorType::Q2_K, "Q2_K", 256, 84};
+        case 11: return TensorTypeTraits{TensorType::Q3_K, "Q3_K", 256, 110};
+        case 12: return TensorTypeTraits{TensorType::Q4_K, "Q4_K", 256, 144};
+        case 13: return TensorTypeTraits{TensorType::Q5_K, "Q5_K", 256, 176};
+        case 14: return TensorTypeTraits{TensorType::Q6_K, "Q6_K", 256, 210};
+        case 15: return TensorTypeTraits{TensorType::Q8_K, "Q8_K", 256, 292};
+        case 24: return TensorTypeTraits{TensorType::I8, "I8", 1, 1};
+        case 25: return TensorTypeTraits{TensorType::I16, "I16", 1, 2};
+        case 26: return TensorTypeTraits{TensorType::I32, "I32", 1, 4};
+        case 27: return TensorTypeTraits{TensorType::I64, "I64", 1, 8};
+        case 28: return TensorTypeTraits{TensorType::F64, "F64", 1, 8};
+        case 30: return TensorTypeTraits{TensorType::BF16, "BF16", 1, 2};
         default: return std::nullopt;
     }
 }

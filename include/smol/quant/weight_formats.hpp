@@ -1,0 +1,80 @@
+#pragma once
+// One row per weight type smol can multiply: the activations it meets and its tile kernel in
+// every kernel set. Adding a weight type, or a kernel set, touches this table and one file of
+// kernels; matmul, weight binding and dispatch all read it from here.
+
+#include <string>
+
+#include "smol/core/cpu.hpp"
+#include "smol/core/error.hpp"
+#include "smol/quant/kernel_api.hpp"
+#include "smol/quant/kernels_avx2.hpp"
+#include "smol/quant/kernels_avx512.hpp"
+#include "smol/quant/kernels_scalar.hpp"
+#include "smol/quant/types.hpp"
+
+namespace smol {
+
+// What a weight type's rows are multiplied with: activations quantized once per matmul to Q8_K
+// (k-quants) or Q8_0 blocks, or the float activations as they are.
+enum class ActivationFormat { Q8K, Q8_0, Float };
+
+inline constexpr int kIsaCount = 3;  // Isa::scalar, avx2, avx512
+
+struct WeightFormat {
+    TensorType type;
+    ActivationFormat activations;
+    DotTileFn tiles[kIsaCount];  // [Isa]: nullptr where this build lacks the kernel set
+};
+
+#if SMOL_HAVE_AVX2_KERNELS
+#define SMOL_AVX2_TILE(name) kernels_avx2::name
+#else
+#define SMOL_AVX2_TILE(name) nullptr
+#endif
+#if SMOL_HAVE_AVX512_KERNELS
+#define SMOL_AVX512_TILE(name) kernels_avx512::name
+#else
+#define SMOL_AVX512_TILE(name) nullptr
+#endif
+#define SMOL_TILES(name) {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name)}
+
+inline constexpr WeightFormat kWeightFormats[] = {
+    {TensorType::Q4_K, ActivationFormat::Q8K, SMOL_TILES(q4k_q8k)},
+    {TensorType::Q6_K, ActivationFormat::Q8K, SMOL_TILES(q6k_q8k)},
+    {TensorType::Q8_0, ActivationFormat::Q8_0, SMOL_TILES(q8_0_q8_0)},
+    {TensorType::F32, ActivationFormat::Float, SMOL_TILES(f32)},
+    {TensorType::F16, ActivationFormat::Float, SMOL_TILES(f16)},
+    {TensorType::BF16, ActivationFormat::Float, SMOL_TILES(bf16)},
+};
+
+#undef SMOL_TILES
+#undef SMOL_AVX512_TILE
+#undef SMOL_AVX2_TILE
+
+// The row for a weight type, or nullptr where smol has no kernels for it.
+inline const WeightFormat* find_weight_format(TensorType type) {
+    for (const WeightFormat& format : kWeightFormats)
+        if (format.type == type) return &format;
+    return nullptr;
+}
+
+// "Q4_K, Q6_K, ...": the types the table holds, for error messages.
+inline std::string supported_weight_types() {
+    std::string names;
+    for (const WeightFormat& format : kWeightFormats) {
+        if (!names.empty()) names += ", ";
+        names += type_name(format.type);
+    }
+    return names;
+}
+
+// The row for a weight type; fails for types smol cannot multiply.
+inline const WeightFormat& weight_format(TensorType type) {
+    const WeightFormat* format = find_weight_format(type);
+    if (format == nullptr)
+        fail("matmul: no kernel for ", type_name(type), " weights (supported: ", supported_weight_types(), ")");
+    return *format;
+}
+
+}  // namespace smol
