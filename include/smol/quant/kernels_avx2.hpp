@@ -69,9 +69,12 @@ inline void keep_in_register(__m256i& v) { asm volatile("" : "+x"(v)); }
 // Picks byte `index` of each 128-bit lane, zero-extended, into all 8 i16 words of that lane.
 inline __m256i byte_to_words(int index) { return _mm256_set1_epi16(short(0x8000 | index)); }
 
+// A Q8_K block's 16 bsums (sums of 16 quants each), as i16.
+inline __m256i q8k_bsums(const BlockQ8K& ab) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums)); }
+
 // The 8 sub-block sums of a Q8_K block (its 16 bsums added pairwise), as i16.
 inline __m128i q8k_sub_block_sums(const BlockQ8K& ab) {
-    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+    const __m256i bsums = q8k_bsums(ab);
     return _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
 }
 
@@ -169,6 +172,17 @@ inline __m256i q6k_chunk_quants(__m256i bits1, __m256i bits2, __m256i high) {
     return _mm256_or_si256(low, top);
 }
 
+// A Q6_K block's 16 sub-block scales as i16.
+inline __m256i q6k_scales16(const BlockQ6K& wb) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
+}
+
+// The quants are used unsigned (0..63); the -32 offset they leave out is 32 * sum_j scale_j *
+// bsum_j, as 8 i32 partial sums. bsums: the activation block's 16 bsums.
+inline __m256i q6k_offset(__m256i scales16, __m256i bsums) {
+    return _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 5);
+}
+
 // For chunk kk of a half, picks i16 scale 2kk into lanes 0-15 and 2kk+1 into lanes 16-31 from
 // the half's eight scales held in both 128-bit lanes.
 inline __m256i q6k_scale_picker(int kk) {
@@ -222,12 +236,11 @@ inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t ro
                 chunk(q6k_chunk_quants<3>(bits1, bits2, high), 3);
             }
             // The quants were used unsigned (0..63); the -32 offset is 32 * sum_j scale_j * bsum_j.
-            const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
+            const __m256i scales16 = q6k_scales16(wb);
             const float d = half_to_float(wb.d);
             for (int c = 0; c < C; ++c) {
                 const BlockQ8K& ab = t.a[c][b];
-                const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
-                const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 5);
+                const __m256i offset = q6k_offset(scales16, q8k_bsums(ab));
                 acc[c] = q6k_accumulate(acc[c], d, _mm256_sub_epi32(sumi[c], offset), ab.d);
             }
         }
@@ -290,8 +303,8 @@ inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t 
 // Sum over one Q6_K block of scale_j * ((q - 32) x a) for its 16 sub-blocks, as 8 i32 partial
 // sums. The quants are used unsigned (0..63); the -32 offset is 32 * sum_j scale_j * bsum_j.
 inline __m256i q6k_block_dot(const BlockQ6K& wb, const BlockQ8K& ab, __m256i bsums) {
-    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
-    __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 5));
+    const __m256i scales16 = q6k_scales16(wb);
+    __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), q6k_offset(scales16, bsums));
     for (int half = 0; half < 2; ++half) {
         const __m256i bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half));
         const __m256i bits2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half + 32));
@@ -323,7 +336,7 @@ inline void q6k_column(std::int64_t n, const std::uint8_t* weights, std::size_t 
     const std::int64_t blocks = n / QK_K;
     for (std::int64_t b = 0; b < blocks; ++b) {
         const BlockQ8K& ab = t.a[0][b];
-        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+        const __m256i bsums = q8k_bsums(ab);
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ6K& wb = t.w[r][b];
             prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);

@@ -46,11 +46,6 @@ SMOL_TARGET_AVX512 inline float hsum128(__m128 s) {
 
 SMOL_TARGET_AVX512 inline float half_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
 
-// Two 256-bit halves as one 512-bit vector: lo in lanes 0..255, hi in 256..511.
-SMOL_TARGET_AVX512 inline __m512i join(__m256i lo, __m256i hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Q4_K and Q6_K x Q8_K. A weight block is unpacked into four vectors of 64 unsigned quants in the
 // activations' own order. One vpdpbusd per chunk of 64 weights sums four u8 x i8 products into
@@ -131,16 +126,6 @@ SMOL_TARGET_AVX512 inline __m256i block_dot(const UnpackedBlock& u, const BlockQ
     return _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
 }
 
-// Q6_K's quants were used unsigned (0..63): the -32 offset is 32 * sum_j scale_j * bsum_j.
-SMOL_TARGET_AVX512 inline __m256i q6k_offset(__m256i scales16, const BlockQ8K& ab) {
-    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
-    return _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 5);
-}
-
-SMOL_TARGET_AVX512 inline __m256i q6k_scales16(const BlockQ6K& wb) {
-    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
-}
-
 // Prompt tiles: one row at a time, a block unpacked once and used for all C columns.
 template <int C>
 SMOL_TARGET_AVX512 void q4k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
@@ -188,11 +173,11 @@ SMOL_TARGET_AVX512 void q6k_tile(std::int64_t n, const std::uint8_t* weights, st
             prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);
             UnpackedBlock u;
             q6k_unpack(wb, u);
-            const __m256i scales16 = q6k_scales16(wb);
+            const __m256i scales16 = avx2::q6k_scales16(wb);
             const float d = half_to_float(wb.d);
             for (int c = 0; c < C; ++c) {
                 const BlockQ8K& ab = t.a[c][b];
-                acc[c] = avx2::q6k_accumulate(acc[c], d, _mm256_sub_epi32(block_dot(u, ab), q6k_offset(scales16, ab)), ab.d);
+                acc[c] = avx2::q6k_accumulate(acc[c], d, _mm256_sub_epi32(block_dot(u, ab), avx2::q6k_offset(scales16, avx2::q8k_bsums(ab))), ab.d);
             }
         }
         for (int c = 0; c < C; ++c) result[r][c] = avx2::hsum(acc[c]);
