@@ -154,6 +154,35 @@ TEST_CASE("matmul matches the naive reference for every type, shape, token count
     }
 }
 
+TEST_CASE("a token's Q4_K and Q6_K outputs are the same bits alone, in any batch and on every kernel set") {
+    // The server batches several users' decode steps; each must get the logits it would get
+    // alone, and a model's logits must not depend on the CPU's kernel set.
+    const std::int64_t rows = 37, cols = 1280, tokens = 70;
+    std::uint32_t seed = 101;
+    for (const TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
+        CAPTURE(type_name(type));
+        const Matrix w = random_matrix(type, rows, cols, 16, seed++);
+        const auto x = random_activations(tokens, cols, seed++);
+        std::vector<float> first_set;
+        for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+            if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
+            CAPTURE(isa_name(isa));
+            const KernelSet set = kernels_for(isa);
+            MatmulScratch scratch;
+            std::vector<float> batch(std::size_t(tokens * rows));
+            matmul(set, w.view(), x.data(), tokens, batch.data(), scratch);
+            for (const std::int64_t t : {std::int64_t(0), std::int64_t(17), std::int64_t(69)}) {
+                CAPTURE(t);
+                std::vector<float> alone(static_cast<std::size_t>(rows));
+                matmul(set, w.view(), x.data() + t * cols, 1, alone.data(), scratch);
+                REQUIRE(std::memcmp(alone.data(), batch.data() + t * rows, alone.size() * sizeof(float)) == 0);
+            }
+            if (first_set.empty()) first_set = batch;
+            else REQUIRE(std::memcmp(first_set.data(), batch.data(), batch.size() * sizeof(float)) == 0);
+        }
+    }
+}
+
 TEST_CASE("quantized matmul approximates the float product") {
     // Against unquantized activations the difference is the Q8 quantization error: RMS about
     // 1/(127 * sqrt(12)) of each block's largest activation, far below 1% of sum |w x|.

@@ -4,10 +4,12 @@
 // Q8_0 for Q8_0); float weights meet the float activations as they are.
 //
 // Work split: decode (one token) is memory-bound, so each thread takes a contiguous run of
-// rows and streams kTileRows of them at once with prefetch. Prompts are compute-bound, so
-// tokens are taken kTileCols at a time against each row group (a weight block is reused for
-// every token while it sits in L1), in token blocks small enough that the quantized
-// activations of a block stay in L2 while the thread walks its rows.
+// rows and streams kTileRows of them at once with prefetch. Prompts are compute-bound: where the
+// kernel set has a GEMM for the weight type (the k-quants on AVX2 and AVX-512), the Q8_K
+// activations are also packed 16 tokens to a block and kGemmTokens tokens at a time meet each
+// row group, so an unpacked weight block serves all of them; otherwise tiles take kTileCols
+// tokens at a time. Either way in token blocks small enough that the activations of a block
+// stay in L2 while the thread walks its rows. Decode and prompt kernels give the same bits.
 
 #include <omp.h>
 
@@ -21,6 +23,7 @@
 #include "smol/core/error.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dispatch.hpp"
+#include "smol/quant/packing.hpp"
 #include "smol/quant/reference.hpp"
 #include "smol/quant/types.hpp"
 
@@ -114,27 +117,41 @@ namespace matmul_detail {
 struct Activations {
     const std::uint8_t* data;  // [n_tokens, stride bytes]
     std::size_t stride;
+    const BlockQ8Kx16* packed;  // [ceil(n_tokens / 16), cols / QK_K] when the GEMM kernels read them, else null
 };
 
-// Quantizes x once into the format `format` needs (float weights take x as it is).
+inline std::size_t round_up_64(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// Quantizes x once into the format `format` needs (float weights take x as it is), and packs
+// Q8_K activations 16 tokens to a block when `pack` (for GEMM kernels).
 inline Activations prepare_activations(const KernelSet& kernels, ActivationFormat format, const float* x,
-                                       std::int64_t n_tokens, std::int64_t cols, MatmulScratch& scratch) {
+                                       std::int64_t n_tokens, std::int64_t cols, bool pack, MatmulScratch& scratch) {
     switch (format) {
         case ActivationFormat::Q8K: {
-            const std::size_t stride = std::size_t(cols / QK_K) * sizeof(BlockQ8K);
-            auto* q = reinterpret_cast<BlockQ8K*>(scratch.bytes(std::size_t(n_tokens) * stride));
+            const std::int64_t blocks = cols / QK_K;
+            const std::size_t stride = std::size_t(blocks) * sizeof(BlockQ8K);
+            const std::size_t rows_bytes = round_up_64(std::size_t(n_tokens) * stride);
+            const std::size_t groups = std::size_t((n_tokens + kPackedTokens - 1) / kPackedTokens);
+            const std::size_t packed_bytes = pack ? groups * std::size_t(blocks) * sizeof(BlockQ8Kx16) : 0;
+            std::uint8_t* buffer = scratch.bytes(rows_bytes + packed_bytes);
+            auto* q = reinterpret_cast<BlockQ8K*>(buffer);
             quantize_activations<BlockQ8K, QK_K>(kernels.quantize_q8k, x, n_tokens, cols, q);
-            return {reinterpret_cast<const std::uint8_t*>(q), stride};
+            BlockQ8Kx16* packed = nullptr;
+            if (pack) {
+                packed = reinterpret_cast<BlockQ8Kx16*>(buffer + rows_bytes);
+                pack_q8k_x16(q, n_tokens, blocks, packed);
+            }
+            return {reinterpret_cast<const std::uint8_t*>(q), stride, packed};
         }
         case ActivationFormat::Q8_0: {
             const std::size_t stride = std::size_t(cols / QK8_0) * sizeof(BlockQ8_0);
             auto* q = reinterpret_cast<BlockQ8_0*>(scratch.bytes(std::size_t(n_tokens) * stride));
             quantize_activations<BlockQ8_0, QK8_0>(quantize_row_q8_0, x, n_tokens, cols, q);
-            return {reinterpret_cast<const std::uint8_t*>(q), stride};
+            return {reinterpret_cast<const std::uint8_t*>(q), stride, nullptr};
         }
         case ActivationFormat::Float: break;
     }
-    return {reinterpret_cast<const std::uint8_t*>(x), std::size_t(cols) * sizeof(float)};
+    return {reinterpret_cast<const std::uint8_t*>(x), std::size_t(cols) * sizeof(float), nullptr};
 }
 
 }  // namespace matmul_detail
@@ -152,6 +169,8 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
     const MatrixView& first = *targets[0].w;
     const ActivationFormat format = weight_format(first.type).activations;
     DotTileFn tiles[kMaxTargets];
+    GemmTileFn gemms[kMaxTargets];  // used only when every target has one
+    bool use_gemm = n_tokens > 1;
     std::int64_t group_end[kMaxTargets];  // prefix sums of each target's row groups
     std::int64_t total_groups = 0;
     for (std::size_t i = 0; i < targets.size(); ++i) {
@@ -161,11 +180,13 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
             fail("matmul: fused products must share their input: ", type_name(w.type), " [", w.rows, " x ", w.cols,
                  "] does not fit with ", type_name(first.type), " [", first.rows, " x ", first.cols, "]");
         tiles[i] = kernels.for_weights(w.type);
+        gemms[i] = kernels.gemm_for_weights(w.type);
+        use_gemm = use_gemm && gemms[i] != nullptr;
         total_groups += (w.rows + kTileRows - 1) / kTileRows;
         group_end[i] = total_groups;
     }
     if (total_groups == 0 || n_tokens == 0) return;
-    const Activations acts = prepare_activations(kernels, format, x, n_tokens, first.cols, scratch);
+    const Activations acts = prepare_activations(kernels, format, x, n_tokens, first.cols, use_gemm, scratch);
 
     const auto run_tile = [&](std::int64_t group, std::int64_t t, std::int64_t n_cols) {
         std::size_t i = 0;
@@ -173,9 +194,17 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
         const MatrixView& w = *targets[i].w;
         const std::int64_t r0 = (group - (i ? group_end[i - 1] : 0)) * kTileRows;
         const int n_rows = int(std::min<std::int64_t>(kTileRows, w.rows - r0));
-        tiles[i](w.cols, w.data + std::size_t(r0) * w.row_bytes, w.row_bytes, n_rows, acts.data + std::size_t(t) * acts.stride,
-                 acts.stride, int(n_cols), targets[i].y + t * w.rows + r0, std::size_t(w.rows));
+        const std::uint8_t* rows = w.data + std::size_t(r0) * w.row_bytes;
+        float* out = targets[i].y + t * w.rows + r0;
+        if (use_gemm) {  // t is a multiple of kPackedTokens
+            const BlockQ8Kx16* packed = acts.packed + (t / kPackedTokens) * (w.cols / QK_K);
+            gemms[i](w.cols, rows, w.row_bytes, n_rows, packed, int(n_cols), out, std::size_t(w.rows));
+        } else {
+            tiles[i](w.cols, rows, w.row_bytes, n_rows, acts.data + std::size_t(t) * acts.stride, acts.stride,
+                     int(n_cols), out, std::size_t(w.rows));
+        }
     };
+    const std::int64_t cols_per_call = use_gemm ? kGemmTokens : kTileCols;
 
     if (n_tokens == 1) {
         // Runs of rows handed out as threads finish, not fixed halves: on a shared host one
@@ -195,7 +224,8 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
             const std::int64_t t1 = std::min(n_tokens, t0 + kTokenBlock);
 #pragma omp for schedule(static) nowait
             for (std::int64_t g = 0; g < total_groups; ++g)
-                for (std::int64_t t = t0; t < t1; t += kTileCols) run_tile(g, t, std::min<std::int64_t>(kTileCols, t1 - t));
+                for (std::int64_t t = t0; t < t1; t += cols_per_call)
+                    run_tile(g, t, std::min<std::int64_t>(cols_per_call, t1 - t));
         }
     }
 }

@@ -24,6 +24,8 @@ struct KernelSet {
         if (tile == nullptr) fail("kernel set ", isa_name(isa), " has no ", type_name(type), " kernel in this build");
         return tile;
     }
+    // This set's prompt GEMM for a weight type, or nullptr where it multiplies prompts with tiles.
+    GemmTileFn gemm_for_weights(TensorType type) const { return weight_format(type).gemms[int(isa)]; }
 };
 
 inline KernelSet kernel_set(Isa isa) {

@@ -34,6 +34,17 @@ using DotTileFn = void (*)(std::int64_t n, const std::uint8_t* weights, std::siz
                            const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
                            std::size_t out_stride);
 
+// Prompt kernels whose vector lanes are tokens: out[t * out_stride + r] = dot(weight row r,
+// token t) for r < n_rows <= kTileRows and t < n_tokens <= kGemmTokens.
+//   acts: the first group of these tokens, packed 16 to a BlockQ8Kx16 (packing.hpp); group g
+//         starts at acts + g * (n / QK_K).
+// Each weight block is unpacked once and used for all the tokens, and no horizontal sums are
+// needed: results come out in lanes.
+inline constexpr int kGemmTokens = 32;
+struct BlockQ8Kx16;
+using GemmTileFn = void (*)(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                            const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride);
+
 namespace kernel_detail {
 
 // Pointers to the kTileRows rows and C columns of a tile, the missing ones clamped.
@@ -67,6 +78,18 @@ inline void by_columns(std::int64_t n, const std::uint8_t* weights, std::size_t 
                        std::size_t out_stride) {
     if (n_rows <= 0 || n_cols <= 0) return;  // the tiles clamp to the last row/column, so none must exist
     (n_cols == 1 ? One : Many)(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+}
+
+// A tile of any width from a one-column kernel, column by column.
+template <void (*One)(std::int64_t, const std::uint8_t*, std::size_t, int, const std::uint8_t*, std::size_t, int,
+                      float*, std::size_t)>
+inline void column_by_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                             const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                             std::size_t out_stride) {
+    if (n_rows <= 0) return;
+    for (int c = 0; c < n_cols; ++c)
+        One(n, weights, row_bytes, n_rows, acts + std::size_t(c) * act_stride, act_stride, 1, out + std::size_t(c) * out_stride,
+            out_stride);
 }
 
 }  // namespace kernel_detail

@@ -33,12 +33,6 @@ inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-inline float hsum(__m128 s) {
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 inline float half_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
 
 inline void prefetch_ahead(const void* block, std::size_t bytes, std::size_t distance) {
@@ -62,10 +56,6 @@ inline __m128i q4k_unpack_header(__m128i header) {
     return _mm_or_si128(low, top);
 }
 
-// An empty asm the compiler must run in program order with v in a register: a scheduling
-// fence that costs no instruction.
-inline void keep_in_register(__m256i& v) { asm volatile("" : "+x"(v)); }
-
 // Picks byte `index` of each 128-bit lane, zero-extended, into all 8 i16 words of that lane.
 inline __m256i byte_to_words(int index) { return _mm256_set1_epi16(short(0x8000 | index)); }
 
@@ -85,70 +75,39 @@ inline __m128i q4k_min_dots(__m128i unpacked, __m128i sub_sums) {
     return _mm_madd_epi16(_mm_shuffle_epi8(unpacked, mins_to_words), sub_sums);
 }
 
-// Adds one Q4_K block's share to a (row, column) accumulator: ad * (d * dots - dmin * min dots).
-// The decode and the prompt kernels both use it, so a sequence's logits are the same bits
-// whatever else shares its batch.
-inline __m256 q4k_accumulate(__m256 acc, __m128 d_dmin, __m256i dots, __m128i min_dots, float ad) {
-    const __m256 d = _mm256_broadcastss_ps(d_dmin);
-    const __m256 dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin));
-    const __m256 mins = _mm256_zextps128_ps256(_mm_cvtepi32_ps(min_dots));
-    const __m256 block = _mm256_fnmadd_ps(dmin, mins, _mm256_mul_ps(d, _mm256_cvtepi32_ps(dots)));
-    return _mm256_fmadd_ps(_mm256_set1_ps(ad), block, acc);
+// Lane i: the total of v_i's lanes (exact), for four vectors at once.
+inline __m128i hsum_x4(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+    const __m256i pairs = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+    return _mm_add_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
+}
+inline __m128i hsum_x4(__m128i v0, __m128i v1, __m128i v2, __m128i v3) {
+    return _mm_hadd_epi32(_mm_hadd_epi32(v0, v1), _mm_hadd_epi32(v2, v3));
 }
 
-// One row at a time: a block is unpacked once and used for all C columns straight from
-// registers (unpacking four rows at once needs more registers than there are, and the spills
-// cost more than the unpacking).
-template <int C>
-inline void q4k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                     const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
-                     std::size_t out_stride) {
-    const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    const std::size_t ahead = prefetch_distance(row_bytes);
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const std::int64_t blocks = n / QK_K;
-    float result[kTileRows][C] = {};
-    for (int r = 0; r < n_rows; ++r) {
-        // [column]: ad * (d * scale-weighted dots - dmin * min-weighted block sums), as 8 partial
-        // sums; one accumulator per column leaves registers for the unpacked block.
-        __m256 acc[C];
-        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-        for (std::int64_t b = 0; b < blocks; ++b) {
-            const BlockQ4K& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ4K), ahead);
-            const __m128i header = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb));
-            const __m128i unpacked = q4k_unpack_header(header);  // [8 scales, 8 mins] u8
-            const __m256i scales = _mm256_broadcastsi128_si256(unpacked);
-            __m256i sumi[C];
-            for (int c = 0; c < C; ++c) sumi[c] = _mm256_setzero_si256();
-            for (int chunk = 0; chunk < 4; ++chunk) {  // 64 weights: sub-blocks 2 chunk (low nibbles) and 2 chunk + 1
-                const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * chunk));
-                const __m256i low = _mm256_and_si256(bits, low4);
-                const __m256i high = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
-                const __m256i scale_low = _mm256_shuffle_epi8(scales, byte_to_words(2 * chunk));
-                const __m256i scale_high = _mm256_shuffle_epi8(scales, byte_to_words(2 * chunk + 1));
-                for (int c = 0; c < C; ++c) {
-                    const std::int8_t* q8 = t.a[c][b].qs + 64 * chunk;
-                    const __m256i dot_low = _mm256_madd_epi16(
-                        _mm256_maddubs_epi16(low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8))), scale_low);
-                    const __m256i dot_high = _mm256_madd_epi16(
-                        _mm256_maddubs_epi16(high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32))),
-                        scale_high);
-                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(dot_low, dot_high));
-                    // Otherwise gcc defers these sums to the end of the block and spills every product.
-                    keep_in_register(sumi[c]);
-                }
-            }
-            const __m128 d_dmin = _mm_cvtph_ps(header);  // [d, dmin, -, -]
-            for (int c = 0; c < C; ++c) {
-                const BlockQ8K& ab = t.a[c][b];
-                acc[c] = q4k_accumulate(acc[c], d_dmin, sumi[c], q4k_min_dots(unpacked, q8k_sub_block_sums(ab)), ab.d);
-            }
-        }
-        for (int c = 0; c < C; ++c) result[r][c] = hsum(acc[c]);
-    }
-    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
+// One block's step for four (row, column) accumulators, lane by lane exactly the reference's
+// q4k_accumulate_block / q6k_accumulate_block: every kernel set and tile shape gives the same bits.
+inline __m128 q4k_accumulate(__m128 acc, __m128 d, __m128 dmin, __m128 ad, __m128i dots, __m128i mins) {
+    acc = _mm_fmadd_ps(_mm_mul_ps(d, ad), _mm_cvtepi32_ps(dots), acc);
+    return _mm_fnmadd_ps(_mm_mul_ps(dmin, ad), _mm_cvtepi32_ps(mins), acc);
 }
+inline __m128 q6k_accumulate(__m128 acc, __m128 d, __m128 ad, __m128i dots) {
+    return _mm_fmadd_ps(_mm_mul_ps(d, ad), _mm_cvtepi32_ps(dots), acc);
+}
+
+// [d, dmin] of four Q4_K blocks (their first 4 bytes) as two vectors of four floats.
+inline void q4k_d_dmin_x4(const BlockQ4K& b0, const BlockQ4K& b1, const BlockQ4K& b2, const BlockQ4K& b3, __m128& d,
+                          __m128& dmin) {
+    std::int32_t h[4];
+    std::memcpy(&h[0], &b0, 4);
+    std::memcpy(&h[1], &b1, 4);
+    std::memcpy(&h[2], &b2, 4);
+    std::memcpy(&h[3], &b3, 4);
+    const __m256 both = _mm256_cvtph_ps(_mm_setr_epi32(h[0], h[1], h[2], h[3]));  // [d0 dmin0 d1 dmin1 | ...]
+    const __m128 lo = _mm256_castps256_ps128(both), hi = _mm256_extractf128_ps(both, 1);
+    d = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    dmin = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
 
 // ---------------------------------------------------------------------------------------------
 // Q6_K x Q8_K: the 6-bit quants are used unsigned (0..63) and the -32 offset is taken out once
@@ -190,65 +149,6 @@ inline __m256i q6k_scale_picker(int kk) {
                             _mm_set1_epi16(short(((4 * kk + 1) << 8) | (4 * kk))));
 }
 
-// Adds one Q6_K block's share to a (row, column) accumulator: ad * (d * dots); shared by the
-// decode and prompt kernels for the same reason as q4k_accumulate.
-inline __m256 q6k_accumulate(__m256 acc, float d, __m256i dots, float ad) {
-    return _mm256_fmadd_ps(_mm256_set1_ps(ad), _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(dots)), acc);
-}
-
-// One row at a time, as q4k_tile.
-template <int C>
-inline void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                     const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
-                     std::size_t out_stride) {
-    const kernel_detail::TileOperands<BlockQ6K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    const std::size_t ahead = prefetch_distance(row_bytes);
-    const std::int64_t blocks = n / QK_K;
-    float result[kTileRows][C] = {};
-    for (int r = 0; r < n_rows; ++r) {
-        __m256 acc[C];  // [column]: ad * d * (scale-weighted dots), 8 partial sums
-        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-        for (std::int64_t b = 0; b < blocks; ++b) {
-            const BlockQ6K& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);
-            __m256i sumi[C];
-            for (int c = 0; c < C; ++c) sumi[c] = _mm256_setzero_si256();
-            for (int half = 0; half < 2; ++half) {
-                const __m256i bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half));
-                const __m256i bits2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half + 32));
-                const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh + 32 * half));
-                // This half's eight scales in both lanes; chunk kk takes word 2kk (lanes 0-15) and 2kk+1 (16-31).
-                std::int64_t eight_scales;
-                std::memcpy(&eight_scales, wb.scales + 8 * half, sizeof eight_scales);
-                const __m256i half_scales = _mm256_cvtepi8_epi16(_mm_set1_epi64x(eight_scales));
-                const auto chunk = [&](__m256i q, int kk) {
-                    const __m256i scale = _mm256_shuffle_epi8(half_scales, q6k_scale_picker(kk));
-                    for (int c = 0; c < C; ++c) {
-                        const std::int8_t* q8 = t.a[c][b].qs + 128 * half + 32 * kk;
-                        const __m256i a8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8));
-                        sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a8), scale));
-                        keep_in_register(sumi[c]);
-                    }
-                };
-                chunk(q6k_chunk_quants<0>(bits1, bits2, high), 0);
-                chunk(q6k_chunk_quants<1>(bits1, bits2, high), 1);
-                chunk(q6k_chunk_quants<2>(bits1, bits2, high), 2);
-                chunk(q6k_chunk_quants<3>(bits1, bits2, high), 3);
-            }
-            // The quants were used unsigned (0..63); the -32 offset is 32 * sum_j scale_j * bsum_j.
-            const __m256i scales16 = q6k_scales16(wb);
-            const float d = half_to_float(wb.d);
-            for (int c = 0; c < C; ++c) {
-                const BlockQ8K& ab = t.a[c][b];
-                const __m256i offset = q6k_offset(scales16, q8k_bsums(ab));
-                acc[c] = q6k_accumulate(acc[c], d, _mm256_sub_epi32(sumi[c], offset), ab.d);
-            }
-        }
-        for (int c = 0; c < C; ++c) result[r][c] = hsum(acc[c]);
-    }
-    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Decode (one activation column): the weights stream from DRAM once, so per block and row every
 // instruction of bookkeeping counts; the four rows of a tile are independent iterations.
@@ -280,23 +180,29 @@ inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t 
                        std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
     const std::size_t ahead = prefetch_distance(row_bytes);
-    __m256 acc[kTileRows];  // [row]: ad * (d * scale-weighted dots - dmin * min-weighted block sums)
-    for (int r = 0; r < kTileRows; ++r) acc[r] = _mm256_setzero_ps();
+    static_assert(kTileRows == 4, "the block totals are reduced four rows at a time");
+    __m128 acc = _mm_setzero_ps();  // [row]
     const std::int64_t blocks = n / QK_K;
     for (std::int64_t b = 0; b < blocks; ++b) {
         const BlockQ8K& ab = t.a[0][b];
         const __m128i sub_sums = q8k_sub_block_sums(ab);
+        __m256i sumi[kTileRows];
+        __m128i mins[kTileRows];
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ4K& wb = t.w[r][b];
             prefetch_ahead(&wb, sizeof(BlockQ4K), ahead);
             const __m128i header = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb));
             const __m128i unpacked = q4k_unpack_header(header);  // [8 scales, 8 mins] u8
-            const __m256i sumi = q4k_block_dot(wb, ab, _mm256_broadcastsi128_si256(unpacked));
-            acc[r] = q4k_accumulate(acc[r], _mm_cvtph_ps(header), sumi, q4k_min_dots(unpacked, sub_sums), ab.d);
+            sumi[r] = q4k_block_dot(wb, ab, _mm256_broadcastsi128_si256(unpacked));
+            mins[r] = q4k_min_dots(unpacked, sub_sums);
         }
+        __m128 d, dmin;
+        q4k_d_dmin_x4(t.w[0][b], t.w[1][b], t.w[2][b], t.w[3][b], d, dmin);
+        acc = q4k_accumulate(acc, d, dmin, _mm_set1_ps(ab.d), hsum_x4(sumi[0], sumi[1], sumi[2], sumi[3]),
+                             hsum_x4(mins[0], mins[1], mins[2], mins[3]));
     }
     float result[kTileRows][1];
-    for (int r = 0; r < kTileRows; ++r) result[r][0] = hsum(acc[r]);
+    for (int r = 0; r < kTileRows; ++r) result[r][0] = acc[r];
     kernel_detail::store_tile<1>(result, n_rows, n_cols, out, out_stride);
 }
 
@@ -331,21 +237,187 @@ inline void q6k_column(std::int64_t n, const std::uint8_t* weights, std::size_t 
                        std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ6K, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
     const std::size_t ahead = prefetch_distance(row_bytes);
-    __m256 acc[kTileRows];  // [row]: 8 partial sums
-    for (int r = 0; r < kTileRows; ++r) acc[r] = _mm256_setzero_ps();
+    __m128 acc = _mm_setzero_ps();  // [row]
     const std::int64_t blocks = n / QK_K;
     for (std::int64_t b = 0; b < blocks; ++b) {
         const BlockQ8K& ab = t.a[0][b];
         const __m256i bsums = q8k_bsums(ab);
+        __m256i sumi[kTileRows];
         for (int r = 0; r < kTileRows; ++r) {
             const BlockQ6K& wb = t.w[r][b];
             prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);
-            acc[r] = q6k_accumulate(acc[r], half_to_float(wb.d), q6k_block_dot(wb, ab, bsums), ab.d);
+            sumi[r] = q6k_block_dot(wb, ab, bsums);
         }
+        const __m128 d = _mm_cvtph_ps(_mm_setr_epi16(short(t.w[0][b].d), short(t.w[1][b].d), short(t.w[2][b].d),
+                                                     short(t.w[3][b].d), 0, 0, 0, 0));
+        acc = q6k_accumulate(acc, d, _mm_set1_ps(ab.d), hsum_x4(sumi[0], sumi[1], sumi[2], sumi[3]));
     }
     float result[kTileRows][1];
-    for (int r = 0; r < kTileRows; ++r) result[r][0] = hsum(acc[r]);
+    for (int r = 0; r < kTileRows; ++r) result[r][0] = acc[r];
     kernel_detail::store_tile<1>(result, n_rows, n_cols, out, out_stride);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q4_K and Q6_K prompt GEMM. Vector lanes are 8 tokens of a packed group of 16 (packing.hpp): a
+// weight row's 4-byte group is broadcast, maddubs multiplies it with 8 tokens' matching groups
+// (pairs of products fit i16: at most 2 * 63 * 127), and madd with the sub-block scale turns
+// them into scale * 4 products in each token's i32 lane. No horizontal sums; each lane ends a
+// block with the exact integer totals and takes the reference's float step, so the results are
+// the bits of the decode kernels above.
+
+// A weight block's quants as unsigned bytes in activation order (weights 0..255).
+struct UnpackedQuants {
+    alignas(32) std::uint8_t q[QK_K];
+};
+
+inline void q4k_unpack(const BlockQ4K& wb, UnpackedQuants& u) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    for (int chunk = 0; chunk < 4; ++chunk) {  // weights 64 chunk.. (low nibbles), 64 chunk + 32.. (high)
+        const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * chunk));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 64 * chunk), _mm256_and_si256(bits, low4));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 64 * chunk + 32),
+                           _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4));
+    }
+}
+
+inline void q6k_unpack(const BlockQ6K& wb, UnpackedQuants& u) {  // unsigned 0..63
+    for (int half = 0; half < 2; ++half) {
+        const __m256i bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half));
+        const __m256i bits2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half + 32));
+        const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh + 32 * half));
+        auto* out = reinterpret_cast<__m256i*>(u.q + 128 * half);
+        _mm256_store_si256(out + 0, q6k_chunk_quants<0>(bits1, bits2, high));
+        _mm256_store_si256(out + 1, q6k_chunk_quants<1>(bits1, bits2, high));
+        _mm256_store_si256(out + 2, q6k_chunk_quants<2>(bits1, bits2, high));
+        _mm256_store_si256(out + 3, q6k_chunk_quants<3>(bits1, bits2, high));
+    }
+}
+
+// Four quants of an unpacked row as one i32, in all 8 lanes.
+inline __m256i broadcast_group(const UnpackedQuants& u, int group) {
+    std::int32_t four;
+    std::memcpy(&four, u.q + 4 * group, 4);
+    return _mm256_set1_epi32(four);
+}
+
+// Two i16 factors (low word a, high word b) in every lane, for madd against bsum pairs.
+inline __m256i word_pair(int a, int b) {
+    return _mm256_set1_epi32(int(std::uint32_t(std::uint16_t(a)) | std::uint32_t(std::uint16_t(b)) << 16));
+}
+
+// dots[r][h] += scale[r] * (row r's 4-byte groups first..first+K-1 . half h's tokens' groups),
+// unrolled at compile time: as a loop, gcc copies every accumulator between registers on each
+// trip and spills the scales.
+template <int K>
+__attribute__((always_inline)) inline void dot_groups(__m256i (&dots)[kTileRows][2], const UnpackedQuants (&u)[kTileRows],
+                                                      const BlockQ8Kx16& a, int first, const __m256i (&scale)[kTileRows]) {
+    if constexpr (K > 0) {
+        const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.qs[first][0]));
+        const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.qs[first][8]));
+        for (int r = 0; r < kTileRows; ++r) {
+            const __m256i wq = broadcast_group(u[r], first);
+            dots[r][0] = _mm256_add_epi32(dots[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(wq, x0), scale[r]));
+            dots[r][1] = _mm256_add_epi32(dots[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(wq, x1), scale[r]));
+        }
+        dot_groups<K - 1>(dots, u, a, first + 1, scale);
+    }
+}
+
+// One packed group (16 tokens, two halves of 8) against R rows: per block, Unpack writes row r's
+// quants and returns its block scale(s); Dots adds scale * products for [row][half];
+// Finish takes the float step.
+template <class Weight, int SubBlocks, class Unpack, class Finish>
+inline void kquant_gemm_group(std::int64_t blocks, const Weight* const* w, const BlockQ8Kx16* acts, Unpack unpack,
+                              Finish finish, __m256 (&acc)[kTileRows][2]) {
+    constexpr int R = kTileRows, groups_per_sub_block = QK_K / 4 / SubBlocks;
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    UnpackedQuants u[R];
+    alignas(16) std::int16_t scales[R][SubBlocks];
+    __m256i scale_vectors[SubBlocks][R];  // read as memory operands of vpmaddwd
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        for (int r = 0; r < R; ++r) {
+            unpack(w[r][b], u[r], scales[r]);
+            for (int j = 0; j < SubBlocks; ++j) scale_vectors[j][r] = _mm256_set1_epi16(scales[r][j]);
+        }
+        const BlockQ8Kx16& a = acts[b];
+        __m256i dots[R][2];
+        for (int r = 0; r < R; ++r) dots[r][0] = dots[r][1] = _mm256_setzero_si256();
+        for (int j = 0; j < SubBlocks; ++j) dot_groups<groups_per_sub_block>(dots, u, a, groups_per_sub_block * j, scale_vectors[j]);
+        for (int r = 0; r < R; ++r) finish(w[r][b], a, dots[r], acc[r]);
+    }
+}
+
+template <class Weight, class Group>
+inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                        const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride, Group group) {
+    if (n_rows <= 0 || n_tokens <= 0) return;
+    const Weight* w[kTileRows];
+    for (int r = 0; r < kTileRows; ++r)  // missing rows repeat the last one; their results are dropped
+        w[r] = reinterpret_cast<const Weight*>(weights + std::size_t(r < n_rows ? r : n_rows - 1) * row_bytes);
+    const std::int64_t blocks = n / QK_K;
+    for (int t0 = 0; t0 < n_tokens; t0 += kPackedTokens) {
+        __m256 acc[kTileRows][2];  // [row][half]: 8 tokens' sums
+        group(blocks, w, acts + (t0 / kPackedTokens) * blocks, acc);
+        const int tokens = n_tokens - t0 < kPackedTokens ? n_tokens - t0 : kPackedTokens;
+        for (int r = 0; r < n_rows; ++r) {
+            alignas(32) float lanes[kPackedTokens];
+            _mm256_store_ps(lanes, acc[r][0]);
+            _mm256_store_ps(lanes + 8, acc[r][1]);
+            for (int t = 0; t < tokens; ++t) out[std::size_t(t0 + t) * out_stride + std::size_t(r)] = lanes[t];
+        }
+    }
+}
+
+inline void q4k_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                     const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
+    kquant_gemm<BlockQ4K>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride,
+                          [](std::int64_t blocks, const BlockQ4K* const* w, const BlockQ8Kx16* a, __m256 (&acc)[kTileRows][2]) {
+        const auto unpack = [](const BlockQ4K& wb, UnpackedQuants& u, std::int16_t* scales) {
+            const __m128i sm = q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb)));
+            _mm_store_si128(reinterpret_cast<__m128i*>(scales), _mm_cvtepu8_epi16(sm));  // the 8 scales
+            q4k_unpack(wb, u);
+        };
+        const auto finish = [](const BlockQ4K& wb, const BlockQ8Kx16& ab, const __m256i (&dots)[2], __m256 (&acc)[2]) {
+            const __m128i sm = q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb)));
+            alignas(16) std::uint8_t mins[16];
+            _mm_store_si128(reinterpret_cast<__m128i*>(mins), sm);
+            const __m256 d = _mm256_set1_ps(half_to_float(wb.d)), dmin = _mm256_set1_ps(half_to_float(wb.dmin));
+            for (int h = 0; h < 2; ++h) {
+                __m256i min_sum = _mm256_setzero_si256();
+                for (int j = 0; j < 8; ++j)
+                    min_sum = _mm256_add_epi32(min_sum, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(ab.bsums[j][8 * h])),
+                                                                          word_pair(mins[8 + j], mins[8 + j])));
+                const __m256 ad = _mm256_load_ps(ab.d + 8 * h);
+                acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(d, ad), _mm256_cvtepi32_ps(dots[h]), acc[h]);
+                acc[h] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, ad), _mm256_cvtepi32_ps(min_sum), acc[h]);
+            }
+        };
+        kquant_gemm_group<BlockQ4K, 8>(blocks, w, a, unpack, finish, acc);
+    });
+}
+
+inline void q6k_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                     const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
+    kquant_gemm<BlockQ6K>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride,
+                          [](std::int64_t blocks, const BlockQ6K* const* w, const BlockQ8Kx16* a, __m256 (&acc)[kTileRows][2]) {
+        const auto unpack = [](const BlockQ6K& wb, UnpackedQuants& u, std::int16_t* scales) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(scales), q6k_scales16(wb));
+            q6k_unpack(wb, u);
+        };
+        // The quants were used unsigned (0..63); the -32 offset is 32 * sum_j scale_j * bsum_j.
+        const auto finish = [](const BlockQ6K& wb, const BlockQ8Kx16& ab, const __m256i (&dots)[2], __m256 (&acc)[2]) {
+            const __m256 d = _mm256_set1_ps(half_to_float(wb.d));
+            for (int h = 0; h < 2; ++h) {
+                __m256i offset = _mm256_setzero_si256();
+                for (int j = 0; j < 8; ++j)
+                    offset = _mm256_add_epi32(offset, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(ab.bsums[j][8 * h])),
+                                                                        word_pair(wb.scales[2 * j], wb.scales[2 * j + 1])));
+                const __m256i total = _mm256_sub_epi32(dots[h], _mm256_slli_epi32(offset, 5));
+                acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_load_ps(ab.d + 8 * h)), _mm256_cvtepi32_ps(total), acc[h]);
+            }
+        };
+        kquant_gemm_group<BlockQ6K, 16>(blocks, w, a, unpack, finish, acc);
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -497,8 +569,12 @@ inline void quantize_row_q8_k(const float* x, BlockQ8K* out, std::int64_t n) {  
     }
 }
 
-inline constexpr DotTileFn q4k_q8k = kernel_detail::by_columns<detail::q4k_column, detail::q4k_tile<kTileCols>>;
-inline constexpr DotTileFn q6k_q8k = kernel_detail::by_columns<detail::q6k_column, detail::q6k_tile<kTileCols>>;
+// Prompts go to the GEMM; a tile of a few columns (smol's matmul never asks for one) takes them
+// one at a time.
+inline constexpr DotTileFn q4k_q8k = kernel_detail::column_by_column<detail::q4k_column>;
+inline constexpr DotTileFn q6k_q8k = kernel_detail::column_by_column<detail::q6k_column>;
+inline constexpr GemmTileFn q4k_q8k_gemm = detail::q4k_gemm;
+inline constexpr GemmTileFn q6k_q8k_gemm = detail::q6k_gemm;
 inline constexpr DotTileFn q8_0_q8_0 = kernel_detail::by_columns<detail::q8_0_tile<1>, detail::q8_0_tile<kTileCols>>;
 inline constexpr DotTileFn f32 = kernel_detail::by_columns<detail::float_tile<float, detail::LoadF32, 1>,
                                                     detail::float_tile<float, detail::LoadF32, kTileCols>>;

@@ -4,7 +4,7 @@
 // has_avx512_kernels() (dispatch.hpp guarantees that). Same tile contract as the AVX2 set; for
 // Q4_K and Q6_K the same bits too (see below), on 64-byte vectors with VNNI.
 
-#include "smol/quant/kernels_avx2.hpp"  // the float accumulation both sets share
+#include "smol/quant/kernels_avx2.hpp"  // its Q4_K/Q6_K decode kernels, which this set uses too
 
 #if SMOL_HAVE_AVX2_KERNELS && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SMOL_HAVE_AVX512_KERNELS 1
@@ -12,8 +12,10 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
@@ -47,50 +49,36 @@ SMOL_TARGET_AVX512 inline float hsum128(__m128 s) {
 SMOL_TARGET_AVX512 inline float half_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
 
 // ---------------------------------------------------------------------------------------------
-// Q4_K and Q6_K x Q8_K. A weight block is unpacked into four vectors of 64 unsigned quants in the
-// activations' own order. One vpdpbusd per chunk of 64 weights sums four u8 x i8 products into
-// each i32 lane j (at most 4 * 63 * 127 = 32004, so it fits an i16 word); the words of two
-// chunks are paired in one lane and one vpdpwssd multiplies both by their sub-block scales and
-// adds: three multiply instructions per 128 weights where maddubs + madd take four.
-// Folding the 16 lanes to 8 (lane j + lane j + 8) gives exactly the AVX2 set's partial sums:
-// lane i holds weights 4i..4i+3 of every 32-weight piece, each times its scale. From there the
-// float arithmetic is the AVX2 set's too (q4k_accumulate, q6k_accumulate), so both sets give the
-// same bits, and a sequence's logits never depend on the kernel set or on its batch.
+// Q4_K and Q6_K prompt GEMM. Vector lanes are 16 tokens (activations packed by packing.hpp), so
+// a weight row's 4-byte group is broadcast and one vpdpbusd multiplies it with the matching group
+// of 16 tokens: no horizontal sums, and each unpacked weight byte serves kGemmTokens tokens.
+// Each (row, token) lane sums the exact integer block totals and then takes the reference's
+// float step (reference.hpp, q4k_accumulate_block), so the results are the same bits as the
+// scalar reference's and the AVX2 set's, which this set decodes with.
 
 namespace avx2 = kernels_avx2::detail;
 
-struct UnpackedBlock {
-    __m512i q[4];      // [chunk]: 64 unsigned quants as bytes, in activation order
-    __m512i scale[2];  // [chunk pair]: lane j = (scale of chunk 2p at j, scale of chunk 2p + 1 at j) as i16
+// A weight block's quants as unsigned bytes in activation order (weights 0..255).
+struct UnpackedQuants {
+    alignas(64) std::uint8_t q[QK_K];
 };
 
-// Two copies of a 32-bit pattern, as one 64-bit vector element.
-constexpr long long two_dwords(std::uint32_t x) { return (long long)(std::uint64_t(x) | std::uint64_t(x) << 32); }
-
 // Q4_K: chunk c holds the low nibbles of qs[32c..32c+31] (sub-block 2c) then their high nibbles
-// (sub-block 2c+1): that is weights 64c..64c+63 in order, so the activations are read as they are.
-// One broadcast load and one per-half variable shift give both halves without a shuffle.
-SMOL_TARGET_AVX512 inline void q4k_unpack(const BlockQ4K& wb, __m128i unpacked, UnpackedBlock& u) {
+// (sub-block 2c+1): weights 64c..64c+63 in order. One broadcast load and one per-half variable
+// shift give both halves without a shuffle.
+SMOL_TARGET_AVX512 inline void q4k_unpack(const BlockQ4K& wb, UnpackedQuants& u) {
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     const __m512i halves = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);  // shift 0 | 4
     for (int c = 0; c < 4; ++c) {
         const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * c)));
-        u.q[c] = _mm512_and_si512(_mm512_srlv_epi16(bits, halves), low4);
-    }
-    // Pair p, lanes 0-7: scales 4p and 4p + 2; lanes 8-15: 4p + 1 and 4p + 3; zero-extended from
-    // the unpacked u8 scales (0x80 zeroes a byte).
-    const __m512i scales = _mm512_broadcast_i32x4(unpacked);  // [8 scales, 8 mins] u8 in every 128-bit lane
-    for (int p = 0; p < 2; ++p) {
-        const auto pick = [](int a, int b) { return two_dwords(0x80008000u | std::uint32_t(b) << 16 | std::uint32_t(a)); };
-        const long long lo = pick(4 * p, 4 * p + 2), hi = pick(4 * p + 1, 4 * p + 3);
-        u.scale[p] = _mm512_shuffle_epi8(scales, _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo));
+        _mm512_store_si512(u.q + 64 * c, _mm512_and_si512(_mm512_srlv_epi16(bits, halves), low4));
     }
 }
 
-// Q6_K: half h (weights 128h..128h+127) gives chunk 2h from the low nibbles of ql[64h..64h+63]
-// with qh bit pairs 0-1 (bytes 0-31) and 2-3 (bytes 32-63), and chunk 2h+1 from the high
-// nibbles with bit pairs 4-5 and 6-7. Lane j of chunk c covers sub-block 4c + j / 4.
-SMOL_TARGET_AVX512 inline void q6k_unpack(const BlockQ6K& wb, UnpackedBlock& u) {
+// Q6_K as unsigned 0..63 (the -32 offset is taken out through the bsums): half h gives weights
+// 128h..128h+63 from the low nibbles of ql[64h..64h+63] with qh bit pairs 0-1 (bytes 0-31) and
+// 2-3 (bytes 32-63), and weights 128h+64..128h+127 from the high nibbles with pairs 4-5 and 6-7.
+SMOL_TARGET_AVX512 inline void q6k_unpack(const BlockQ6K& wb, UnpackedQuants& u) {
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     const __m512i top2 = _mm512_set1_epi8(0x30);
     const __m512i left = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);     // 4 | 2
@@ -98,91 +86,158 @@ SMOL_TARGET_AVX512 inline void q6k_unpack(const BlockQ6K& wb, UnpackedBlock& u) 
     for (int h = 0; h < 2; ++h) {
         const __m512i ql = _mm512_loadu_si512(wb.ql + 64 * h);
         const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh + 32 * h)));
-        u.q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_sllv_epi16(qh, left), top2));
-        u.q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
-                                         _mm512_and_si512(_mm512_srlv_epi16(qh, right), top2));
-    }
-    const __m512i scales16 =
-        _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales))));
-    for (int p = 0; p < 2; ++p) {
-        long long idx[8];  // [pair of lanes 2k, 2k + 1]: sub-blocks 8p + k / 2 and 8p + 4 + k / 2
-        for (int k = 0; k < 8; ++k) idx[k] = two_dwords(std::uint32_t(8 * p + 4 + k / 2) << 16 | std::uint32_t(8 * p + k / 2));
-        u.scale[p] = _mm512_permutexvar_epi16(
-            _mm512_set_epi64(idx[7], idx[6], idx[5], idx[4], idx[3], idx[2], idx[1], idx[0]), scales16);
+        _mm512_store_si512(u.q + 128 * h, _mm512_or_si512(_mm512_and_si512(ql, low4),
+                                                           _mm512_and_si512(_mm512_sllv_epi16(qh, left), top2)));
+        _mm512_store_si512(u.q + 128 * h + 64, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                                                _mm512_and_si512(_mm512_srlv_epi16(qh, right), top2)));
     }
 }
 
-// sum over the block of scale(sub-block) * q * a, as the AVX2 set's 8 i32 partial sums (exact).
-SMOL_TARGET_AVX512 inline __m256i block_dot(const UnpackedBlock& u, const BlockQ8K& ab) {
-    __m512i sumi = _mm512_setzero_si512();
-    for (int p = 0; p < 2; ++p) {
-        const __m512i first = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.q[2 * p], _mm512_loadu_si512(ab.qs + 128 * p));
-        const __m512i second =
-            _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.q[2 * p + 1], _mm512_loadu_si512(ab.qs + 128 * p + 64));
-        // lane j: low word the first chunk's sum, high word the second's
-        const __m512i paired = _mm512_mask_blend_epi16(0x55555555u, _mm512_slli_epi32(second, 16), first);
-        sumi = _mm512_dpwssd_epi32(sumi, paired, u.scale[p]);
-    }
-    return _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+// Four quants of an unpacked row as one i32, in all 16 lanes.
+SMOL_TARGET_AVX512 inline __m512i broadcast_group(const UnpackedQuants& u, int group) {
+    std::int32_t four;
+    std::memcpy(&four, u.q + 4 * group, 4);
+    return _mm512_set1_epi32(four);
 }
 
-// Prompt tiles: one row at a time, a block unpacked once and used for all C columns.
-template <int C>
-SMOL_TARGET_AVX512 void q4k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                                 const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
-                                 std::size_t out_stride) {
-    const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    const std::size_t ahead = prefetch_distance(row_bytes);
+// sub[r][g] += the products of row r's 4-byte groups first..first+K-1 with token group g's,
+// unrolled at compile time: as a loop, gcc copies every accumulator between registers on each
+// trip (16 moves per 8 vpdpbusd, measured).
+template <int K, int R, int G>
+SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void dot_groups(__m512i (&sub)[R][G], const UnpackedQuants (&u)[R],
+                                                                         const BlockQ8Kx16* const (&a)[G], int first) {
+    if constexpr (K > 0) {
+        __m512i x[G];
+        for (int g = 0; g < G; ++g) x[g] = _mm512_load_si512(a[g]->qs[first]);
+        for (int r = 0; r < R; ++r) {
+            const __m512i w = broadcast_group(u[r], first);
+            for (int g = 0; g < G; ++g) sub[r][g] = _mm512_dpbusd_epi32(sub[r][g], w, x[g]);
+        }
+        dot_groups<K - 1>(sub, u, a, first + 1);
+    }
+}
+
+// Two i16 factors (low word a, high word b) in every lane, for vpdpwssd against bsum pairs.
+SMOL_TARGET_AVX512 inline __m512i word_pair(int a, int b) {
+    return _mm512_set1_epi32(int(std::uint32_t(std::uint16_t(a)) | std::uint32_t(std::uint16_t(b)) << 16));
+}
+
+// Stores lane t of acc[g] to out[(16 g + t) * out_stride + row] for the first n_tokens tokens.
+template <int G>
+SMOL_TARGET_AVX512 inline void store_token_lanes(const __m512 (&acc)[G], int row, int n_tokens, float* out,
+                                                 std::size_t out_stride) {
+    alignas(64) float lanes[G * kPackedTokens];
+    for (int g = 0; g < G; ++g) _mm512_store_ps(lanes + kPackedTokens * g, acc[g]);
+    for (int t = 0; t < n_tokens; ++t) out[std::size_t(t) * out_stride + std::size_t(row)] = lanes[t];
+}
+
+// Q4_K: per 32-weight sub-block j, 8 vpdpbusd per (row, group) give the exact sub-block dots,
+// one vpmulld applies scale j; the mins meet the bsum pairs through vpdpwssd.
+SMOL_TARGET_AVX512 inline void q4k_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
+                                        int n_rows, const BlockQ8Kx16* acts, int n_tokens, float* out,
+                                        std::size_t out_stride) {
+    constexpr int R = kTileRows, G = kGemmTokens / kPackedTokens;
+    if (n_rows <= 0 || n_tokens <= 0) return;
+    struct {
+        const BlockQ4K* w[R];
+    } t;
+    for (int r = 0; r < R; ++r)  // missing rows repeat the last one; their results are dropped
+        t.w[r] = reinterpret_cast<const BlockQ4K*>(weights + std::size_t(std::min(r, n_rows - 1)) * row_bytes);
     const std::int64_t blocks = n / QK_K;
-    float result[kTileRows][C] = {};
-    for (int r = 0; r < n_rows; ++r) {
-        __m256 acc[C];  // [column]: 8 partial sums of ad * (d * dots - dmin * min dots)
-        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-        for (std::int64_t b = 0; b < blocks; ++b) {
+    const int groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
+    __m512 acc[R][G];
+    for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+    UnpackedQuants u[R];
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        alignas(16) std::uint8_t scales_mins[R][16];  // [row]: 8 scales, 8 mins
+        for (int r = 0; r < R; ++r) {
             const BlockQ4K& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ4K), ahead);
-            const __m128i header = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb));
-            const __m128i unpacked = avx2::q4k_unpack_header(header);  // [8 scales, 8 mins] u8
-            UnpackedBlock u;
-            q4k_unpack(wb, unpacked, u);
-            const __m128 d_dmin = _mm_cvtph_ps(header);
-            for (int c = 0; c < C; ++c) {
-                const BlockQ8K& ab = t.a[c][b];
-                acc[c] = avx2::q4k_accumulate(acc[c], d_dmin, block_dot(u, ab),
-                                              avx2::q4k_min_dots(unpacked, avx2::q8k_sub_block_sums(ab)), ab.d);
+            _mm_store_si128(reinterpret_cast<__m128i*>(scales_mins[r]),
+                            avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb))));
+            q4k_unpack(wb, u[r]);
+        }
+        const BlockQ8Kx16* a[G];
+        for (int g = 0; g < G; ++g) a[g] = acts + std::min(g, groups - 1) * blocks + b;
+        __m512i dots[R][G];
+        for (int r = 0; r < R; ++r)
+            for (int g = 0; g < G; ++g) dots[r][g] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; ++j) {
+            __m512i sub[R][G];
+            for (int r = 0; r < R; ++r)
+                for (int g = 0; g < G; ++g) sub[r][g] = _mm512_setzero_si512();
+            dot_groups<8>(sub, u, a, 8 * j);
+            for (int r = 0; r < R; ++r) {
+                const __m512i scale = _mm512_set1_epi32(scales_mins[r][j]);
+                for (int g = 0; g < G; ++g) dots[r][g] = _mm512_add_epi32(dots[r][g], _mm512_mullo_epi32(sub[r][g], scale));
             }
         }
-        for (int c = 0; c < C; ++c) result[r][c] = avx2::hsum(acc[c]);
+        for (int r = 0; r < R; ++r) {
+            const __m512 d = _mm512_set1_ps(half_to_float(t.w[r][b].d));
+            const __m512 dmin = _mm512_set1_ps(half_to_float(t.w[r][b].dmin));
+            for (int g = 0; g < G; ++g) {
+                __m512i mins = _mm512_setzero_si512();
+                for (int j = 0; j < 8; ++j)
+                    mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(a[g]->bsums[j]),
+                                               word_pair(scales_mins[r][8 + j], scales_mins[r][8 + j]));
+                const __m512 ad = _mm512_load_ps(a[g]->d);
+                acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(d, ad), _mm512_cvtepi32_ps(dots[r][g]), acc[r][g]);
+                acc[r][g] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, ad), _mm512_cvtepi32_ps(mins), acc[r][g]);
+            }
+        }
     }
-    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
+    for (int r = 0; r < n_rows; ++r) store_token_lanes<G>(acc[r], r, n_tokens, out, out_stride);
 }
 
-template <int C>
-SMOL_TARGET_AVX512 void q6k_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                                 const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
-                                 std::size_t out_stride) {
-    const kernel_detail::TileOperands<BlockQ6K, BlockQ8K, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    const std::size_t ahead = prefetch_distance(row_bytes);
+// Q6_K: 16-weight sub-blocks, so 4 vpdpbusd per (row, group) before each scale; the -32 offset
+// is 32 * sum_j scale_j * bsum_j, through vpdpwssd.
+SMOL_TARGET_AVX512 inline void q6k_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
+                                        int n_rows, const BlockQ8Kx16* acts, int n_tokens, float* out,
+                                        std::size_t out_stride) {
+    constexpr int R = kTileRows, G = kGemmTokens / kPackedTokens;
+    if (n_rows <= 0 || n_tokens <= 0) return;
+    struct {
+        const BlockQ6K* w[R];
+    } t;
+    for (int r = 0; r < R; ++r)  // missing rows repeat the last one; their results are dropped
+        t.w[r] = reinterpret_cast<const BlockQ6K*>(weights + std::size_t(std::min(r, n_rows - 1)) * row_bytes);
     const std::int64_t blocks = n / QK_K;
-    float result[kTileRows][C] = {};
-    for (int r = 0; r < n_rows; ++r) {
-        __m256 acc[C];  // [column]: 8 partial sums of ad * d * dots
-        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-        for (std::int64_t b = 0; b < blocks; ++b) {
-            const BlockQ6K& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);
-            UnpackedBlock u;
-            q6k_unpack(wb, u);
-            const __m256i scales16 = avx2::q6k_scales16(wb);
-            const float d = half_to_float(wb.d);
-            for (int c = 0; c < C; ++c) {
-                const BlockQ8K& ab = t.a[c][b];
-                acc[c] = avx2::q6k_accumulate(acc[c], d, _mm256_sub_epi32(block_dot(u, ab), avx2::q6k_offset(scales16, avx2::q8k_bsums(ab))), ab.d);
+    const int groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
+    __m512 acc[R][G];
+    for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+    UnpackedQuants u[R];
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        for (int r = 0; r < R; ++r) q6k_unpack(t.w[r][b], u[r]);
+        const BlockQ8Kx16* a[G];
+        for (int g = 0; g < G; ++g) a[g] = acts + std::min(g, groups - 1) * blocks + b;
+        __m512i dots[R][G];
+        for (int r = 0; r < R; ++r)
+            for (int g = 0; g < G; ++g) dots[r][g] = _mm512_setzero_si512();
+        for (int j = 0; j < 16; ++j) {
+            __m512i sub[R][G];
+            for (int r = 0; r < R; ++r)
+                for (int g = 0; g < G; ++g) sub[r][g] = _mm512_setzero_si512();
+            dot_groups<4>(sub, u, a, 4 * j);
+            for (int r = 0; r < R; ++r) {
+                const __m512i scale = _mm512_set1_epi32(t.w[r][b].scales[j]);
+                for (int g = 0; g < G; ++g) dots[r][g] = _mm512_add_epi32(dots[r][g], _mm512_mullo_epi32(sub[r][g], scale));
             }
         }
-        for (int c = 0; c < C; ++c) result[r][c] = avx2::hsum(acc[c]);
+        for (int r = 0; r < R; ++r) {
+            const BlockQ6K& wb = t.w[r][b];
+            const __m512 d = _mm512_set1_ps(half_to_float(wb.d));
+            for (int g = 0; g < G; ++g) {
+                __m512i offset = _mm512_setzero_si512();
+                for (int j = 0; j < 8; ++j)
+                    offset = _mm512_dpwssd_epi32(offset, _mm512_load_si512(a[g]->bsums[j]),
+                                                 word_pair(wb.scales[2 * j], wb.scales[2 * j + 1]));
+                const __m512i total = _mm512_sub_epi32(dots[r][g], _mm512_slli_epi32(offset, 5));
+                acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_load_ps(a[g]->d)), _mm512_cvtepi32_ps(total), acc[r][g]);
+            }
+        }
     }
-    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
+    for (int r = 0; r < n_rows; ++r) store_token_lanes<G>(acc[r], r, n_tokens, out, out_stride);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -280,15 +335,15 @@ SMOL_TARGET_AVX512 void float_tile(std::int64_t n, const std::uint8_t* weights, 
 
 }  // namespace detail
 
-// Decode streams every weight from memory once; there the AVX2 column kernels are faster than any
-// 512-bit version measured (AMD Zen 4 runs 512-bit operations as two 256-bit halves, and the
-// unpacking per row and block cannot be shared across columns): 1 thread 6.0-6.1 tokens/s
-// against 5.8, 2 threads 11.2-11.3 against 10.4-10.8, same run. Their results are the same bits
-// as these tiles', so decode and prompt still agree exactly.
-inline constexpr DotTileFn q4k_q8k =
-    kernel_detail::by_columns<kernels_avx2::detail::q4k_column, detail::q4k_tile<kTileCols>>;
-inline constexpr DotTileFn q6k_q8k =
-    kernel_detail::by_columns<kernels_avx2::detail::q6k_column, detail::q6k_tile<kTileCols>>;
+// Decode and small tiles use the AVX2 set's Q4_K and Q6_K kernels: decode streams every weight
+// from memory once, and every 512-bit decode kernel measured was slower (AMD Zen 4 runs 512-bit
+// operations as two 256-bit halves, and the unpacking per row and block cannot be shared across
+// columns): 1 thread 6.0-6.1 tokens/s against 5.8, 2 threads 11.2-11.3 against 10.4-10.8, same
+// run. Prompts go to the GEMM above; both give the reference's bits.
+inline constexpr DotTileFn q4k_q8k = kernels_avx2::q4k_q8k;
+inline constexpr DotTileFn q6k_q8k = kernels_avx2::q6k_q8k;
+inline constexpr GemmTileFn q4k_q8k_gemm = detail::q4k_gemm;
+inline constexpr GemmTileFn q6k_q8k_gemm = detail::q6k_gemm;
 inline constexpr DotTileFn q8_0_q8_0 =
     kernel_detail::by_columns<detail::q8_0_tile<1>, detail::q8_0_tile<kTileCols>>;
 inline constexpr DotTileFn f32 = kernel_detail::by_columns<detail::float_tile<float, detail::LoadF32, 1>,

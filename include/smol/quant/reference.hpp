@@ -210,13 +210,25 @@ inline Q4KBlockSums q4k_q8k_block_sums(const BlockQ4K& w, const BlockQ8K& a) {
     return sums;
 }
 
+// The k-quant dot products define the bits every kernel set must reproduce: per block, the
+// exact integer sums, then one float step per term in block order with explicit fused
+// multiply-adds (a compiler may not contract them differently). Kernels that hold 8 lanes of one
+// row, or 16 tokens of one row, all reach these same bits, so a sequence's logits depend neither
+// on the CPU nor on what else shares its batch.
+inline float q4k_accumulate_block(float sum, float d, float dmin, float ad, std::int32_t dot, std::int32_t mins) {
+    sum = std::fma(d * ad, float(dot), sum);
+    return std::fma(-(dmin * ad), float(mins), sum);
+}
+
+inline float q6k_accumulate_block(float sum, float d, float ad, std::int32_t dot) {
+    return std::fma(d * ad, float(dot), sum);
+}
+
 inline float dot_q4k_q8k(std::int64_t n, const BlockQ4K* w, const BlockQ8K* a) {
     float sum = 0.0f;
     for (std::int64_t b = 0; b < n / QK_K; ++b) {
         const Q4KBlockSums s = q4k_q8k_block_sums(w[b], a[b]);
-        const float d = fp16_to_f32(w[b].d) * a[b].d;
-        const float dmin = fp16_to_f32(w[b].dmin) * a[b].d;
-        sum += d * float(s.dot) - dmin * float(s.mins);
+        sum = q4k_accumulate_block(sum, fp16_to_f32(w[b].d), fp16_to_f32(w[b].dmin), a[b].d, s.dot, s.mins);
     }
     return sum;
 }
@@ -237,7 +249,7 @@ inline std::int32_t q6k_q8k_block_sum(const BlockQ6K& w, const BlockQ8K& a) {
 inline float dot_q6k_q8k(std::int64_t n, const BlockQ6K* w, const BlockQ8K* a) {
     float sum = 0.0f;
     for (std::int64_t b = 0; b < n / QK_K; ++b)
-        sum += fp16_to_f32(w[b].d) * a[b].d * float(q6k_q8k_block_sum(w[b], a[b]));
+        sum = q6k_accumulate_block(sum, fp16_to_f32(w[b].d), a[b].d, q6k_q8k_block_sum(w[b], a[b]));
     return sum;
 }
 

@@ -24,7 +24,9 @@ inline constexpr int kIsaCount = 3;  // Isa::scalar, avx2, avx512
 struct WeightFormat {
     TensorType type;
     ActivationFormat activations;
-    DotTileFn tiles[kIsaCount];  // [Isa]: nullptr where this build lacks the kernel set
+    DotTileFn tiles[kIsaCount];    // [Isa]: nullptr where this build lacks the kernel set
+    GemmTileFn gemms[kIsaCount];   // [Isa]: prompt kernels on activations packed 16 tokens to a block
+                                   // (Q8_K only); nullptr where the set has none and uses its tiles
 };
 
 #if SMOL_HAVE_AVX2_KERNELS
@@ -38,16 +40,18 @@ struct WeightFormat {
 #define SMOL_AVX512_TILE(name) nullptr
 #endif
 #define SMOL_TILES(name) {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name)}
+#define SMOL_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name)}
 
 inline constexpr WeightFormat kWeightFormats[] = {
-    {TensorType::Q4_K, ActivationFormat::Q8K, SMOL_TILES(q4k_q8k)},
-    {TensorType::Q6_K, ActivationFormat::Q8K, SMOL_TILES(q6k_q8k)},
-    {TensorType::Q8_0, ActivationFormat::Q8_0, SMOL_TILES(q8_0_q8_0)},
-    {TensorType::F32, ActivationFormat::Float, SMOL_TILES(f32)},
-    {TensorType::F16, ActivationFormat::Float, SMOL_TILES(f16)},
-    {TensorType::BF16, ActivationFormat::Float, SMOL_TILES(bf16)},
+    {TensorType::Q4_K, ActivationFormat::Q8K, SMOL_TILES(q4k_q8k), SMOL_GEMMS(q4k_q8k_gemm)},
+    {TensorType::Q6_K, ActivationFormat::Q8K, SMOL_TILES(q6k_q8k), SMOL_GEMMS(q6k_q8k_gemm)},
+    {TensorType::Q8_0, ActivationFormat::Q8_0, SMOL_TILES(q8_0_q8_0), {}},
+    {TensorType::F32, ActivationFormat::Float, SMOL_TILES(f32), {}},
+    {TensorType::F16, ActivationFormat::Float, SMOL_TILES(f16), {}},
+    {TensorType::BF16, ActivationFormat::Float, SMOL_TILES(bf16), {}},
 };
 
+#undef SMOL_GEMMS
 #undef SMOL_TILES
 #undef SMOL_AVX512_TILE
 #undef SMOL_AVX2_TILE
