@@ -179,7 +179,8 @@ void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed) {
     const KernelSet set = kernels_for(isa);
     const DotTileFn tile = set.for_weights(wtype);
     Gen gen{std::mt19937(seed), exact};
-    for (const std::int64_t n : {std::int64_t(256), std::int64_t(1024), std::int64_t(2816)}) {
+    // 17152 weights (67 blocks) crosses the decode kernels' 64-block runs.
+    for (const std::int64_t n : {std::int64_t(256), std::int64_t(1024), std::int64_t(2816), std::int64_t(17152)}) {
         const std::int64_t blocks = n / QK_K;
         Operands ops;
         ops.row_bytes = std::size_t(blocks) * sizeof(Weight) + 40;  // padded rows

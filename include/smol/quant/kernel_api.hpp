@@ -12,12 +12,12 @@ namespace smol {
 inline constexpr int kTileRows = 4;  // weight rows per kernel call, at most
 inline constexpr int kTileCols = 4;  // activation columns (tokens) per kernel call, at most
 
-// How far ahead of the block being read each row stream prefetches. A thread's rows are one
-// contiguous run. A long row prefetches further along itself; a row shorter than that (a
-// 2048-wide matrix has 1152-byte Q4_K rows) prefetches the same spot of the next tile, where the
-// same row of the tile will read next; prefetching a fixed distance instead lands mostly on
-// rows the current tile is reading already. Measured on the 3B shape (AVX2, decode, 1 and 2
-// threads): 768 bytes gave 3.6 and 6.2 tokens/s, 4096 gave 4.8-6.1 and 8.3; 8192 no better.
+// How far ahead of the block being read each row stream prefetches. Decode reads a thread's
+// rows (one contiguous run) one after the other, so the weights are one sequential stream: a
+// long row prefetches further along itself, a row shorter than that (a 2048-wide matrix has
+// 1152-byte Q4_K rows) the same spot kTileRows rows on; either way about 4 KB ahead. Measured
+// on the 3B shape (AVX2, decode, 1 and 2 threads, rows still read interleaved then): 768 bytes
+// gave 3.6 and 6.2 tokens/s, 4096 gave 4.8-6.1 and 8.3; 8192 no better.
 inline constexpr std::size_t kPrefetchBytes = 4096;
 
 inline std::size_t prefetch_distance(std::size_t row_bytes) {
