@@ -47,6 +47,14 @@ using GemmTileFn = void (*)(std::int64_t n, const std::uint8_t* weights, std::si
 
 namespace kernel_detail {
 
+// Pointers to a tile's kTileRows weight rows; missing rows repeat the last one (kernels keep
+// fixed trip counts and drop those results).
+template <class Weight>
+inline void tile_rows(const std::uint8_t* weights, std::size_t row_bytes, int n_rows, const Weight* (&w)[kTileRows]) {
+    for (int r = 0; r < kTileRows; ++r)
+        w[r] = reinterpret_cast<const Weight*>(weights + std::size_t(r < n_rows ? r : n_rows - 1) * row_bytes);
+}
+
 // Pointers to the kTileRows rows and C columns of a tile, the missing ones clamped.
 template <class Weight, class Act, int C>
 struct TileOperands {
@@ -54,8 +62,7 @@ struct TileOperands {
     const Act* a[C];
     TileOperands(const std::uint8_t* weights, std::size_t row_bytes, int n_rows, const std::uint8_t* acts,
                  std::size_t act_stride, int n_cols) {
-        for (int r = 0; r < kTileRows; ++r)
-            w[r] = reinterpret_cast<const Weight*>(weights + std::size_t(r < n_rows ? r : n_rows - 1) * row_bytes);
+        tile_rows(weights, row_bytes, n_rows, w);
         for (int c = 0; c < C; ++c)
             a[c] = reinterpret_cast<const Act*>(acts + std::size_t(c < n_cols ? c : n_cols - 1) * act_stride);
     }

@@ -366,8 +366,7 @@ inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t
                         const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride, Group group) {
     if (n_rows <= 0 || n_tokens <= 0) return;
     const Weight* w[kTileRows];
-    for (int r = 0; r < kTileRows; ++r)  // missing rows repeat the last one; their results are dropped
-        w[r] = reinterpret_cast<const Weight*>(weights + std::size_t(r < n_rows ? r : n_rows - 1) * row_bytes);
+    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
     const std::int64_t blocks = n / QK_K;
     for (int t0 = 0; t0 < n_tokens; t0 += kPackedTokens) {
         __m256 acc[kTileRows][2];  // [row][half]: 8 tokens' sums

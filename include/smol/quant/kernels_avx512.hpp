@@ -117,6 +117,28 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void dot_groups(__m512i
     }
 }
 
+// dots[r][g] = sum over the block's sub-blocks j of scale(r, j) * (row r's quants of sub-block
+// j . token group g's), exact: the shared core of the Q4_K and Q6_K GEMMs.
+template <int SubBlocks, int R, int G, class Scale>
+SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void scaled_block_dots(__m512i (&dots)[R][G],
+                                                                                const UnpackedQuants (&u)[R],
+                                                                                const BlockQ8Kx16* const (&a)[G],
+                                                                                Scale scale) {
+    constexpr int groups_per_sub_block = QK_K / 4 / SubBlocks;
+    for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) dots[r][g] = _mm512_setzero_si512();
+    for (int j = 0; j < SubBlocks; ++j) {
+        __m512i sub[R][G];
+        for (int r = 0; r < R; ++r)
+            for (int g = 0; g < G; ++g) sub[r][g] = _mm512_setzero_si512();
+        dot_groups<groups_per_sub_block>(sub, u, a, groups_per_sub_block * j);
+        for (int r = 0; r < R; ++r) {
+            const __m512i factor = _mm512_set1_epi32(scale(r, j));
+            for (int g = 0; g < G; ++g) dots[r][g] = _mm512_add_epi32(dots[r][g], _mm512_mullo_epi32(sub[r][g], factor));
+        }
+    }
+}
+
 // Two i16 factors (low word a, high word b) in every lane, for vpdpwssd against bsum pairs.
 SMOL_TARGET_AVX512 inline __m512i word_pair(int a, int b) {
     return _mm512_set1_epi32(int(std::uint32_t(std::uint16_t(a)) | std::uint32_t(std::uint16_t(b)) << 16));
@@ -138,11 +160,8 @@ SMOL_TARGET_AVX512 inline void q4k_gemm(std::int64_t n, const std::uint8_t* weig
                                         std::size_t out_stride) {
     constexpr int R = kTileRows, G = kGemmTokens / kPackedTokens;
     if (n_rows <= 0 || n_tokens <= 0) return;
-    struct {
-        const BlockQ4K* w[R];
-    } t;
-    for (int r = 0; r < R; ++r)  // missing rows repeat the last one; their results are dropped
-        t.w[r] = reinterpret_cast<const BlockQ4K*>(weights + std::size_t(std::min(r, n_rows - 1)) * row_bytes);
+    const BlockQ4K* w[R];
+    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
     const std::int64_t blocks = n / QK_K;
     const int groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
     __m512 acc[R][G];
@@ -152,7 +171,7 @@ SMOL_TARGET_AVX512 inline void q4k_gemm(std::int64_t n, const std::uint8_t* weig
     for (std::int64_t b = 0; b < blocks; ++b) {
         alignas(16) std::uint8_t scales_mins[R][16];  // [row]: 8 scales, 8 mins
         for (int r = 0; r < R; ++r) {
-            const BlockQ4K& wb = t.w[r][b];
+            const BlockQ4K& wb = w[r][b];
             _mm_store_si128(reinterpret_cast<__m128i*>(scales_mins[r]),
                             avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb))));
             q4k_unpack(wb, u[r]);
@@ -160,21 +179,10 @@ SMOL_TARGET_AVX512 inline void q4k_gemm(std::int64_t n, const std::uint8_t* weig
         const BlockQ8Kx16* a[G];
         for (int g = 0; g < G; ++g) a[g] = acts + std::min(g, groups - 1) * blocks + b;
         __m512i dots[R][G];
-        for (int r = 0; r < R; ++r)
-            for (int g = 0; g < G; ++g) dots[r][g] = _mm512_setzero_si512();
-        for (int j = 0; j < 8; ++j) {
-            __m512i sub[R][G];
-            for (int r = 0; r < R; ++r)
-                for (int g = 0; g < G; ++g) sub[r][g] = _mm512_setzero_si512();
-            dot_groups<8>(sub, u, a, 8 * j);
-            for (int r = 0; r < R; ++r) {
-                const __m512i scale = _mm512_set1_epi32(scales_mins[r][j]);
-                for (int g = 0; g < G; ++g) dots[r][g] = _mm512_add_epi32(dots[r][g], _mm512_mullo_epi32(sub[r][g], scale));
-            }
-        }
+        scaled_block_dots<8>(dots, u, a, [&](int r, int j) { return int(scales_mins[r][j]); });
         for (int r = 0; r < R; ++r) {
-            const __m512 d = _mm512_set1_ps(half_to_float(t.w[r][b].d));
-            const __m512 dmin = _mm512_set1_ps(half_to_float(t.w[r][b].dmin));
+            const __m512 d = _mm512_set1_ps(half_to_float(w[r][b].d));
+            const __m512 dmin = _mm512_set1_ps(half_to_float(w[r][b].dmin));
             for (int g = 0; g < G; ++g) {
                 __m512i mins = _mm512_setzero_si512();
                 for (int j = 0; j < 8; ++j)
@@ -196,11 +204,8 @@ SMOL_TARGET_AVX512 inline void q6k_gemm(std::int64_t n, const std::uint8_t* weig
                                         std::size_t out_stride) {
     constexpr int R = kTileRows, G = kGemmTokens / kPackedTokens;
     if (n_rows <= 0 || n_tokens <= 0) return;
-    struct {
-        const BlockQ6K* w[R];
-    } t;
-    for (int r = 0; r < R; ++r)  // missing rows repeat the last one; their results are dropped
-        t.w[r] = reinterpret_cast<const BlockQ6K*>(weights + std::size_t(std::min(r, n_rows - 1)) * row_bytes);
+    const BlockQ6K* w[R];
+    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
     const std::int64_t blocks = n / QK_K;
     const int groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
     __m512 acc[R][G];
@@ -208,24 +213,13 @@ SMOL_TARGET_AVX512 inline void q6k_gemm(std::int64_t n, const std::uint8_t* weig
         for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
     UnpackedQuants u[R];
     for (std::int64_t b = 0; b < blocks; ++b) {
-        for (int r = 0; r < R; ++r) q6k_unpack(t.w[r][b], u[r]);
+        for (int r = 0; r < R; ++r) q6k_unpack(w[r][b], u[r]);
         const BlockQ8Kx16* a[G];
         for (int g = 0; g < G; ++g) a[g] = acts + std::min(g, groups - 1) * blocks + b;
         __m512i dots[R][G];
-        for (int r = 0; r < R; ++r)
-            for (int g = 0; g < G; ++g) dots[r][g] = _mm512_setzero_si512();
-        for (int j = 0; j < 16; ++j) {
-            __m512i sub[R][G];
-            for (int r = 0; r < R; ++r)
-                for (int g = 0; g < G; ++g) sub[r][g] = _mm512_setzero_si512();
-            dot_groups<4>(sub, u, a, 4 * j);
-            for (int r = 0; r < R; ++r) {
-                const __m512i scale = _mm512_set1_epi32(t.w[r][b].scales[j]);
-                for (int g = 0; g < G; ++g) dots[r][g] = _mm512_add_epi32(dots[r][g], _mm512_mullo_epi32(sub[r][g], scale));
-            }
-        }
+        scaled_block_dots<16>(dots, u, a, [&](int r, int j) { return int(w[r][b].scales[j]); });
         for (int r = 0; r < R; ++r) {
-            const BlockQ6K& wb = t.w[r][b];
+            const BlockQ6K& wb = w[r][b];
             const __m512 d = _mm512_set1_ps(half_to_float(wb.d));
             for (int g = 0; g < G; ++g) {
                 __m512i offset = _mm512_setzero_si512();
