@@ -1,5 +1,6 @@
-// Byte-level BPE tokenizer: id-for-id agreement with llama.cpp's reference tokenizations of the
-// real SmolLM3 vocabulary and of the tiny fixture vocabulary (special parsing on and off), byte
+// Byte-level BPE tokenizer: id-for-id agreement with the Hugging Face tokenizer's ids for the
+// vocabulary words llama.cpp splits (ignore_merges), with llama.cpp's reference tokenizations of
+// the real SmolLM3 vocabulary and of the tiny fixture vocabulary (special parsing on and off), byte
 // exact decoding, streaming decoding of split multi-byte characters, invalid UTF-8, the
 // pre-tokenizer and character classes on hand-derived cases, merge order on small hand-made
 // vocabularies, loader errors, and the time to tokenize 100 KB.
@@ -223,13 +224,20 @@ TEST_CASE("bpe: a merge result missing from the vocabulary falls back to its byt
     CHECK(t.encode("xcd", false) == std::vector<std::int32_t>{2, 0, 1});
 }
 
-TEST_CASE("bpe: ignore_merges (llama-bpe) keeps a piece that is a whole vocabulary entry") {
+TEST_CASE("bpe: ignore_merges keeps a piece that is a whole normal vocabulary entry") {
     // "abc" is in the vocabulary but no merge sequence reaches it.
     const std::vector<std::string> vocab = {"a", "b", "c", "ab", "abc"};
     Tokenizer with_merges(vocab, normal_types(vocab.size()), {"a b"}, 0, std::nullopt, false);
     Tokenizer whole_words(vocab, normal_types(vocab.size()), {"a b"}, 0, std::nullopt, true);
     CHECK(with_merges.encode("abc", false) == std::vector<std::int32_t>{3, 2});
     CHECK(whole_words.encode("abc", false) == std::vector<std::int32_t>{4});
+
+    // An added (non-normal) token is not part of the BPE model's vocabulary: a piece equal to
+    // it is merged as usual, as Hugging Face does.
+    std::vector<TokenType> types = normal_types(vocab.size());
+    types[4] = TokenType::Control;
+    Tokenizer added(vocab, types, {"a b"}, 0, std::nullopt, true);
+    CHECK(added.encode("abc", false) == std::vector<std::int32_t>{3, 2});
 }
 
 TEST_CASE("special tokens: control only with parse_special, user-defined always, longest first") {
@@ -261,14 +269,18 @@ TEST_CASE("constructor and loader reject inconsistent input with clear errors") 
         smol::gguf::Writer w;
         w.set_string("tokenizer.ggml.model", model);
         w.set_string("tokenizer.ggml.pre", pre);
-        w.set_string_array("tokenizer.ggml.tokens", {"a", "b", "ab"});
-        w.set_array("tokenizer.ggml.token_type", smol::gguf::ValueType::I32, std::vector<std::int32_t>{1, 1, 1});
+        w.set_string_array("tokenizer.ggml.tokens", {"a", "b", "ab", "aab"});
+        w.set_array("tokenizer.ggml.token_type", smol::gguf::ValueType::I32, std::vector<std::int32_t>{1, 1, 1, 1});
         w.set_string_array("tokenizer.ggml.merges", {"a b"});
         w.set_u32("tokenizer.ggml.eos_token_id", 2);
         return smol::gguf::File::from_bytes(w.to_bytes(), "test.gguf");
     };
     CHECK(Tokenizer::from_gguf(make_file("gpt2", "smaug-bpe")).encode("ab", false) == std::vector<std::int32_t>{2});
     CHECK(Tokenizer::from_gguf(make_file("gpt2", "llama-bpe")).eos_id() == 2);
+    // Both labels name Llama 3's tokenizer, which keeps a whole-vocabulary piece ("aab") whole
+    // where the merges alone would give a|ab.
+    CHECK(Tokenizer::from_gguf(make_file("gpt2", "smaug-bpe")).encode("aab", false) == std::vector<std::int32_t>{3});
+    CHECK(Tokenizer::from_gguf(make_file("gpt2", "llama-bpe")).encode("aab", false) == std::vector<std::int32_t>{3});
     CHECK_THROWS_WITH_AS(Tokenizer::from_gguf(make_file("llama", "smaug-bpe")),
                          doctest::Contains("test.gguf: tokenizer.ggml.model: expected \"gpt2\""), smol::Error);
     CHECK_THROWS_WITH_AS(Tokenizer::from_gguf(make_file("gpt2", "qwen2")),
@@ -284,6 +296,15 @@ TEST_CASE("real vocabulary: every llama.cpp reference tokenization, both special
     const auto cases = read_cases(kData / "vocab" / "tokenize.jsonl");
     CHECK(cases.size() == 232);
     check_reference_cases(t, cases);
+}
+
+TEST_CASE("real vocabulary: the Hugging Face tokenizer's ids where llama.cpp splits vocabulary words") {
+    const Tokenizer& t = real_tokenizer();
+    const auto cases = read_cases(kData / "vocab" / "tokenize-hf-words.jsonl");
+    CHECK(cases.size() == 676);
+    check_reference_cases(t, cases);
+    // The issue's example: " Việt" is one token for the model, three for llama.cpp.
+    CHECK(t.encode(" Việt", false).size() == 1);
 }
 
 TEST_CASE("real vocabulary: special token ids and types read from the file") {

@@ -1,10 +1,11 @@
 #pragma once
 // Byte-level BPE tokenizer (GGUF `tokenizer.ggml.model` = "gpt2") with the Llama-3
-// pre-tokenizer, producing the same ids as llama.cpp for SmolLM3:
+// pre-tokenizer, producing the ids of the Hugging Face tokenizer the model was trained with:
 //   1. special tokens are cut out of the text (USER_DEFINED always, CONTROL only when asked);
 //   2. the rest is split by the Llama-3 pre-tokenizer regex (pretokenizer.hpp);
-//   3. each piece's bytes go through GPT-2's byte-to-unicode mapping and the merges are applied
-//      strictly by rank, lowest first, leftmost first among equal ranks.
+//   3. each piece's bytes go through GPT-2's byte-to-unicode mapping; a piece that is itself a
+//      normal vocabulary entry is that token (Llama 3's `ignore_merges`), any other piece is
+//      merged strictly by rank, lowest first, leftmost first among equal ranks.
 // Decoding maps vocabulary strings back to the exact bytes.
 
 #include <algorithm>
@@ -75,9 +76,13 @@ public:
         if (!eos) fail(where, ": missing required metadata key 'tokenizer.ggml.eos_token_id'");
         const auto bos = read_id("tokenizer.ggml.bos_token_id");
 
-        // llama.cpp treats a piece that is already a whole vocabulary entry as final for
-        // "llama-bpe" files (HF's ignore_merges) but runs the merges for "smaug-bpe".
-        return Tokenizer(std::move(tokens), std::move(types), std::move(merges), *eos, bos, pre == "llama-bpe");
+        // Both names stand for Llama 3's tokenizer.json, whose BPE model sets `ignore_merges`:
+        // a piece that is already a whole vocabulary entry is final. llama.cpp honours that for
+        // "llama-bpe" only and merges "smaug-bpe" pieces (SmolLM3's label), which splits 579
+        // vocabulary words the model only ever saw whole; we follow the tokenizer it was
+        // trained with.
+        constexpr bool kLlama3IgnoresMerges = true;
+        return Tokenizer(std::move(tokens), std::move(types), std::move(merges), *eos, bos, kLlama3IgnoresMerges);
     }
 
     // `merges` are "left right" pairs of vocabulary strings, highest priority first.
@@ -339,14 +344,20 @@ private:
         }
         const std::string_view text = decoded.changed ? std::string_view(reencoded) : raw;
 
-        std::vector<std::size_t> byte_offset(decoded.codepoints.size() + 1);  // [n_codepoints + 1]
-        for (std::size_t i = 0; i < decoded.codepoints.size(); ++i) {
-            const char32_t cp = decoded.codepoints[i];
-            byte_offset[i + 1] = byte_offset[i] + (cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4);
-        }
+        // Pieces come in text order, so one cursor walking the code points finds each piece's
+        // bytes; a table of every code point's offset would cost 8 bytes per character.
+        std::size_t cursor_cp = 0, cursor_byte = 0;
+        auto byte_offset = [&](std::size_t cp_index) {
+            for (; cursor_cp < cp_index; ++cursor_cp) {
+                const char32_t cp = decoded.codepoints[cursor_cp];
+                cursor_byte += cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+            }
+            return cursor_byte;
+        };
 
         for (const auto& [first, last] : pre_tokenize_llama3(decoded.codepoints)) {
-            const std::string_view word = text.substr(byte_offset[first], byte_offset[last] - byte_offset[first]);
+            const std::size_t begin = byte_offset(first);
+            const std::string_view word = text.substr(begin, byte_offset(last) - begin);
             if (!decoded.changed) {
                 // The cache keys must view memory that outlives this call; `raw` does.
                 if (auto it = scratch.cache.find(word); it != scratch.cache.end()) {
@@ -372,7 +383,8 @@ private:
             const auto& mapping = unicode::ByteMapping::get();
             scratch.mapped.clear();
             for (const char c : word) scratch.mapped += mapping.byte_to_utf8(std::uint8_t(c));
-            if (auto id = find(scratch.mapped)) {
+            // Only the BPE model's own entries count: Hugging Face keeps added tokens apart.
+            if (auto id = find(scratch.mapped); id && types_[std::size_t(*id)] == TokenType::Normal) {
                 ids.push_back(*id);
                 return;
             }
