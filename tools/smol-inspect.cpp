@@ -2,14 +2,17 @@
 // per type, bits per weight, and which compiled config matches (or why none does).
 //
 //   smol-inspect FILE [--no-tensors]
+//   smol-inspect FILE --hf-tokenizer OUT.json [--no-control-tokens]
 
 #include <cinttypes>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "smol/smol.hpp"
+#include "smol/text/hf_tokenizer_json.hpp"
 
 namespace {
 
@@ -19,8 +22,12 @@ constexpr std::size_t kArrayPreview = 6;   // elements of a long array shown
 void usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: smol-inspect FILE [--tensors | --no-tensors]\n"
+                 "       smol-inspect FILE --hf-tokenizer OUT.json [--no-control-tokens]\n"
                  "  Prints a GGUF's metadata, tensor table (name, type, shape, offset), counts per type, size\n"
-                 "  and bits per weight, and whether the file matches a model config compiled into smol.\n");
+                 "  and bits per weight, and whether the file matches a model config compiled into smol.\n"
+                 "  --hf-tokenizer writes the file's tokenizer as a Hugging Face tokenizer.json instead (Llama 3\n"
+                 "  layout, for cross-checks with Hugging Face's tokenizers); --no-control-tokens leaves the\n"
+                 "  CONTROL tokens out, as when special tokens are not parsed.\n");
 }
 
 // Quoted, with control characters escaped and the tail cut off past `limit` characters.
@@ -87,12 +94,21 @@ std::string human_bytes(std::uint64_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string path;
+    std::string path, tokenizer_json_path;
     bool show_tensors = true;
+    bool with_control_tokens = true;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--tensors") show_tensors = true;
         else if (a == "--no-tensors") show_tensors = false;
+        else if (a == "--no-control-tokens") with_control_tokens = false;
+        else if (a == "--hf-tokenizer") {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "smol-inspect: --hf-tokenizer expects an output path\n");
+                return 2;
+            }
+            tokenizer_json_path = argv[++i];
+        }
         else if (a == "-h" || a == "--help") {
             usage(stdout);
             return 0;
@@ -112,6 +128,13 @@ int main(int argc, char** argv) {
     }
     try {
         const auto file = smol::gguf::File::open(path);
+        if (!tokenizer_json_path.empty()) {
+            std::ofstream out(tokenizer_json_path, std::ios::binary);
+            out << smol::text::hf_tokenizer_json(file, with_control_tokens).dump() << "\n";
+            if (!out.good()) smol::fail("cannot write ", tokenizer_json_path);
+            std::printf("wrote %s\n", tokenizer_json_path.c_str());
+            return 0;
+        }
         std::printf("file: %s\n", path.c_str());
         std::printf("size: %" PRIu64 " bytes (%s)\n", file.file_size(), human_bytes(file.file_size()).c_str());
         std::printf("gguf: version %u, alignment %" PRIu64 ", data section at offset %" PRIu64 "\n", file.version(),
