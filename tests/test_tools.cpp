@@ -1,6 +1,7 @@
-// smol-synth's library (model/synth.hpp) and the built tools smol-synth, smol-inspect and
-// smol-bench: the Q4_K_M layout against llama.cpp's tiny fixture and the published 3B type
-// counts, synthesized files loading and running, and the tools' exit codes and output.
+// smol-synth's library (model/synth.hpp) and the built tools smol-synth, smol-inspect,
+// smol-bench and smol-tokenizer-bench: the Q4_K_M layout against llama.cpp's tiny fixture and
+// the published 3B type counts, synthesized files loading and running, the tokenizer.json
+// export, and the tools' exit codes and output.
 
 #include <doctest/doctest.h>
 
@@ -353,6 +354,74 @@ TEST_CASE("smol-inspect describes a fixture and rejects broken files with exit c
     const auto missing = run_tool("smol-inspect", quoted(scratch_dir() / "no-such-file.gguf"));
     CHECK(missing.exit_code == 1);
     CHECK(missing.output.find("cannot open") != std::string::npos);
+}
+
+TEST_CASE("smol-inspect --hf-tokenizer writes the vocabulary as Llama 3's tokenizer.json") {
+    const fs::path vocab = kData / "vocab" / "smollm3-vocab.gguf";
+    const fs::path full = scratch_dir() / "tokenizer.json", plain = scratch_dir() / "tokenizer-plain.json";
+    REQUIRE(run_tool("smol-inspect", quoted(vocab) + " --hf-tokenizer " + quoted(full)).exit_code == 0);
+    REQUIRE(run_tool("smol-inspect", quoted(vocab) + " --hf-tokenizer " + quoted(plain) + " --no-control-tokens").exit_code == 0);
+    const auto read_json = [](const fs::path& path) {
+        std::ifstream in(path);
+        return nlohmann::json::parse(in);
+    };
+    const nlohmann::json with_control = read_json(full), without_control = read_json(plain);
+    const nlohmann::json& model = with_control.at("model");
+    CHECK(model.at("type") == "BPE");
+    CHECK(model.at("ignore_merges") == true);
+    CHECK(model.at("vocab").size() == 128000);
+    CHECK(model.at("vocab").at("\xC4\xA0Hello") == 22691);  // "ĠHello"
+    CHECK(model.at("merges").size() == 280147);
+    CHECK(with_control.at("added_tokens").size() == 256);
+    const auto find_added = [](const nlohmann::json& tokenizer, const std::string& content) -> const nlohmann::json* {
+        for (const auto& token : tokenizer.at("added_tokens"))
+            if (token.at("content") == content) return &token;
+        return nullptr;
+    };
+    const nlohmann::json* im_start = find_added(with_control, "<|im_start|>");
+    REQUIRE(im_start != nullptr);
+    CHECK(im_start->at("id") == 128011);
+    CHECK(im_start->at("special") == true);
+    const nlohmann::json* think = find_added(with_control, "<think>");
+    REQUIRE(think != nullptr);
+    CHECK(think->at("special") == false);
+    // Without control tokens their text is plain text; user-defined tokens such as <think> stay.
+    CHECK(find_added(without_control, "<|im_start|>") == nullptr);
+    CHECK(find_added(without_control, "<think>") != nullptr);
+    CHECK(without_control.at("model") == model);
+
+    const auto no_path = run_tool("smol-inspect", quoted(vocab) + " --hf-tokenizer");
+    CHECK(no_path.exit_code == 2);
+    CHECK(no_path.output.find("--hf-tokenizer expects an output path") != std::string::npos);
+}
+
+TEST_CASE("smol-tokenizer-bench reports the tokens and speed of encoding a file") {
+    const fs::path vocab = kData / "vocab" / "smollm3-vocab.gguf";
+    const fs::path text_path = scratch_dir() / "bench-text.txt";
+    std::string text;
+    for (int i = 0; i < 200; ++i) text += "Xin chào Việt Nam! Hello, world. Привет, мир 12345\n";
+    std::ofstream(text_path, std::ios::binary) << text;
+    const auto result = run_tool("smol-tokenizer-bench", "-m " + quoted(vocab) + " -f " + quoted(text_path) + " -r 2 -o json");
+    REQUIRE(result.exit_code == 0);
+    const auto json = nlohmann::json::parse(result.output);
+    const auto tokenizer = smol::text::Tokenizer::from_gguf(smol::gguf::File::open(vocab));
+    CHECK(json.at("bytes") == text.size());
+    CHECK(json.at("tokens") == tokenizer.encode(text, false).size());
+    CHECK(json.at("mb_per_s").get<double>() > 0);
+    CHECK(json.at("tokens_per_s").get<double>() ==
+          doctest::Approx(json.at("tokens").get<double>() / json.at("seconds").get<double>()));
+    CHECK(json.at("repetitions") == 2);
+
+    const auto markdown = run_tool("smol-tokenizer-bench", "-m " + quoted(vocab) + " -f " + quoted(text_path) + " -r 1");
+    CHECK(markdown.exit_code == 0);
+    CHECK(markdown.output.find("| MB/s | tokens/s |") != std::string::npos);
+
+    const auto missing = run_tool("smol-tokenizer-bench", "-m " + quoted(vocab) + " -f " + quoted(scratch_dir() / "none.txt"));
+    CHECK(missing.exit_code == 1);
+    CHECK(missing.output.find("cannot open text file") != std::string::npos);
+    const auto bad_count = run_tool("smol-tokenizer-bench", "-m " + quoted(vocab) + " -f " + quoted(text_path) + " -r 0");
+    CHECK(bad_count.exit_code == 2);
+    CHECK(bad_count.output.find("-r: expected") != std::string::npos);
 }
 
 TEST_CASE("smol-synth writes a custom size, and smol-inspect says why no config matches it") {
