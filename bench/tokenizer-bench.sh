@@ -18,13 +18,9 @@ for program in smol-tokenizer-bench smol-inspect; do
 done
 command -v node >/dev/null && command -v npm >/dev/null || { echo "tokenizer-bench: needs node and npm" >&2; exit 1; }
 
-mkdir -p "$work"
 package="$root/tools/hf-tokenizers"
-cp "$package/package.json" "$package/package-lock.json" "$package/hf_tokenize.mjs" "$work/"
-if ! cmp -s "$package/package-lock.json" "$work/node_modules/.package-lock-source" 2>/dev/null; then
-  (cd "$work" && npm ci --no-audit --no-fund --loglevel=error)
-  cp "$package/package-lock.json" "$work/node_modules/.package-lock-source"
-fi
+bash "$root/scripts/npm-ci-into.sh" "$package" "$work"
+cp "$package/hf_tokenize.mjs" "$work/"
 if [[ -z "$text" ]]; then
   text="$work/corpus.txt"
   [[ -s "$text" ]] || python3 "$root/bench/mo_corpus.py" "$text"

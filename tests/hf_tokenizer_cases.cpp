@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "smol/core/comma_list.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/text/hf_tokenizer_json.hpp"
 #include "smol/text/tokenizer.hpp"
@@ -111,21 +112,24 @@ int main(int argc, char** argv) {
     const std::filesystem::path vocab_path = argv[1], out_dir = argv[2];
     int count = 4000;
     std::uint64_t seed = 20261124;
-    for (int i = 3; i + 1 < argc; i += 2) {
-        const std::string flag = argv[i];
-        if (flag == "--count") count = std::stoi(argv[i + 1]);
-        else if (flag == "--seed") seed = std::stoull(argv[i + 1]);
-        else {
-            std::fprintf(stderr, "hf_tokenizer_cases: unknown argument '%s'\n", flag.c_str());
-            return 2;
+    try {
+        for (int i = 3; i < argc; i += 2) {
+            const std::string flag = argv[i];
+            if (i + 1 >= argc) smol::fail(flag, " needs a value");
+            if (flag == "--count") count = int(smol::parse_int_list(flag, argv[i + 1], 1, 10000000).at(0));
+            else if (flag == "--seed") seed = std::uint64_t(smol::parse_int_list(flag, argv[i + 1], 0, INT64_MAX).at(0));
+            else smol::fail("unknown argument '", flag, "'");
         }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "hf_tokenizer_cases: %s\n", e.what());
+        return 2;
     }
     try {
         const auto file = smol::gguf::File::open(vocab_path);
         const Tokenizer tokenizer = Tokenizer::from_gguf(file);
         std::filesystem::create_directories(out_dir);
-        write_file(out_dir / "tokenizer.json", smol::text::hf_tokenizer_json(file, true).dump());
-        write_file(out_dir / "tokenizer-plain.json", smol::text::hf_tokenizer_json(file, false).dump());
+        write_file(out_dir / "tokenizer.json", smol::text::hf_tokenizer_json(file, tokenizer, true).dump());
+        write_file(out_dir / "tokenizer-plain.json", smol::text::hf_tokenizer_json(file, tokenizer, false).dump());
 
         TextGenerator generator(tokenizer, seed);
         std::string cases;

@@ -13,12 +13,8 @@ package="$here/../tools/hf-tokenizers"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "SKIP: node/npm not installed (apt-get install nodejs npm)"; exit 77
 fi
-mkdir -p "$work"
-cp "$package/package.json" "$package/package-lock.json" "$package/hf_tokenize.mjs" "$work/"
-if ! cmp -s "$package/package-lock.json" "$work/node_modules/.package-lock-source" 2>/dev/null; then
-  (cd "$work" && npm ci --no-audit --no-fund --loglevel=error)
-  cp "$package/package-lock.json" "$work/node_modules/.package-lock-source"
-fi
+bash "$here/../scripts/npm-ci-into.sh" "$package" "$work"
+cp "$package/hf_tokenize.mjs" "$work/"
 "$cases_binary" "$vocab" "$work/cases" --count "${HF_DIFF_COUNT:-4000}" --seed "${HF_DIFF_SEED:-20261124}"
 exec node "$work/hf_tokenize.mjs" compare --tokenizer "$work/cases/tokenizer.json" \
   --plain-tokenizer "$work/cases/tokenizer-plain.json" "$@" "$work/cases/cases.jsonl"

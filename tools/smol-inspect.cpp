@@ -130,7 +130,8 @@ int main(int argc, char** argv) {
         const auto file = smol::gguf::File::open(path);
         if (!tokenizer_json_path.empty()) {
             std::ofstream out(tokenizer_json_path, std::ios::binary);
-            out << smol::text::hf_tokenizer_json(file, with_control_tokens).dump() << "\n";
+            const auto tokenizer = smol::text::Tokenizer::from_gguf(file);
+            out << smol::text::hf_tokenizer_json(file, tokenizer, with_control_tokens).dump() << "\n";
             if (!out.good()) smol::fail("cannot write ", tokenizer_json_path);
             std::printf("wrote %s\n", tokenizer_json_path.c_str());
             return 0;

@@ -13,11 +13,7 @@ fi
 if [ ! -x "$chromium" ]; then
   echo "SKIP: $chromium not installed (apt-get install chromium)"; exit 77
 fi
-mkdir -p "$work"
-cp "$here/package.json" "$here/package-lock.json" "$here/browser_test.mjs" "$here/vendor.mjs" "$work/"
-if ! cmp -s "$here/package-lock.json" "$work/node_modules/.package-lock-source" 2>/dev/null; then
-  (cd "$work" && npm ci --no-audit --no-fund --loglevel=error)
-  cp "$here/package-lock.json" "$work/node_modules/.package-lock-source"
-fi
+bash "$here/../../scripts/npm-ci-into.sh" "$here" "$work"
+cp "$here/browser_test.mjs" "$here/vendor.mjs" "$work/"
 exec node "$work/browser_test.mjs" --server "$server" --model "$model" --out "$work" \
   --chromium "$chromium" --web "$here/web"

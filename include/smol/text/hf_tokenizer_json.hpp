@@ -14,7 +14,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "smol/core/error.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/text/tokenizer.hpp"
 
@@ -24,34 +23,25 @@ namespace smol::text {
 inline constexpr std::string_view kLlama3SplitRegex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-// `with_control_tokens = false` leaves the CONTROL tokens out altogether, which is how a Hugging
-// Face tokenizer treats their text when special tokens are not parsed (smol's
-// `encode(text, false)`): as plain text.
-inline nlohmann::json hf_tokenizer_json(const gguf::File& file, bool with_control_tokens) {
-    const std::string& where = file.name();
-    if (file.get_string("tokenizer.ggml.model") != "gpt2")
-        fail(where, ": tokenizer.json export: expected a byte-level BPE (\"gpt2\") tokenizer, found \"",
-             file.get_string("tokenizer.ggml.model"), "\"");
-    const auto& tokens = file.require("tokenizer.ggml.tokens").strings();
-    const auto& merges = file.require("tokenizer.ggml.merges").strings();
-    std::vector<std::int64_t> types(tokens.size(), std::int64_t(TokenType::Normal));
-    if (const gguf::Value* type_value = file.find("tokenizer.ggml.token_type")) types = type_value->ints();
-    if (types.size() != tokens.size())
-        fail(where, ": tokenizer.ggml.token_type: expected ", tokens.size(), " entries, found ", types.size());
-
+// The tokens and their types come from `tokenizer` (which validated them when it read `file`),
+// the merges from `file` as stored. `with_control_tokens = false` leaves the CONTROL tokens out
+// altogether, which is how a Hugging Face tokenizer treats their text when special tokens are
+// not parsed (smol's `encode(text, false)`): as plain text.
+inline nlohmann::json hf_tokenizer_json(const gguf::File& file, const Tokenizer& tokenizer, bool with_control_tokens) {
     nlohmann::json vocab = nlohmann::json::object();
     nlohmann::json added = nlohmann::json::array();
-    for (std::size_t id = 0; id < tokens.size(); ++id) {
-        const auto type = TokenType(types[id]);
+    for (std::int32_t id = 0; id < std::int32_t(tokenizer.n_vocab()); ++id) {
+        const TokenType type = tokenizer.type(id);
+        const std::string piece(tokenizer.token_piece(id));
         if (type == TokenType::Normal) {
-            vocab[std::string(tokens[id])] = id;
+            vocab[piece] = id;
             continue;
         }
         if (type == TokenType::Unused || type == TokenType::Byte) continue;
-        const bool control = type == TokenType::Control || type == TokenType::Unknown;
+        const bool control = tokenizer.is_control(id);
         if (control && !with_control_tokens) continue;
         added.push_back({{"id", id},
-                         {"content", std::string(tokens[id])},
+                         {"content", piece},
                          {"single_word", false},
                          {"lstrip", false},
                          {"rstrip", false},
@@ -60,7 +50,8 @@ inline nlohmann::json hf_tokenizer_json(const gguf::File& file, bool with_contro
     }
 
     nlohmann::json merge_list = nlohmann::json::array();
-    for (const std::string_view merge : merges) merge_list.push_back(std::string(merge));
+    for (const std::string_view merge : file.require("tokenizer.ggml.merges").strings())
+        merge_list.push_back(std::string(merge));
 
     const nlohmann::json byte_level = {
         {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}};
