@@ -74,7 +74,7 @@ void check_all_cases(const std::string& file, size_t expected_count) {
         const std::string expected = test_case.at("expected").get<std::string>();
         std::string got;
         try {
-            got = smol::render_chat(test_case.at("messages"), options_for(test_case));
+            got = smol::render_chat(test_case.at("messages"), options_for(test_case)).text;
         } catch (const smol::Error& error) {
             FAIL_CHECK(file, " case ", name, " threw: ", error.what());
             continue;
@@ -166,8 +166,8 @@ TEST_CASE("the injected date is the only thing a different date changes") {
     first.date = "21 November 2026";
     smol::ChatOptions second;
     second.date = "05 January 2027";
-    const std::string a = smol::render_chat(messages, first);
-    const std::string b = smol::render_chat(messages, second);
+    const std::string a = smol::render_chat(messages, first).text;
+    const std::string b = smol::render_chat(messages, second).text;
     CHECK(contains(a, "\nToday Date: 21 November 2026\n"));
     CHECK(contains(b, "\nToday Date: 05 January 2027\n"));
     std::string a_swapped = a;
@@ -188,7 +188,7 @@ TEST_CASE("an empty date means today, as strftime_now(\"%d %B %Y\") gives it") {
     };
     const std::string before = strftime_today();
     const std::string today = smol::today_for_template();
-    const std::string rendered = smol::render_chat(Json::array({{{"role", "user"}, {"content", "Hi"}}}), {});
+    const std::string rendered = smol::render_chat(Json::array({{{"role", "user"}, {"content", "Hi"}}}), {}).text;
     const std::string after = strftime_today();
 
     CHECK((today == before || today == after));  // midnight may pass between the calls
@@ -205,7 +205,57 @@ TEST_CASE("plain nlohmann::json input renders the same as ordered_json") {
     const Json ordered = Json::parse(messages.dump());
     smol::ChatOptions options;
     options.date = "21 November 2026";
-    const std::string from_plain = smol::render_chat(messages, options);
-    CHECK(from_plain == smol::render_chat(ordered, options));
+    const std::string from_plain = smol::render_chat(messages, options).text;
+    CHECK(from_plain == smol::render_chat(ordered, options).text);
     CHECK(contains(from_plain, "Reasoning Mode: /no_think\n\n## Custom Instructions\n\nBe brief.\n\n<|im_start|>user"));
+}
+
+TEST_CASE("render_chat says where generation starts: assistant prefix and reasoning state") {
+    const Json user = {{"role", "user"}, {"content", "Hi"}};
+    smol::ChatOptions options;
+    options.date = "21 November 2026";
+    SUBCASE("thinking mode: the bare assistant header; the model opens <think> itself") {
+        const smol::ChatPrompt p = smol::render_chat(Json::array({user}), options);
+        CHECK(p.text.ends_with("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+        CHECK(p.assistant_prefix == "");
+        CHECK_FALSE(p.starts_in_reasoning);
+    }
+    SUBCASE("no-think mode: the empty think block is the prefix") {
+        options.enable_thinking = false;
+        const smol::ChatPrompt p = smol::render_chat(Json::array({user}), options);
+        CHECK(p.text.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n"));
+        CHECK(p.assistant_prefix == "<think>\n\n</think>\n");
+        CHECK_FALSE(p.starts_in_reasoning);
+    }
+    SUBCASE("a system /no_think overrides enable_thinking") {
+        const Json system = {{"role", "system"}, {"content", "Be brief. /no_think"}};
+        const smol::ChatPrompt p = smol::render_chat(Json::array({system, user}), options);
+        CHECK(p.assistant_prefix == "<think>\n\n</think>\n");
+    }
+    SUBCASE("continue_final_message leaves the assistant turn open and reports its text") {
+        options.add_generation_prompt = false;
+        options.continue_final_message = true;
+        const Json prefill = {{"role", "assistant"}, {"content", "<think>\nLet me see"}};
+        const smol::ChatPrompt p = smol::render_chat(Json::array({user, prefill}), options);
+        CHECK(p.text.ends_with("<|im_start|>assistant\n<think>\nLet me see"));
+        CHECK(p.assistant_prefix == "<think>\nLet me see");
+        CHECK(p.starts_in_reasoning);
+        // The same turn closed is exactly this text plus the end of turn.
+        options.continue_final_message = false;
+        CHECK(smol::render_chat(Json::array({user, prefill}), options).text == p.text + "<|im_end|>\n");
+
+        options.continue_final_message = true;
+        options.enable_thinking = false;  // no-think history carries the empty block before the answer
+        const Json answer = {{"role", "assistant"}, {"content", "Sure,"}};
+        const smol::ChatPrompt q = smol::render_chat(Json::array({user, answer}), options);
+        CHECK(q.assistant_prefix == "<think>\n\n</think>\nSure,");
+        CHECK_FALSE(q.starts_in_reasoning);
+    }
+    SUBCASE("continue_final_message needs a final assistant message and no generation prompt") {
+        options.continue_final_message = true;
+        CHECK(contains(render_error(Json::array({user}), options), "exclude each other"));
+        options.add_generation_prompt = false;
+        CHECK(contains(render_error(Json::array({user}), options),
+                       "continue_final_message expects the last message (0) to be an assistant reply, found role \"user\""));
+    }
 }

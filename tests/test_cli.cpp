@@ -98,11 +98,11 @@ TEST_CASE("cli: one-shot greedy output is deterministic and is the library's ans
     smol::ChatSession session(engine, 0);
     smol::ChatOptions options;
     options.date = "21 November 2026";
+    options.enable_thinking = false;
     session.set_template_options(options);
     smol::GenerationParams params;
     params.sampling.temperature = 0.0f;
     params.max_tokens = 24;
-    params.enable_thinking = false;
     const smol::GenerationResult expected = session.send("Tell me a story", params);
     REQUIRE_FALSE(expected.answer.empty());
     const std::string line_end = expected.answer.back() == '\n' ? "" : "\n";

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "smol/generate/scheduler.hpp"
 #include "smol/smol.hpp"
 #include "smol/text/tokenizer.hpp"
@@ -26,21 +28,31 @@ smol::SamplerParams greedy() {
     return p;
 }
 
+// One engine per fixture for the whole file; schedulers (several at once, too) share it.
+smol::Engine& f32_engine() {
+    static smol::Engine engine(kTinyF32);
+    return engine;
+}
+smol::Engine& q4_engine() {
+    static smol::Engine engine(kTinyQ4);
+    return engine;
+}
+
 // Greedy generation of one sequence alone, straight on the model: the reference the batched
 // scheduler must reproduce.
-std::vector<std::int32_t> greedy_alone(smol::Model& model, const smol::text::Tokenizer& tokenizer,
-                                       const std::vector<std::int32_t>& prompt, int max_tokens) {
-    smol::KvCache cache = model.make_cache(512);
-    std::vector<float> logits(std::size_t(model.n_vocab()));
-    model.forward(cache, prompt, logits.data(), false);
+std::vector<std::int32_t> greedy_alone(smol::Engine& engine, const std::vector<std::int32_t>& prompt, int max_tokens) {
+    const smol::text::Tokenizer& tokenizer = engine.tokenizer();
+    smol::KvCache cache = engine.make_cache(512);
+    std::vector<float> logits(std::size_t(engine.n_vocab()));
+    engine.forward(cache, prompt, logits.data(), false);
     std::vector<std::int32_t> out;
-    smol::Sampler sampler(greedy(), model.n_vocab());
+    smol::Sampler sampler(greedy(), engine.n_vocab());
     while (int(out.size()) < max_tokens) {
         const int token = sampler.sample(logits);
         out.push_back(token);
         if (tokenizer.is_end_of_generation(token)) break;
         const std::int32_t t = token;
-        model.forward(cache, std::span<const std::int32_t>(&t, 1), logits.data(), false);
+        engine.forward(cache, std::span<const std::int32_t>(&t, 1), logits.data(), false);
     }
     return out;
 }
@@ -58,16 +70,16 @@ std::string visible_text(const smol::text::Tokenizer& tokenizer, std::vector<std
 smol::GenerationRequest request_for(std::vector<std::int32_t> prompt, int max_tokens) {
     smol::GenerationRequest r;
     r.prompt = std::move(prompt);
-    r.sampling = greedy();
-    r.max_tokens = max_tokens;
+    r.params.sampling = greedy();
+    r.params.max_tokens = max_tokens;
     return r;
 }
 
 }  // namespace
 
 TEST_CASE("batched decoding of four sequences matches each sequence run alone") {
-    auto reference_model = smol::load_model(kTinyF32);
-    const auto tokenizer = smol::text::Tokenizer::from_gguf(reference_model->file());
+    smol::Engine& engine = f32_engine();
+    const smol::text::Tokenizer& tokenizer = engine.tokenizer();
     const std::vector<std::string> texts = {
         "The quick brown fox", "Once upon a time there was", "<|im_start|>user\nHello!<|im_end|>\n",
         "Numbers: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22"};
@@ -76,7 +88,7 @@ TEST_CASE("batched decoding of four sequences matches each sequence run alone") 
     std::vector<std::string> expected;
     for (const auto& text : texts) {
         prompts.push_back(tokenizer.encode(text, true));
-        const auto tokens = greedy_alone(*reference_model, tokenizer, prompts.back(), max_tokens);
+        const auto tokens = greedy_alone(engine, prompts.back(), max_tokens);
         // The comparison below is on answer text, so the reference must not contain think tags.
         const std::string visible = visible_text(tokenizer, tokens);
         REQUIRE(visible.find("<think>") == std::string::npos);
@@ -87,7 +99,7 @@ TEST_CASE("batched decoding of four sequences matches each sequence run alone") 
     options.slots = 4;
     options.context = 256;
     options.prompt_chunk = 16;  // the longest prompt is read over several steps, mixed with decoding
-    smol::Scheduler scheduler(smol::load_model(kTinyF32), options);
+    smol::Scheduler scheduler(f32_engine(), options);
     std::vector<std::shared_ptr<smol::GenerationStream>> streams;
     for (const auto& prompt : prompts) streams.push_back(scheduler.submit(request_for(prompt, max_tokens)));
     int total_tokens = 0;
@@ -100,7 +112,7 @@ TEST_CASE("batched decoding of four sequences matches each sequence run alone") 
         CHECK(all.usage.prompt_tokens == int(prompts[i].size()));
         CHECK(all.usage.cached_tokens == 0);
         total_tokens += all.usage.completion_tokens;
-        CHECK((all.finish == smol::FinishReason::stop || all.finish == smol::FinishReason::length));
+        CHECK(smol::openai_finish_reason(all.finish) != nullptr);  // ended by itself or by a limit
     }
     const auto stats = scheduler.stats();
     CHECK(stats.generated_tokens == std::uint64_t(total_tokens));
@@ -114,7 +126,7 @@ TEST_CASE("a continued conversation reuses the slot's cache and gives the same t
     smol::SchedulerOptions options;
     options.slots = 2;
     options.context = 256;
-    smol::Scheduler scheduler(smol::load_model(kTinyF32), options);
+    smol::Scheduler scheduler(f32_engine(), options);
     const auto& tokenizer = scheduler.tokenizer();
     const auto first = tokenizer.encode("<|im_start|>user\nWhat is a cache?<|im_end|>\n<|im_start|>assistant\n", true);
     const smol::StreamEvent turn1 = scheduler.submit(request_for(first, 8))->collect();
@@ -131,7 +143,7 @@ TEST_CASE("a continued conversation reuses the slot's cache and gives the same t
     CHECK(scheduler.stats().cached_tokens == std::uint64_t(turn2.usage.cached_tokens));
 
     // The same prompt on a fresh scheduler (nothing cached) must give the same text.
-    smol::Scheduler fresh(smol::load_model(kTinyF32), options);
+    smol::Scheduler fresh(f32_engine(), options);
     const smol::StreamEvent alone = fresh.submit(request_for(second, 8))->collect();
     CHECK(alone.usage.cached_tokens == 0);
     CHECK(alone.content == turn2.content);
@@ -146,7 +158,7 @@ TEST_CASE("reasoning and answer are split by the think tags, primed by the assis
     smol::SchedulerOptions options;
     options.slots = 1;
     options.context = 128;
-    smol::Scheduler scheduler(smol::load_model(kTinyF32), options);
+    smol::Scheduler scheduler(f32_engine(), options);
     const auto& tokenizer = scheduler.tokenizer();
     const auto base = tokenizer.encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", true);
 
@@ -161,7 +173,7 @@ TEST_CASE("reasoning and answer are split by the think tags, primed by the assis
     sampled.top_p = 1.0f;
     sampled.seed = 7;
     auto r = request_for(in_think, 6);
-    r.sampling = sampled;
+    r.params.sampling = sampled;
     r.assistant_prefix = "<think>";
     const smol::StreamEvent thinking = scheduler.submit(r)->collect();
     CHECK(thinking.content == "");
@@ -172,12 +184,12 @@ TEST_CASE("reasoning and answer are split by the think tags, primed by the assis
     const auto closed = tokenizer.encode("<think>\n\n</think>\n", true);
     after.insert(after.end(), closed.begin(), closed.end());
     r = request_for(after, 6);
-    r.sampling = sampled;
+    r.params.sampling = sampled;
     r.assistant_prefix = "<think>\n\n</think>\n";
     const smol::StreamEvent answer = scheduler.submit(r)->collect();
     CAPTURE(answer.reasoning);
     CAPTURE(answer.usage.completion_tokens);
-    CAPTURE(std::string(smol::finish_reason_name(answer.finish)));
+    CAPTURE(std::string(smol::to_string(answer.finish)));
     CHECK(answer.reasoning == "");
     CHECK(answer.content != "");
 }
@@ -186,13 +198,13 @@ TEST_CASE("max_tokens and stop strings end generation with the right finish reas
     smol::SchedulerOptions options;
     options.slots = 1;
     options.context = 128;
-    smol::Scheduler scheduler(smol::load_model(kTinyF32), options);
+    smol::Scheduler scheduler(f32_engine(), options);
     const auto& tokenizer = scheduler.tokenizer();
     const auto prompt = tokenizer.encode("The quick brown fox", true);
     const auto limited = scheduler.submit(request_for(prompt, 5))->collect();
-    const auto reference = greedy_alone(const_cast<smol::Model&>(scheduler.model()), tokenizer, prompt, 5);
+    const auto reference = greedy_alone(f32_engine(), prompt, 5);
     REQUIRE(reference.size() == 5);  // no end of generation within 5 tokens on this prompt
-    CHECK(limited.finish == smol::FinishReason::length);
+    CHECK(limited.finish == smol::FinishReason::max_tokens);
     CHECK(limited.usage.completion_tokens == 5);
     CHECK(limited.content == visible_text(tokenizer, reference));
 
@@ -202,9 +214,9 @@ TEST_CASE("max_tokens and stop strings end generation with the right finish reas
     REQUIRE(!third.empty());
     REQUIRE(before.find(third) == std::string::npos);
     auto r = request_for(prompt, 5);
-    r.stop = {third};
+    r.params.stop = {third};
     const auto stopped = scheduler.submit(r)->collect();
-    CHECK(stopped.finish == smol::FinishReason::stop);
+    CHECK(stopped.finish == smol::FinishReason::stop_string);
     CHECK(stopped.content == before);
     CHECK(stopped.usage.completion_tokens == 3);
 }
@@ -213,7 +225,7 @@ TEST_CASE("a cancelled request stops within a token and frees its slot") {
     smol::SchedulerOptions options;
     options.slots = 1;
     options.context = 512;
-    smol::Scheduler scheduler(smol::load_model(kTinyQ4), options);
+    smol::Scheduler scheduler(q4_engine(), options);
     const auto prompt = scheduler.tokenizer().encode("Tell me a long story", true);
     auto stream = scheduler.submit(request_for(prompt, 400));
     std::optional<smol::StreamEvent> e;
@@ -229,7 +241,7 @@ TEST_CASE("a cancelled request stops within a token and frees its slot") {
 
     // The slot serves the next request.
     const auto next = scheduler.submit(request_for(prompt, 3))->collect();
-    CHECK(next.finish == smol::FinishReason::length);
+    CHECK(next.finish == smol::FinishReason::max_tokens);
     CHECK(next.usage.completion_tokens == 3);
 }
 
@@ -238,7 +250,7 @@ TEST_CASE("a full queue and a prompt longer than the context are refused without
     options.slots = 1;
     options.context = 64;
     options.max_queue = 1;
-    smol::Scheduler scheduler(smol::load_model(kTinyQ4), options);
+    smol::Scheduler scheduler(q4_engine(), options);
     const auto& tokenizer = scheduler.tokenizer();
 
     std::vector<std::int32_t> long_prompt(64, tokenizer.encode("a", false).front());
@@ -246,7 +258,7 @@ TEST_CASE("a full queue and a prompt longer than the context are refused without
     long_prompt.resize(63);
     auto fits = scheduler.submit(request_for(long_prompt, 4))->collect();
     // One free position: the first new token fills it, the second ends generation.
-    CHECK(fits.finish == smol::FinishReason::length);
+    CHECK(fits.finish == smol::FinishReason::context_full);
     CHECK(fits.usage.completion_tokens == 2);
 
     const auto prompt = tokenizer.encode("Hello", true);
@@ -255,12 +267,12 @@ TEST_CASE("a full queue and a prompt longer than the context are refused without
     while (scheduler.stats().active_slots == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     auto waiting = scheduler.submit(request_for(prompt, 2));
     CHECK_THROWS_AS(scheduler.submit(request_for(prompt, 2)), smol::QueueFullError);
-    CHECK(running->collect().finish == smol::FinishReason::length);
+    CHECK(running->collect().finish == smol::FinishReason::max_tokens);
     CHECK(waiting->collect().usage.completion_tokens == 2);
     CHECK(scheduler.stats().requests_rejected == 2);
 
     smol::GenerationRequest bad = request_for(prompt, 2);
-    bad.sampling.top_p = 0.0f;
+    bad.params.sampling.top_p = 0.0f;
     CHECK_THROWS_AS(scheduler.submit(bad), smol::Error);
     bad = request_for({100000}, 2);
     CHECK_THROWS_AS(scheduler.submit(bad), smol::Error);
@@ -270,9 +282,9 @@ TEST_CASE("idle caches are freed under the memory budget, least recently used fi
     smol::SchedulerOptions options;
     options.slots = 3;
     options.context = 64;
-    smol::Scheduler probe(smol::load_model(kTinyQ4), options);
+    smol::Scheduler probe(q4_engine(), options);
     options.cache_budget_bytes = probe.cache_bytes_per_slot() * 2;  // two of the three slots
-    smol::Scheduler scheduler(smol::load_model(kTinyQ4), options);
+    smol::Scheduler scheduler(q4_engine(), options);
     const auto& tokenizer = scheduler.tokenizer();
     const auto a = tokenizer.encode("first conversation", true);
     const auto b = tokenizer.encode("second talk", true);
@@ -287,4 +299,53 @@ TEST_CASE("idle caches are freed under the memory budget, least recently used fi
     CHECK(b_again.usage.cached_tokens == int(b.size()) - 1);
     auto a_again = scheduler.submit(request_for(a, 2))->collect();
     CHECK(a_again.usage.cached_tokens == 0);
+}
+
+TEST_CASE("a chat session and the scheduler give the same reply: one pipeline, one penalty rule") {
+    smol::Engine& engine = f32_engine();
+    smol::ChatOptions chat;
+    chat.date = "21 November 2026";
+    smol::GenerationParams params;
+    params.sampling.temperature = 0.9f;
+    params.sampling.seed = 42;
+    params.sampling.repeat_penalty = 1.3f;
+    params.sampling.frequency_penalty = 0.5f;
+    params.sampling.presence_penalty = 0.4f;
+    params.max_tokens = 24;
+    for (bool thinking : {true, false}) {
+        CAPTURE(thinking);
+        chat.enable_thinking = thinking;
+        const nlohmann::ordered_json messages =
+            nlohmann::ordered_json::array({{{"role", "user"}, {"content", "Say it again and again: again"}}});
+        smol::ChatSession session(engine, 512);  // the thinking-mode system prompt is long
+        session.set_template_options(chat);
+        const smol::GenerationResult alone = session.complete(messages, params);
+
+        const smol::ChatPrompt prompt = smol::render_chat(messages, chat);
+        smol::GenerationRequest request;
+        request.prompt = engine.tokenizer().encode(prompt.text, true);
+        request.assistant_prefix = prompt.assistant_prefix;
+        request.params = params;
+        smol::SchedulerOptions options;
+        options.slots = 2;
+        options.context = 512;
+        smol::Scheduler scheduler(engine, options);
+        const smol::StreamEvent served = scheduler.submit(request)->collect();
+        CHECK(served.reasoning == alone.reasoning);
+        CHECK(served.content == alone.answer);
+        CHECK(served.finish == alone.finish_reason);
+        CHECK(served.usage.prompt_tokens == alone.usage.prompt_tokens);
+        CHECK(served.usage.completion_tokens == alone.usage.completion_tokens);
+    }
+
+    // The scheduler seeds the penalties with the prompt too: a prompt of sixty <|im_end|> and a
+    // strongly negative frequency penalty make that end token the first choice.
+    const std::int32_t end = *engine.tokenizer().find("<|im_end|>");
+    smol::GenerationRequest pushed = request_for(std::vector<std::int32_t>(60, end), 8);
+    pushed.params.sampling.frequency_penalty = -100.0f;
+    smol::Scheduler scheduler(engine, {});
+    const smol::StreamEvent ended = scheduler.submit(pushed)->collect();
+    CHECK(ended.finish == smol::FinishReason::end_of_generation);
+    CHECK(ended.usage.completion_tokens == 1);
+    CHECK(ended.content == "");
 }

@@ -22,7 +22,7 @@ using smol::ChatSession;
 using smol::Engine;
 using smol::GenerationParams;
 using smol::GenerationResult;
-using smol::StopReason;
+using smol::FinishReason;
 using smol::StreamPiece;
 
 namespace {
@@ -38,25 +38,24 @@ Engine& float_engine() {
     return engine;
 }
 
-GenerationParams greedy(int max_tokens, bool thinking = false) {
+GenerationParams greedy(int max_tokens) {
     GenerationParams p;
     p.sampling.temperature = 0.0f;
     p.max_tokens = max_tokens;
-    p.enable_thinking = thinking;
     return p;
 }
 
-smol::ChatOptions fixed_date() {
+// A fixed date, so prompts compare across days; no reasoning unless asked for.
+smol::ChatOptions fixed_date(bool thinking = false) {
     smol::ChatOptions o;
     o.date = "21 November 2026";
+    o.enable_thinking = thinking;
     return o;
 }
 
 // The prompt tokens the session would build for `messages`, rendered independently.
 std::vector<std::int32_t> prompt_tokens(const Engine& engine, const nlohmann::ordered_json& messages, bool thinking) {
-    smol::ChatOptions o = fixed_date();
-    o.enable_thinking = thinking;
-    return engine.tokenizer().encode(smol::render_chat(messages, o), true);
+    return engine.tokenizer().encode(smol::render_chat(messages, fixed_date(thinking)).text, true);
 }
 
 // Plain greedy decoding straight on the model: the reference the session must reproduce.
@@ -97,7 +96,7 @@ TEST_CASE("session: greedy generation is deterministic and matches plain greedy 
         const GenerationResult rb = greedy_reply(b, "What is the capital of France?", 24);
         CHECK(ra.answer == rb.answer);
         CHECK(ra.reasoning == rb.reasoning);
-        CHECK(ra.timings.generated_tokens == rb.timings.generated_tokens);
+        CHECK(ra.usage.completion_tokens == rb.usage.completion_tokens);
         if (engine == &float_engine()) CHECK_FALSE(ra.answer.empty());  // the Q4 model repeats a newline
 
         // The cache holds the prompt and every generated token but the last (never run).
@@ -105,9 +104,9 @@ TEST_CASE("session: greedy generation is deterministic and matches plain greedy 
             {nlohmann::ordered_json{{"role", "user"}, {"content", "What is the capital of France?"}}});
         const std::vector<std::int32_t> prompt = prompt_tokens(*engine, messages, false);
         const std::vector<std::int32_t> expected = reference_greedy(*engine, prompt, 24);
-        REQUIRE(ra.timings.prompt_tokens == int(prompt.size()));
-        CHECK(ra.timings.cached_tokens == 0);
-        CHECK(ra.timings.generated_tokens == int(expected.size()));
+        REQUIRE(ra.usage.prompt_evaluated() == int(prompt.size()));
+        CHECK(ra.usage.cached_tokens == 0);
+        CHECK(ra.usage.completion_tokens == int(expected.size()));
         const auto cached = a.cached_tokens();
         REQUIRE(cached.size() == prompt.size() + expected.size() - 1);
         CHECK(std::equal(prompt.begin(), prompt.end(), cached.begin()));
@@ -119,8 +118,8 @@ TEST_CASE("session: a second message runs only the tokens not already cached") {
     Engine& engine = float_engine();
     ChatSession session(engine, 1024, "You are terse.");
     const GenerationResult first = greedy_reply(session, "Hello there", 12);
-    const int first_prompt = first.timings.prompt_tokens;
-    CHECK(first.timings.cached_tokens == 0);
+    const int first_prompt = first.usage.prompt_evaluated();
+    CHECK(first.usage.cached_tokens == 0);
 
     const GenerationResult second = greedy_reply(session, "And again", 12);
     REQUIRE(session.messages().size() == 5);  // system, user, assistant, user, assistant
@@ -130,20 +129,21 @@ TEST_CASE("session: a second message runs only the tokens not already cached") {
     nlohmann::ordered_json conversation = session.messages();
     conversation.erase(conversation.end() - 1);  // the prompt of turn two ends at its user message
     const auto full = prompt_tokens(engine, conversation, false);
-    CHECK(second.timings.cached_tokens >= first_prompt);  // at least the whole first prompt was reused
-    CHECK(second.timings.cached_tokens + second.timings.prompt_tokens == int(full.size()));
-    CHECK(second.timings.prompt_tokens < int(full.size()) - first_prompt + 1);
+    CHECK(second.usage.cached_tokens >= first_prompt);  // at least the whole first prompt was reused
+    CHECK(second.usage.prompt_tokens == int(full.size()));
+    CHECK(second.usage.cached_tokens + second.usage.prompt_evaluated() == int(full.size()));
+    CHECK(second.usage.prompt_evaluated() < int(full.size()) - first_prompt + 1);
 
     // Reusing the cache gives what a fresh session computes from scratch.
     ChatSession fresh(engine, 1024);
     fresh.set_template_options(fixed_date());
     const GenerationResult again = fresh.complete(conversation, greedy(12));
-    CHECK(again.timings.cached_tokens == 0);
+    CHECK(again.usage.cached_tokens == 0);
     CHECK(again.answer == second.answer);
 
     // Sending the same conversation again reuses all of it but the last token.
     const GenerationResult repeat = session.complete(conversation, greedy(12));
-    CHECK(repeat.timings.prompt_tokens == 1);
+    CHECK(repeat.usage.prompt_evaluated() == 1);
     CHECK(repeat.answer == second.answer);
 
     // clear() forgets the conversation but keeps the system prompt (and its cached tokens).
@@ -152,7 +152,7 @@ TEST_CASE("session: a second message runs only the tokens not already cached") {
     CHECK(session.messages()[0]["content"] == "You are terse.");
     const GenerationResult after_clear = greedy_reply(session, "Hello there", 12);
     CHECK(after_clear.answer == first.answer);
-    CHECK(after_clear.timings.cached_tokens > 0);
+    CHECK(after_clear.usage.cached_tokens > 0);
 }
 
 TEST_CASE("session: stop strings end generation and never appear, also across tokens") {
@@ -164,7 +164,7 @@ TEST_CASE("session: stop strings end generation and never appear, also across to
     // Find a boundary between two generated tokens whose text is printable ASCII, and stop on
     // the last byte of one plus the first byte of the next: a stop string split over tokens.
     const auto cached = session.cached_tokens();
-    const std::size_t n_prompt = std::size_t(full.timings.prompt_tokens);
+    const std::size_t n_prompt = std::size_t(full.usage.prompt_evaluated());
     auto printable = [&](std::int32_t id) {
         const std::string& s = engine.tokenizer().token_bytes(id);
         return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 127; });
@@ -189,7 +189,7 @@ TEST_CASE("session: stop strings end generation and never appear, also across to
         CHECK(streamed.find(stop) == std::string::npos);
         return true;
     });
-    CHECK(stopped.stop_reason == StopReason::StopString);
+    CHECK(stopped.finish_reason == FinishReason::stop_string);
     CHECK(stopped.answer == full.answer.substr(0, cut));
     CHECK(stopped.answer.find(stop) == std::string::npos);
     CHECK(streamed == stopped.answer);
@@ -201,12 +201,12 @@ TEST_CASE("session: max_tokens and context limits") {
     ChatSession session(engine, 512);
     session.set_template_options(fixed_date());
     GenerationResult r = session.send("Count", greedy(5));
-    CHECK(r.stop_reason == StopReason::MaxTokens);
-    CHECK(r.timings.generated_tokens == 5);
+    CHECK(r.finish_reason == FinishReason::max_tokens);
+    CHECK(r.usage.completion_tokens == 5);
 
     r = session.send("Count", greedy(0));
-    CHECK(r.stop_reason == StopReason::MaxTokens);
-    CHECK(r.timings.generated_tokens == 0);
+    CHECK(r.finish_reason == FinishReason::max_tokens);
+    CHECK(r.usage.completion_tokens == 0);
     CHECK(r.answer.empty());
 
     // A context with room for the prompt and five more tokens: the sixth token sampled cannot be run.
@@ -216,8 +216,8 @@ TEST_CASE("session: max_tokens and context limits") {
     ChatSession small(engine, n_prompt + 5);
     small.set_template_options(fixed_date());
     r = small.send("Count", greedy(-1));
-    CHECK(r.stop_reason == StopReason::ContextFull);
-    CHECK(r.timings.generated_tokens == 6);
+    CHECK(r.finish_reason == FinishReason::context_full);
+    CHECK(r.usage.completion_tokens == 6);
     CHECK(small.cached_token_count() == small.context_size());
 
     // A prompt longer than the context is an error that names both sizes; history is unchanged.
@@ -252,22 +252,22 @@ TEST_CASE("session: cancel from another thread stops within one token") {
     });
     finished = true;
     canceller.join();
-    CHECK(r.stop_reason == StopReason::Cancelled);
+    CHECK(r.finish_reason == FinishReason::cancelled);
     REQUIRE(pieces_before_cancel.load() >= 5);
     CHECK(pieces.load() <= pieces_before_cancel.load() + 1);
-    CHECK(r.timings.generated_tokens < 1000);
+    CHECK(r.usage.completion_tokens < 1000);
 
     // The callback returning false cancels too, right after that piece.
     int seen = 0;
     const GenerationResult r2 = session.send("Again", greedy(-1), [&](const StreamPiece&) { return ++seen < 3; });
-    CHECK(r2.stop_reason == StopReason::Cancelled);
+    CHECK(r2.finish_reason == FinishReason::cancelled);
     CHECK(seen == 3);
-    CHECK(r2.timings.generated_tokens == 3);
+    CHECK(r2.usage.completion_tokens == 3);
 
     // A cancel between calls does not affect the next call.
     session.cancel();
     const GenerationResult r3 = session.send("Once more", greedy(4));
-    CHECK(r3.stop_reason == StopReason::MaxTokens);
+    CHECK(r3.finish_reason == FinishReason::max_tokens);
 }
 
 TEST_CASE("session: streamed pieces add up to the result; timings are filled in") {
@@ -275,8 +275,8 @@ TEST_CASE("session: streamed pieces add up to the result; timings are filled in"
     for (bool thinking : {true, false}) {
         CAPTURE(thinking);
         ChatSession session(engine, 512);
-        session.set_template_options(fixed_date());
-        GenerationParams params = greedy(32, thinking);
+        session.set_template_options(fixed_date(thinking));
+        GenerationParams params = greedy(32);
         params.sampling.temperature = 0.8f;
         params.sampling.seed = 1234;
         std::string reasoning, answer;
@@ -291,15 +291,15 @@ TEST_CASE("session: streamed pieces add up to the result; timings are filled in"
         CHECK(calls > 0);
         CHECK(reasoning == r.reasoning);
         CHECK(answer == r.answer);
-        CHECK(r.timings.prompt_tokens > 0);
-        CHECK(r.timings.prompt_ms > 0.0);
-        CHECK(r.timings.generation_ms > 0.0);
-        CHECK(r.timings.time_to_first_token_ms >= r.timings.prompt_ms);
-        CHECK(r.timings.prompt_tps() > 0.0);
-        CHECK(r.timings.generation_tps() > 0.0);
+        CHECK(r.usage.prompt_evaluated() > 0);
+        CHECK(r.usage.prompt_ms > 0.0);
+        CHECK(r.usage.generation_ms > 0.0);
+        CHECK(r.usage.time_to_first_token_ms >= r.usage.prompt_ms);
+        CHECK(r.usage.prompt_tokens_per_second() > 0.0);
+        CHECK(r.usage.tokens_per_second() > 0.0);
         // Seeded sampling repeats exactly.
         ChatSession again(engine, 512);
-        again.set_template_options(fixed_date());
+        again.set_template_options(fixed_date(thinking));
         CHECK(again.send("Think about cats", params).answer == r.answer);
     }
 }
@@ -316,11 +316,11 @@ TEST_CASE("session: end of generation stops without showing the token") {
     std::string message;
     for (int i = 0; i < 60; ++i) message += "<|im_end|>";
     const GenerationResult r = session.send(message, params);
-    REQUIRE(r.stop_reason == StopReason::EndOfGeneration);
-    CHECK(r.timings.generated_tokens == 1);
+    REQUIRE(r.finish_reason == FinishReason::end_of_generation);
+    CHECK(r.usage.completion_tokens == 1);
     CHECK(r.answer.empty());
     // The end token itself is never run through the model.
-    CHECK(int(session.cached_tokens().size()) == r.timings.cached_tokens + r.timings.prompt_tokens);
+    CHECK(int(session.cached_tokens().size()) == r.usage.cached_tokens + r.usage.prompt_evaluated());
     const auto prompt = prompt_tokens(
         engine, nlohmann::ordered_json::array({{{"role", "user"}, {"content", message}}}), false);
     CHECK(std::equal(prompt.begin(), prompt.end(), session.cached_tokens().begin(), session.cached_tokens().end()));
@@ -328,7 +328,7 @@ TEST_CASE("session: end of generation stops without showing the token") {
     // Without the push the same prompt runs to the token limit.
     const GenerationResult plain = session.complete(
         nlohmann::ordered_json::array({{{"role", "user"}, {"content", message}}}), greedy(8));
-    CHECK(plain.stop_reason == StopReason::MaxTokens);
+    CHECK(plain.finish_reason == FinishReason::max_tokens);
 }
 
 TEST_CASE("session: bad parameters leave the session usable") {
@@ -341,13 +341,20 @@ TEST_CASE("session: bad parameters leave the session usable") {
     params.stop.clear();
     params.sampling.top_p = 0.0f;
     CHECK_THROWS_AS(session.send("Hi", params), smol::Error);
-    CHECK(session.send("Hi", greedy(3)).timings.generated_tokens == 3);
+    CHECK(session.send("Hi", greedy(3)).usage.completion_tokens == 3);
 }
 
-TEST_CASE("StopReason names") {
-    CHECK(smol::to_string(StopReason::EndOfGeneration) == "eos");
-    CHECK(smol::to_string(StopReason::StopString) == "stop_string");
-    CHECK(smol::to_string(StopReason::MaxTokens) == "length");
-    CHECK(smol::to_string(StopReason::ContextFull) == "context_full");
-    CHECK(smol::to_string(StopReason::Cancelled) == "cancelled");
+TEST_CASE("FinishReason names, and the OpenAI finish_reason of each") {
+    CHECK(smol::to_string(FinishReason::end_of_generation) == "eos");
+    CHECK(smol::to_string(FinishReason::stop_string) == "stop_string");
+    CHECK(smol::to_string(FinishReason::max_tokens) == "length");
+    CHECK(smol::to_string(FinishReason::context_full) == "context_full");
+    CHECK(smol::to_string(FinishReason::cancelled) == "cancelled");
+    CHECK(smol::to_string(FinishReason::error) == "error");
+    CHECK(std::string(smol::openai_finish_reason(FinishReason::end_of_generation)) == "stop");
+    CHECK(std::string(smol::openai_finish_reason(FinishReason::stop_string)) == "stop");
+    CHECK(std::string(smol::openai_finish_reason(FinishReason::max_tokens)) == "length");
+    CHECK(std::string(smol::openai_finish_reason(FinishReason::context_full)) == "length");
+    CHECK(smol::openai_finish_reason(FinishReason::cancelled) == nullptr);
+    CHECK(smol::openai_finish_reason(FinishReason::error) == nullptr);
 }

@@ -244,7 +244,7 @@ int run_tokenize(const Options& o) {
 int run_print_prompt(const Options& o) {
     if (!o.model.empty()) smol::gguf::File::open(o.model);  // a bad -m is still an error
     const nlohmann::ordered_json messages = read_json(o.messages_file, "--messages");
-    write_out(smol::render_chat(messages, template_options(o)));  // exactly the prompt: no newline added
+    write_out(smol::render_chat(messages, template_options(o)).text);  // exactly the prompt: no newline added
     return 0;
 }
 
@@ -317,9 +317,10 @@ private:
     char last_ = '\n';
 };
 
-std::string timings_line(const smol::Timings& t) {
+std::string timings_line(const smol::GenerationUsage& u) {
     char line[128];
-    std::snprintf(line, sizeof line, "[ Prompt: %.1f t/s | Generation: %.1f t/s ]", t.prompt_tps(), t.generation_tps());
+    std::snprintf(line, sizeof line, "[ Prompt: %.1f t/s | Generation: %.1f t/s ]", u.prompt_tokens_per_second(),
+                  u.tokens_per_second());
     return line;
 }
 
@@ -351,10 +352,10 @@ smol::GenerationResult reply(smol::ChatSession& session, const std::string& mess
 
 void report_stop(const smol::GenerationResult& r, const smol::ChatSession& session, bool interactive, bool color) {
     std::string text;
-    if (r.stop_reason == smol::StopReason::ContextFull)
+    if (r.finish_reason == smol::FinishReason::context_full)
         text = "[ context full (" + std::to_string(session.context_size()) + " tokens)" +
                (interactive ? ": /clear to start over, or raise -c ]" : ": raise -c ]");
-    else if (r.stop_reason == smol::StopReason::Cancelled)
+    else if (r.finish_reason == smol::FinishReason::cancelled)
         text = "[ stopped ]";
     if (text.empty()) return;
     if (interactive) note(text, color);
@@ -388,14 +389,13 @@ int run_chat(const Options& o) {
     params.sampling = o.sampling;
     params.max_tokens = o.n_predict;
     params.stop = o.stops;
-    params.enable_thinking = o.think.value_or(true);
     install_interrupt_handler();
 
     if (!interactive) {
         const smol::GenerationResult r = reply(session, first_message, params, o.show_thinking, color);
-        std::fprintf(stderr, "%s\n", timings_line(r.timings).c_str());
+        std::fprintf(stderr, "%s\n", timings_line(r.usage).c_str());
         report_stop(r, session, false, color);
-        return r.stop_reason == smol::StopReason::Cancelled ? 130 : 0;
+        return r.finish_reason == smol::FinishReason::cancelled ? 130 : 0;
     }
 
     if (stdin_tty)
@@ -405,7 +405,7 @@ int run_chat(const Options& o) {
         try {
             const smol::GenerationResult r = reply(session, message, params, /*show_reasoning=*/true, color);
             report_stop(r, session, true, color);
-            note(timings_line(r.timings), color);
+            note(timings_line(r.usage), color);
         } catch (const smol::Error& e) {
             note(std::string("[ error: ") + e.what() + " ]", color);
         }
@@ -433,8 +433,9 @@ int run_chat(const Options& o) {
             continue;
         }
         if (line == "/think" || line == "/no_think") {
-            params.enable_thinking = line == "/think";
-            note(params.enable_thinking ? "[ reasoning on ]" : "[ reasoning off ]", color);
+            chat.enable_thinking = line == "/think";
+            session.set_template_options(chat);
+            note(chat.enable_thinking ? "[ reasoning on ]" : "[ reasoning off ]", color);
             continue;
         }
         turn(line);

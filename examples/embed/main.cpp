@@ -15,15 +15,17 @@ int main(int argc, char** argv) {
     try {
         smol::Engine engine(argv[1]);
         smol::ChatSession chat(engine);
+        smol::ChatOptions template_options;
+        template_options.enable_thinking = false;  // answer at once, no <think> block
+        chat.set_template_options(template_options);
         smol::GenerationParams params;
-        params.enable_thinking = false;
         params.max_tokens = 64;
         const auto result = chat.send(argv[2], params, [](const smol::StreamPiece& piece) {
             std::cout << piece.answer << std::flush;  // piece.reasoning holds the thinking, if on
             return true;
         });
-        std::cout << "\n[" << result.timings.generated_tokens << " tokens, " << result.timings.generation_tps()
-                  << " t/s, stopped: " << smol::to_string(result.stop_reason) << "]\n";
+        std::cout << "\n[" << result.usage.completion_tokens << " tokens, " << result.usage.tokens_per_second()
+                  << " t/s, stopped: " << smol::to_string(result.finish_reason) << "]\n";
     } catch (const std::exception& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;

@@ -339,13 +339,15 @@ public:
         so.cache_budget_bytes = options_.cache_budget_mib << 20;
         smol::LoadOptions load;
         load.on_progress = smol::stderr_load_progress(std::filesystem::path(options_.model_path).filename().string());
-        auto model = smol::load_model(options_.model_path, load);
-        if (options_.context > model->info().hp.max_context && model->info().hp.max_context > 0)
+        auto engine = std::make_unique<smol::Engine>(options_.model_path, load);
+        const int trained_context = engine->info().hp.max_context;
+        if (options_.context > trained_context && trained_context > 0)
             std::fprintf(stderr, "smol-server: warning: context %d is beyond the model's trained %d tokens\n",
-                         options_.context, model->info().hp.max_context);
+                         options_.context, trained_context);
         model_id_ = std::filesystem::path(options_.model_path).filename().string();
-        auto scheduler = std::make_unique<smol::Scheduler>(std::move(model), so);
+        auto scheduler = std::make_unique<smol::Scheduler>(*engine, so);
         std::lock_guard lock(mutex_);
+        engine_ = std::move(engine);
         scheduler_ = std::move(scheduler);
         ready_.store(true, std::memory_order_release);
     }
@@ -373,6 +375,7 @@ private:
 
     ServerOptions options_;
     std::mutex mutex_;
+    std::unique_ptr<smol::Engine> engine_;        // declared before the scheduler, which uses it
     std::unique_ptr<smol::Scheduler> scheduler_;
     std::atomic<bool> ready_{false};
     std::string model_id_;
@@ -449,7 +452,8 @@ ChatRequest parse_chat_request(const json& body, const smol::Scheduler& schedule
             (std::string_view(name) == "xml_tools" ? chat.xml_tools : chat.python_tools) = *tools;
         }
     }
-    smol::SamplerParams& s = out.generation.sampling;
+    smol::GenerationParams& params = out.generation.params;
+    smol::SamplerParams& s = params.sampling;
     if (auto v = number_field(body, "temperature", 0.0, 100.0)) s.temperature = float(*v);
     if (auto v = number_field(body, "top_p", 0.0, 1.0)) {
         if (*v <= 0.0) reject(400, "'top_p' must be above 0 (1 turns it off)", "invalid_value");
@@ -464,23 +468,23 @@ ChatRequest parse_chat_request(const json& body, const smol::Scheduler& schedule
         s.seed = *v < 0 ? SMOL_DEFAULT_SEED : std::uint64_t(*v);
     auto max_tokens = integer_field(body, "max_tokens", 1, 1 << 30);
     if (auto v = integer_field(body, "max_completion_tokens", 1, 1 << 30)) max_tokens = v;
-    out.generation.max_tokens = max_tokens ? int(*max_tokens) : -1;
+    params.max_tokens = max_tokens ? int(*max_tokens) : -1;
 
     if (const auto stop = body.find("stop"); stop != body.end() && !stop->is_null()) {
         if (stop->is_string()) {
-            out.generation.stop.push_back(stop->get<std::string>());
+            params.stop.push_back(stop->get<std::string>());
         } else if (stop->is_array()) {
             for (const auto& s1 : *stop) {
                 if (!s1.is_string()) reject(400, "'stop' must be a string or a list of strings", "invalid_type");
-                out.generation.stop.push_back(s1.get<std::string>());
+                params.stop.push_back(s1.get<std::string>());
             }
         } else {
             reject(400, std::string("'stop' must be a string or a list of strings, found ") + stop->type_name(),
                    "invalid_type");
         }
-        for (const auto& s1 : out.generation.stop)
+        for (const auto& s1 : params.stop)
             if (s1.empty()) reject(400, "'stop' strings must not be empty", "invalid_value");
-        if (out.generation.stop.size() > 16) reject(400, "'stop' accepts at most 16 strings", "invalid_value");
+        if (params.stop.size() > 16) reject(400, "'stop' accepts at most 16 strings", "invalid_value");
     }
     if (auto v = bool_field(body, "stream")) out.stream = *v;
     if (const auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
@@ -494,22 +498,15 @@ ChatRequest parse_chat_request(const json& body, const smol::Scheduler& schedule
     // A trailing assistant message is a prefill: generation continues it.
     const bool prefill = messages.back()["role"] == "assistant";
     chat.add_generation_prompt = !prefill;
-    std::string prompt;
+    chat.continue_final_message = prefill;
+    smol::ChatPrompt prompt;
     try {
         prompt = smol::render_chat(messages, chat);
     } catch (const smol::Error& e) {
         reject(400, e.what(), "invalid_messages");
     }
-    if (prefill) {
-        const std::string_view end = "<|im_end|>\n";
-        if (prompt.size() >= end.size() && prompt.compare(prompt.size() - end.size(), end.size(), end) == 0)
-            prompt.resize(prompt.size() - end.size());
-    }
-    const std::string_view header = "<|im_start|>assistant\n";
-    if (const auto at = prompt.rfind(header); at != std::string::npos)
-        out.generation.assistant_prefix = prompt.substr(at + header.size());
-
-    out.generation.prompt = scheduler.tokenizer().encode(prompt, /*parse_special=*/true);
+    out.generation.assistant_prefix = std::move(prompt.assistant_prefix);
+    out.generation.prompt = scheduler.tokenizer().encode(prompt.text, /*parse_special=*/true);
     out.prompt_tokens = int(out.generation.prompt.size());
     if (out.prompt_tokens >= scheduler.context())
         reject(400,
@@ -529,18 +526,13 @@ json usage_json(const smol::GenerationUsage& u) {
 
 // llama.cpp's "timings" block, which chat front ends read for tokens/s.
 json timings_json(const smol::GenerationUsage& u) {
-    const int prompt_n = u.prompt_tokens - u.cached_tokens;
     return json{{"cache_n", u.cached_tokens},
-                {"prompt_n", prompt_n},
+                {"prompt_n", u.prompt_evaluated()},
                 {"prompt_ms", u.prompt_ms},
-                {"prompt_per_second", u.prompt_ms > 0 ? prompt_n * 1000.0 / u.prompt_ms : 0.0},
+                {"prompt_per_second", u.prompt_tokens_per_second()},
                 {"predicted_n", u.completion_tokens},
                 {"predicted_ms", u.generation_ms},
                 {"predicted_per_second", u.tokens_per_second()}};
-}
-
-const char* openai_finish_reason(smol::FinishReason r) {
-    return r == smol::FinishReason::length ? "length" : "stop";
 }
 
 // What a streaming response needs between calls of httplib's content provider.
@@ -612,7 +604,7 @@ bool stream_step(StreamState& st, httplib::DataSink& sink) {
         } else if (event->finish == smol::FinishReason::cancelled) {
             out += sse(error_body(shutting_down_error()));
         } else {
-            json last = chunk_json(st, json::object(), openai_finish_reason(event->finish));
+            json last = chunk_json(st, json::object(), smol::openai_finish_reason(event->finish));
             last["timings"] = timings_json(event->usage);
             out += sse(last);
             if (st.include_usage) {
@@ -671,7 +663,7 @@ bool completion_step(CompletionState& st, httplib::DataSink& sink) {
                     {"model", st.model},
                     {"choices", json::array({{{"index", 0},
                                               {"message", message},
-                                              {"finish_reason", openai_finish_reason(event->finish)}}})},
+                                              {"finish_reason", smol::openai_finish_reason(event->finish)}}})},
                     {"usage", usage_json(event->usage)},
                     {"timings", timings_json(event->usage)}};
     }
@@ -851,8 +843,8 @@ void Server::routes(httplib::Server& http) {
                                                    {"owned_by", "smol"},
                                                    {"meta",
                                                     {{"n_ctx", s.context()},
-                                                     {"n_vocab", s.model().n_vocab()},
-                                                     {"n_params", s.model().info().n_params},
+                                                     {"n_vocab", s.engine().n_vocab()},
+                                                     {"n_params", s.engine().info().n_params},
                                                      {"slots", s.options().slots}}}}})}});
     }));
 
@@ -888,10 +880,10 @@ void Server::routes(httplib::Server& http) {
         for (const auto& t : *tokens) {
             if (!t.is_number_integer()) reject(400, "'tokens' must hold integers, found " + t.dump(), "invalid_type");
             const long long id = t.get<long long>();
-            if (id < 0 || id >= s.model().n_vocab())
+            if (id < 0 || id >= s.engine().n_vocab())
                 reject(400,
                        "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                           std::to_string(s.model().n_vocab()) + ")",
+                           std::to_string(s.engine().n_vocab()) + ")",
                        "invalid_value");
             ids.push_back(std::int32_t(id));
         }
@@ -996,7 +988,7 @@ int main(int argc, char** argv) {
                          "smol-server: ready in %.1fs: %s, %d slots x %d tokens of context (%.1f MiB KV cache "
                          "each), %d threads\n",
                          std::chrono::duration<double>(Clock::now() - start).count(),
-                         s.model().info().config_name.c_str(), s.options().slots, s.context(),
+                         s.engine().info().config_name.c_str(), s.options().slots, s.context(),
                          double(s.cache_bytes_per_slot()) / (1 << 20),
                          options.threads > 0 ? options.threads : omp_get_max_threads());
         } catch (const std::exception& e) {

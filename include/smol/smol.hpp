@@ -7,6 +7,7 @@
 #include "smol/core/threads.hpp"
 #include "smol/generate/engine.hpp"
 #include "smol/generate/sampler.hpp"
+#include "smol/generate/pipeline.hpp"
 #include "smol/generate/scheduler.hpp"
 #include "smol/generate/session.hpp"
 #include "smol/generate/stop_strings.hpp"

@@ -10,8 +10,9 @@
 //      tokens in total per step, so a long new prompt stalls the others by a bounded amount)
 //      and one token for every slot that is generating;
 //   3. runs Model::forward once for the whole batch (one pass over the weights for everyone);
-//   4. samples per slot and streams the text, split into reasoning and answer, to the
-//      request's GenerationStream, which the caller reads from any thread.
+//   4. samples per slot through the request's GenerationPipeline (the one a ChatSession uses
+//      too) and streams the text, split into reasoning and answer, to the request's
+//      GenerationStream, which the caller reads from any thread.
 // The scheduler knows nothing about HTTP; a server maps streams onto responses.
 
 #include <algorithm>
@@ -32,11 +33,9 @@
 #include <omp.h>
 
 #include "smol/core/error.hpp"
-#include "smol/generate/sampler.hpp"
-#include "smol/generate/stop_strings.hpp"
+#include "smol/generate/engine.hpp"
+#include "smol/generate/pipeline.hpp"
 #include "smol/model/kv_cache.hpp"
-#include "smol/model/model.hpp"
-#include "smol/text/thinking.hpp"
 #include "smol/text/tokenizer.hpp"
 
 namespace smol {
@@ -67,38 +66,8 @@ struct SchedulerOptions {
 
 struct GenerationRequest {
     std::vector<std::int32_t> prompt;  // the rendered chat, tokenized with special tokens
-    // Text of the assistant turn the prompt already ends with (e.g. "" after
-    // "<|im_start|>assistant\n", "<think>\n\n</think>\n" in no-think mode, or a prefill). It
-    // tells the thinking parser whether generation starts inside a think block.
-    std::string assistant_prefix;
-    SamplerParams sampling;
-    int max_tokens = -1;             // < 0: until the context is full
-    std::vector<std::string> stop;   // stop strings, matched on the answer text
-};
-
-enum class FinishReason { none, stop, length, cancelled, error };
-
-inline const char* finish_reason_name(FinishReason reason) {
-    switch (reason) {
-        case FinishReason::none: return "none";
-        case FinishReason::stop: return "stop";
-        case FinishReason::length: return "length";
-        case FinishReason::cancelled: return "cancelled";
-        case FinishReason::error: return "error";
-    }
-    return "unknown";
-}
-
-struct GenerationUsage {
-    int prompt_tokens = 0;
-    int cached_tokens = 0;      // prompt tokens found in the slot's cache and not run again
-    int completion_tokens = 0;  // tokens sampled, including a final end-of-generation token
-    double queue_ms = 0;        // waiting for a slot
-    double prompt_ms = 0;       // admission to first sampled token
-    double generation_ms = 0;   // first to last sampled token
-    double tokens_per_second() const {
-        return completion_tokens > 1 && generation_ms > 0 ? (completion_tokens - 1) * 1000.0 / generation_ms : 0.0;
-    }
+    std::string assistant_prefix;      // ChatPrompt::assistant_prefix of that chat
+    GenerationParams params;
 };
 
 // What a stream delivers: text since the last event and, once, the end.
@@ -106,7 +75,7 @@ struct StreamEvent {
     std::string reasoning;  // text inside <think>...</think>
     std::string content;    // the answer
     bool finished = false;
-    FinishReason finish = FinishReason::none;
+    FinishReason finish = FinishReason::end_of_generation;  // meaningful once finished
     std::string error;      // set when finish == error
     GenerationUsage usage;  // final when finished
 };
@@ -200,20 +169,18 @@ struct SchedulerStats {
 
 class Scheduler {
 public:
-    Scheduler(std::unique_ptr<Model> model, SchedulerOptions options)
-        : model_(std::move(model)), options_(options), tokenizer_(text::Tokenizer::from_gguf(model_->file())) {
+    // The engine must outlive the scheduler; other users of it (a ChatSession) share its
+    // forward lock.
+    Scheduler(Engine& engine, SchedulerOptions options) : engine_(&engine), options_(options) {
         if (options_.slots <= 0) fail("scheduler: expected at least one slot, found ", options_.slots);
         if (options_.max_queue < 0) fail("scheduler: expected a queue limit >= 0, found ", options_.max_queue);
         if (options_.prompt_chunk <= 0)
             fail("scheduler: expected a positive prompt chunk size, found ", options_.prompt_chunk);
         if (options_.context < 0) fail("scheduler: expected a context size >= 0, found ", options_.context);
         if (options_.context == 0) options_.context = kDefaultContext;
-        if (int(tokenizer_.n_vocab()) != model_->n_vocab())
-            fail("scheduler: the tokenizer has ", tokenizer_.n_vocab(), " tokens but the model's vocabulary is ",
-                 model_->n_vocab());
         slots_.resize(std::size_t(options_.slots));
         // The size of one cache, measured once on a tiny cache of the same shape.
-        const KvCache probe = model_->make_cache(1);
+        const KvCache probe = engine_->make_cache(1);
         cache_bytes_ = probe.bytes() * std::size_t(options_.context);
         worker_ = std::thread([this] { run(); });
     }
@@ -230,8 +197,8 @@ public:
     Scheduler(const Scheduler&) = delete;
     Scheduler& operator=(const Scheduler&) = delete;
 
-    const Model& model() const { return *model_; }
-    const text::Tokenizer& tokenizer() const { return tokenizer_; }
+    const Engine& engine() const { return *engine_; }
+    const text::Tokenizer& tokenizer() const { return engine_->tokenizer(); }
     const SchedulerOptions& options() const { return options_; }
     int context() const { return options_.context; }
     std::size_t cache_bytes_per_slot() const { return cache_bytes_; }
@@ -241,8 +208,8 @@ public:
     std::shared_ptr<GenerationStream> submit(GenerationRequest request) {
         if (request.prompt.empty()) fail("scheduler: the prompt is empty; at least one token is needed");
         for (std::int32_t t : request.prompt)
-            if (t < 0 || t >= model_->n_vocab())
-                fail("scheduler: prompt token ", t, " is outside the vocabulary [0, ", model_->n_vocab(), ")");
+            if (t < 0 || t >= engine_->n_vocab())
+                fail("scheduler: prompt token ", t, " is outside the vocabulary [0, ", engine_->n_vocab(), ")");
         if (int(request.prompt.size()) >= options_.context) {
             std::lock_guard lock(mutex_);
             ++stats_.requests_rejected;
@@ -250,8 +217,9 @@ public:
                                      " tokens, but the context holds " + std::to_string(options_.context) +
                                      " and at least one must be left to generate");
         }
-        auto sampler = std::make_unique<Sampler>(request.sampling, model_->n_vocab());  // validates
-        auto stops = std::make_unique<StopStringMatcher>(request.stop);                  // validates
+        // Validates the parameters; the request's clock starts here.
+        auto pipeline = std::make_unique<GenerationPipeline>(engine_->tokenizer(), request.params, request.prompt,
+                                                             request.assistant_prefix);
         std::lock_guard lock(mutex_);
         if (int(queue_.size()) >= options_.max_queue) {
             ++stats_.requests_rejected;
@@ -262,9 +230,7 @@ public:
         Pending p;
         p.request = std::move(request);
         p.stream = stream;
-        p.sampler = std::move(sampler);
-        p.stops = std::move(stops);
-        p.submitted = Clock::now();
+        p.pipeline = std::move(pipeline);
         queue_.push_back(std::move(p));
         ++stats_.requests_submitted;
         wake_.notify_all();
@@ -299,9 +265,7 @@ private:
     struct Pending {
         GenerationRequest request;
         std::shared_ptr<GenerationStream> stream;
-        std::unique_ptr<Sampler> sampler;
-        std::unique_ptr<StopStringMatcher> stops;
-        Clock::time_point submitted;
+        std::unique_ptr<GenerationPipeline> pipeline;
     };
 
     struct Slot {
@@ -313,15 +277,7 @@ private:
         Pending job;
         std::size_t prompt_done = 0;       // prompt tokens in the cache
         std::int32_t next_token = -1;      // sampled, to be fed in the next step
-        std::optional<text::StreamDecoder> decoder;
-        std::optional<ThinkingParser> thinking;
-        GenerationUsage usage;
-        Clock::time_point admitted{}, first_token{};
     };
-
-    static double ms_between(Clock::time_point a, Clock::time_point b) {
-        return std::chrono::duration<double, std::milli>(b - a).count();
-    }
 
     static std::size_t common_prefix(const std::vector<std::int32_t>& a, const std::vector<std::int32_t>& b) {
         std::size_t n = 0;
@@ -340,8 +296,8 @@ private:
             StreamEvent e;
             e.finished = true;
             e.finish = FinishReason::cancelled;
-            e.usage.prompt_tokens = int(it->request.prompt.size());
-            e.usage.queue_ms = ms_between(it->submitted, Clock::now());
+            it->pipeline->begin_prompt(0);  // ends the queue time
+            e.usage = it->pipeline->usage();
             it->stream->push(std::move(e));
             ++stats_.requests_cancelled;
             it = queue_.erase(it);
@@ -392,7 +348,7 @@ private:
     }
 
     void start_locked(Slot& slot, Pending p, std::size_t prefix) {
-        if (!slot.cache) slot.cache.emplace(model_->make_cache(options_.context));
+        if (!slot.cache) slot.cache.emplace(engine_->make_cache(options_.context));
         // At least the last prompt token is run again: its logits pick the first new token.
         const std::size_t reuse = std::min(prefix, p.request.prompt.size() - 1);
         slot.cache->truncate(int(reuse));
@@ -400,14 +356,7 @@ private:
         slot.active = true;
         slot.prompt_done = reuse;
         slot.next_token = -1;
-        slot.decoder.emplace(tokenizer_);
-        slot.thinking.emplace(/*thinking_enabled=*/true);
-        (void)slot.thinking->push(p.request.assistant_prefix);  // primes the state; text already shown
-        slot.usage = {};
-        slot.usage.prompt_tokens = int(p.request.prompt.size());
-        slot.usage.cached_tokens = int(reuse);
-        slot.admitted = Clock::now();
-        slot.usage.queue_ms = ms_between(p.submitted, slot.admitted);
+        p.pipeline->begin_prompt(int(reuse));
         stats_.cached_tokens += reuse;
         slot.job = std::move(p);
     }
@@ -465,9 +414,10 @@ private:
             if (batch.empty()) continue;
 
             const auto step_start = Clock::now();
-            logits.resize(batch.size() * std::size_t(model_->n_vocab()));
+            const std::size_t n_vocab = std::size_t(engine_->n_vocab());
+            logits.resize(batch.size() * n_vocab);
             try {
-                model_->forward(batch, logits.data());
+                engine_->forward(batch, logits.data());
             } catch (const std::exception& e) {
                 for (Slot* slot : batched) finish(*slot, FinishReason::error, e.what());
                 continue;
@@ -485,9 +435,8 @@ private:
                     stats_.prompt_tokens += batch[b].tokens.size();
                 }
                 if (!wants_token[b]) continue;
-                float* row = logits.data() + b * std::size_t(model_->n_vocab());
                 try {
-                    const int token = slot.job.sampler->sample(std::span<float>(row, std::size_t(model_->n_vocab())));
+                    const std::int32_t token = slot.job.pipeline->sample(std::span<float>(logits).subspan(b * n_vocab, n_vocab));
                     ++sampled;
                     on_token(slot, token);
                 } catch (const std::exception& e) {
@@ -523,65 +472,44 @@ private:
         return false;
     }
 
-    void on_token(Slot& slot, int token) {
-        const auto now = Clock::now();
-        if (slot.usage.completion_tokens == 0) {
-            slot.first_token = now;
-            slot.usage.prompt_ms = ms_between(slot.admitted, now);
-        }
-        ++slot.usage.completion_tokens;
-        slot.usage.generation_ms = ms_between(slot.first_token, now);
+    void on_token(Slot& slot, std::int32_t token) {
         {
             std::lock_guard lock(mutex_);  // counted before the stream can see the token
             ++stats_.generated_tokens;
         }
-        slot.job.sampler->accept(token);
-        if (tokenizer_.is_end_of_generation(token)) {
-            finish(slot, FinishReason::stop, "");
+        StreamEvent e;
+        TextDelta delta;
+        // The sampled token goes into the cache next step; it needs a free position.
+        const bool ended = slot.job.pipeline->push(token, slot.cache->size() < slot.cache->capacity(), delta);
+        if (ended) {
+            finish(slot, slot.job.pipeline->finish_reason(), "", std::move(delta));
             return;
         }
-        StreamEvent e = split(slot, slot.decoder->push(token));
-        const bool stopped = slot.job.stops->stopped();
-        const bool out_of_tokens =
-            slot.job.request.max_tokens >= 0 && slot.usage.completion_tokens >= slot.job.request.max_tokens;
-        // The sampled token goes into the cache next step; it needs a free position.
-        const bool context_full = slot.cache->size() + 1 > slot.cache->capacity();
-        if (!e.reasoning.empty() || !e.content.empty()) slot.job.stream->push(std::move(e));
-        if (stopped) finish(slot, FinishReason::stop, "");
-        else if (out_of_tokens || context_full) finish(slot, FinishReason::length, "");
-        else slot.next_token = token;
-    }
-
-    // Decoded text -> reasoning / answer, the answer through the stop strings.
-    StreamEvent split(Slot& slot, const std::string& text) {
-        StreamEvent e;
-        ThinkingPiece piece = slot.thinking->push(text);
-        e.reasoning = std::move(piece.reasoning);
-        e.content = slot.job.stops->push(piece.answer).emit;
-        return e;
-    }
-
-    // Ends the slot's request: flushes held-back text, sends the final event, frees the slot
-    // (its cache and tokens stay for prefix reuse).
-    void finish(Slot& slot, FinishReason reason, const std::string& error) {
-        StreamEvent e;
-        if (reason == FinishReason::stop || reason == FinishReason::length) {
-            const std::string rest = slot.decoder->flush();
-            StreamEvent tail = split(slot, rest);
-            ThinkingPiece last = slot.thinking->finish();
-            e.reasoning = tail.reasoning + last.reasoning;
-            e.content = tail.content + slot.job.stops->push(last.answer).emit;
-            e.content += slot.job.stops->finish();
+        if (!delta.empty()) {
+            e.reasoning = std::move(delta.reasoning);
+            e.content = std::move(delta.content);
+            slot.job.stream->push(std::move(e));
         }
+        slot.next_token = token;
+    }
+
+    // Ends the slot's request: the pipeline flushes held-back text, the final event goes out,
+    // and the slot is freed (its cache and tokens stay for prefix reuse).
+    void finish(Slot& slot, FinishReason reason, const std::string& error, TextDelta text = {}) {
+        GenerationPipeline& pipeline = *slot.job.pipeline;
+        pipeline.finish(reason, text);
+        StreamEvent e;
+        e.reasoning = std::move(text.reasoning);
+        e.content = std::move(text.content);
         e.finished = true;
-        e.finish = reason;
+        e.finish = pipeline.finish_reason();
         e.error = error;
-        e.usage = slot.usage;
+        e.usage = pipeline.usage();
         {
             std::lock_guard lock(mutex_);
-            if (reason == FinishReason::cancelled) ++stats_.requests_cancelled;
+            if (e.finish == FinishReason::cancelled) ++stats_.requests_cancelled;
             else ++stats_.requests_finished;
-            if (reason == FinishReason::error) {  // the cache may be half-written
+            if (e.finish == FinishReason::error) {  // the cache may be half-written
                 slot.cache->clear();
                 slot.tokens.clear();
             }
@@ -591,15 +519,11 @@ private:
         }
         slot.job.stream->push(std::move(e));
         slot.job = Pending{};
-        slot.decoder.reset();
-        slot.thinking.reset();
     }
 
-    std::unique_ptr<Model> model_;
+    Engine* engine_;
     SchedulerOptions options_;
-    text::Tokenizer tokenizer_;
     std::size_t cache_bytes_ = 0;  // one slot's KV cache
-
     mutable std::mutex mutex_;  // guards queue_, stats_, slot bookkeeping read by other threads
     std::condition_variable wake_;
     std::deque<Pending> queue_;

@@ -8,14 +8,11 @@
 // whatever the caller changes (edited history, another system prompt, thinking switched), and
 // costs one comparison per cached token.
 //
-// Decoding, one token at a time:
-//   sample -> end of generation? -> StreamDecoder (whole UTF-8 characters)
-//          -> StopStringMatcher (holds back what may still become a stop string)
-//          -> ThinkingParser (reasoning / answer) -> the caller's callback.
+// Each sampled token goes through the GenerationPipeline (generate/pipeline.hpp), the same one
+// the server's scheduler uses.
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -29,52 +26,18 @@
 
 #include "smol/core/error.hpp"
 #include "smol/generate/engine.hpp"
-#include "smol/generate/sampler.hpp"
-#include "smol/generate/stop_strings.hpp"
+#include "smol/generate/pipeline.hpp"
 #include "smol/model/kv_cache.hpp"
 #include "smol/text/chat_template.hpp"
-#include "smol/text/thinking.hpp"
 #include "smol/text/tokenizer.hpp"
 
 namespace smol {
 
-struct GenerationParams {
-    SamplerParams sampling;
-    int max_tokens = -1;             // tokens sampled at most; negative: until end of generation or a full context
-    std::vector<std::string> stop;   // generation ends before any of these; they are never shown
-    bool enable_thinking = true;     // the template's reasoning mode (a system "/think" or "/no_think" overrides it)
-};
-
-enum class StopReason { EndOfGeneration, StopString, MaxTokens, ContextFull, Cancelled };
-
-inline std::string_view to_string(StopReason reason) {
-    switch (reason) {
-        case StopReason::EndOfGeneration: return "eos";
-        case StopReason::StopString: return "stop_string";
-        case StopReason::MaxTokens: return "length";
-        case StopReason::ContextFull: return "context_full";
-        case StopReason::Cancelled: return "cancelled";
-    }
-    return "unknown";
-}
-
-struct Timings {
-    int prompt_tokens = 0;     // prompt tokens run through the model (the part not already cached)
-    int cached_tokens = 0;     // prompt tokens reused from the KV cache
-    int generated_tokens = 0;  // tokens sampled, counting a final end-of-generation token
-    double prompt_ms = 0.0;    // running prompt_tokens through the model
-    double generation_ms = 0.0;  // from the end of the prompt to the end of generation
-    double time_to_first_token_ms = 0.0;  // from the call to the first sampled token (render and tokenize included)
-
-    double prompt_tps() const { return prompt_ms > 0.0 ? prompt_tokens * 1000.0 / prompt_ms : 0.0; }
-    double generation_tps() const { return generation_ms > 0.0 ? generated_tokens * 1000.0 / generation_ms : 0.0; }
-};
-
 struct GenerationResult {
     std::string reasoning;  // text inside <think>...</think>
     std::string answer;     // everything else
-    StopReason stop_reason = StopReason::EndOfGeneration;
-    Timings timings;
+    FinishReason finish_reason = FinishReason::end_of_generation;
+    GenerationUsage usage;
 };
 
 // One streamed step; either part may be empty (never both). Views into the loop's buffers,
@@ -84,7 +47,7 @@ struct StreamPiece {
     std::string_view answer;
 };
 
-// Return false to stop generating (the result then reports StopReason::Cancelled).
+// Return false to stop generating (the result then reports FinishReason::cancelled).
 using PieceCallback = std::function<bool(const StreamPiece&)>;
 
 class ChatSession {
@@ -138,8 +101,8 @@ public:
     // The tokens the KV cache holds, in order.
     std::span<const std::int32_t> cached_tokens() const { return cached_tokens_; }
 
-    // Date and tool definitions for rendering (enable_thinking and add_generation_prompt are
-    // taken from each call).
+    // Reasoning mode, date and tool definitions for rendering (add_generation_prompt is set by
+    // each call).
     void set_template_options(ChatOptions options) { template_options_ = std::move(options); }
     const ChatOptions& template_options() const { return template_options_; }
 
@@ -148,34 +111,26 @@ public:
     // history is not touched.
     GenerationResult complete(const nlohmann::ordered_json& messages, const GenerationParams& params,
                               const PieceCallback& on_piece = {}) {
-        const auto start = Clock::now();
         cancel_requested_.store(false, std::memory_order_relaxed);
         ChatOptions options = template_options_;
-        options.enable_thinking = params.enable_thinking;
         options.add_generation_prompt = true;
-        const std::string prompt = render_chat(messages, options);
-        return generate(prompt, params, on_piece, start);
+        options.continue_final_message = false;
+        return generate(render_chat(messages, options), params, on_piece);
     }
 
     // Lowest level: generates after an already rendered prompt (parsed with special tokens).
-    GenerationResult complete_prompt(std::string_view prompt, const GenerationParams& params,
+    GenerationResult complete_prompt(const ChatPrompt& prompt, const GenerationParams& params,
                                      const PieceCallback& on_piece = {}) {
-        const auto start = Clock::now();
         cancel_requested_.store(false, std::memory_order_relaxed);
-        return generate(prompt, params, on_piece, start);
+        return generate(prompt, params, on_piece);
     }
 
 private:
-    using Clock = std::chrono::steady_clock;
-    static double ms_between(Clock::time_point a, Clock::time_point b) {
-        return std::chrono::duration<double, std::milli>(b - a).count();
-    }
     bool cancelled() const { return cancel_requested_.load(std::memory_order_relaxed); }
 
-    GenerationResult generate(std::string_view prompt_text, const GenerationParams& params,
-                              const PieceCallback& on_piece, Clock::time_point start) {
+    GenerationResult generate(const ChatPrompt& chat, const GenerationParams& params, const PieceCallback& on_piece) {
         const text::Tokenizer& tokenizer = engine_->tokenizer();
-        const std::vector<std::int32_t> prompt = tokenizer.encode(prompt_text, /*parse_special=*/true);
+        const std::vector<std::int32_t> prompt = tokenizer.encode(chat.text, /*parse_special=*/true);
         const int n_prompt = int(prompt.size());
         if (n_prompt == 0) fail("generate: the rendered prompt is empty; there is nothing to continue from");
         if (n_prompt > cache_.capacity())
@@ -183,14 +138,22 @@ private:
                  " tokens; shorten the conversation or raise the context size (-c / --ctx-size)");
 
         // Built before the cache is touched, so bad parameters leave the session as it was.
-        Sampler sampler(params.sampling, engine_->n_vocab());
-        StopStringMatcher stops(params.stop);
-        // The no-think generation prompt ends with the empty think block: the answer follows.
-        ThinkingParser thinking(/*thinking_enabled=*/!prompt_text.ends_with("</think>\n"));
-        text::StreamDecoder decoder(tokenizer);
-
+        GenerationPipeline pipeline(tokenizer, params, prompt, chat.assistant_prefix);
         GenerationResult result;
-        Timings& timings = result.timings;
+        auto deliver = [&](const TextDelta& delta) {
+            if (delta.empty()) return;
+            result.reasoning += delta.reasoning;
+            result.answer += delta.content;
+            if (on_piece && !on_piece(StreamPiece{delta.reasoning, delta.content})) cancel();
+        };
+        auto end = [&](FinishReason reason) {
+            TextDelta tail;
+            pipeline.finish(reason, tail);
+            deliver(tail);
+            result.finish_reason = pipeline.finish_reason();
+            result.usage = pipeline.usage();
+            return result;
+        };
 
         try {
             // Reuse the longest common prefix, but always run at least the last prompt token:
@@ -200,93 +163,31 @@ private:
             while (common < limit && cached_tokens_[common] == prompt[common]) ++common;
             cache_.truncate(int(common));
             cached_tokens_.resize(common);
-            timings.cached_tokens = int(common);
-            timings.prompt_tokens = n_prompt - int(common);
-
-            // The penalties see the end of the prompt, as in llama.cpp.
-            const int penalty_window = std::min(params.sampling.penalty_last_n, n_prompt);
-            for (int i = n_prompt - penalty_window; i < n_prompt; ++i) sampler.accept(prompt[std::size_t(i)]);
+            pipeline.begin_prompt(int(common));
 
             // Chunks of the engine's batch size, so a cancel does not wait for a long prompt.
-            const auto prompt_start = Clock::now();
             const std::size_t chunk = std::size_t(std::max(1, engine_->load_options().max_batch));
             for (std::size_t at = common; at < prompt.size(); at += chunk) {
-                if (cancelled()) {
-                    result.stop_reason = StopReason::Cancelled;
-                    timings.prompt_ms = ms_between(prompt_start, Clock::now());
-                    return result;
-                }
+                if (cancelled()) return end(FinishReason::cancelled);
                 const std::size_t n = std::min(chunk, prompt.size() - at);
                 const std::span<const std::int32_t> part(prompt.data() + at, n);
                 engine_->forward(cache_, part, logits_.data(), /*all_logits=*/false);
                 cached_tokens_.insert(cached_tokens_.end(), part.begin(), part.end());
             }
-            const auto generation_start = Clock::now();
-            timings.prompt_ms = ms_between(prompt_start, generation_start);
 
-            auto deliver = [&](const ThinkingPiece& piece) {
-                if (piece.reasoning.empty() && piece.answer.empty()) return;
-                result.reasoning += piece.reasoning;
-                result.answer += piece.answer;
-                if (on_piece && !on_piece(StreamPiece{piece.reasoning, piece.answer})) cancel();
-            };
-            auto show = [&](std::string_view text) {
-                if (!text.empty()) deliver(thinking.push(text));
-            };
-
-            StopReason reason = StopReason::MaxTokens;
-            const int max_tokens = params.max_tokens;
-            while (max_tokens < 0 || timings.generated_tokens < max_tokens) {
-                if (cancelled()) {
-                    reason = StopReason::Cancelled;
-                    break;
-                }
-                const std::int32_t id = sampler.sample(logits_);
-                sampler.accept(id);
-                if (++timings.generated_tokens == 1) timings.time_to_first_token_ms = ms_between(start, Clock::now());
-                if (tokenizer.is_end_of_generation(id)) {
-                    reason = StopReason::EndOfGeneration;
-                    break;
-                }
-                const std::string piece = decoder.push(id);
-                if (!piece.empty()) {
-                    StopStringMatcher::Result matched = stops.push(piece);
-                    show(matched.emit);
-                    if (matched.stopped) {
-                        reason = StopReason::StopString;
-                        break;
-                    }
-                }
-                if (max_tokens >= 0 && timings.generated_tokens >= max_tokens) {
-                    reason = StopReason::MaxTokens;
-                    break;
-                }
-                if (cache_.size() >= cache_.capacity()) {
-                    reason = StopReason::ContextFull;
-                    break;
-                }
-                if (cancelled()) {  // the callback may have asked while showing this token
-                    reason = StopReason::Cancelled;
-                    break;
-                }
+            if (params.max_tokens == 0) return end(FinishReason::max_tokens);
+            while (true) {
+                if (cancelled()) return end(FinishReason::cancelled);
+                const std::int32_t id = pipeline.sample(logits_);
+                TextDelta delta;
+                // The sampled token goes into the cache next; it needs a free position.
+                const bool ended = pipeline.push(id, cache_.size() < cache_.capacity(), delta);
+                deliver(delta);
+                if (ended) return end(pipeline.finish_reason());
+                if (cancelled()) return end(FinishReason::cancelled);  // the callback may have asked
                 engine_->forward(cache_, std::span<const std::int32_t>(&id, 1), logits_.data(), /*all_logits=*/false);
                 cached_tokens_.push_back(id);
             }
-
-            // Whatever is still held back is shown unless a stop string already ended the text.
-            if (!stops.stopped()) {
-                const std::string tail = decoder.flush();
-                if (!tail.empty()) {
-                    StopStringMatcher::Result matched = stops.push(tail);
-                    show(matched.emit);
-                    if (matched.stopped) reason = StopReason::StopString;
-                }
-                show(stops.finish());
-            }
-            deliver(thinking.finish());
-
-            result.stop_reason = reason;
-            timings.generation_ms = ms_between(generation_start, Clock::now());
         } catch (...) {
             // A forward pass that failed part way may have filled positions we did not
             // record; start the cache over rather than trust it.
@@ -294,7 +195,6 @@ private:
             cached_tokens_.clear();
             throw;
         }
-        return result;
     }
 
     Engine* engine_;

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "smol/core/error.hpp"
+#include "smol/text/thinking.hpp"
 
 namespace smol {
 
@@ -35,6 +36,10 @@ struct ChatOptions {
     bool enable_thinking = true;
     // Ends the prompt with the assistant header (plus an empty think block in no-think mode).
     bool add_generation_prompt = true;
+    // The last message is an assistant reply to continue (a prefill): its turn is left open
+    // instead of closed, and no generation prompt follows (Hugging Face's
+    // continue_final_message). Requires add_generation_prompt = false.
+    bool continue_final_message = false;
     // "Today Date" in the system block, e.g. "21 November 2026". Empty means today in local
     // time, as the template's strftime_now("%d %B %Y") would give (see today_for_template()).
     std::string date;
@@ -396,10 +401,20 @@ inline std::string today_for_template() {
            std::to_string(local.tm_year + 1900);
 }
 
+// A rendered conversation and what generation after it starts from.
+struct ChatPrompt {
+    std::string text;  // the prompt, special tokens spelled out (tokenize with parse_special)
+    // The assistant text the prompt ends with, which generation continues: "" after the
+    // thinking-mode generation prompt, "<think>\n\n</think>\n" after the no-think one, or a
+    // prefilled reply (continue_final_message).
+    std::string assistant_prefix;
+    bool starts_in_reasoning = false;  // generation starts inside an open <think> block
+};
+
 // Renders an OpenAI-style message array ({role, content} objects; roles system, user,
-// assistant, tool) into the SmolLM3 prompt text. Throws smol::Error naming the message index
+// assistant, tool) into the SmolLM3 prompt. Throws smol::Error naming the message index
 // for unknown roles, missing fields or content that is neither a string nor null.
-inline std::string render_chat(const nlohmann::ordered_json& messages, const ChatOptions& options) {
+inline ChatPrompt render_chat(const nlohmann::ordered_json& messages, const ChatOptions& options) {
     using namespace chat_detail;
     if (!messages.is_array()) fail("render_chat: expected messages to be an array, found ", messages.type_name());
     // The template reads messages[0] unconditionally; Jinja fails on an empty list.
@@ -408,6 +423,13 @@ inline std::string render_chat(const nlohmann::ordered_json& messages, const Cha
     std::vector<Turn> turns;
     turns.reserve(messages.size());
     for (size_t i = 0; i < messages.size(); ++i) turns.push_back(read_turn(messages[i], i));
+    if (options.continue_final_message) {
+        if (options.add_generation_prompt)
+            fail("render_chat: continue_final_message and add_generation_prompt exclude each other; set one");
+        if (turns.back().role != "assistant")
+            fail("render_chat: continue_final_message expects the last message (", messages.size() - 1,
+                 ") to be an assistant reply, found role \"", turns.back().role, "\"");
+    }
     const auto& xml_tools = checked_tools(options.xml_tools, "xml_tools");
     const auto& python_tools = checked_tools(options.python_tools, "python_tools");
 
@@ -483,10 +505,22 @@ inline std::string render_chat(const nlohmann::ordered_json& messages, const Cha
         }
     }
 
+    ChatPrompt prompt;
+    constexpr std::string_view assistant_header = "<|im_start|>assistant\n";
     if (options.add_generation_prompt) {
-        out += think ? "<|im_start|>assistant\n" : "<|im_start|>assistant\n<think>\n\n</think>\n";
+        out += assistant_header;
+        if (!think) prompt.assistant_prefix = "<think>\n\n</think>\n";
+        out += prompt.assistant_prefix;
+    } else if (options.continue_final_message) {
+        constexpr std::string_view turn_end = "<|im_end|>\n";
+        out.resize(out.size() - turn_end.size());  // the last turn is the assistant's, closed above
+        prompt.assistant_prefix = out.substr(out.rfind(assistant_header) + assistant_header.size());
     }
-    return out;
+    ThinkingParser state(/*thinking_enabled=*/true);
+    (void)state.push(prompt.assistant_prefix);
+    prompt.starts_in_reasoning = state.in_reasoning();
+    prompt.text = std::move(out);
+    return prompt;
 }
 
 }  // namespace smol

@@ -1,0 +1,217 @@
+#pragma once
+// What happens to one sequence's sampled tokens, the same for every caller: a chat session
+// (CLI, embedding) and the server's scheduler both run their tokens through a
+// GenerationPipeline, so the text, the finish reason, the usage and the sampling rules cannot
+// drift apart between them.
+//
+//   logits -> Sampler (penalties seeded with the prompt's tail, as llama-server does)
+//          -> end of generation? max_tokens? room in the context?
+//          -> StreamDecoder (whole UTF-8 characters)
+//          -> ThinkingParser (reasoning / answer; primed with the assistant prefix)
+//          -> StopStringMatcher (on the answer; holds back what may become a stop string)
+//          -> TextDelta for the caller
+//
+// The pipeline knows nothing about KV caches or threads: the caller runs the model and tells
+// the pipeline whether the context has room for another token.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "smol/core/error.hpp"
+#include "smol/generate/sampler.hpp"
+#include "smol/generate/stop_strings.hpp"
+#include "smol/text/thinking.hpp"
+#include "smol/text/tokenizer.hpp"
+
+namespace smol {
+
+struct GenerationParams {
+    SamplerParams sampling;
+    int max_tokens = -1;            // tokens sampled at most; negative: until end of generation or a full context
+    std::vector<std::string> stop;  // generation ends before any of these (matched on the answer); never shown
+};
+
+enum class FinishReason {
+    end_of_generation,  // the model sampled an end-of-generation token
+    stop_string,        // the answer reached one of the stop strings
+    max_tokens,         // max_tokens were sampled
+    context_full,       // the KV cache has no room for another token
+    cancelled,          // the caller (or a client that left) stopped it
+    error,              // the model or the sampler failed
+};
+
+inline std::string_view to_string(FinishReason reason) {
+    switch (reason) {
+        case FinishReason::end_of_generation: return "eos";
+        case FinishReason::stop_string: return "stop_string";
+        case FinishReason::max_tokens: return "length";
+        case FinishReason::context_full: return "context_full";
+        case FinishReason::cancelled: return "cancelled";
+        case FinishReason::error: return "error";
+    }
+    return "unknown";
+}
+
+// The OpenAI API's finish_reason: "stop" for a natural end or a stop string, "length" when a
+// limit cut the reply short. Cancelled and failed generations have none (nullptr).
+inline const char* openai_finish_reason(FinishReason reason) {
+    switch (reason) {
+        case FinishReason::end_of_generation:
+        case FinishReason::stop_string: return "stop";
+        case FinishReason::max_tokens:
+        case FinishReason::context_full: return "length";
+        case FinishReason::cancelled:
+        case FinishReason::error: return nullptr;
+    }
+    return nullptr;
+}
+
+// Token counts and times of one generation. Every interval is measured by the pipeline, so a
+// session and the server report the same quantities the same way.
+struct GenerationUsage {
+    int prompt_tokens = 0;      // the whole prompt
+    int cached_tokens = 0;      // prompt tokens reused from the KV cache, not run again
+    int completion_tokens = 0;  // tokens sampled, counting a final end-of-generation token
+    double queue_ms = 0.0;      // from the request to the start of its prompt (waiting for a slot)
+    double prompt_ms = 0.0;     // from the start of the prompt to the first sampled token
+    double generation_ms = 0.0;  // from the first to the last sampled token
+    double time_to_first_token_ms = 0.0;  // from the request to the first sampled token
+
+    int prompt_evaluated() const { return prompt_tokens - cached_tokens; }
+    double prompt_tokens_per_second() const { return prompt_ms > 0.0 ? prompt_evaluated() * 1000.0 / prompt_ms : 0.0; }
+    // Tokens after the first over the time between first and last: each is one decode step.
+    double tokens_per_second() const {
+        return completion_tokens > 1 && generation_ms > 0.0 ? (completion_tokens - 1) * 1000.0 / generation_ms : 0.0;
+    }
+};
+
+// Text produced by one step (or one finish); either part may be empty.
+struct TextDelta {
+    std::string reasoning;  // inside <think>...</think>
+    std::string content;    // the answer
+
+    bool empty() const { return reasoning.empty() && content.empty(); }
+    void append(const TextDelta& more) {
+        reasoning += more.reasoning;
+        content += more.content;
+    }
+};
+
+class GenerationPipeline {
+public:
+    using Clock = std::chrono::steady_clock;
+
+    // prompt: the tokens the generation continues (its tail seeds the repetition penalties).
+    // assistant_prefix: the assistant text the prompt already ends with (see ChatPrompt); it
+    // tells the thinking parser whether generation starts inside a think block. Throws
+    // smol::Error for bad parameters, before anything has run. The request's clock starts here.
+    GenerationPipeline(const text::Tokenizer& tokenizer, const GenerationParams& params,
+                       std::span<const std::int32_t> prompt, std::string_view assistant_prefix)
+        : tokenizer_(&tokenizer),
+          sampler_(params.sampling, int(tokenizer.n_vocab())),
+          stops_(params.stop),
+          decoder_(tokenizer),
+          thinking_(/*thinking_enabled=*/true),
+          max_tokens_(params.max_tokens),
+          requested_(Clock::now()) {
+        if (prompt.empty()) fail("generation: the prompt is empty; at least one token is needed to continue from");
+        usage_.prompt_tokens = int(prompt.size());
+        (void)thinking_.push(assistant_prefix);  // sets the state; that text is the caller's, not output
+        const std::size_t window = std::min(std::size_t(params.sampling.penalty_last_n), prompt.size());
+        for (std::int32_t token : prompt.last(window)) sampler_.accept(token);
+    }
+
+    // The prompt starts running now, `cached_tokens` of it already in the KV cache.
+    void begin_prompt(int cached_tokens) {
+        prompt_started_ = Clock::now();
+        usage_.cached_tokens = cached_tokens;
+        usage_.queue_ms = ms_between(requested_, prompt_started_);
+    }
+
+    // Picks the next token from the logits of the last position (modified in place).
+    std::int32_t sample(std::span<float> logits) {
+        const std::int32_t token = sampler_.sample(logits);
+        sampler_.accept(token);
+        const auto now = Clock::now();
+        if (usage_.completion_tokens++ == 0) {
+            first_token_ = now;
+            usage_.prompt_ms = ms_between(prompt_started_, now);
+            usage_.time_to_first_token_ms = ms_between(requested_, now);
+        }
+        usage_.generation_ms = ms_between(first_token_, now);
+        return token;
+    }
+
+    // Runs a sampled token through the text stages, appending what it shows to `out`. Returns
+    // true when generation ends here (end of generation, a stop string, max_tokens, or no
+    // room in the context for this token); otherwise the caller feeds the token to the model.
+    bool push(std::int32_t token, bool context_has_room, TextDelta& out) {
+        if (tokenizer_->is_end_of_generation(token)) {
+            finish(FinishReason::end_of_generation, out);
+            return true;
+        }
+        show(decoder_.push(token), out);
+        if (stops_.stopped()) finish(FinishReason::stop_string, out);
+        else if (max_tokens_ >= 0 && usage_.completion_tokens >= max_tokens_) finish(FinishReason::max_tokens, out);
+        else if (!context_has_room) finish(FinishReason::context_full, out);
+        return finished_;
+    }
+
+    // Ends generation for `reason`. Text still held back (an unfinished character, a possible
+    // tag or stop string) is shown unless the generation failed: a cancelled reply keeps
+    // everything the model wrote. A second call does nothing.
+    void finish(FinishReason reason, TextDelta& out) {
+        if (finished_) return;
+        finished_ = true;
+        reason_ = reason;
+        if (reason == FinishReason::error || stops_.stopped()) return;
+        show(decoder_.flush(), out);
+        if (!stops_.stopped()) {
+            const ThinkingPiece last = thinking_.finish();
+            out.reasoning += last.reasoning;
+            out.content += stops_.push(last.answer).emit;
+        }
+        // A stop string completed by the held-back text still ends the reply as a stop.
+        if (stops_.stopped()) {
+            if (reason_ != FinishReason::cancelled) reason_ = FinishReason::stop_string;
+        } else {
+            out.content += stops_.finish();
+        }
+    }
+
+    bool finished() const { return finished_; }
+    FinishReason finish_reason() const { return reason_; }
+    const GenerationUsage& usage() const { return usage_; }
+    int generated_tokens() const { return usage_.completion_tokens; }
+
+private:
+    static double ms_between(Clock::time_point a, Clock::time_point b) {
+        return std::chrono::duration<double, std::milli>(b - a).count();
+    }
+
+    void show(std::string_view text, TextDelta& out) {
+        if (text.empty() || stops_.stopped()) return;
+        ThinkingPiece piece = thinking_.push(text);
+        out.reasoning += piece.reasoning;
+        out.content += stops_.push(piece.answer).emit;
+    }
+
+    const text::Tokenizer* tokenizer_;
+    Sampler sampler_;
+    StopStringMatcher stops_;
+    text::StreamDecoder decoder_;
+    ThinkingParser thinking_;
+    int max_tokens_;
+    GenerationUsage usage_;
+    bool finished_ = false;
+    FinishReason reason_ = FinishReason::end_of_generation;
+    Clock::time_point requested_, prompt_started_, first_token_;
+};
+
+}  // namespace smol

@@ -1,0 +1,241 @@
+// The per-sequence generation pipeline alone, driven by scripted tokens: each step's logits
+// are one-hot, so greedy sampling picks exactly the token the test wants and every stage
+// (decoder, thinking split, stop strings, limits, usage, penalties) is checked on known text.
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "smol/generate/pipeline.hpp"
+#include "smol/gguf/reader.hpp"
+#include "smol/text/tokenizer.hpp"
+
+using smol::FinishReason;
+using smol::GenerationParams;
+using smol::GenerationPipeline;
+using smol::TextDelta;
+
+namespace {
+
+const smol::text::Tokenizer& tokenizer() {
+    static const smol::gguf::File file =
+        smol::gguf::File::open(std::string(SMOL_TEST_DATA_DIR) + "/tiny-f32/smollm3-tiny-f32.gguf");
+    static const smol::text::Tokenizer tok = smol::text::Tokenizer::from_gguf(file);
+    return tok;
+}
+
+std::vector<std::int32_t> tokens(std::string_view text) { return tokenizer().encode(text, /*parse_special=*/true); }
+
+std::int32_t end_of_turn() { return *tokenizer().find("<|im_end|>"); }
+
+GenerationParams greedy(int max_tokens = -1) {
+    GenerationParams p;
+    p.sampling.temperature = 0.0f;
+    p.max_tokens = max_tokens;
+    return p;
+}
+
+// Logits that make greedy sampling pick `token`.
+std::vector<float> one_hot(std::int32_t token) {
+    std::vector<float> logits(tokenizer().n_vocab(), -10.0f);
+    logits[std::size_t(token)] = 10.0f;
+    return logits;
+}
+
+struct Run {
+    TextDelta text;
+    FinishReason reason = FinishReason::error;
+    int steps = 0;  // tokens pushed before the pipeline ended (or all of them)
+    bool ended = false;
+};
+
+// Feeds `script` token by token, the context holding room for `room` more tokens; finishes
+// with `at_end` if the script runs out first.
+Run drive(GenerationPipeline& pipeline, const std::vector<std::int32_t>& script, int room = 1 << 20,
+          FinishReason at_end = FinishReason::max_tokens) {
+    Run run;
+    pipeline.begin_prompt(0);
+    for (std::int32_t want : script) {
+        std::vector<float> logits = one_hot(want);
+        const std::int32_t got = pipeline.sample(logits);
+        REQUIRE(got == want);
+        ++run.steps;
+        if (pipeline.push(got, run.steps < room, run.text)) {
+            run.ended = true;
+            break;
+        }
+    }
+    if (!run.ended) pipeline.finish(at_end, run.text);
+    run.reason = pipeline.finish_reason();
+    return run;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: think tags split reasoning from answer; stop strings look at the answer only") {
+    const auto prompt = tokens("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    GenerationParams params = greedy();
+    params.stop = {"STOP"};
+    GenerationPipeline pipeline(tokenizer(), params, prompt, "");
+    const Run run = drive(pipeline, tokens("<think>\nI could say STOP here.\n</think>\nThe answer. STOP and more"));
+    CHECK(run.ended);
+    CHECK(run.reason == FinishReason::stop_string);
+    CHECK(run.text.reasoning == "I could say STOP here.\n");
+    CHECK(run.text.content == "The answer. ");
+    CHECK(pipeline.usage().completion_tokens == run.steps);
+    CHECK(pipeline.usage().prompt_tokens == int(prompt.size()));
+}
+
+TEST_CASE("pipeline: the assistant prefix decides where generation starts") {
+    const auto prompt = tokens("<|im_start|>assistant\n");
+    SUBCASE("inside an open think block: reasoning until </think>") {
+        GenerationPipeline pipeline(tokenizer(), greedy(), prompt, "<think>\n");
+        const Run run = drive(pipeline, tokens("still thinking</think>\nDone"));
+        CHECK(run.text.reasoning == "still thinking");
+        CHECK(run.text.content == "Done");
+    }
+    SUBCASE("after the empty no-think block: answer, leading whitespace dropped") {
+        GenerationPipeline pipeline(tokenizer(), greedy(), prompt, "<think>\n\n</think>\n");
+        const Run run = drive(pipeline, tokens("\n  Hello"));
+        CHECK(run.text.reasoning == "");
+        CHECK(run.text.content == "Hello");
+    }
+    SUBCASE("a prefilled answer: generation continues it as answer") {
+        GenerationPipeline pipeline(tokenizer(), greedy(), prompt, "Sure, ");
+        const Run run = drive(pipeline, tokens(" here it is"));
+        CHECK(run.text.content == " here it is");
+    }
+}
+
+TEST_CASE("pipeline: limits end generation with their reason, and held-back text is shown") {
+    const auto prompt = tokens("Count:");
+    SUBCASE("max_tokens") {
+        GenerationParams params = greedy(3);
+        params.stop = {"one two three four"};
+        GenerationPipeline pipeline(tokenizer(), params, prompt, "");
+        const std::vector<std::int32_t> script = tokens(" one two three four five");
+        const Run run = drive(pipeline, script);
+        CHECK(run.ended);
+        CHECK(run.steps == 3);
+        CHECK(run.reason == FinishReason::max_tokens);
+        // The matcher held this back as a possible stop string; at the end it is the answer.
+        const std::string first_three = tokenizer().decode(std::vector<std::int32_t>(script.begin(), script.begin() + 3));
+        CHECK(first_three.starts_with(" one"));
+        CHECK(run.text.content == first_three);
+    }
+    SUBCASE("a full context") {
+        GenerationPipeline pipeline(tokenizer(), greedy(), prompt, "");
+        const Run run = drive(pipeline, tokens(" one two three four five"), /*room=*/2);
+        CHECK(run.ended);
+        CHECK(run.steps == 2);
+        CHECK(run.reason == FinishReason::context_full);
+    }
+    SUBCASE("end of generation: the end token shows nothing") {
+        GenerationPipeline pipeline(tokenizer(), greedy(), prompt, "");
+        std::vector<std::int32_t> script = tokens(" one");
+        script.push_back(end_of_turn());
+        script.push_back(tokens(" two").front());
+        const Run run = drive(pipeline, script);
+        CHECK(run.ended);
+        CHECK(run.steps == 2);
+        CHECK(run.reason == FinishReason::end_of_generation);
+        CHECK(run.text.content == " one");
+        CHECK(pipeline.usage().completion_tokens == 2);  // the end token counts as sampled
+    }
+    SUBCASE("cancelled keeps what was written; a failure drops what was held back") {
+        GenerationParams params = greedy();
+        params.stop = {" two three"};
+        GenerationPipeline cancelled(tokenizer(), params, prompt, "");
+        const Run kept = drive(cancelled, tokens(" one two"), 1 << 20, FinishReason::cancelled);
+        CHECK(kept.reason == FinishReason::cancelled);
+        CHECK(kept.text.content == " one two");
+        GenerationPipeline failed(tokenizer(), params, prompt, "");
+        const Run dropped = drive(failed, tokens(" one two"), 1 << 20, FinishReason::error);
+        CHECK(dropped.reason == FinishReason::error);
+        CHECK(dropped.text.content == " one");
+    }
+    SUBCASE("a stop string completed by the flushed tail still counts as a stop") {
+        GenerationParams params = greedy();
+        params.stop = {"<thi"};
+        GenerationPipeline pipeline(tokenizer(), params, prompt, "");
+        // The thinking parser holds "<thi" back as a possible <think> until the end, so the
+        // stop strings first see it in the flush.
+        const Run run = drive(pipeline, tokens("ok <thi"));
+        CHECK_FALSE(run.ended);
+        CHECK(run.reason == FinishReason::stop_string);
+        CHECK(run.text.content == "ok ");
+    }
+}
+
+TEST_CASE("pipeline: the repetition penalties see the prompt's tail (llama-server's rule)") {
+    const std::int32_t repeated = tokens(" cat").front();
+    const std::int32_t other = tokens(" dog").front();
+    const std::vector<std::int32_t> prompt(10, repeated);
+    // " dog" is slightly ahead; a strongly negative frequency penalty pulls " cat" above it,
+    // but only if the penalty window holds the prompt's ten " cat"s.
+    std::vector<float> logits(tokenizer().n_vocab(), -10.0f);
+    logits[std::size_t(other)] = 1.0f;
+    logits[std::size_t(repeated)] = 0.5f;
+    GenerationParams params = greedy();
+    params.sampling.frequency_penalty = -1.0f;
+    params.sampling.penalty_last_n = 64;
+    {
+        GenerationPipeline pipeline(tokenizer(), params, prompt, "");
+        pipeline.begin_prompt(0);
+        std::vector<float> l = logits;
+        CHECK(pipeline.sample(l) == repeated);
+    }
+    params.sampling.penalty_last_n = 0;  // penalties off
+    {
+        GenerationPipeline pipeline(tokenizer(), params, prompt, "");
+        pipeline.begin_prompt(0);
+        std::vector<float> l = logits;
+        CHECK(pipeline.sample(l) == other);
+    }
+    // Only the last penalty_last_n prompt tokens count: a window of 4 over [cat x10, dog x4].
+    std::vector<std::int32_t> ending_in_dogs = prompt;
+    ending_in_dogs.insert(ending_in_dogs.end(), 4, other);
+    params.sampling.penalty_last_n = 4;
+    params.sampling.frequency_penalty = 1.0f;  // now a real penalty: the dogs in the window are pushed down
+    {
+        GenerationPipeline pipeline(tokenizer(), params, ending_in_dogs, "");
+        pipeline.begin_prompt(0);
+        std::vector<float> l = logits;
+        CHECK(pipeline.sample(l) == repeated);
+    }
+}
+
+TEST_CASE("pipeline: usage times and bad parameters") {
+    const auto prompt = tokens("Hello there");
+    GenerationPipeline pipeline(tokenizer(), greedy(), prompt, "");
+    pipeline.begin_prompt(2);
+    CHECK(pipeline.usage().cached_tokens == 2);
+    CHECK(pipeline.usage().prompt_evaluated() == int(prompt.size()) - 2);
+    TextDelta out;
+    for (std::int32_t t : tokens(" a b c")) {
+        std::vector<float> logits = one_hot(t);
+        pipeline.push(pipeline.sample(logits), true, out);
+    }
+    pipeline.finish(FinishReason::max_tokens, out);
+    const smol::GenerationUsage& u = pipeline.usage();
+    CHECK(u.completion_tokens == 3);
+    CHECK(u.queue_ms >= 0.0);
+    CHECK(u.time_to_first_token_ms >= u.prompt_ms);
+    CHECK(u.generation_ms >= 0.0);
+    // A second finish changes nothing.
+    pipeline.finish(FinishReason::cancelled, out);
+    CHECK(pipeline.finish_reason() == FinishReason::max_tokens);
+
+    GenerationParams bad = greedy();
+    bad.stop = {""};
+    CHECK_THROWS_AS(GenerationPipeline(tokenizer(), bad, prompt, ""), smol::Error);
+    bad = greedy();
+    bad.sampling.top_p = 0.0f;
+    bad.sampling.temperature = 1.0f;
+    CHECK_THROWS_AS(GenerationPipeline(tokenizer(), bad, prompt, ""), smol::Error);
+    CHECK_THROWS_AS(GenerationPipeline(tokenizer(), greedy(), std::vector<std::int32_t>{}, ""), smol::Error);
+}
