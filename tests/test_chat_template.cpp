@@ -259,3 +259,28 @@ TEST_CASE("render_chat says where generation starts: assistant prefix and reason
                        "continue_final_message expects the last message (0) to be an assistant reply, found role \"user\""));
     }
 }
+
+TEST_CASE("assistant tool_calls render into the turn as the model writes them; tool results as user turns") {
+    smol::ChatOptions options;
+    options.date = "21 November 2026";
+    const Json messages = Json::parse(R"([
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21}"}
+    ])");
+    const std::string text = smol::render_chat(messages, options).text;
+    CHECK(contains(text, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                         "{\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n<|im_start|>user\n{\"temp\": 21}<|im_end|>\n"));
+
+    Json with_text = messages;
+    with_text[1]["content"] = "Let me look.";
+    CHECK(contains(smol::render_chat(with_text, options).text, "<|im_start|>assistant\nLet me look.\n<tool_call>\n"));
+
+    Json bad = messages;
+    bad[1]["tool_calls"] = Json::array({{{"type", "function"}}});
+    CHECK(contains(render_error(bad, options), "chat message 1 (assistant): tool_calls[0]: expected"));
+    bad[1]["tool_calls"] = "get_weather";
+    CHECK(contains(render_error(bad, options), "tool_calls: expected an array, found string"));
+}

@@ -239,3 +239,43 @@ TEST_CASE("pipeline: usage times and bad parameters") {
     CHECK_THROWS_AS(GenerationPipeline(tokenizer(), bad, prompt, ""), smol::Error);
     CHECK_THROWS_AS(GenerationPipeline(tokenizer(), greedy(), std::vector<std::int32_t>{}, ""), smol::Error);
 }
+
+TEST_CASE("pipeline: tool calls are parsed when asked for, and end the turn as tool_calls") {
+    const auto prompt = tokens("<|im_start|>assistant\n");
+    const std::string reply = "<think>\nweather?\n</think>\nChecking.\n<tool_call>\n{\"name\": \"get_weather\", "
+                              "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    std::vector<std::int32_t> script = tokens(reply);
+    script.push_back(end_of_turn());
+    GenerationParams params = greedy();
+    params.stop = {"Paris"};  // inside the call: stop strings never see it
+    params.parse_tool_calls = true;
+    GenerationPipeline pipeline(tokenizer(), params, prompt, "");
+    const Run run = drive(pipeline, script);
+    CHECK(run.reason == FinishReason::tool_calls);
+    CHECK(std::string(smol::openai_finish_reason(run.reason)) == "tool_calls");
+    CHECK(run.text.reasoning == "weather?\n");
+    CHECK(run.text.content == "Checking.");
+    REQUIRE(run.text.tool_calls.size() == 1);
+    CHECK(run.text.tool_calls[0].name == "get_weather");
+    CHECK(run.text.tool_calls[0].arguments == R"({"city":"Paris"})");
+
+    // Off (no tools rendered), the same tokens are plain answer text and a stop string matches.
+    params.parse_tool_calls = false;
+    GenerationPipeline plain(tokenizer(), params, prompt, "");
+    const Run text = drive(plain, script);
+    CHECK(text.reason == FinishReason::stop_string);
+    CHECK(text.text.tool_calls.empty());
+    CHECK(text.text.content.find("<tool_call>") != std::string::npos);
+
+    // A prefix that opened the call (a prefill) primes the parser: generation finishes the call.
+    params.parse_tool_calls = true;
+    params.stop.clear();
+    GenerationPipeline continued(tokenizer(), params, prompt, "<tool_call>\n{\"name\": \"f\", ");
+    std::vector<std::int32_t> rest = tokens("\"arguments\": {\"x\": 1}}\n</tool_call>");
+    rest.push_back(end_of_turn());
+    const Run finished = drive(continued, rest);
+    CHECK(finished.reason == FinishReason::tool_calls);
+    REQUIRE(finished.text.tool_calls.size() == 1);
+    CHECK(finished.text.tool_calls[0].name == "f");
+    CHECK(finished.text.content == "");
+}

@@ -829,3 +829,89 @@ TEST_CASE("smol-server: SIGINT exits 0 promptly, also with an idle keep-alive co
         fs::remove(fifo);
     }
 }
+
+TEST_CASE("smol-server: tools are rendered, <tool_call> blocks come back as tool_calls, streamed and not") {
+    ServerProcess server({"--api-key", kKey, "-c", "2048", "--parallel", "1"});
+    const int port = server.port();
+    const json tools = json::parse(R"([{"type": "function", "function": {"name": "f", "description": "Does f.",
+        "parameters": {"type": "object", "properties": {}}}}])");
+    // The random model would never close a call by itself. The reply is prefilled with an open
+    // call, and a user message full of </tool_call> with a strongly negative frequency penalty
+    // (the penalty window sees the prompt) makes the closing tag the greedy choice.
+    std::string closing;
+    for (int i = 0; i < 50; ++i) closing += "</tool_call>";
+    json request = {{"messages", json::array({{{"role", "user"}, {"content", closing}},
+                                              {{"role", "assistant"},
+                                               {"content", "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n"}}})},
+                    {"tools", tools},
+                    {"max_tokens", 1},
+                    {"temperature", 0},
+                    {"frequency_penalty", -2.0}};
+    const json reply = http(port, "POST", "/v1/chat/completions", request.dump()).json_body();
+    CAPTURE(reply.dump());
+    const json message = reply["choices"][0]["message"];
+    REQUIRE(message.contains("tool_calls"));
+    REQUIRE(message["tool_calls"].size() == 1);
+    const json call = message["tool_calls"][0];
+    CHECK(call["type"] == "function");
+    CHECK(call["id"].get<std::string>().starts_with("call_"));
+    CHECK(call["function"]["name"] == "f");
+    CHECK(json::parse(call["function"]["arguments"].get<std::string>()) == json{{"x", 1}});
+    CHECK(message["content"].is_null());
+    CHECK(reply["choices"][0]["finish_reason"] == "length");  // max_tokens ended it before the end of turn
+
+    request["stream"] = true;
+    const Response streamed = http(port, "POST", "/v1/chat/completions", request.dump());
+    REQUIRE(streamed.status == 200);
+    json streamed_call;
+    for (const auto& e : sse_data(streamed.body)) {
+        if (e == "[DONE]") continue;
+        const json delta = json::parse(e)["choices"][0]["delta"];
+        if (!delta.contains("tool_calls")) continue;
+        CHECK(streamed_call.is_null());  // one call, in one chunk
+        streamed_call = delta["tool_calls"][0];
+    }
+    REQUIRE(streamed_call.is_object());
+    CHECK(streamed_call["index"] == 0);
+    CHECK(streamed_call["id"].get<std::string>().starts_with("call_"));
+    CHECK(streamed_call["function"]["name"] == "f");
+    CHECK(streamed_call["function"]["arguments"] == call["function"]["arguments"]);
+
+    // tool_choice "none": the tools are not rendered and the block stays text.
+    request["stream"] = false;
+    request["tool_choice"] = "none";
+    const json untooled = http(port, "POST", "/v1/chat/completions", request.dump()).json_body();
+    CHECK(!untooled["choices"][0]["message"].contains("tool_calls"));
+    CHECK(untooled["usage"]["prompt_tokens"] < reply["usage"]["prompt_tokens"]);
+
+    // History with an assistant call (no content) and the tool's result renders and runs.
+    json history = {{"messages", json::parse(R"([
+        {"role": "user", "content": "Call f"},
+        {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function",
+                                              "function": {"name": "f", "arguments": "{\"x\": 1}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"}])")},
+                    {"tools", tools},
+                    {"max_tokens", 2}};
+    CHECK(http(port, "POST", "/v1/chat/completions", history.dump()).status == 200);
+
+    // Bad tool definitions and what smol cannot do yet are 400s.
+    const std::string path = "/v1/chat/completions";
+    auto with = [&](const char* field, const json& value) {
+        json r = chat("hi", 2, false);
+        r[field] = value;
+        return http(port, "POST", path, r.dump());
+    };
+    check_error(with("tools", "f"), 400, "invalid_type");
+    check_error(with("tools", json::array({{{"type", "retrieval"}}})), 400, "invalid_value");
+    check_error(with("tools", json::parse(R"([{"type": "function", "function": {"name": "bad name"}}])")), 400,
+                "invalid_value");
+    check_error(with("tool_choice", "sometimes"), 400, "invalid_value");
+    json required = chat("hi", 2, false);
+    required["tools"] = tools;
+    required["tool_choice"] = "required";
+    check_error(http(port, "POST", path, required.dump()), 400, "unsupported_parameter");
+    json both = chat("hi", 2, false);
+    both["tools"] = tools;
+    both["chat_template_kwargs"] = {{"xml_tools", json::array({{{"name", "g"}}})}};
+    check_error(http(port, "POST", path, both.dump()), 400, "invalid_value");
+}

@@ -358,3 +358,40 @@ TEST_CASE("FinishReason names, and the OpenAI finish_reason of each") {
     CHECK(smol::openai_finish_reason(FinishReason::cancelled) == nullptr);
     CHECK(smol::openai_finish_reason(FinishReason::error) == nullptr);
 }
+
+TEST_CASE("session: tool calls come out of the answer, streamed and in the result") {
+    // A prefilled, open call and a strongly negative frequency penalty on a prompt full of
+    // </tool_call> make the random model close the call (see the server's tool test).
+    Engine& engine = float_engine();
+    ChatSession session(engine, 2048);
+    smol::ChatOptions options = fixed_date();
+    options.xml_tools = nlohmann::ordered_json::parse(R"([{"name": "f", "description": "Does f."}])");
+    options.add_generation_prompt = false;
+    options.continue_final_message = true;
+    std::string closing;
+    for (int i = 0; i < 50; ++i) closing += "</tool_call>";
+    const nlohmann::ordered_json messages = nlohmann::ordered_json::array(
+        {{{"role", "user"}, {"content", closing}},
+         {{"role", "assistant"}, {"content", "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n"}}});
+    const smol::ChatPrompt prompt = smol::render_chat(messages, options);
+    GenerationParams params = greedy(1);
+    params.sampling.frequency_penalty = -2.0f;
+    params.parse_tool_calls = true;
+    std::vector<smol::ToolCall> streamed;
+    const GenerationResult r = session.complete_prompt(prompt, params, [&](const StreamPiece& p) {
+        streamed.insert(streamed.end(), p.tool_calls.begin(), p.tool_calls.end());
+        return true;
+    });
+    REQUIRE(r.tool_calls.size() == 1);
+    CHECK(r.tool_calls[0].name == "f");
+    CHECK(r.tool_calls[0].arguments == R"({"x":1})");
+    CHECK(r.answer == "");
+    REQUIRE(streamed.size() == 1);
+    CHECK(streamed[0].name == "f");
+
+    // Without parse_tool_calls the same step is plain answer text.
+    params.parse_tool_calls = false;
+    const GenerationResult text = session.complete_prompt(prompt, params);
+    CHECK(text.tool_calls.empty());
+    CHECK(text.answer == "</tool_call>");
+}

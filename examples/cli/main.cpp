@@ -285,6 +285,13 @@ public:
             end_reasoning();
             print(piece.answer);
         }
+        // With --xml-tools the session parses calls out of the answer; they are shown the way
+        // the model wrote them, each on its own lines.
+        for (const smol::ToolCall& call : piece.tool_calls) {
+            end_reasoning();
+            if (printed_any_ && last_ != '\n') write_out("\n");
+            print(smol::format_tool_call(call.name, call.arguments) + "\n");
+        }
         std::fflush(stdout);
         return true;
     }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -404,6 +405,8 @@ json normalize_messages(const json& body) {
         if (r != "system" && r != "user" && r != "assistant" && r != "tool")
             reject(400, where + ".role '" + r + "' is unknown; expected system, user, assistant or tool", "invalid_role");
         auto content = m.find("content");
+        // An assistant turn that only called tools may leave its content out.
+        if (content == m.end() && r == "assistant" && m.contains("tool_calls")) content = m.emplace("content", nullptr).first;
         if (content == m.end()) reject(400, where + " has no 'content'", "missing_content");
         if (content->is_array()) {
             std::string joined;
@@ -423,6 +426,58 @@ json normalize_messages(const json& body) {
         messages.push_back(std::move(m));
     }
     return messages;
+}
+
+// OpenAI's `tools` ([{"type": "function", "function": {name, description, parameters}}]) and
+// `tool_choice`. SmolLM3's template lists the function objects themselves (its xml_tools).
+void read_tools(const json& body, smol::ChatOptions& chat) {
+    json functions = json::array();
+    if (const auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
+        if (!tools->is_array())
+            reject(400, std::string("'tools' must be a list of tool definitions, found ") + tools->type_name(),
+                   "invalid_type");
+        if (tools->size() > 128) reject(400, "'tools' accepts at most 128 tools", "invalid_value");
+        for (std::size_t i = 0; i < tools->size(); ++i) {
+            const json& tool = (*tools)[i];
+            const std::string where = "tools[" + std::to_string(i) + "]";
+            if (!tool.is_object() || tool.value("type", json()) != "function")
+                reject(400, where + " must be {\"type\": \"function\", \"function\": {...}}", "invalid_value");
+            const auto function = tool.find("function");
+            if (function == tool.end() || !function->is_object())
+                reject(400, where + ".function must be an object with a name", "invalid_value");
+            const auto name = function->find("name");
+            if (name == function->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+                reject(400, where + ".function.name must be a non-empty string", "invalid_value");
+            for (const char c : name->get_ref<const std::string&>())
+                if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
+                    reject(400, where + ".function.name may hold only letters, digits, '_', '-' and '.'", "invalid_value");
+            if (const auto d = function->find("description"); d != function->end() && !d->is_string())
+                reject(400, where + ".function.description must be a string", "invalid_type");
+            if (const auto p = function->find("parameters"); p != function->end() && !p->is_object())
+                reject(400, where + ".function.parameters must be a JSON schema object", "invalid_type");
+            functions.push_back(*function);
+        }
+    }
+    std::string choice = "auto";
+    if (const auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
+        if (c->is_string()) choice = c->get<std::string>();
+        else if (c->is_object()) choice = "function";
+        else reject(400, std::string("'tool_choice' must be a string or an object, found ") + c->type_name(), "invalid_type");
+        if (choice != "auto" && choice != "none" && choice != "required" && choice != "function")
+            reject(400, "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}, found \"" +
+                            choice + "\"",
+                   "invalid_value");
+        // Forcing a call needs constrained decoding, which smol does not have yet: refuse rather
+        // than answer with text the client did not ask for.
+        if (choice == "required" || choice == "function")
+            reject(400, "'tool_choice' " + (choice == "required" ? std::string("\"required\"") : std::string("naming a function")) +
+                            " is not supported yet; use \"auto\" (the model then decides whether to call)",
+                   "unsupported_parameter");
+    }
+    if (functions.empty()) return;
+    if (chat.xml_tools.is_array() && !chat.xml_tools.empty())
+        reject(400, "give tools either as 'tools' or as 'chat_template_kwargs.xml_tools', not both", "invalid_value");
+    if (choice != "none") chat.xml_tools = std::move(functions);
 }
 
 struct ChatRequest {
@@ -452,7 +507,10 @@ ChatRequest parse_chat_request(const json& body, const smol::Scheduler& schedule
             (std::string_view(name) == "xml_tools" ? chat.xml_tools : chat.python_tools) = *tools;
         }
     }
+    read_tools(body, chat);
     smol::GenerationParams& params = out.generation.params;
+    // Calls are looked for whenever the template listed tools (here or in chat_template_kwargs).
+    params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
     smol::SamplerParams& s = params.sampling;
     if (auto v = number_field(body, "temperature", 0.0, 100.0)) s.temperature = float(*v);
     if (auto v = number_field(body, "top_p", 0.0, 1.0)) {
@@ -543,6 +601,7 @@ struct StreamState {
     std::int64_t created = 0;
     bool include_usage = false;
     bool sent_role = false;
+    int tool_calls_sent = 0;
     bool done = false;
     Clock::time_point last_write = Clock::now();
     Metrics* metrics = nullptr;
@@ -554,6 +613,13 @@ struct StreamState {
 ApiError shutting_down_error() {
     return ApiError{503, "generation was cancelled: the server is shutting down", "unavailable_error",
                     "server_shutting_down"};
+}
+
+// One tool call as the OpenAI API shapes it in message.tool_calls (delta.tool_calls adds "index").
+json tool_call_json(const smol::ToolCall& call) {
+    return json{{"id", "call_" + uuid_v7()},
+                {"type", "function"},
+                {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
 }
 
 std::string sse(const json& chunk) {
@@ -596,6 +662,13 @@ bool stream_step(StreamState& st, httplib::DataSink& sink) {
     std::string out;
     if (!event->reasoning.empty()) out += sse(chunk_json(st, json{{"reasoning_content", event->reasoning}}, nullptr));
     if (!event->content.empty()) out += sse(chunk_json(st, json{{"content", event->content}}, nullptr));
+    // A call is complete when it arrives, so each goes out whole in one chunk (name and all
+    // of its arguments), which clients that concatenate argument fragments read the same way.
+    for (const smol::ToolCall& call : event->tool_calls) {
+        json entry = tool_call_json(call);
+        entry["index"] = st.tool_calls_sent++;
+        out += sse(chunk_json(st, json{{"tool_calls", json::array({std::move(entry)})}}, nullptr));
+    }
     if (event->finished) {
         if (event->finish == smol::FinishReason::error) {
             ApiError e{500, "generation failed: " + event->error, "server_error", "generation_failed"};
@@ -629,6 +702,7 @@ struct CompletionState {
     std::string model;
     std::string reasoning;
     std::string content;
+    json tool_calls = json::array();
     Metrics* metrics = nullptr;
     std::unique_ptr<LiveGenerations::Listing> listing;
 };
@@ -645,6 +719,7 @@ bool completion_step(CompletionState& st, httplib::DataSink& sink) {
     if (!event) return true;
     st.reasoning += event->reasoning;
     st.content += event->content;
+    for (const smol::ToolCall& call : event->tool_calls) st.tool_calls.push_back(tool_call_json(call));
     if (!event->finished) return true;
     json body;
     if (event->finish == smol::FinishReason::error) {
@@ -657,6 +732,10 @@ bool completion_step(CompletionState& st, httplib::DataSink& sink) {
     } else {
         json message = {{"role", "assistant"}, {"content", st.content}};
         if (!st.reasoning.empty()) message["reasoning_content"] = st.reasoning;
+        if (!st.tool_calls.empty()) {
+            if (st.content.empty()) message["content"] = nullptr;  // as OpenAI sends a call-only reply
+            message["tool_calls"] = std::move(st.tool_calls);
+        }
         body = json{{"id", st.id},
                     {"object", "chat.completion"},
                     {"created", unix_seconds()},

@@ -21,3 +21,4 @@
 #include "smol/text/chat_template.hpp"
 #include "smol/text/thinking.hpp"
 #include "smol/text/tokenizer.hpp"
+#include "smol/text/tool_calls.hpp"

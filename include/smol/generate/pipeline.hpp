@@ -8,6 +8,7 @@
 //          -> end of generation? max_tokens? room in the context?
 //          -> StreamDecoder (whole UTF-8 characters)
 //          -> ThinkingParser (reasoning / answer; primed with the assistant prefix)
+//          -> ToolCallParser (<tool_call> blocks in the answer become calls; when asked for)
 //          -> StopStringMatcher (on the answer; holds back what may become a stop string)
 //          -> TextDelta for the caller
 //
@@ -27,6 +28,7 @@
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/stop_strings.hpp"
 #include "smol/text/thinking.hpp"
+#include "smol/text/tool_calls.hpp"
 #include "smol/text/tokenizer.hpp"
 
 namespace smol {
@@ -35,6 +37,7 @@ struct GenerationParams {
     SamplerParams sampling;
     int max_tokens = -1;            // tokens sampled at most; negative: until end of generation or a full context
     std::vector<std::string> stop;  // generation ends before any of these (matched on the answer); never shown
+    bool parse_tool_calls = false;  // <tool_call> blocks become ToolCalls (turn on when tools were rendered)
 };
 
 enum class FinishReason {
@@ -42,6 +45,7 @@ enum class FinishReason {
     stop_string,        // the answer reached one of the stop strings
     max_tokens,         // max_tokens were sampled
     context_full,       // the KV cache has no room for another token
+    tool_calls,         // the model ended its turn after calling tools
     cancelled,          // the caller (or a client that left) stopped it
     error,              // the model or the sampler failed
 };
@@ -52,6 +56,7 @@ inline std::string_view to_string(FinishReason reason) {
         case FinishReason::stop_string: return "stop_string";
         case FinishReason::max_tokens: return "length";
         case FinishReason::context_full: return "context_full";
+        case FinishReason::tool_calls: return "tool_calls";
         case FinishReason::cancelled: return "cancelled";
         case FinishReason::error: return "error";
     }
@@ -59,13 +64,15 @@ inline std::string_view to_string(FinishReason reason) {
 }
 
 // The OpenAI API's finish_reason: "stop" for a natural end or a stop string, "length" when a
-// limit cut the reply short. Cancelled and failed generations have none (nullptr).
+// limit cut the reply short, "tool_calls" when the turn ended with calls. Cancelled and
+// failed generations have none (nullptr).
 inline const char* openai_finish_reason(FinishReason reason) {
     switch (reason) {
         case FinishReason::end_of_generation:
         case FinishReason::stop_string: return "stop";
         case FinishReason::max_tokens:
         case FinishReason::context_full: return "length";
+        case FinishReason::tool_calls: return "tool_calls";
         case FinishReason::cancelled:
         case FinishReason::error: return nullptr;
     }
@@ -91,15 +98,17 @@ struct GenerationUsage {
     }
 };
 
-// Text produced by one step (or one finish); either part may be empty.
+// What one step (or one finish) produced; any part may be empty.
 struct TextDelta {
     std::string reasoning;  // inside <think>...</think>
     std::string content;    // the answer
+    std::vector<ToolCall> tool_calls;  // calls completed in this step
 
-    bool empty() const { return reasoning.empty() && content.empty(); }
+    bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
     void append(const TextDelta& more) {
         reasoning += more.reasoning;
         content += more.content;
+        tool_calls.insert(tool_calls.end(), more.tool_calls.begin(), more.tool_calls.end());
     }
 };
 
@@ -109,7 +118,7 @@ public:
 
     // prompt: the tokens the generation continues (its tail seeds the repetition penalties).
     // assistant_prefix: the assistant text the prompt already ends with (see ChatPrompt); it
-    // tells the thinking parser whether generation starts inside a think block. Throws
+    // tells the parsers whether generation starts inside a think block or a tool call. Throws
     // smol::Error for bad parameters, before anything has run. The request's clock starts here.
     GenerationPipeline(const text::Tokenizer& tokenizer, const GenerationParams& params,
                        std::span<const std::int32_t> prompt, std::string_view assistant_prefix)
@@ -118,11 +127,15 @@ public:
           stops_(params.stop),
           decoder_(tokenizer),
           thinking_(/*thinking_enabled=*/true),
+          parse_tool_calls_(params.parse_tool_calls),
           max_tokens_(params.max_tokens),
           requested_(Clock::now()) {
         if (prompt.empty()) fail("generation: the prompt is empty; at least one token is needed to continue from");
         usage_.prompt_tokens = int(prompt.size());
-        (void)thinking_.push(assistant_prefix);  // sets the state; that text is the caller's, not output
+        // Sets the parsers' state (inside a think block, inside a call); that text is the
+        // caller's, not output.
+        const ThinkingPiece prefix = thinking_.push(assistant_prefix);
+        if (parse_tool_calls_) (void)tools_.push(prefix.answer);
         const std::size_t window = std::min(std::size_t(params.sampling.penalty_last_n), prompt.size());
         for (std::int32_t token : prompt.last(window)) sampler_.accept(token);
     }
@@ -175,8 +188,13 @@ public:
         if (!stops_.stopped()) {
             const ThinkingPiece last = thinking_.finish();
             out.reasoning += last.reasoning;
-            out.content += stops_.push(last.answer).emit;
+            answer(last.answer, out);
+            if (parse_tool_calls_ && !stops_.stopped()) {
+                ToolCallPiece tail = tools_.finish();
+                out.content += stops_.push(tail.text).emit;
+            }
         }
+        if (reason_ == FinishReason::end_of_generation && tools_.calls() > 0) reason_ = FinishReason::tool_calls;
         // A stop string completed by the held-back text still ends the reply as a stop.
         if (stops_.stopped()) {
             if (reason_ != FinishReason::cancelled) reason_ = FinishReason::stop_string;
@@ -199,7 +217,17 @@ private:
         if (text.empty() || stops_.stopped()) return;
         ThinkingPiece piece = thinking_.push(text);
         out.reasoning += piece.reasoning;
-        out.content += stops_.push(piece.answer).emit;
+        answer(piece.answer, out);
+    }
+
+    void answer(std::string_view text, TextDelta& out) {
+        if (!parse_tool_calls_) {
+            out.content += stops_.push(text).emit;
+            return;
+        }
+        ToolCallPiece piece = tools_.push(text);
+        out.content += stops_.push(piece.text).emit;
+        for (ToolCall& call : piece.calls) out.tool_calls.push_back(std::move(call));
     }
 
     const text::Tokenizer* tokenizer_;
@@ -207,6 +235,8 @@ private:
     StopStringMatcher stops_;
     text::StreamDecoder decoder_;
     ThinkingParser thinking_;
+    ToolCallParser tools_;
+    bool parse_tool_calls_;
     int max_tokens_;
     GenerationUsage usage_;
     bool finished_ = false;

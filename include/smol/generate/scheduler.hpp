@@ -74,6 +74,7 @@ struct GenerationRequest {
 struct StreamEvent {
     std::string reasoning;  // text inside <think>...</think>
     std::string content;    // the answer
+    std::vector<ToolCall> tool_calls;  // calls completed since the last event (GenerationParams::parse_tool_calls)
     bool finished = false;
     FinishReason finish = FinishReason::end_of_generation;  // meaningful once finished
     std::string error;      // set when finish == error
@@ -99,6 +100,7 @@ public:
             StreamEvent& e = pending_.front();
             merged.reasoning += e.reasoning;
             merged.content += e.content;
+            merged.tool_calls.insert(merged.tool_calls.end(), e.tool_calls.begin(), e.tool_calls.end());
             merged.finished = e.finished;
             merged.finish = e.finish;
             merged.error = std::move(e.error);
@@ -116,6 +118,7 @@ public:
             if (!e) continue;
             all.reasoning += e->reasoning;
             all.content += e->content;
+            all.tool_calls.insert(all.tool_calls.end(), e->tool_calls.begin(), e->tool_calls.end());
             all.finished = e->finished;
             all.finish = e->finish;
             all.error = e->error;
@@ -488,6 +491,7 @@ private:
         if (!delta.empty()) {
             e.reasoning = std::move(delta.reasoning);
             e.content = std::move(delta.content);
+            e.tool_calls = std::move(delta.tool_calls);
             slot.job.stream->push(std::move(e));
         }
         slot.next_token = token;
@@ -501,6 +505,7 @@ private:
         StreamEvent e;
         e.reasoning = std::move(text.reasoning);
         e.content = std::move(text.content);
+        e.tool_calls = std::move(text.tool_calls);
         e.finished = true;
         e.finish = pipeline.finish_reason();
         e.error = error;

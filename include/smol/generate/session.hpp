@@ -35,7 +35,8 @@ namespace smol {
 
 struct GenerationResult {
     std::string reasoning;  // text inside <think>...</think>
-    std::string answer;     // everything else
+    std::string answer;     // everything else but tool calls
+    std::vector<ToolCall> tool_calls;  // when the template rendered tools (ChatOptions::xml_tools)
     FinishReason finish_reason = FinishReason::end_of_generation;
     GenerationUsage usage;
 };
@@ -45,6 +46,7 @@ struct GenerationResult {
 struct StreamPiece {
     std::string_view reasoning;
     std::string_view answer;
+    std::span<const ToolCall> tool_calls;  // calls completed with this step
 };
 
 // Return false to stop generating (the result then reports FinishReason::cancelled).
@@ -78,7 +80,14 @@ public:
             messages_.erase(messages_.end() - 1);
             throw;
         }
-        messages_.push_back(nlohmann::ordered_json{{"role", "assistant"}, {"content", result.answer}});
+        nlohmann::ordered_json reply = {{"role", "assistant"}, {"content", result.answer}};
+        if (!result.tool_calls.empty()) {
+            reply["tool_calls"] = nlohmann::ordered_json::array();
+            for (const ToolCall& call : result.tool_calls)
+                reply["tool_calls"].push_back(
+                    {{"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+        }
+        messages_.push_back(std::move(reply));
         return result;
     }
 
@@ -115,7 +124,9 @@ public:
         ChatOptions options = template_options_;
         options.add_generation_prompt = true;
         options.continue_final_message = false;
-        return generate(render_chat(messages, options), params, on_piece);
+        GenerationParams with_tools = params;
+        with_tools.parse_tool_calls = params.parse_tool_calls || !options.xml_tools.empty();
+        return generate(render_chat(messages, options), with_tools, on_piece);
     }
 
     // Lowest level: generates after an already rendered prompt (parsed with special tokens).
@@ -144,7 +155,8 @@ private:
             if (delta.empty()) return;
             result.reasoning += delta.reasoning;
             result.answer += delta.content;
-            if (on_piece && !on_piece(StreamPiece{delta.reasoning, delta.content})) cancel();
+            result.tool_calls.insert(result.tool_calls.end(), delta.tool_calls.begin(), delta.tool_calls.end());
+            if (on_piece && !on_piece(StreamPiece{delta.reasoning, delta.content, delta.tool_calls})) cancel();
         };
         auto end = [&](FinishReason reason) {
             TextDelta tail;

@@ -28,6 +28,7 @@
 
 #include "smol/core/error.hpp"
 #include "smol/text/thinking.hpp"
+#include "smol/text/tool_calls.hpp"
 
 namespace smol {
 
@@ -333,6 +334,25 @@ inline Turn read_turn(const nlohmann::ordered_json& message, size_t index) {
     } else {
         fail("chat message ", index, " (", role_name, "): expected \"content\" to be a string or null, found ",
              content->type_name());
+    }
+    // The official template ignores an assistant turn's tool_calls; the model would then see
+    // an empty turn where it made calls. They are written back into the content the way the
+    // model writes them, after any text, one per line.
+    const auto calls = message.find("tool_calls");
+    if (role_name == "assistant" && calls != message.end() && !calls->is_null()) {
+        const std::string where = "chat message " + std::to_string(index) + " (assistant): tool_calls";
+        if (!calls->is_array()) fail(where, ": expected an array, found ", calls->type_name());
+        for (size_t i = 0; i < calls->size(); ++i) {
+            const auto& call = (*calls)[i];
+            const auto function = call.is_object() ? call.find("function") : call.end();
+            if (!call.is_object() || function == call.end() || !function->is_object() || !function->contains("name") ||
+                !(*function)["name"].is_string())
+                fail(where, "[", i, "]: expected {\"type\": \"function\", \"function\": {\"name\": ..., \"arguments\": ...}}");
+            const auto arguments = function->find("arguments");
+            if (!turn.content.empty()) turn.content += "\n";
+            turn.content += format_tool_call((*function)["name"].get<std::string>(),
+                                             arguments == function->end() ? nlohmann::ordered_json::object() : *arguments);
+        }
     }
     return turn;
 }
