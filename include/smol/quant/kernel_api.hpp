@@ -15,10 +15,13 @@ inline constexpr int kTileCols = 4;  // activation columns (tokens) per kernel c
 // How far ahead of the block being read each row stream prefetches. Decode reads a thread's
 // rows (one contiguous run) one after the other, so the weights are one sequential stream: a
 // long row prefetches further along itself, a row shorter than that (a 2048-wide matrix has
-// 1152-byte Q4_K rows) the same spot kTileRows rows on; either way about 4 KB ahead. Measured
-// on the 3B shape (AVX2, decode, 1 and 2 threads, rows still read interleaved then): 768 bytes
-// gave 3.6 and 6.2 tokens/s, 4096 gave 4.8-6.1 and 8.3; 8192 no better.
-inline constexpr std::size_t kPrefetchBytes = 4096;
+// 1152-byte Q4_K rows) the same spot kTileRows rows on. Measured on the 3B shape (AVX2, decode,
+// 1 and 2 threads, rows still read interleaved then, Zen 4): 768 bytes gave 3.6 and 6.2 tokens/s,
+// 4096 gave 4.8-6.1 and 8.3. With whole rows read in turn, on Zen 5 (2026-11-24, three
+// alternating pairs each): 8192 against 4096 gave 1 thread 16.4-16.5 against 15.6-15.9 tokens/s
+// (AVX-512) and 13.9-14.2 against 13.4-13.5 (AVX2), 2 threads level within the noise; 16384 no
+// better than 8192.
+inline constexpr std::size_t kPrefetchBytes = 8192;
 
 inline std::size_t prefetch_distance(std::size_t row_bytes) {
     return row_bytes >= kPrefetchBytes ? kPrefetchBytes : kTileRows * row_bytes;

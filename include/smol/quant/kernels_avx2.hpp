@@ -179,14 +179,48 @@ inline __m256i q4k_block_dot(const BlockQ4K& wb, const BlockQ8K& ab, __m256i sca
     return sumi;
 }
 
+// The float step of `count` blocks from block b0 for the four rows at once, from their exact
+// block totals: sumi (scale * dots, 8 partial sums) and mins (min * sums, 4 partial sums). acc
+// lane r is row r. Shared with the AVX-512 decode kernels, so both give the reference's bits.
+inline __m128 q4k_accumulate_run(__m128 acc, const BlockQ4K* const (&w)[kTileRows], const BlockQ8K* a,
+                                 std::int64_t b0, int count, const __m256i (&sumi)[kTileRows][kDecodeChunk],
+                                 const __m128i (&mins)[kTileRows][kDecodeChunk]) {
+    static_assert(kTileRows == 4, "the block totals are reduced four rows at a time");
+    for (int i = 0; i < count; ++i) {
+        const std::int64_t b = b0 + i;
+        __m128 d, dmin;
+        q4k_d_dmin_x4(w[0][b], w[1][b], w[2][b], w[3][b], d, dmin);
+        acc = q4k_accumulate(acc, d, dmin, _mm_set1_ps(a[b].d), hsum_x4(sumi[0][i], sumi[1][i], sumi[2][i], sumi[3][i]),
+                             hsum_x4(mins[0][i], mins[1][i], mins[2][i], mins[3][i]));
+    }
+    return acc;
+}
+
+inline __m128 q6k_accumulate_run(__m128 acc, const BlockQ6K* const (&w)[kTileRows], const BlockQ8K* a,
+                                 std::int64_t b0, int count, const __m256i (&sumi)[kTileRows][kDecodeChunk]) {
+    for (int i = 0; i < count; ++i) {
+        const std::int64_t b = b0 + i;
+        const __m128 d = _mm_cvtph_ps(_mm_setr_epi16(short(w[0][b].d), short(w[1][b].d), short(w[2][b].d),
+                                                     short(w[3][b].d), 0, 0, 0, 0));
+        acc = q6k_accumulate(acc, d, _mm_set1_ps(a[b].d), hsum_x4(sumi[0][i], sumi[1][i], sumi[2][i], sumi[3][i]));
+    }
+    return acc;
+}
+
+// Stores acc's lanes (rows) as a one-column tile.
+inline void store_column(__m128 acc, int n_rows, int n_cols, float* out, std::size_t out_stride) {
+    float result[kTileRows][1];
+    for (int r = 0; r < kTileRows; ++r) result[r][0] = acc[r];
+    kernel_detail::store_tile<1>(result, n_rows, n_cols, out, out_stride);
+}
+
 // Per row and block: the exact totals of scale * dots (8 lanes) and min * sums (4 lanes); the
-// float step then runs for four rows at once (q4k_accumulate).
+// float step then runs for four rows at once (q4k_accumulate_run).
 inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                        const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
                        std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
     const std::size_t ahead = prefetch_distance(row_bytes);
-    static_assert(kTileRows == 4, "the block totals are reduced four rows at a time");
     __m128 acc = _mm_setzero_ps();  // [row]
     const std::int64_t blocks = n / QK_K;
     for (std::int64_t b0 = 0; b0 < blocks; b0 += kDecodeChunk) {
@@ -203,17 +237,9 @@ inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t 
                 sumi[r][i] = q4k_block_dot(wb, ab, _mm256_broadcastsi128_si256(unpacked));
                 mins[r][i] = q4k_min_dots(unpacked, q8k_sub_block_sums(ab));
             }
-        for (int i = 0; i < chunk; ++i) {
-            const std::int64_t b = b0 + i;
-            __m128 d, dmin;
-            q4k_d_dmin_x4(t.w[0][b], t.w[1][b], t.w[2][b], t.w[3][b], d, dmin);
-            acc = q4k_accumulate(acc, d, dmin, _mm_set1_ps(t.a[0][b].d), hsum_x4(sumi[0][i], sumi[1][i], sumi[2][i], sumi[3][i]),
-                                 hsum_x4(mins[0][i], mins[1][i], mins[2][i], mins[3][i]));
-        }
+        acc = q4k_accumulate_run(acc, t.w, t.a[0], b0, chunk, sumi, mins);
     }
-    float result[kTileRows][1];
-    for (int r = 0; r < kTileRows; ++r) result[r][0] = acc[r];
-    kernel_detail::store_tile<1>(result, n_rows, n_cols, out, out_stride);
+    store_column(acc, n_rows, n_cols, out, out_stride);
 }
 
 // Sum over one Q6_K block of scale_j * ((q - 32) x a) for its 16 sub-blocks, as 8 i32 partial
@@ -259,16 +285,9 @@ inline void q6k_column(std::int64_t n, const std::uint8_t* weights, std::size_t 
                 prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);
                 sumi[r][i] = q6k_block_dot(wb, ab, q8k_bsums(ab));
             }
-        for (int i = 0; i < chunk; ++i) {
-            const std::int64_t b = b0 + i;
-            const __m128 d = _mm_cvtph_ps(_mm_setr_epi16(short(t.w[0][b].d), short(t.w[1][b].d), short(t.w[2][b].d),
-                                                         short(t.w[3][b].d), 0, 0, 0, 0));
-            acc = q6k_accumulate(acc, d, _mm_set1_ps(t.a[0][b].d), hsum_x4(sumi[0][i], sumi[1][i], sumi[2][i], sumi[3][i]));
-        }
+        acc = q6k_accumulate_run(acc, t.w, t.a[0], b0, chunk, sumi);
     }
-    float result[kTileRows][1];
-    for (int r = 0; r < kTileRows; ++r) result[r][0] = acc[r];
-    kernel_detail::store_tile<1>(result, n_rows, n_cols, out, out_stride);
+    store_column(acc, n_rows, n_cols, out, out_stride);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 // has_avx512_kernels() (dispatch.hpp guarantees that). Same tile contract as the AVX2 set; for
 // Q4_K and Q6_K the same bits too (see below), on 64-byte vectors with VNNI.
 
-#include "smol/quant/kernels_avx2.hpp"  // its Q4_K/Q6_K decode kernels, which this set uses too
+#include "smol/quant/kernels_avx2.hpp"  // its block-header and float-step helpers, shared for the same bits
 
 #if SMOL_HAVE_AVX2_KERNELS && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SMOL_HAVE_AVX512_KERNELS 1
@@ -63,33 +63,40 @@ struct UnpackedQuants {
     alignas(64) std::uint8_t q[QK_K];
 };
 
-// Q4_K: chunk c holds the low nibbles of qs[32c..32c+31] (sub-block 2c) then their high nibbles
-// (sub-block 2c+1): weights 64c..64c+63 in order. One broadcast load and one per-half variable
-// shift give both halves without a shuffle.
-SMOL_TARGET_AVX512 inline void q4k_unpack(const BlockQ4K& wb, UnpackedQuants& u) {
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    const __m512i halves = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);  // shift 0 | 4
-    for (int c = 0; c < 4; ++c) {
-        const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * c)));
-        _mm512_store_si512(u.q + 64 * c, _mm512_and_si512(_mm512_srlv_epi16(bits, halves), low4));
-    }
+// Q4_K weights 64c..64c+63 in order, unsigned: chunk c holds the low nibbles of qs[32c..32c+31]
+// (sub-block 2c) then their high nibbles (sub-block 2c+1). One broadcast load and a shift of the
+// upper half give both without a shuffle.
+SMOL_TARGET_AVX512 inline __m512i q4k_chunk_quants(const BlockQ4K& wb, int c) {
+    const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * c)));
+    return _mm512_and_si512(_mm512_mask_srli_epi16(bits, 0xffff0000u, bits, 4), _mm512_set1_epi8(0x0f));
 }
 
 // Q6_K as unsigned 0..63 (the -32 offset is taken out through the bsums): half h gives weights
-// 128h..128h+63 from the low nibbles of ql[64h..64h+63] with qh bit pairs 0-1 (bytes 0-31) and
-// 2-3 (bytes 32-63), and weights 128h+64..128h+127 from the high nibbles with pairs 4-5 and 6-7.
-SMOL_TARGET_AVX512 inline void q6k_unpack(const BlockQ6K& wb, UnpackedQuants& u) {
+// 128h..128h+63 (`first`) from the low nibbles of ql[64h..64h+63] with qh bit pairs 0-1 (bytes
+// 0-31) and 2-3 (bytes 32-63), and weights 128h+64..128h+127 (`second`) from the high nibbles
+// with pairs 4-5 and 6-7.
+SMOL_TARGET_AVX512 inline void q6k_half_quants(const BlockQ6K& wb, int h, __m512i& first, __m512i& second) {
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     const __m512i top2 = _mm512_set1_epi8(0x30);
     const __m512i left = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);     // 4 | 2
     const __m512i right = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);  // 0 | 2
+    const __m512i ql = _mm512_loadu_si512(wb.ql + 64 * h);
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh + 32 * h)));
+    first = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_sllv_epi16(qh, left), top2));
+    second = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                             _mm512_and_si512(_mm512_srlv_epi16(qh, right), top2));
+}
+
+SMOL_TARGET_AVX512 inline void q4k_unpack(const BlockQ4K& wb, UnpackedQuants& u) {
+    for (int c = 0; c < 4; ++c) _mm512_store_si512(u.q + 64 * c, q4k_chunk_quants(wb, c));
+}
+
+SMOL_TARGET_AVX512 inline void q6k_unpack(const BlockQ6K& wb, UnpackedQuants& u) {
     for (int h = 0; h < 2; ++h) {
-        const __m512i ql = _mm512_loadu_si512(wb.ql + 64 * h);
-        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh + 32 * h)));
-        _mm512_store_si512(u.q + 128 * h, _mm512_or_si512(_mm512_and_si512(ql, low4),
-                                                           _mm512_and_si512(_mm512_sllv_epi16(qh, left), top2)));
-        _mm512_store_si512(u.q + 128 * h + 64, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
-                                                                _mm512_and_si512(_mm512_srlv_epi16(qh, right), top2)));
+        __m512i first, second;
+        q6k_half_quants(wb, h, first, second);
+        _mm512_store_si512(u.q + 128 * h, first);
+        _mm512_store_si512(u.q + 128 * h + 64, second);
     }
 }
 
@@ -235,6 +242,135 @@ SMOL_TARGET_AVX512 inline void q6k_gemm(std::int64_t n, const std::uint8_t* weig
 }
 
 // ---------------------------------------------------------------------------------------------
+// Q4_K and Q6_K decode (one activation column). As in the AVX2 set, a tile's rows are read one
+// after the other, each whole, so the weights arrive as one sequential stream, and the four rows'
+// exact block totals meet in one float step per block (avx2::q4k_accumulate_run), which gives
+// the reference's bits. Per 64 weights one vpdpbusd forms 16 sums of 4 products; vpackssdw
+// narrows two such vectors to words (a sum of 4 products is at most 4 * 63 * 128 in magnitude,
+// so nothing saturates) and one vpmaddwd applies the sub-block scales to 128 weights at once.
+
+using avx2::kDecodeChunk;
+
+// A vpshufb control that spreads bytes of each 128-bit lane into its eight words: in lane L,
+// words 0-3 take byte low[L] and words 4-7 byte high[L]. Zero-extended, or, with `upper`, moved
+// into the upper byte so that a shift right by 8 sign-extends them.
+SMOL_TARGET_AVX512 inline __m512i bytes_to_words(const int (&low)[4], const int (&high)[4], bool upper) {
+    alignas(64) std::uint8_t control[64];
+    for (int lane = 0; lane < 4; ++lane)
+        for (int word = 0; word < 8; ++word) {
+            const auto byte = std::uint8_t(word < 4 ? low[lane] : high[lane]);
+            control[16 * lane + 2 * word] = upper ? 0x80 : byte;  // 0x80: vpshufb writes zero
+            control[16 * lane + 2 * word + 1] = upper ? byte : 0x80;
+        }
+    return _mm512_load_si512(control);
+}
+
+// (lanes 0-7 + lanes 8-15) of a 16 x i32 vector: the 8 partial sums avx2::hsum_x4 reduces.
+SMOL_TARGET_AVX512 inline __m256i fold_to_256(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+// Chunk c's vpdpbusd has sub-block 2c in i32 lanes 0-7 and 2c+1 in lanes 8-15; after vpackssdw of
+// chunks 2p and 2p+1, 128-bit lane L holds sub-blocks 4p + L/2 (words 0-3) and 4p + 2 + L/2
+// (words 4-7). These pick the matching scale bytes, for p = 0 and 1.
+struct Q4KScalePickers {
+    __m512i pair[2];
+    SMOL_TARGET_AVX512 Q4KScalePickers()
+        : pair{bytes_to_words({0, 0, 1, 1}, {2, 2, 3, 3}, false), bytes_to_words({4, 4, 5, 5}, {6, 6, 7, 7}, false)} {}
+};
+
+// Sum over one Q4_K block of scale_j * (q_j . a_j) for its 8 sub-blocks, as 8 i32 partial sums.
+// scales: the block's 8 scales as u8 (bytes 0-7) in every 128-bit lane.
+SMOL_TARGET_AVX512 inline __m256i q4k_block_dot(const BlockQ4K& wb, const BlockQ8K& ab, __m512i scales,
+                                                const Q4KScalePickers& pickers) {
+    __m512i sumi = _mm512_setzero_si512();
+    for (int p = 0; p < 2; ++p) {
+        __m512i dots[2];
+        for (int k = 0; k < 2; ++k) {
+            const int c = 2 * p + k;
+            dots[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q4k_chunk_quants(wb, c), _mm512_loadu_si512(ab.qs + 64 * c));
+        }
+        sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_packs_epi32(dots[0], dots[1]),
+                                                        _mm512_shuffle_epi8(scales, pickers.pair[p])));
+    }
+    return fold_to_256(sumi);
+}
+
+SMOL_TARGET_AVX512 inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
+                                          int n_rows, const std::uint8_t* acts, std::size_t act_stride, int n_cols,
+                                          float* out, std::size_t out_stride) {
+    const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    const std::size_t ahead = prefetch_distance(row_bytes);
+    const Q4KScalePickers pickers;
+    __m128 acc = _mm_setzero_ps();  // [row]
+    const std::int64_t blocks = n / QK_K;
+    for (std::int64_t b0 = 0; b0 < blocks; b0 += kDecodeChunk) {
+        const int chunk = int(std::min<std::int64_t>(kDecodeChunk, blocks - b0));
+        __m128i sub_sums[kDecodeChunk];  // the activation's, shared by the four rows
+        for (int i = 0; i < chunk; ++i) sub_sums[i] = avx2::q8k_sub_block_sums(t.a[0][b0 + i]);
+        __m256i sumi[kTileRows][kDecodeChunk];
+        __m128i mins[kTileRows][kDecodeChunk];
+        for (int r = 0; r < kTileRows; ++r)
+            for (int i = 0; i < chunk; ++i) {
+                const BlockQ4K& wb = t.w[r][b0 + i];
+                prefetch_ahead(&wb, sizeof(BlockQ4K), ahead);
+                const __m128i unpacked = avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb)));
+                sumi[r][i] = q4k_block_dot(wb, t.a[0][b0 + i], _mm512_broadcast_i32x4(unpacked), pickers);
+                mins[r][i] = avx2::q4k_min_dots(unpacked, sub_sums[i]);
+            }
+        acc = avx2::q4k_accumulate_run(acc, t.w, t.a[0], b0, chunk, sumi, mins);
+    }
+    avx2::store_column(acc, n_rows, n_cols, out, out_stride);
+}
+
+// After vpackssdw of half h's two vpdpbusd, 128-bit lane L holds sub-blocks 8h + L (words 0-3)
+// and 8h + 4 + L (words 4-7). These pick the matching signed scale bytes into upper bytes.
+struct Q6KScalePickers {
+    __m512i half[2];
+    SMOL_TARGET_AVX512 Q6KScalePickers()
+        : half{bytes_to_words({0, 1, 2, 3}, {4, 5, 6, 7}, true), bytes_to_words({8, 9, 10, 11}, {12, 13, 14, 15}, true)} {}
+};
+
+// Sum over one Q6_K block of scale_j * ((q - 32) . a) for its 16 sub-blocks, as 8 i32 partial
+// sums; the quants are used unsigned and the offset comes out through the bsums as in AVX2.
+SMOL_TARGET_AVX512 inline __m256i q6k_block_dot(const BlockQ6K& wb, const BlockQ8K& ab, __m256i bsums,
+                                                const Q6KScalePickers& pickers) {
+    const __m512i scale_bytes = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
+    __m512i sumi = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+        __m512i first, second;
+        q6k_half_quants(wb, h, first, second);
+        const __m512i dots0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), first, _mm512_loadu_si512(ab.qs + 128 * h));
+        const __m512i dots1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), second, _mm512_loadu_si512(ab.qs + 128 * h + 64));
+        const __m512i scales = _mm512_srai_epi16(_mm512_shuffle_epi8(scale_bytes, pickers.half[h]), 8);
+        sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_packs_epi32(dots0, dots1), scales));
+    }
+    return _mm256_sub_epi32(fold_to_256(sumi), avx2::q6k_offset(avx2::q6k_scales16(wb), bsums));
+}
+
+SMOL_TARGET_AVX512 inline void q6k_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
+                                          int n_rows, const std::uint8_t* acts, std::size_t act_stride, int n_cols,
+                                          float* out, std::size_t out_stride) {
+    const kernel_detail::TileOperands<BlockQ6K, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    const std::size_t ahead = prefetch_distance(row_bytes);
+    const Q6KScalePickers pickers;
+    __m128 acc = _mm_setzero_ps();  // [row]
+    const std::int64_t blocks = n / QK_K;
+    for (std::int64_t b0 = 0; b0 < blocks; b0 += kDecodeChunk) {
+        const int chunk = int(std::min<std::int64_t>(kDecodeChunk, blocks - b0));
+        __m256i sumi[kTileRows][kDecodeChunk];
+        for (int r = 0; r < kTileRows; ++r)
+            for (int i = 0; i < chunk; ++i) {
+                const BlockQ6K& wb = t.w[r][b0 + i];
+                prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);
+                sumi[r][i] = q6k_block_dot(wb, t.a[0][b0 + i], avx2::q8k_bsums(t.a[0][b0 + i]), pickers);
+            }
+        acc = avx2::q6k_accumulate_run(acc, t.w, t.a[0], b0, chunk, sumi);
+    }
+    avx2::store_column(acc, n_rows, n_cols, out, out_stride);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Q8_0 x Q8_0: |w| as unsigned times a with w's sign, accumulated by vpdpbusd (no saturation).
 
 template <int C>
@@ -329,13 +465,10 @@ SMOL_TARGET_AVX512 void float_tile(std::int64_t n, const std::uint8_t* weights, 
 
 }  // namespace detail
 
-// Decode and small tiles use the AVX2 set's Q4_K and Q6_K kernels: decode streams every weight
-// from memory once, and every 512-bit decode kernel measured was slower (AMD Zen 4 runs 512-bit
-// operations as two 256-bit halves, and the unpacking per row and block cannot be shared across
-// columns): 1 thread 6.0-6.1 tokens/s against 5.8, 2 threads 11.2-11.3 against 10.4-10.8, same
-// run. Prompts go to the GEMM above; both give the reference's bits.
-inline constexpr DotTileFn q4k_q8k = kernels_avx2::q4k_q8k;
-inline constexpr DotTileFn q6k_q8k = kernels_avx2::q6k_q8k;
+// Decode takes the 512-bit column kernels, prompts the GEMM; a tile of a few columns (smol's
+// matmul never asks for one) goes column by column. All give the reference's bits.
+inline constexpr DotTileFn q4k_q8k = kernel_detail::column_by_column<detail::q4k_column>;
+inline constexpr DotTileFn q6k_q8k = kernel_detail::column_by_column<detail::q6k_column>;
 inline constexpr GemmTileFn q4k_q8k_gemm = detail::q4k_gemm;
 inline constexpr GemmTileFn q6k_q8k_gemm = detail::q6k_gemm;
 inline constexpr DotTileFn q8_0_q8_0 =
