@@ -635,6 +635,10 @@ TEST_CASE("smol-server: bad input gets the right 4xx with an OpenAI-style error 
     check_error(http(port, "POST", path,
                      R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"xml_tools": {}}})"),
                 400, "invalid_type");
+    // A field smol-server does not implement is refused by name (test_openai_api covers them all).
+    const Response bias = http(port, "POST", path, R"({"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"5": 2}})");
+    check_error(bias, 400, "unsupported_parameter");
+    CHECK(bias.json_body()["error"]["message"].get<std::string>().find("'logit_bias'") != std::string::npos);
     // Content as a list of text parts is accepted (joined), other parts are not.
     CHECK(http(port, "POST", path,
                R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "max_tokens": 2})")

@@ -1,0 +1,435 @@
+#pragma once
+// The OpenAI API as smol-server speaks it, without HTTP: request bodies checked and turned into
+// generation requests, and replies, stream chunks and errors shaped as OpenAI shapes them (with
+// llama-server's extensions that chat front ends read). main.cpp carries them over HTTP; the
+// unit tests (tests/test_openai_api.cpp) call them directly.
+
+#include <chrono>
+#include <cctype>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "smol/smol.hpp"
+
+namespace smol_server {
+
+using json = nlohmann::ordered_json;
+
+// UUIDv7 (RFC 9562): 48-bit Unix milliseconds, version 7, 74 random bits; sorts by time.
+inline std::string uuid_v7() {
+    static std::mutex mutex;
+    static std::mt19937_64 rng{std::random_device{}()};
+    const auto ms = std::uint64_t(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    std::uint64_t r1, r2;
+    {
+        std::lock_guard lock(mutex);
+        r1 = rng();
+        r2 = rng();
+    }
+    unsigned char b[16];
+    for (int i = 0; i < 6; ++i) b[i] = static_cast<unsigned char>(ms >> (40 - 8 * i));
+    for (int i = 6; i < 16; ++i) b[i] = static_cast<unsigned char>((i < 14 ? r1 : r2) >> (8 * (i % 8)));
+    b[6] = static_cast<unsigned char>(0x70 | (b[6] & 0x0F));  // version 7
+    b[8] = static_cast<unsigned char>(0x80 | (b[8] & 0x3F));  // variant 10
+    static const char* hex = "0123456789abcdef";
+    std::string s;
+    for (int i = 0; i < 16; ++i) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+        s += hex[b[i] >> 4];
+        s += hex[b[i] & 15];
+    }
+    return s;
+}
+
+inline std::int64_t unix_seconds() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// A client error with the OpenAI error shape: {"error": {"message", "type", "code"}}.
+struct ApiError {
+    int status;
+    std::string message;
+    std::string type;
+    std::string code;
+};
+
+[[noreturn]] inline void reject(int status, std::string message, std::string code) {
+    std::string type = status == 401   ? "authentication_error"
+                       : status == 404 ? "not_found_error"
+                       : status == 503 ? "unavailable_error"
+                       : status >= 500 ? "server_error"
+                                       : "invalid_request_error";
+    throw ApiError{status, std::move(message), std::move(type), std::move(code)};
+}
+
+inline json error_body(const ApiError& e) {
+    return json{{"error", {{"message", e.message}, {"type", e.type}, {"code", e.code}}}};
+}
+
+// The request body as a JSON object, or a 400 saying why not.
+inline json parse_json_body(const std::string& text) {
+    json body;
+    try {
+        body = json::parse(text);
+    } catch (const json::parse_error& e) {
+        reject(400, std::string("the request body is not valid JSON: ") + e.what(), "invalid_json");
+    }
+    if (!body.is_object()) reject(400, std::string("expected a JSON object, found ") + body.type_name(), "invalid_request");
+    return body;
+}
+
+// Typed optional fields: absent or null gives nullopt, a wrong type a 400 naming the field.
+inline std::optional<double> number_field(const json& body, const char* name, double low, double high) {
+    const auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return std::nullopt;
+    if (!it->is_number())
+        reject(400, std::string("'") + name + "' must be a number, found " + it->type_name(), "invalid_type");
+    const double v = it->get<double>();
+    if (!(v >= low && v <= high))
+        reject(400, std::string("'") + name + "' must be in [" + std::to_string(low) + ", " + std::to_string(high) +
+                        "], found " + it->dump(),
+               "invalid_value");
+    return v;
+}
+
+inline std::optional<long long> integer_field(const json& body, const char* name, long long low, long long high) {
+    const auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return std::nullopt;
+    if (!it->is_number_integer())
+        reject(400, std::string("'") + name + "' must be an integer, found " + it->type_name(), "invalid_type");
+    if (it->is_number_unsigned() && it->get<unsigned long long>() > static_cast<unsigned long long>(high))
+        reject(400, std::string("'") + name + "' is out of range: " + it->dump(), "invalid_value");
+    const long long v = it->get<long long>();
+    if (v < low || v > high)
+        reject(400, std::string("'") + name + "' must be in [" + std::to_string(low) + ", " + std::to_string(high) +
+                        "], found " + std::to_string(v),
+               "invalid_value");
+    return v;
+}
+
+inline std::optional<bool> bool_field(const json& body, const char* name) {
+    const auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return std::nullopt;
+    if (!it->is_boolean())
+        reject(400, std::string("'") + name + "' must be true or false, found " + it->type_name(), "invalid_type");
+    return it->get<bool>();
+}
+
+// ---- which request fields smol-server reads ---------------------------------------------------
+
+// Fields of a chat completion request that smol-server implements, with llama-server's
+// sampling extensions. `user` (an end-user id for the provider's abuse monitoring) and
+// `cache_prompt` (prompt caching changes no output here, only speed) are accepted as they come.
+inline constexpr std::string_view kChatFields[] = {
+    "messages", "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+    "repeat_penalty", "seed", "max_tokens", "max_completion_tokens", "stop", "stream", "stream_options", "n",
+    "tools", "tool_choice", "chat_template_kwargs", "user", "cache_prompt", "store", "parallel_tool_calls",
+    "response_format", "logprobs", "top_logprobs", "logit_bias", "metadata"};
+
+// Fields whose neutral value smol-server honours but whose other values it cannot: a 400 for
+// those, never a reply that silently ignores what was asked.
+inline void reject_unsupported_values(const json& body) {
+    const auto unsupported = [](const std::string& field, const std::string& why) {
+        reject(400, "'" + field + "' " + why, "unsupported_parameter");
+    };
+    if (const auto it = body.find("store"); it != body.end() && !it->is_null() && *it != false)
+        unsupported("store", "must be false or absent: smol-server keeps no completions");
+    if (const auto it = body.find("metadata"); it != body.end() && !it->is_null() && !(it->is_object() && it->empty()))
+        unsupported("metadata", "is not supported: smol-server stores no completions to tag");
+    if (const auto it = body.find("parallel_tool_calls"); it != body.end() && !it->is_null() && *it != true)
+        unsupported("parallel_tool_calls", "must be true or absent: the model may call several tools in one turn");
+    if (const auto it = body.find("logprobs"); it != body.end() && !it->is_null() && *it != false)
+        unsupported("logprobs", "is not supported yet");
+    if (const auto it = body.find("top_logprobs"); it != body.end() && !it->is_null())
+        unsupported("top_logprobs", "is not supported yet");
+    if (const auto it = body.find("logit_bias"); it != body.end() && !it->is_null() && !(it->is_object() && it->empty()))
+        unsupported("logit_bias", "is not supported yet");
+    if (const auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+        if (!it->is_object() || !it->contains("type"))
+            reject(400, "'response_format' must be an object with a 'type'", "invalid_value");
+        if ((*it)["type"] != "text")
+            unsupported("response_format", "type " + (*it)["type"].dump() +
+                                               " is not supported yet (structured output needs constrained decoding); "
+                                               "only {\"type\": \"text\"} is");
+    }
+    if (const auto it = body.find("stream_options"); it != body.end() && it->is_object())
+        for (const auto& [key, value] : it->items())
+            if (key != "include_usage" && !value.is_null()) unsupported("stream_options." + key, "is not supported");
+}
+
+// Every field outside kChatFields is a 400 naming it, so a client learns at once that smol-server
+// does not do what it asked for (OpenAI answers unknown fields the same way).
+inline void reject_unsupported_fields(const json& body) {
+    for (const auto& [key, value] : body.items()) {
+        bool known = false;
+        for (const std::string_view field : kChatFields) known = known || key == field;
+        if (!known) reject(400, "'" + key + "' is not supported by smol-server", "unsupported_parameter");
+    }
+    reject_unsupported_values(body);
+}
+
+// ---- chat completion requests -----------------------------------------------------------------
+
+// Content given as a list of parts ([{"type": "text", "text": ...}]) becomes one string, since
+// the template renders only string content.
+inline json normalize_messages(const json& body) {
+    const auto it = body.find("messages");
+    if (it == body.end()) reject(400, "'messages' is required: a list of {role, content} objects", "missing_messages");
+    if (!it->is_array()) reject(400, std::string("'messages' must be an array, found ") + it->type_name(), "invalid_type");
+    if (it->empty()) reject(400, "'messages' is empty; at least one message is needed", "invalid_value");
+    json messages = json::array();
+    for (std::size_t i = 0; i < it->size(); ++i) {
+        json m = (*it)[i];
+        const std::string where = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) reject(400, where + " must be an object, found " + m.type_name(), "invalid_type");
+        const auto role = m.find("role");
+        if (role == m.end()) reject(400, where + " has no 'role'", "missing_role");
+        if (!role->is_string()) reject(400, where + ".role must be a string, found " + role->type_name(), "invalid_type");
+        const std::string r = role->get<std::string>();
+        if (r != "system" && r != "user" && r != "assistant" && r != "tool")
+            reject(400, where + ".role '" + r + "' is unknown; expected system, user, assistant or tool", "invalid_role");
+        auto content = m.find("content");
+        // An assistant turn that only called tools may leave its content out.
+        if (content == m.end() && r == "assistant" && m.contains("tool_calls")) content = m.emplace("content", nullptr).first;
+        if (content == m.end()) reject(400, where + " has no 'content'", "missing_content");
+        if (content->is_array()) {
+            std::string joined;
+            for (const auto& part : *content) {
+                if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+                    !part["text"].is_string())
+                    reject(400, where + ".content: only text parts {\"type\": \"text\", \"text\": ...} are supported",
+                           "invalid_content");
+                joined += part["text"].get<std::string>();
+            }
+            *content = joined;
+        } else if (!content->is_string() && !content->is_null()) {
+            reject(400, where + ".content must be a string, a list of text parts or null, found " +
+                            content->type_name(),
+                   "invalid_type");
+        }
+        messages.push_back(std::move(m));
+    }
+    return messages;
+}
+
+// OpenAI's `tools` ([{"type": "function", "function": {name, description, parameters}}]) and
+// `tool_choice`. SmolLM3's template lists the function objects themselves (its xml_tools).
+inline void read_tools(const json& body, smol::ChatOptions& chat) {
+    json functions = json::array();
+    if (const auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
+        if (!tools->is_array())
+            reject(400, std::string("'tools' must be a list of tool definitions, found ") + tools->type_name(),
+                   "invalid_type");
+        if (tools->size() > 128) reject(400, "'tools' accepts at most 128 tools", "invalid_value");
+        for (std::size_t i = 0; i < tools->size(); ++i) {
+            const json& tool = (*tools)[i];
+            const std::string where = "tools[" + std::to_string(i) + "]";
+            if (!tool.is_object() || tool.value("type", json()) != "function")
+                reject(400, where + " must be {\"type\": \"function\", \"function\": {...}}", "invalid_value");
+            const auto function = tool.find("function");
+            if (function == tool.end() || !function->is_object())
+                reject(400, where + ".function must be an object with a name", "invalid_value");
+            const auto name = function->find("name");
+            if (name == function->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+                reject(400, where + ".function.name must be a non-empty string", "invalid_value");
+            for (const char c : name->get_ref<const std::string&>())
+                if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
+                    reject(400, where + ".function.name may hold only letters, digits, '_', '-' and '.'", "invalid_value");
+            if (const auto d = function->find("description"); d != function->end() && !d->is_string())
+                reject(400, where + ".function.description must be a string", "invalid_type");
+            if (const auto p = function->find("parameters"); p != function->end() && !p->is_object())
+                reject(400, where + ".function.parameters must be a JSON schema object", "invalid_type");
+            functions.push_back(*function);
+        }
+    }
+    std::string choice = "auto";
+    if (const auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
+        if (c->is_string()) choice = c->get<std::string>();
+        else if (c->is_object()) choice = "function";
+        else reject(400, std::string("'tool_choice' must be a string or an object, found ") + c->type_name(), "invalid_type");
+        if (choice != "auto" && choice != "none" && choice != "required" && choice != "function")
+            reject(400, "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}, found \"" +
+                            choice + "\"",
+                   "invalid_value");
+        // Forcing a call needs constrained decoding, which smol does not have yet: refuse rather
+        // than answer with text the client did not ask for.
+        if (choice == "required" || choice == "function")
+            reject(400, "'tool_choice' " + (choice == "required" ? std::string("\"required\"") : std::string("naming a function")) +
+                            " is not supported yet; use \"auto\" (the model then decides whether to call)",
+                   "unsupported_parameter");
+    }
+    if (functions.empty()) return;
+    if (chat.xml_tools.is_array() && !chat.xml_tools.empty())
+        reject(400, "give tools either as 'tools' or as 'chat_template_kwargs.xml_tools', not both", "invalid_value");
+    if (choice != "none") chat.xml_tools = std::move(functions);
+}
+
+struct ChatRequest {
+    smol::GenerationRequest generation;
+    bool stream = false;
+    bool include_usage = false;
+    int prompt_tokens = 0;
+};
+
+inline ChatRequest parse_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
+    reject_unsupported_fields(body);
+    ChatRequest out;
+    const json messages = normalize_messages(body);
+
+    smol::ChatOptions chat;
+    if (const auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
+        if (!kw->is_object())
+            reject(400, std::string("'chat_template_kwargs' must be an object, found ") + kw->type_name(), "invalid_type");
+        if (auto think = bool_field(*kw, "enable_thinking")) chat.enable_thinking = *think;
+        // SmolLM3's template lists tools given as xml_tools or python_tools in its system turn.
+        for (const char* name : {"xml_tools", "python_tools"}) {
+            const auto tools = kw->find(name);
+            if (tools == kw->end() || tools->is_null()) continue;
+            if (!tools->is_array())
+                reject(400, std::string("'chat_template_kwargs.") + name + "' must be a list of tool definitions, found " +
+                                tools->type_name(),
+                       "invalid_type");
+            (std::string_view(name) == "xml_tools" ? chat.xml_tools : chat.python_tools) = *tools;
+        }
+    }
+    read_tools(body, chat);
+    smol::GenerationParams& params = out.generation.params;
+    // Calls are looked for whenever the template listed tools (here or in chat_template_kwargs).
+    params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
+    smol::SamplerParams& s = params.sampling;
+    if (auto v = number_field(body, "temperature", 0.0, 100.0)) s.temperature = float(*v);
+    if (auto v = number_field(body, "top_p", 0.0, 1.0)) {
+        if (*v <= 0.0) reject(400, "'top_p' must be above 0 (1 turns it off)", "invalid_value");
+        s.top_p = float(*v);
+    }
+    if (auto v = integer_field(body, "top_k", 0, 1 << 30)) s.top_k = int(*v);
+    if (auto v = number_field(body, "min_p", 0.0, 1.0)) s.min_p = float(*v);
+    if (auto v = number_field(body, "presence_penalty", -2.0, 2.0)) s.presence_penalty = float(*v);
+    if (auto v = number_field(body, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = float(*v);
+    if (auto v = number_field(body, "repeat_penalty", 0.01, 10.0)) s.repeat_penalty = float(*v);
+    if (auto v = integer_field(body, "seed", -1, std::numeric_limits<long long>::max()))
+        s.seed = *v < 0 ? SMOL_DEFAULT_SEED : std::uint64_t(*v);
+    auto max_tokens = integer_field(body, "max_tokens", 1, 1 << 30);
+    if (auto v = integer_field(body, "max_completion_tokens", 1, 1 << 30)) max_tokens = v;
+    params.max_tokens = max_tokens ? int(*max_tokens) : -1;
+
+    if (const auto stop = body.find("stop"); stop != body.end() && !stop->is_null()) {
+        if (stop->is_string()) {
+            params.stop.push_back(stop->get<std::string>());
+        } else if (stop->is_array()) {
+            for (const auto& s1 : *stop) {
+                if (!s1.is_string()) reject(400, "'stop' must be a string or a list of strings", "invalid_type");
+                params.stop.push_back(s1.get<std::string>());
+            }
+        } else {
+            reject(400, std::string("'stop' must be a string or a list of strings, found ") + stop->type_name(),
+                   "invalid_type");
+        }
+        for (const auto& s1 : params.stop)
+            if (s1.empty()) reject(400, "'stop' strings must not be empty", "invalid_value");
+        if (params.stop.size() > 16) reject(400, "'stop' accepts at most 16 strings", "invalid_value");
+    }
+    if (auto v = bool_field(body, "stream")) out.stream = *v;
+    if (const auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
+        if (!so->is_object())
+            reject(400, std::string("'stream_options' must be an object, found ") + so->type_name(), "invalid_type");
+        if (auto v = bool_field(*so, "include_usage")) out.include_usage = *v;
+    }
+    if (auto n = integer_field(body, "n", 1, 1); n && *n != 1) reject(400, "only n = 1 is supported", "invalid_value");
+
+    // Rendering comes last, so a bad field is reported even when the prompt is also too long.
+    // A trailing assistant message is a prefill: generation continues it.
+    const bool prefill = messages.back()["role"] == "assistant";
+    chat.add_generation_prompt = !prefill;
+    chat.continue_final_message = prefill;
+    smol::ChatPrompt prompt;
+    try {
+        prompt = smol::render_chat(messages, chat);
+    } catch (const smol::Error& e) {
+        reject(400, e.what(), "invalid_messages");
+    }
+    out.generation.assistant_prefix = std::move(prompt.assistant_prefix);
+    out.generation.prompt = tokenizer.encode(prompt.text, /*parse_special=*/true);
+    out.prompt_tokens = int(out.generation.prompt.size());
+    if (out.prompt_tokens >= context)
+        reject(400,
+               "the prompt is " + std::to_string(out.prompt_tokens) + " tokens long, but the context holds " +
+                   std::to_string(context) + " (start the server with a larger -c, or shorten the chat)",
+               "context_length_exceeded");
+
+    return out;
+}
+
+inline json usage_json(const smol::GenerationUsage& u) {
+    return json{{"prompt_tokens", u.prompt_tokens},
+                {"completion_tokens", u.completion_tokens},
+                {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+// llama.cpp's "timings" block, which chat front ends read for tokens/s.
+inline json timings_json(const smol::GenerationUsage& u) {
+    return json{{"cache_n", u.cached_tokens},
+                {"prompt_n", u.prompt_evaluated()},
+                {"prompt_ms", u.prompt_ms},
+                {"prompt_per_second", u.prompt_tokens_per_second()},
+                {"predicted_n", u.completion_tokens},
+                {"predicted_ms", u.generation_ms},
+                {"predicted_per_second", u.tokens_per_second()}};
+}
+
+
+// One tool call as the OpenAI API shapes it in message.tool_calls (delta.tool_calls adds "index").
+inline json tool_call_json(const smol::ToolCall& call) {
+    return json{{"id", "call_" + uuid_v7()},
+                {"type", "function"},
+                {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
+// What every object of one reply carries.
+struct ReplyIds {
+    std::string id;  // chatcmpl-...
+    std::string model;
+    std::int64_t created = 0;
+};
+
+// One chat.completion.chunk of a streamed reply; finish_reason null until the last.
+inline json chunk_json(const ReplyIds& ids, json delta, const char* finish_reason) {
+    json choice = {{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", nullptr}};
+    if (finish_reason) choice["finish_reason"] = finish_reason;
+    return json{{"id", ids.id},
+                {"object", "chat.completion.chunk"},
+                {"created", ids.created},
+                {"model", ids.model},
+                {"choices", json::array({std::move(choice)})}};
+}
+
+// The whole chat.completion object of a reply that finished (not cancelled, not failed).
+inline json completion_json(const ReplyIds& ids, const std::string& reasoning, const std::string& content,
+                            json tool_calls, smol::FinishReason finish, const smol::GenerationUsage& usage) {
+    json message = {{"role", "assistant"}, {"content", content}};
+    if (!reasoning.empty()) message["reasoning_content"] = reasoning;
+    if (!tool_calls.empty()) {
+        if (content.empty()) message["content"] = nullptr;  // as OpenAI sends a call-only reply
+        message["tool_calls"] = std::move(tool_calls);
+    }
+    return json{{"id", ids.id},
+                {"object", "chat.completion"},
+                {"created", ids.created},
+                {"model", ids.model},
+                {"choices", json::array({{{"index", 0}, {"message", message}, {"finish_reason", smol::openai_finish_reason(finish)}}})},
+                {"usage", usage_json(usage)},
+                {"timings", timings_json(usage)}};
+}
+
+}  // namespace smol_server

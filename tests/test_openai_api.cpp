@@ -1,0 +1,234 @@
+// smol-server's OpenAI mapping (examples/server/openai_api.hpp) without HTTP: what a request
+// body turns into, which bodies are refused and how, and the shape of every reply object.
+
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <string>
+
+#include "openai_api.hpp"
+#include "smol/smol.hpp"
+
+namespace {
+
+using smol_server::ApiError;
+using smol_server::json;
+
+const smol::text::Tokenizer& tokenizer() {
+    static const smol::gguf::File file =
+        smol::gguf::File::open(std::string(SMOL_TEST_DATA_DIR) + "/tiny-f32/smollm3-tiny-f32.gguf");
+    static const smol::text::Tokenizer tok = smol::text::Tokenizer::from_gguf(file);
+    return tok;
+}
+
+json hello() { return json{{"messages", json::array({{{"role", "user"}, {"content", "Hello"}}})}}; }
+
+smol_server::ChatRequest parse(const json& body, int context = 4096) {
+    return smol_server::parse_chat_request(body, tokenizer(), context);
+}
+
+// The ApiError a body is refused with; fails the test when it is accepted.
+ApiError refusal(const json& body, int context = 4096) {
+    try {
+        parse(body, context);
+    } catch (const ApiError& e) {
+        return e;
+    }
+    FAIL("accepted: " << body.dump());
+    return {};
+}
+
+json with(json body, const std::string& field, json value) {
+    body[field] = std::move(value);
+    return body;
+}
+
+}  // namespace
+
+TEST_CASE("a chat request becomes the prompt the template renders and the sampling it asks for") {
+    json body = hello();
+    body["temperature"] = 0.5;
+    body["top_p"] = 0.9;
+    body["top_k"] = 7;
+    body["min_p"] = 0.05;
+    body["seed"] = 42;
+    body["max_tokens"] = 100;
+    body["max_completion_tokens"] = 12;  // the newer name wins
+    body["stop"] = json::array({"a", "bc"});
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    const smol_server::ChatRequest request = parse(body);
+    const smol::SamplerParams& s = request.generation.params.sampling;
+    CHECK(s.temperature == doctest::Approx(0.5));
+    CHECK(s.top_p == doctest::Approx(0.9));
+    CHECK(s.top_k == 7);
+    CHECK(s.min_p == doctest::Approx(0.05));
+    CHECK(s.seed == 42u);
+    CHECK(request.generation.params.max_tokens == 12);
+    CHECK(request.generation.params.stop == std::vector<std::string>{"a", "bc"});
+    CHECK(request.stream);
+    CHECK(request.include_usage);
+    CHECK_FALSE(request.generation.params.parse_tool_calls);
+
+    smol::ChatOptions options;
+    const smol::ChatPrompt rendered = smol::render_chat(hello()["messages"], options);
+    CHECK(request.generation.prompt == tokenizer().encode(rendered.text, true));
+    CHECK(request.prompt_tokens == int(request.generation.prompt.size()));
+    CHECK(request.generation.assistant_prefix == rendered.assistant_prefix);
+
+    // A single stop string, and text parts joined into one message.
+    json parts = with(hello(), "stop", "x");
+    parts["messages"][0]["content"] = json::array({{{"type", "text"}, {"text", "Hel"}}, {{"type", "text"}, {"text", "lo"}}});
+    const smol_server::ChatRequest joined = parse(parts);
+    CHECK(joined.generation.prompt == request.generation.prompt);
+    CHECK(joined.generation.params.stop == std::vector<std::string>{"x"});
+}
+
+TEST_CASE("tools become the template's xml_tools and turn on the tool-call parser") {
+    const json tool = {{"type", "function"},
+                       {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}};
+    const json tooled = with(hello(), "tools", json::array({tool}));
+    const smol_server::ChatRequest request = parse(tooled);
+    CHECK(request.generation.params.parse_tool_calls);
+    CHECK(request.prompt_tokens > parse(hello()).prompt_tokens);  // the tool list is in the prompt
+
+    const smol_server::ChatRequest declined = parse(with(tooled, "tool_choice", "none"));
+    CHECK_FALSE(declined.generation.params.parse_tool_calls);
+    CHECK(declined.generation.prompt == parse(hello()).generation.prompt);
+
+    json both = tooled;
+    both["chat_template_kwargs"] = {{"xml_tools", json::array({tool["function"]})}};
+    CHECK(refusal(both).code == "invalid_value");
+    CHECK(refusal(with(hello(), "tools", json::array({{{"type", "retrieval"}}}))).code == "invalid_value");
+    CHECK(refusal(with(hello(), "tools", "get_weather")).code == "invalid_type");
+}
+
+TEST_CASE("every field smol-server does not implement is a 400 unsupported_parameter naming it") {
+    const std::pair<const char*, json> unsupported[] = {
+        {"logit_bias", {{"15", 3}}},
+        {"logprobs", true},
+        {"top_logprobs", 3},
+        {"response_format", {{"type", "json_object"}}},
+        {"store", true},
+        {"metadata", {{"team", "a"}}},
+        {"parallel_tool_calls", false},
+        {"tool_choice", "required"},
+        {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}},
+        {"audio", {{"voice", "alloy"}}},
+        {"modalities", json::array({"text", "audio"})},
+        {"reasoning_effort", "high"},
+        {"prediction", {{"type", "content"}, {"content", "x"}}},
+        {"web_search_options", json::object()},
+        {"functions", json::array()},
+        {"typical_p", 0.9},
+    };
+    for (const auto& [field, value] : unsupported) {
+        CAPTURE(field);
+        const ApiError e = refusal(with(hello(), field, value));
+        CHECK(e.status == 400);
+        CHECK(e.code == "unsupported_parameter");
+        CHECK(e.message.find(std::string("'") + field) != std::string::npos);
+    }
+    const ApiError option = refusal(with(hello(), "stream_options", {{"include_obfuscation", true}}));
+    CHECK(option.code == "unsupported_parameter");
+    CHECK(option.message.find("stream_options.include_obfuscation") != std::string::npos);
+
+    // Their neutral values ask for nothing smol-server lacks.
+    const std::pair<const char*, json> neutral[] = {
+        {"store", false},          {"logprobs", false},       {"response_format", {{"type", "text"}}},
+        {"parallel_tool_calls", true}, {"user", "u-17"},      {"metadata", json::object()},
+        {"logit_bias", json::object()}, {"cache_prompt", false}, {"model", "anything"},
+        {"n", 1},                  {"top_logprobs", nullptr}, {"tool_choice", "auto"},
+    };
+    for (const auto& [field, value] : neutral) {
+        CAPTURE(field);
+        CHECK_NOTHROW(parse(with(hello(), field, value)));
+    }
+}
+
+TEST_CASE("malformed chat requests get a 400 that says what was expected and found") {
+    const auto code_of = [](const json& body) { return refusal(body).code; };
+    CHECK(code_of(json::object()) == "missing_messages");
+    CHECK(code_of(json{{"messages", "hi"}}) == "invalid_type");
+    CHECK(code_of(json{{"messages", json::array()}}) == "invalid_value");
+    CHECK(code_of(json{{"messages", json::array({{{"role", "bot"}, {"content", "x"}}})}}) == "invalid_role");
+    CHECK(code_of(json{{"messages", json::array({{{"content", "x"}}})}}) == "missing_role");
+    CHECK(code_of(json{{"messages", json::array({{{"role", "user"}}})}}) == "missing_content");
+    CHECK(code_of(json{{"messages", json::array({{{"role", "user"}, {"content", 5}}})}}) == "invalid_type");
+    CHECK(code_of(with(hello(), "temperature", "hot")) == "invalid_type");
+    CHECK(code_of(with(hello(), "temperature", 101)) == "invalid_value");
+    CHECK(code_of(with(hello(), "top_p", 0)) == "invalid_value");
+    CHECK(code_of(with(hello(), "max_tokens", 0)) == "invalid_value");
+    CHECK(code_of(with(hello(), "seed", 1.5)) == "invalid_type");
+    CHECK(code_of(with(hello(), "n", 2)) == "invalid_value");
+    CHECK(code_of(with(hello(), "stop", json::array({"a", 1}))) == "invalid_type");
+    CHECK(code_of(with(hello(), "stop", "")) == "invalid_value");
+    json many_stops = json::array();
+    for (int i = 0; i < 17; ++i) many_stops.push_back("s" + std::to_string(i));
+    CHECK(code_of(with(hello(), "stop", many_stops)) == "invalid_value");
+    CHECK(code_of(with(hello(), "stream", "yes")) == "invalid_type");
+    CHECK(code_of(with(hello(), "response_format", "json")) == "invalid_value");
+
+    const ApiError too_long = refusal(hello(), 8);
+    CHECK(too_long.code == "context_length_exceeded");
+    CHECK(too_long.message.find("holds 8") != std::string::npos);
+
+    CHECK(refusal(json::object()).status == 400);
+    try {
+        smol_server::parse_json_body("{\"messages\": [");
+        FAIL("parsed a truncated body");
+    } catch (const ApiError& e) {
+        CHECK(e.code == "invalid_json");
+    }
+    try {
+        smol_server::parse_json_body("[1, 2]");
+        FAIL("accepted an array as the body");
+    } catch (const ApiError& e) {
+        CHECK(e.code == "invalid_request");
+    }
+}
+
+TEST_CASE("replies, chunks, tool calls and errors have OpenAI's shape") {
+    const smol_server::ReplyIds ids{"chatcmpl-1", "tiny.gguf", 1700000000};
+    smol::GenerationUsage usage;
+    usage.prompt_tokens = 9;
+    usage.cached_tokens = 4;
+    usage.completion_tokens = 3;
+
+    const json answer = smol_server::completion_json(ids, "mulling", "Hi!", json::array(), smol::FinishReason::max_tokens, usage);
+    CHECK(answer["object"] == "chat.completion");
+    CHECK(answer["id"] == "chatcmpl-1");
+    CHECK(answer["created"] == 1700000000);
+    CHECK(answer["choices"][0]["message"] == json{{"role", "assistant"}, {"content", "Hi!"}, {"reasoning_content", "mulling"}});
+    CHECK(answer["choices"][0]["finish_reason"] == "length");
+    CHECK(answer["usage"]["total_tokens"] == 12);
+    CHECK(answer["usage"]["prompt_tokens_details"]["cached_tokens"] == 4);
+    CHECK(answer["timings"]["prompt_n"] == 5);
+
+    const json call = smol_server::tool_call_json({"get_weather", "{\"city\": \"Paris\"}"});
+    CHECK(call["type"] == "function");
+    CHECK(call["id"].get<std::string>().rfind("call_", 0) == 0);
+    CHECK(call["function"] == json{{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}});
+    const json called = smol_server::completion_json(ids, "", "", json::array({call}), smol::FinishReason::tool_calls, usage);
+    CHECK(called["choices"][0]["message"]["content"].is_null());
+    CHECK(called["choices"][0]["message"]["tool_calls"][0] == call);
+    CHECK(called["choices"][0]["finish_reason"] == "tool_calls");
+
+    const json chunk = smol_server::chunk_json(ids, json{{"content", "H"}}, nullptr);
+    CHECK(chunk["object"] == "chat.completion.chunk");
+    CHECK(chunk["choices"][0]["delta"] == json{{"content", "H"}});
+    CHECK(chunk["choices"][0]["finish_reason"].is_null());
+    CHECK(smol_server::chunk_json(ids, json::object(), "stop")["choices"][0]["finish_reason"] == "stop");
+
+    const json error = smol_server::error_body({400, "bad", "invalid_request_error", "invalid_value"});
+    CHECK(error == json{{"error", {{"message", "bad"}, {"type", "invalid_request_error"}, {"code", "invalid_value"}}}});
+}
+
+TEST_CASE("uuid_v7 ids are RFC 9562 version 7 and differ") {
+    const std::string a = smol_server::uuid_v7(), b = smol_server::uuid_v7();
+    CHECK(a != b);
+    REQUIRE(a.size() == 36);
+    CHECK(a[8] == '-');
+    CHECK(a[14] == '7');  // version
+    CHECK(std::string("89ab").find(a[19]) != std::string::npos);  // variant 10
+}
