@@ -106,8 +106,6 @@ TEST_CASE("tools become the template's xml_tools and turn on the tool-call parse
 TEST_CASE("every field smol-server does not implement is a 400 unsupported_parameter naming it") {
     const std::pair<const char*, json> unsupported[] = {
         {"logit_bias", {{"15", 3}}},
-        {"logprobs", true},
-        {"top_logprobs", 3},
         {"response_format", {{"type", "json_object"}}},
         {"store", true},
         {"metadata", {{"team", "a"}}},
@@ -144,6 +142,45 @@ TEST_CASE("every field smol-server does not implement is a 400 unsupported_param
         CAPTURE(field);
         CHECK_NOTHROW(parse(with(hello(), field, value)));
     }
+}
+
+TEST_CASE("logprobs and top_logprobs ask the pipeline for log-probabilities, shaped as OpenAI's") {
+    CHECK(parse(hello()).generation.params.logprobs < 0);
+    CHECK_FALSE(parse(hello()).logprobs);
+    const smol_server::ChatRequest plain = parse(with(hello(), "logprobs", true));
+    CHECK(plain.logprobs);
+    CHECK(plain.generation.params.logprobs == 0);
+    json five = with(hello(), "logprobs", true);
+    five["top_logprobs"] = 5;
+    CHECK(parse(five).generation.params.logprobs == 5);
+    CHECK(refusal(with(hello(), "top_logprobs", 2)).code == "invalid_value");  // needs logprobs: true
+    five["top_logprobs"] = 21;
+    CHECK(refusal(five).code == "invalid_value");
+    CHECK(refusal(with(hello(), "logprobs", "yes")).code == "invalid_type");
+
+    // A token that holds part of a character keeps its exact bytes.
+    const std::int32_t hello_id = tokenizer().encode("Hello", false).at(0);
+    // Byte-level BPE spells byte 0xC3 (the first byte of "é") as the vocabulary entry "Ã".
+    const std::optional<std::int32_t> lead_byte = tokenizer().find("\xc3\x83");
+    REQUIRE(lead_byte.has_value());
+    REQUIRE(tokenizer().token_bytes(*lead_byte) == "\xc3");
+    const std::vector<smol::TokenLogprob> entries{{hello_id, -0.25f, {{hello_id, -0.25f}, {7, -2.0f}}},
+                                                  {*lead_byte, -1.5f, {}}};
+    const json content = smol_server::logprobs_json(entries, tokenizer());
+    REQUIRE(content.size() == entries.size());
+    const std::string& bytes = tokenizer().token_bytes(hello_id);
+    CHECK(content[0]["token"] == bytes);
+    CHECK(content[0]["logprob"] == -0.25f);
+    CHECK(content[0]["bytes"].size() == bytes.size());
+    CHECK(content[0]["bytes"][0] == int(static_cast<unsigned char>(bytes[0])));
+    REQUIRE(content[0]["top_logprobs"].size() == 2);
+    CHECK(content[0]["top_logprobs"][1]["token"] == tokenizer().token_bytes(7));
+    CHECK(content[0]["top_logprobs"][1]["logprob"] == -2.0f);
+    CHECK_FALSE(content[0]["top_logprobs"][1].contains("top_logprobs"));
+    CHECK(content[1]["bytes"] == json::array({0xc3}));
+    CHECK(content[1]["top_logprobs"] == json::array());
+    CHECK(smol_server::choice_logprobs(false, content).is_null());
+    CHECK(smol_server::choice_logprobs(true, content) == json{{"content", content}, {"refusal", nullptr}});
 }
 
 TEST_CASE("malformed chat requests get a 400 that says what was expected and found") {
@@ -201,6 +238,7 @@ TEST_CASE("replies, chunks, tool calls and errors have OpenAI's shape") {
     CHECK(answer["created"] == 1700000000);
     CHECK(answer["choices"][0]["message"] == json{{"role", "assistant"}, {"content", "Hi!"}, {"reasoning_content", "mulling"}});
     CHECK(answer["choices"][0]["finish_reason"] == "length");
+    CHECK(answer["choices"][0]["logprobs"].is_null());
     CHECK(answer["usage"]["total_tokens"] == 12);
     CHECK(answer["usage"]["prompt_tokens_details"]["cached_tokens"] == 4);
     CHECK(answer["timings"]["prompt_n"] == 5);

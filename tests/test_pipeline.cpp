@@ -4,8 +4,12 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -278,4 +282,78 @@ TEST_CASE("pipeline: tool calls are parsed when asked for, and end the turn as t
     REQUIRE(finished.text.tool_calls.size() == 1);
     CHECK(finished.text.tool_calls[0].name == "f");
     CHECK(finished.text.content == "");
+}
+
+TEST_CASE("token_logprob is the log-softmax of the raw logits, with the most likely alternatives in order") {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<float> logits(5000);
+    for (float& x : logits) x = normal(rng);
+    logits[10] = logits[20] = 20.0f;  // a tie for the top (the others are below 15): the lower id comes first
+    logits[30] = std::numeric_limits<float>::quiet_NaN();
+    double norm = 0.0;
+    for (const float x : logits)
+        if (!std::isnan(x)) norm += std::exp(double(x));
+    const auto expected = [&](std::int32_t id) { return std::log(std::exp(double(logits[std::size_t(id)])) / norm); };
+
+    const smol::TokenLogprob entry = smol::token_logprob(logits, 123, 5);
+    CHECK(entry.token == 123);
+    CHECK(entry.logprob == doctest::Approx(expected(123)).epsilon(1e-5));
+    REQUIRE(entry.top.size() == 5);
+    CHECK(entry.top[0].token == 10);
+    CHECK(entry.top[1].token == 20);
+    for (std::size_t i = 0; i < entry.top.size(); ++i) {
+        CHECK(entry.top[i].logprob == doctest::Approx(expected(entry.top[i].token)).epsilon(1e-5));
+        if (i > 0) CHECK(entry.top[i].logprob <= entry.top[i - 1].logprob);
+    }
+    std::vector<float> sorted;
+    for (const float x : logits)
+        if (!std::isnan(x)) sorted.push_back(x);
+    std::sort(sorted.begin(), sorted.end(), std::greater<>());
+    CHECK(logits[std::size_t(entry.top[4].token)] == sorted[4]);
+    CHECK(smol::token_logprob(logits, 30, 0).logprob == -std::numeric_limits<float>::infinity());
+    CHECK(smol::token_logprob(logits, 30, 0).top.empty());
+    CHECK_THROWS_AS(smol::token_logprob(logits, 5000, 1), smol::Error);
+    CHECK_THROWS_AS(smol::token_logprob(logits, 0, smol::kMaxTopLogprobs + 1), smol::Error);
+}
+
+TEST_CASE("pipeline: with logprobs every generated token gets an entry from the logits before penalties") {
+    const auto prompt = tokens("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    GenerationParams params = greedy();
+    params.logprobs = 2;
+    params.sampling.repeat_penalty = 1.5f;  // edits the logits the sampler sees, not the ones reported
+    GenerationPipeline pipeline(tokenizer(), params, prompt, "");
+    pipeline.begin_prompt(0);
+    const auto script = tokens("Hello there");
+    TextDelta text;
+    for (const std::int32_t want : script) {
+        std::vector<float> logits = one_hot(want);
+        logits[std::size_t(prompt.back())] = 9.0f;  // the runner-up, before the penalty
+        const std::vector<float> raw = logits;
+        REQUIRE(pipeline.sample(logits) == want);
+        TextDelta step;
+        REQUIRE_FALSE(pipeline.push(want, true, step));
+        REQUIRE(step.logprobs.size() == 1);
+        const smol::TokenLogprob& entry = step.logprobs[0];
+        CHECK(entry.token == want);
+        const smol::TokenLogprob expected = smol::token_logprob(raw, want, 2);
+        CHECK(entry.logprob == expected.logprob);
+        REQUIRE(entry.top.size() == 2);
+        CHECK(entry.top[0].token == want);
+        CHECK(entry.top[1].token == prompt.back());
+        CHECK(entry.top[1].logprob == expected.top[1].logprob);
+        text.append(step);
+    }
+    // The end of generation gets none.
+    std::vector<float> logits = one_hot(end_of_turn());
+    REQUIRE(pipeline.sample(logits) == end_of_turn());
+    TextDelta last;
+    REQUIRE(pipeline.push(end_of_turn(), true, last));
+    CHECK(last.logprobs.empty());
+    CHECK(text.logprobs.size() == script.size());
+    CHECK(text.content + last.content == "Hello there");
+
+    GenerationParams too_many = greedy();
+    too_many.logprobs = smol::kMaxTopLogprobs + 1;
+    CHECK_THROWS_AS(GenerationPipeline(tokenizer(), too_many, prompt, ""), smol::Error);
 }

@@ -444,6 +444,37 @@ TEST_CASE("smol-server: non-streaming and streaming completions agree, with usag
     const json stopped = http(port, "POST", "/v1/chat/completions", stop_request.dump()).json_body();
     CHECK(stopped["choices"][0]["finish_reason"] == "stop");
     CHECK(stopped["choices"][0]["message"]["content"] == content.substr(0, content.find(stop)));
+
+    // Log-probabilities: one entry per token, whose bytes spell the reply; greedy picks the most
+    // likely token; streamed chunks carry the same entries, each once.
+    CHECK(body["choices"][0]["logprobs"].is_null());
+    json with_logprobs = chat("Hello there", 12, false);
+    with_logprobs["logprobs"] = true;
+    with_logprobs["top_logprobs"] = 3;
+    const json scored = http(port, "POST", "/v1/chat/completions", with_logprobs.dump()).json_body();
+    CHECK(scored["choices"][0]["message"]["content"] == content);
+    const json entries = scored["choices"][0]["logprobs"]["content"];
+    REQUIRE(entries.size() == 12);
+    std::string spelled;
+    for (const json& e : entries) {
+        for (const json& byte : e["bytes"]) spelled += char(byte.get<int>());
+        REQUIRE(e["top_logprobs"].size() == 3);
+        CHECK(e["token"] == e["top_logprobs"][0]["token"]);
+        CHECK(e["logprob"] == e["top_logprobs"][0]["logprob"]);
+        CHECK(e["logprob"].get<double>() <= 0.0);
+        CHECK(e["top_logprobs"][1]["logprob"].get<double>() <= e["top_logprobs"][0]["logprob"].get<double>());
+        CHECK(e["top_logprobs"][2]["logprob"].get<double>() <= e["top_logprobs"][1]["logprob"].get<double>());
+    }
+    CHECK(spelled == content);
+    with_logprobs["stream"] = true;
+    json streamed_entries = json::array();
+    for (const std::string& event : sse_data(http(port, "POST", "/v1/chat/completions", with_logprobs.dump()).body)) {
+        if (event == "[DONE]") continue;
+        const json chunk = json::parse(event);
+        if (chunk["choices"].empty() || !chunk["choices"][0].contains("logprobs")) continue;
+        for (const json& e : chunk["choices"][0]["logprobs"]["content"]) streamed_entries.push_back(e);
+    }
+    CHECK(streamed_entries == entries);
 }
 
 TEST_CASE("smol-server: a follow-up turn reuses the cached conversation") {

@@ -290,6 +290,11 @@ private:
 struct StreamState {
     std::shared_ptr<smol::GenerationStream> stream;
     ReplyIds ids;
+    const smol::text::Tokenizer* tokenizer = nullptr;
+    bool logprobs = false;
+    // Log-probabilities of tokens whose text is still held back (a possible stop string or
+    // tag): they ride on the next chunk that goes out, so the chunks carry each token once.
+    std::vector<smol::TokenLogprob> pending_logprobs;
     bool include_usage = false;
     bool sent_role = false;
     int tool_calls_sent = 0;
@@ -334,8 +339,18 @@ bool stream_step(StreamState& st, httplib::DataSink& sink) {
         return true;
     }
     std::string out;
-    if (!event->reasoning.empty()) out += sse(chunk_json(st.ids, json{{"reasoning_content", event->reasoning}}, nullptr));
-    if (!event->content.empty()) out += sse(chunk_json(st.ids, json{{"content", event->content}}, nullptr));
+    st.pending_logprobs.insert(st.pending_logprobs.end(), event->logprobs.begin(), event->logprobs.end());
+    // A chunk, with the log-probabilities waiting so far when they were asked for.
+    const auto chunk = [&](json delta, const char* finish_reason) {
+        json c = chunk_json(st.ids, std::move(delta), finish_reason);
+        if (st.logprobs) {
+            c["choices"][0]["logprobs"] = choice_logprobs(true, logprobs_json(st.pending_logprobs, *st.tokenizer));
+            st.pending_logprobs.clear();
+        }
+        return c;
+    };
+    if (!event->reasoning.empty()) out += sse(chunk(json{{"reasoning_content", event->reasoning}}, nullptr));
+    if (!event->content.empty()) out += sse(chunk(json{{"content", event->content}}, nullptr));
     // A call is complete when it arrives, so each goes out whole in one chunk (name and all
     // of its arguments), which clients that concatenate argument fragments read the same way.
     for (const smol::ToolCall& call : event->tool_calls) {
@@ -351,7 +366,7 @@ bool stream_step(StreamState& st, httplib::DataSink& sink) {
         } else if (event->finish == smol::FinishReason::cancelled) {
             out += sse(error_body(shutting_down_error()));
         } else {
-            json last = chunk_json(st.ids, json::object(), smol::openai_finish_reason(event->finish));
+            json last = chunk(json::object(), smol::openai_finish_reason(event->finish));
             last["timings"] = timings_json(event->usage);
             out += sse(last);
             if (st.include_usage) {
@@ -373,6 +388,9 @@ bool stream_step(StreamState& st, httplib::DataSink& sink) {
 struct CompletionState {
     std::shared_ptr<smol::GenerationStream> stream;
     ReplyIds ids;
+    const smol::text::Tokenizer* tokenizer = nullptr;
+    bool logprobs = false;
+    std::vector<smol::TokenLogprob> token_logprobs;
     std::string reasoning;
     std::string content;
     json tool_calls = json::array();
@@ -393,6 +411,7 @@ bool completion_step(CompletionState& st, httplib::DataSink& sink) {
     st.reasoning += event->reasoning;
     st.content += event->content;
     for (const smol::ToolCall& call : event->tool_calls) st.tool_calls.push_back(tool_call_json(call));
+    st.token_logprobs.insert(st.token_logprobs.end(), event->logprobs.begin(), event->logprobs.end());
     if (!event->finished) return true;
     json body;
     if (event->finish == smol::FinishReason::error) {
@@ -404,7 +423,8 @@ bool completion_step(CompletionState& st, httplib::DataSink& sink) {
         body = error_body(shutting_down_error());  // same as above: too late for a 503
     } else {
         st.ids.created = unix_seconds();
-        body = completion_json(st.ids, st.reasoning, st.content, std::move(st.tool_calls), event->finish, event->usage);
+        body = completion_json(st.ids, st.reasoning, st.content, std::move(st.tool_calls), event->finish, event->usage,
+                               choice_logprobs(st.logprobs, logprobs_json(st.token_logprobs, *st.tokenizer)));
     }
     const std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
     if (!sink.write(text.data(), text.size())) return false;
@@ -437,6 +457,8 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
         auto st = std::make_shared<StreamState>();
         st->stream = stream;
         st->ids = {id, model_id_, unix_seconds()};
+        st->tokenizer = &scheduler.tokenizer();
+        st->logprobs = chat.logprobs;
         st->include_usage = chat.include_usage;
         st->metrics = &metrics_;
         st->listing = std::move(listing);
@@ -450,6 +472,8 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
     auto st = std::make_shared<CompletionState>();
     st->stream = stream;
     st->ids = {id, model_id_, 0};
+    st->tokenizer = &scheduler.tokenizer();
+    st->logprobs = chat.logprobs;
     st->metrics = &metrics_;
     st->listing = std::move(listing);
     res.set_chunked_content_provider(

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -148,10 +149,6 @@ inline void reject_unsupported_values(const json& body) {
         unsupported("metadata", "is not supported: smol-server stores no completions to tag");
     if (const auto it = body.find("parallel_tool_calls"); it != body.end() && !it->is_null() && *it != true)
         unsupported("parallel_tool_calls", "must be true or absent: the model may call several tools in one turn");
-    if (const auto it = body.find("logprobs"); it != body.end() && !it->is_null() && *it != false)
-        unsupported("logprobs", "is not supported yet");
-    if (const auto it = body.find("top_logprobs"); it != body.end() && !it->is_null())
-        unsupported("top_logprobs", "is not supported yet");
     if (const auto it = body.find("logit_bias"); it != body.end() && !it->is_null() && !(it->is_object() && it->empty()))
         unsupported("logit_bias", "is not supported yet");
     if (const auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
@@ -276,6 +273,7 @@ inline void read_tools(const json& body, smol::ChatOptions& chat) {
 
 struct ChatRequest {
     smol::GenerationRequest generation;
+    bool logprobs = false;  // generation.params.logprobs says how many alternatives
     bool stream = false;
     bool include_usage = false;
     int prompt_tokens = 0;
@@ -346,6 +344,10 @@ inline ChatRequest parse_chat_request(const json& body, const smol::text::Tokeni
         if (auto v = bool_field(*so, "include_usage")) out.include_usage = *v;
     }
     if (auto n = integer_field(body, "n", 1, 1); n && *n != 1) reject(400, "only n = 1 is supported", "invalid_value");
+    out.logprobs = bool_field(body, "logprobs").value_or(false);
+    const auto top_logprobs = integer_field(body, "top_logprobs", 0, smol::kMaxTopLogprobs);
+    if (top_logprobs && !out.logprobs) reject(400, "'top_logprobs' needs \"logprobs\": true", "invalid_value");
+    params.logprobs = out.logprobs ? int(top_logprobs.value_or(0)) : -1;
 
     // Rendering comes last, so a bad field is reported even when the prompt is also too long.
     // A trailing assistant message is a prefill: generation continues it.
@@ -414,20 +416,52 @@ inline json chunk_json(const ReplyIds& ids, json delta, const char* finish_reaso
                 {"choices", json::array({std::move(choice)})}};
 }
 
+// OpenAI's logprobs.content: per generated token its text, log-probability, UTF-8 bytes (a
+// token may hold part of a character) and the most likely alternatives.
+inline json logprobs_json(std::span<const smol::TokenLogprob> entries, const smol::text::Tokenizer& tokenizer) {
+    const auto token_fields = [&](std::int32_t id, float logprob) {
+        const std::string& bytes = tokenizer.token_bytes(id);
+        json byte_values = json::array();
+        for (const char c : bytes) byte_values.push_back(int(static_cast<unsigned char>(c)));
+        return json{{"token", bytes}, {"logprob", logprob}, {"bytes", std::move(byte_values)}};
+    };
+    json content = json::array();
+    for (const smol::TokenLogprob& entry : entries) {
+        json item = token_fields(entry.token, entry.logprob);
+        json top = json::array();
+        for (const smol::TokenAlternative& alt : entry.top) top.push_back(token_fields(alt.token, alt.logprob));
+        item["top_logprobs"] = std::move(top);
+        content.push_back(std::move(item));
+    }
+    return content;
+}
+
+// A choice's "logprobs": {content, refusal} when asked for, else null.
+inline json choice_logprobs(bool requested, json content) {
+    if (!requested) return nullptr;
+    return json{{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
 // The whole chat.completion object of a reply that finished (not cancelled, not failed).
+// logprobs: choice_logprobs().
 inline json completion_json(const ReplyIds& ids, const std::string& reasoning, const std::string& content,
-                            json tool_calls, smol::FinishReason finish, const smol::GenerationUsage& usage) {
+                            json tool_calls, smol::FinishReason finish, const smol::GenerationUsage& usage,
+                            json logprobs = nullptr) {
     json message = {{"role", "assistant"}, {"content", content}};
     if (!reasoning.empty()) message["reasoning_content"] = reasoning;
     if (!tool_calls.empty()) {
         if (content.empty()) message["content"] = nullptr;  // as OpenAI sends a call-only reply
         message["tool_calls"] = std::move(tool_calls);
     }
+    json choice = {{"index", 0},
+                   {"message", std::move(message)},
+                   {"logprobs", std::move(logprobs)},
+                   {"finish_reason", smol::openai_finish_reason(finish)}};
     return json{{"id", ids.id},
                 {"object", "chat.completion"},
                 {"created", ids.created},
                 {"model", ids.model},
-                {"choices", json::array({{{"index", 0}, {"message", message}, {"finish_reason", smol::openai_finish_reason(finish)}}})},
+                {"choices", json::array({std::move(choice)})},
                 {"usage", usage_json(usage)},
                 {"timings", timings_json(usage)}};
 }

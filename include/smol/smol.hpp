@@ -6,6 +6,7 @@
 #include "smol/core/error.hpp"
 #include "smol/core/threads.hpp"
 #include "smol/generate/engine.hpp"
+#include "smol/generate/logprobs.hpp"
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/pipeline.hpp"
 #include "smol/generate/scheduler.hpp"

@@ -10,7 +10,7 @@
 //          -> ThinkingParser (reasoning / answer; primed with the assistant prefix)
 //          -> ToolCallParser (<tool_call> blocks in the answer become calls; when asked for)
 //          -> StopStringMatcher (on the answer; holds back what may become a stop string)
-//          -> TextDelta for the caller
+//          -> TextDelta for the caller (with each token's log-probability, when asked for)
 //
 // The pipeline knows nothing about KV caches or threads: the caller runs the model and tells
 // the pipeline whether the context has room for another token.
@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/generate/logprobs.hpp"
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/stop_strings.hpp"
 #include "smol/text/thinking.hpp"
@@ -38,6 +39,9 @@ struct GenerationParams {
     int max_tokens = -1;            // tokens sampled at most; negative: until end of generation or a full context
     std::vector<std::string> stop;  // generation ends before any of these (matched on the answer); never shown
     bool parse_tool_calls = false;  // <tool_call> blocks become ToolCalls (turn on when tools were rendered)
+    // Negative: no log-probabilities. 0..kMaxTopLogprobs: each generated token's (end of
+    // generation excepted) with this many most likely alternatives.
+    int logprobs = -1;
 };
 
 enum class FinishReason {
@@ -103,12 +107,16 @@ struct TextDelta {
     std::string reasoning;  // inside <think>...</think>
     std::string content;    // the answer
     std::vector<ToolCall> tool_calls;  // calls completed in this step
+    // One per token generated in this step (GenerationParams::logprobs), whether its text is
+    // shown yet or still held back.
+    std::vector<TokenLogprob> logprobs;
 
-    bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
+    bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty() && logprobs.empty(); }
     void append(const TextDelta& more) {
         reasoning += more.reasoning;
         content += more.content;
         tool_calls.insert(tool_calls.end(), more.tool_calls.begin(), more.tool_calls.end());
+        logprobs.insert(logprobs.end(), more.logprobs.begin(), more.logprobs.end());
     }
 };
 
@@ -128,9 +136,12 @@ public:
           decoder_(tokenizer),
           thinking_(/*thinking_enabled=*/true),
           parse_tool_calls_(params.parse_tool_calls),
+          logprobs_(params.logprobs),
           max_tokens_(params.max_tokens),
           requested_(Clock::now()) {
         if (prompt.empty()) fail("generation: the prompt is empty; at least one token is needed to continue from");
+        if (logprobs_ > kMaxTopLogprobs)
+            fail("generation: at most ", kMaxTopLogprobs, " alternatives per token, asked for ", logprobs_);
         usage_.prompt_tokens = int(prompt.size());
         // Sets the parsers' state (inside a think block, inside a call); that text is the
         // caller's, not output.
@@ -149,8 +160,10 @@ public:
 
     // Picks the next token from the logits of the last position (modified in place).
     std::int32_t sample(std::span<float> logits) {
+        if (logprobs_ >= 0) raw_logits_.assign(logits.begin(), logits.end());  // the sampler edits logits
         const std::int32_t token = sampler_.sample(logits);
         sampler_.accept(token);
+        if (logprobs_ >= 0) last_logprob_ = token_logprob(raw_logits_, token, logprobs_);
         const auto now = Clock::now();
         if (usage_.completion_tokens++ == 0) {
             first_token_ = now;
@@ -169,6 +182,7 @@ public:
             finish(FinishReason::end_of_generation, out);
             return true;
         }
+        if (logprobs_ >= 0) out.logprobs.push_back(std::move(last_logprob_));
         show(decoder_.push(token), out);
         if (stops_.stopped()) finish(FinishReason::stop_string, out);
         else if (max_tokens_ >= 0 && usage_.completion_tokens >= max_tokens_) finish(FinishReason::max_tokens, out);
@@ -237,6 +251,9 @@ private:
     ThinkingParser thinking_;
     ToolCallParser tools_;
     bool parse_tool_calls_;
+    int logprobs_;
+    std::vector<float> raw_logits_;  // [n_vocab]: the last logits as the model gave them
+    TokenLogprob last_logprob_;      // of the token sample() returned last
     int max_tokens_;
     GenerationUsage usage_;
     bool finished_ = false;

@@ -71,14 +71,24 @@ struct GenerationRequest {
 };
 
 // What a stream delivers: text since the last event and, once, the end.
-struct StreamEvent {
-    std::string reasoning;  // text inside <think>...</think>
-    std::string content;    // the answer
-    std::vector<ToolCall> tool_calls;  // calls completed since the last event (GenerationParams::parse_tool_calls)
+// The text (reasoning, answer, tool calls, log-probabilities) produced since the last event.
+struct StreamEvent : TextDelta {
+    StreamEvent() = default;
+    explicit StreamEvent(TextDelta text) : TextDelta(std::move(text)) {}
+
     bool finished = false;
     FinishReason finish = FinishReason::end_of_generation;  // meaningful once finished
     std::string error;      // set when finish == error
     GenerationUsage usage;  // final when finished
+
+    // Adds a later event: its text after this one's, its end state in place of this one's.
+    void append(StreamEvent&& later) {
+        TextDelta::append(later);
+        finished = later.finished;
+        finish = later.finish;
+        error = std::move(later.error);
+        usage = later.usage;
+    }
 };
 
 // The thread-safe channel between the worker and whoever reads a request's output.
@@ -97,14 +107,7 @@ public:
         StreamEvent merged = std::move(pending_.front());
         pending_.pop_front();
         while (!pending_.empty() && !merged.finished) {
-            StreamEvent& e = pending_.front();
-            merged.reasoning += e.reasoning;
-            merged.content += e.content;
-            merged.tool_calls.insert(merged.tool_calls.end(), e.tool_calls.begin(), e.tool_calls.end());
-            merged.finished = e.finished;
-            merged.finish = e.finish;
-            merged.error = std::move(e.error);
-            merged.usage = e.usage;
+            merged.append(std::move(pending_.front()));
             pending_.pop_front();
         }
         return merged;
@@ -115,14 +118,7 @@ public:
         StreamEvent all;
         while (!all.finished) {
             auto e = next(std::chrono::milliseconds(1000));
-            if (!e) continue;
-            all.reasoning += e->reasoning;
-            all.content += e->content;
-            all.tool_calls.insert(all.tool_calls.end(), e->tool_calls.begin(), e->tool_calls.end());
-            all.finished = e->finished;
-            all.finish = e->finish;
-            all.error = e->error;
-            all.usage = e->usage;
+            if (e) all.append(std::move(*e));
         }
         return all;
     }
@@ -480,7 +476,6 @@ private:
             std::lock_guard lock(mutex_);  // counted before the stream can see the token
             ++stats_.generated_tokens;
         }
-        StreamEvent e;
         TextDelta delta;
         // The sampled token goes into the cache next step; it needs a free position.
         const bool ended = slot.job.pipeline->push(token, slot.cache->size() < slot.cache->capacity(), delta);
@@ -488,12 +483,7 @@ private:
             finish(slot, slot.job.pipeline->finish_reason(), "", std::move(delta));
             return;
         }
-        if (!delta.empty()) {
-            e.reasoning = std::move(delta.reasoning);
-            e.content = std::move(delta.content);
-            e.tool_calls = std::move(delta.tool_calls);
-            slot.job.stream->push(std::move(e));
-        }
+        if (!delta.empty()) slot.job.stream->push(StreamEvent{std::move(delta)});
         slot.next_token = token;
     }
 
@@ -502,10 +492,7 @@ private:
     void finish(Slot& slot, FinishReason reason, const std::string& error, TextDelta text = {}) {
         GenerationPipeline& pipeline = *slot.job.pipeline;
         pipeline.finish(reason, text);
-        StreamEvent e;
-        e.reasoning = std::move(text.reasoning);
-        e.content = std::move(text.content);
-        e.tool_calls = std::move(text.tool_calls);
+        StreamEvent e{std::move(text)};
         e.finished = true;
         e.finish = pipeline.finish_reason();
         e.error = error;
