@@ -23,7 +23,7 @@ const smol::text::Tokenizer& tokenizer() {
 
 json hello() { return json{{"messages", json::array({{{"role", "user"}, {"content", "Hello"}}})}}; }
 
-smol_server::ChatRequest parse(const json& body, int context = 4096) {
+smol_server::ApiRequest parse(const json& body, int context = 4096) {
     return smol_server::parse_chat_request(body, tokenizer(), context);
 }
 
@@ -57,7 +57,7 @@ TEST_CASE("a chat request becomes the prompt the template renders and the sampli
     body["stop"] = json::array({"a", "bc"});
     body["stream"] = true;
     body["stream_options"] = {{"include_usage", true}};
-    const smol_server::ChatRequest request = parse(body);
+    const smol_server::ApiRequest request = parse(body);
     const smol::SamplerParams& s = request.generation.params.sampling;
     CHECK(s.temperature == doctest::Approx(0.5));
     CHECK(s.top_p == doctest::Approx(0.9));
@@ -79,7 +79,7 @@ TEST_CASE("a chat request becomes the prompt the template renders and the sampli
     // A single stop string, and text parts joined into one message.
     json parts = with(hello(), "stop", "x");
     parts["messages"][0]["content"] = json::array({{{"type", "text"}, {"text", "Hel"}}, {{"type", "text"}, {"text", "lo"}}});
-    const smol_server::ChatRequest joined = parse(parts);
+    const smol_server::ApiRequest joined = parse(parts);
     CHECK(joined.generation.prompt == request.generation.prompt);
     CHECK(joined.generation.params.stop == std::vector<std::string>{"x"});
 }
@@ -88,11 +88,11 @@ TEST_CASE("tools become the template's xml_tools and turn on the tool-call parse
     const json tool = {{"type", "function"},
                        {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}};
     const json tooled = with(hello(), "tools", json::array({tool}));
-    const smol_server::ChatRequest request = parse(tooled);
+    const smol_server::ApiRequest request = parse(tooled);
     CHECK(request.generation.params.parse_tool_calls);
     CHECK(request.prompt_tokens > parse(hello()).prompt_tokens);  // the tool list is in the prompt
 
-    const smol_server::ChatRequest declined = parse(with(tooled, "tool_choice", "none"));
+    const smol_server::ApiRequest declined = parse(with(tooled, "tool_choice", "none"));
     CHECK_FALSE(declined.generation.params.parse_tool_calls);
     CHECK(declined.generation.prompt == parse(hello()).generation.prompt);
 
@@ -147,7 +147,7 @@ TEST_CASE("every field smol-server does not implement is a 400 unsupported_param
 TEST_CASE("logprobs and top_logprobs ask the pipeline for log-probabilities, shaped as OpenAI's") {
     CHECK(parse(hello()).generation.params.logprobs < 0);
     CHECK_FALSE(parse(hello()).logprobs);
-    const smol_server::ChatRequest plain = parse(with(hello(), "logprobs", true));
+    const smol_server::ApiRequest plain = parse(with(hello(), "logprobs", true));
     CHECK(plain.logprobs);
     CHECK(plain.generation.params.logprobs == 0);
     json five = with(hello(), "logprobs", true);
@@ -181,6 +181,71 @@ TEST_CASE("logprobs and top_logprobs ask the pipeline for log-probabilities, sha
     CHECK(content[1]["top_logprobs"] == json::array());
     CHECK(smol_server::choice_logprobs(false, content).is_null());
     CHECK(smol_server::choice_logprobs(true, content) == json{{"content", content}, {"refusal", nullptr}});
+}
+
+TEST_CASE("a text completion continues its prompt as given: a string or token ids, no template") {
+    const std::string text = "<|im_start|>user\nOnce upon a time";
+    json body = {{"prompt", text}, {"max_tokens", 5}, {"temperature", 0}, {"logprobs", 2}, {"stop", "\n"}};
+    const smol_server::ApiRequest request = smol_server::parse_text_request(body, tokenizer(), 4096);
+    const auto ids = tokenizer().encode(text, /*parse_special=*/true);
+    CHECK(request.generation.prompt == ids);
+    CHECK(request.generation.assistant_prefix.empty());
+    CHECK(request.prompt_tokens == int(ids.size()));
+    CHECK_FALSE(request.generation.params.split_reasoning);
+    CHECK(request.generation.params.max_tokens == 5);
+    CHECK(request.generation.params.stop == std::vector<std::string>{"\n"});
+    CHECK(request.logprobs);
+    CHECK(request.generation.params.logprobs == 2);
+
+    json as_ids = body;
+    as_ids["prompt"] = ids;
+    CHECK(smol_server::parse_text_request(as_ids, tokenizer(), 4096).generation.prompt == ids);
+    as_ids["prompt"] = json::array({text});  // one prompt in a list
+    CHECK(smol_server::parse_text_request(as_ids, tokenizer(), 4096).generation.prompt == ids);
+    CHECK_FALSE(smol_server::parse_text_request(json{{"prompt", "x"}}, tokenizer(), 4096).logprobs);
+
+    const auto text_refusal = [](const json& b, int context = 4096) {
+        try {
+            smol_server::parse_text_request(b, tokenizer(), context);
+        } catch (const ApiError& e) {
+            return e;
+        }
+        FAIL("accepted: " << b.dump());
+        return ApiError{};
+    };
+    CHECK(text_refusal(json::object()).code == "missing_prompt");
+    CHECK(text_refusal(json{{"prompt", ""}}).code == "invalid_value");
+    CHECK(text_refusal(json{{"prompt", 7}}).code == "invalid_type");
+    CHECK(text_refusal(json{{"prompt", json::array({1, -2})}}).code == "invalid_value");
+    CHECK(text_refusal(json{{"prompt", json::array({int(tokenizer().n_vocab())})}}).code == "invalid_value");
+    CHECK(text_refusal(json{{"prompt", json::array({"a", "b"})}}).code == "unsupported_parameter");
+    CHECK(text_refusal(json{{"prompt", "x"}, {"echo", true}}).code == "unsupported_parameter");
+    CHECK(text_refusal(json{{"prompt", "x"}, {"suffix", "y"}}).code == "unsupported_parameter");
+    CHECK(text_refusal(json{{"prompt", "x"}, {"best_of", 3}}).code == "unsupported_parameter");
+    CHECK(text_refusal(json{{"prompt", "x"}, {"messages", json::array()}}).code == "unsupported_parameter");
+    CHECK(text_refusal(json{{"prompt", "x"}, {"logprobs", 21}}).code == "invalid_value");
+    CHECK(text_refusal(json{{"prompt", "x"}, {"logprobs", true}}).code == "invalid_type");
+    CHECK(text_refusal(json{{"prompt", text}}, 4).code == "context_length_exceeded");
+    CHECK_NOTHROW(smol_server::parse_text_request(json{{"prompt", "x"}, {"echo", false}, {"suffix", ""}, {"best_of", 1}},
+                                                  tokenizer(), 4096));
+    // Chat-only fields are not text-completion fields.
+    CHECK(text_refusal(json{{"prompt", "x"}, {"tools", json::array()}}).code == "unsupported_parameter");
+
+    const smol_server::ReplyIds ids_{"cmpl-1", "tiny.gguf", 5};
+    const std::int32_t once = tokenizer().encode(" once", false).at(0);
+    const json logprobs = smol_server::text_logprobs_json(
+        std::vector<smol::TokenLogprob>{{once, -0.5f, {{once, -0.5f}}}, {once, -1.0f, {}}}, tokenizer(), 10);
+    const std::string& piece = tokenizer().token_bytes(once);
+    CHECK(logprobs["tokens"] == json::array({piece, piece}));
+    CHECK(logprobs["token_logprobs"] == json::array({-0.5f, -1.0f}));
+    CHECK(logprobs["top_logprobs"][0] == json{{piece, -0.5f}});
+    CHECK(logprobs["text_offset"] == json::array({10, 10 + piece.size()}));
+    const json reply = smol_server::text_completion_json(ids_, " upon", "length", logprobs);
+    CHECK(reply["object"] == "text_completion");
+    CHECK(reply["choices"][0]["text"] == " upon");
+    CHECK(reply["choices"][0]["finish_reason"] == "length");
+    CHECK(reply["choices"][0]["logprobs"] == logprobs);
+    CHECK(smol_server::text_completion_json(ids_, "", nullptr)["choices"][0]["finish_reason"].is_null());
 }
 
 TEST_CASE("malformed chat requests get a 400 that says what was expected and found") {

@@ -357,3 +357,18 @@ TEST_CASE("pipeline: with logprobs every generated token gets an entry from the 
     too_many.logprobs = smol::kMaxTopLogprobs + 1;
     CHECK_THROWS_AS(GenerationPipeline(tokenizer(), too_many, prompt, ""), smol::Error);
 }
+
+TEST_CASE("pipeline: without split_reasoning, think tags are text like any other (raw completions)") {
+    const auto prompt = tokens("Once upon a time");
+    GenerationParams params = greedy();
+    params.split_reasoning = false;
+    GenerationPipeline raw(tokenizer(), params, prompt, "");
+    const Run run = drive(raw, tokens("<think>hm</think> there was"));
+    CHECK(run.text.reasoning.empty());
+    CHECK(run.text.content == "<think>hm</think> there was");
+
+    GenerationPipeline split(tokenizer(), greedy(), prompt, "");
+    const Run parsed = drive(split, tokens("<think>hm</think> there was"));
+    CHECK(parsed.text.reasoning == "hm");
+    CHECK(parsed.text.content != run.text.content);
+}

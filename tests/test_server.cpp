@@ -477,6 +477,73 @@ TEST_CASE("smol-server: non-streaming and streaming completions agree, with usag
     CHECK(streamed_entries == entries);
 }
 
+TEST_CASE("smol-server: /v1/completions continues a raw prompt, streamed and not, from text or token ids") {
+    ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "2"});
+    const int port = server.port();
+    const std::string path = "/v1/completions";
+    json request = {{"prompt", "Once upon a time"}, {"max_tokens", 10}, {"temperature", 0}, {"logprobs", 2}};
+    const Response plain = http(port, "POST", path, request.dump());
+    REQUIRE(plain.status == 200);
+    const json body = plain.json_body();
+    CHECK(body["object"] == "text_completion");
+    CHECK(body["id"].get<std::string>().rfind("cmpl-", 0) == 0);
+    const std::string text = body["choices"][0]["text"];
+    CHECK(!text.empty());
+    CHECK(body["choices"][0]["finish_reason"] == "length");
+    CHECK(body["usage"]["completion_tokens"] == 10);
+    const json& logprobs = body["choices"][0]["logprobs"];
+    REQUIRE(logprobs["tokens"].size() == 10);
+    std::string spelled;
+    for (std::size_t i = 0; i < 10; ++i) {
+        CHECK(logprobs["text_offset"][i] == spelled.size());
+        spelled += logprobs["tokens"][i].get<std::string>();
+        CHECK(logprobs["top_logprobs"][i].size() == 2);
+        CHECK(logprobs["token_logprobs"][i].get<double>() <= 0.0);
+    }
+    CHECK(spelled == text);
+
+    // The same prompt as token ids (from /tokenize) gives the same continuation.
+    const json ids = http(port, "POST", "/tokenize", json{{"content", "Once upon a time"}}.dump()).json_body()["tokens"];
+    json by_ids = request;
+    by_ids["prompt"] = ids;
+    const json again = http(port, "POST", path, by_ids.dump()).json_body();
+    CHECK(again["choices"][0]["text"] == text);
+    CHECK(again["usage"]["prompt_tokens"] == body["usage"]["prompt_tokens"]);
+
+    // Streamed: text_completion chunks that join to the same text, usage, then [DONE].
+    json streamed = request;
+    streamed["stream"] = true;
+    streamed["stream_options"] = {{"include_usage", true}};
+    const auto events = sse_data(http(port, "POST", path, streamed.dump()).body);
+    REQUIRE(events.size() >= 3);
+    CHECK(events.back() == "[DONE]");
+    std::string joined;
+    json tokens = json::array();
+    std::string finish;
+    int usage_chunks = 0;
+    for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+        const json chunk = json::parse(events[i]);
+        CHECK(chunk["object"] == "text_completion");
+        if (chunk.contains("usage")) {
+            ++usage_chunks;
+            CHECK(chunk["usage"]["completion_tokens"] == 10);
+            continue;
+        }
+        joined += chunk["choices"][0]["text"].get<std::string>();
+        for (const json& t : chunk["choices"][0]["logprobs"]["tokens"]) tokens.push_back(t);
+        if (!chunk["choices"][0]["finish_reason"].is_null()) finish = chunk["choices"][0]["finish_reason"];
+    }
+    CHECK(joined == text);
+    CHECK(tokens == logprobs["tokens"]);
+    CHECK(finish == "length");
+    CHECK(usage_chunks == 1);
+
+    check_error(http(port, "POST", path, R"({"max_tokens": 3})"), 400, "missing_prompt");
+    check_error(http(port, "POST", path, R"({"prompt": "x", "echo": true})"), 400, "unsupported_parameter");
+    check_error(http(port, "POST", path, R"({"prompt": "x"})", "wrong-key"), 401, "invalid_api_key");
+    CHECK(server.metric("smol_text_completions_total") == 3);
+}
+
 TEST_CASE("smol-server: a follow-up turn reuses the cached conversation") {
     ServerProcess server({"--api-key", kKey, "-c", "1024", "--parallel", "2"});
     const int port = server.port();

@@ -167,6 +167,7 @@ struct Metrics {
     std::atomic<std::uint64_t> http_client_errors{0};
     std::atomic<std::uint64_t> http_server_errors{0};
     std::atomic<std::uint64_t> chat_completions{0};
+    std::atomic<std::uint64_t> text_completions{0};
 };
 
 // The generations whose responses are still being written. Shutdown cancels them all and waits
@@ -229,6 +230,9 @@ private:
     bool closing_ = false;
 };
 
+// The two completion endpoints: chat messages through the template, or a raw text prompt.
+enum class Endpoint { chat, text };
+
 class Server {
 public:
     explicit Server(ServerOptions options) : options_(std::move(options)) {}
@@ -273,7 +277,7 @@ public:
     LiveGenerations& live() { return live_; }
 
 private:
-    void chat_completions(const httplib::Request& req, httplib::Response& res);
+    void complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
     std::string metrics_text();
 
     ServerOptions options_;
@@ -286,22 +290,28 @@ private:
     LiveGenerations live_;
 };
 
-// What a streaming response needs between calls of httplib's content provider.
-struct StreamState {
+// What both kinds of reply carry between calls of httplib's content provider.
+struct ReplyState {
+    Endpoint endpoint = Endpoint::chat;
     std::shared_ptr<smol::GenerationStream> stream;
     ReplyIds ids;
     const smol::text::Tokenizer* tokenizer = nullptr;
     bool logprobs = false;
+    Metrics* metrics = nullptr;
+    std::unique_ptr<LiveGenerations::Listing> listing;
+};
+
+// What a streaming response needs besides.
+struct StreamState : ReplyState {
     // Log-probabilities of tokens whose text is still held back (a possible stop string or
     // tag): they ride on the next chunk that goes out, so the chunks carry each token once.
     std::vector<smol::TokenLogprob> pending_logprobs;
+    std::size_t text_offset = 0;  // bytes of text sent so far (the completions API's text_offset)
     bool include_usage = false;
     bool sent_role = false;
     int tool_calls_sent = 0;
     bool done = false;
     Clock::time_point last_write = Clock::now();
-    Metrics* metrics = nullptr;
-    std::unique_ptr<LiveGenerations::Listing> listing;
 };
 
 // The one way a client can see its generation cancelled: the server is stopping (a client that
@@ -309,6 +319,17 @@ struct StreamState {
 ApiError shutting_down_error() {
     return ApiError{503, "generation was cancelled: the server is shutting down", "unavailable_error",
                     "server_shutting_down"};
+}
+
+// The error a generation that did not finish ends with, in the body (the 200 status went out
+// before generation began); nullopt for one that finished.
+std::optional<ApiError> generation_error(const smol::StreamEvent& event, Metrics* metrics) {
+    if (event.finish == smol::FinishReason::error) {
+        if (metrics) metrics->http_server_errors++;
+        return ApiError{500, "generation failed: " + event.error, "server_error", "generation_failed"};
+    }
+    if (event.finish == smol::FinishReason::cancelled) return shutting_down_error();
+    return std::nullopt;
 }
 
 std::string sse(const json& chunk) {
@@ -326,7 +347,8 @@ bool stream_step(StreamState& st, httplib::DataSink& sink) {
         sink.done();
         return true;
     }
-    if (!st.sent_role) {
+    const bool chat = st.endpoint == Endpoint::chat;
+    if (chat && !st.sent_role) {
         st.sent_role = true;
         if (!write(sse(chunk_json(st.ids, json{{"role", "assistant"}, {"content", ""}}, nullptr)))) return false;
     }
@@ -340,13 +362,19 @@ bool stream_step(StreamState& st, httplib::DataSink& sink) {
     }
     std::string out;
     st.pending_logprobs.insert(st.pending_logprobs.end(), event->logprobs.begin(), event->logprobs.end());
-    // A chunk, with the log-probabilities waiting so far when they were asked for.
+    // A chunk of this endpoint's kind, with the log-probabilities waiting so far when asked for.
     const auto chunk = [&](json delta, const char* finish_reason) {
-        json c = chunk_json(st.ids, std::move(delta), finish_reason);
-        if (st.logprobs) {
-            c["choices"][0]["logprobs"] = choice_logprobs(true, logprobs_json(st.pending_logprobs, *st.tokenizer));
-            st.pending_logprobs.clear();
+        json c;
+        if (chat) {
+            c = chunk_json(st.ids, std::move(delta), finish_reason);
+            if (st.logprobs) c["choices"][0]["logprobs"] = choice_logprobs(true, logprobs_json(st.pending_logprobs, *st.tokenizer));
+        } else {
+            const std::string text = delta.value("content", "");
+            json logprobs = st.logprobs ? text_logprobs_json(st.pending_logprobs, *st.tokenizer, st.text_offset) : json();
+            st.text_offset += text.size();
+            c = text_completion_json(st.ids, text, finish_reason, std::move(logprobs));
         }
+        st.pending_logprobs.clear();
         return c;
     };
     if (!event->reasoning.empty()) out += sse(chunk(json{{"reasoning_content", event->reasoning}}, nullptr));
@@ -359,18 +387,15 @@ bool stream_step(StreamState& st, httplib::DataSink& sink) {
         out += sse(chunk_json(st.ids, json{{"tool_calls", json::array({std::move(entry)})}}, nullptr));
     }
     if (event->finished) {
-        if (event->finish == smol::FinishReason::error) {
-            ApiError e{500, "generation failed: " + event->error, "server_error", "generation_failed"};
-            out += sse(error_body(e));
-            if (st.metrics) st.metrics->http_server_errors++;  // the status went out as 200
-        } else if (event->finish == smol::FinishReason::cancelled) {
-            out += sse(error_body(shutting_down_error()));
+        if (const auto error = generation_error(*event, st.metrics)) {
+            out += sse(error_body(*error));
         } else {
             json last = chunk(json::object(), smol::openai_finish_reason(event->finish));
             last["timings"] = timings_json(event->usage);
             out += sse(last);
             if (st.include_usage) {
-                json usage = chunk_json(st.ids, json::object(), nullptr);
+                json usage = last;
+                usage.erase("timings");
                 usage["choices"] = json::array();
                 usage["usage"] = usage_json(event->usage);
                 out += sse(usage);
@@ -384,26 +409,21 @@ bool stream_step(StreamState& st, httplib::DataSink& sink) {
     return true;
 }
 
-// What a non-streaming response collects between calls of httplib's content provider.
-struct CompletionState {
-    std::shared_ptr<smol::GenerationStream> stream;
-    ReplyIds ids;
-    const smol::text::Tokenizer* tokenizer = nullptr;
-    bool logprobs = false;
+// What a non-streaming response collects besides.
+struct CompletionState : ReplyState {
     std::vector<smol::TokenLogprob> token_logprobs;
     std::string reasoning;
     std::string content;
     json tool_calls = json::array();
-    Metrics* metrics = nullptr;
-    std::unique_ptr<LiveGenerations::Listing> listing;
 };
 
 // One call of the content provider of a non-streaming response: waits briefly for output and
-// keeps it; at the end writes the whole chat.completion object. The reply is chunked only so
-// that the server looks at the connection between tokens: a client that hung up stops its
-// generation here (sink.is_writable() peeks the socket), where waiting for the whole text in
-// the handler would compute for nobody until max_tokens. A client that only shuts down its
-// sending side after the request looks the same as one that left, as on the streaming path.
+// keeps it; at the end writes the whole chat.completion (or text_completion) object. The reply
+// is chunked only so that the server looks at the connection between tokens: a client that
+// hung up stops its generation here (sink.is_writable() peeks the socket), where waiting for
+// the whole text in the handler would compute for nobody until max_tokens. A client that only
+// shuts down its sending side after the request looks the same as one that left, as on the
+// streaming path.
 bool completion_step(CompletionState& st, httplib::DataSink& sink) {
     if (!sink.is_writable()) return false;
     auto event = st.stream->next(std::chrono::milliseconds(100));
@@ -414,17 +434,18 @@ bool completion_step(CompletionState& st, httplib::DataSink& sink) {
     st.token_logprobs.insert(st.token_logprobs.end(), event->logprobs.begin(), event->logprobs.end());
     if (!event->finished) return true;
     json body;
-    if (event->finish == smol::FinishReason::error) {
-        // The 200 status and headers went out before generation began, so a failure now can
-        // only be told in the body: the OpenAI error object a 500 would have carried.
-        body = error_body(ApiError{500, "generation failed: " + event->error, "server_error", "generation_failed"});
-        if (st.metrics) st.metrics->http_server_errors++;
-    } else if (event->finish == smol::FinishReason::cancelled) {
-        body = error_body(shutting_down_error());  // same as above: too late for a 503
-    } else {
+    if (const auto error = generation_error(*event, st.metrics)) {
+        body = error_body(*error);
+    } else if (st.endpoint == Endpoint::chat) {
         st.ids.created = unix_seconds();
         body = completion_json(st.ids, st.reasoning, st.content, std::move(st.tool_calls), event->finish, event->usage,
                                choice_logprobs(st.logprobs, logprobs_json(st.token_logprobs, *st.tokenizer)));
+    } else {
+        st.ids.created = unix_seconds();
+        body = text_completion_json(st.ids, st.content, smol::openai_finish_reason(event->finish),
+                                    st.logprobs ? text_logprobs_json(st.token_logprobs, *st.tokenizer, 0) : json());
+        body["usage"] = usage_json(event->usage);
+        body["timings"] = timings_json(event->usage);
     }
     const std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
     if (!sink.write(text.data(), text.size())) return false;
@@ -432,14 +453,16 @@ bool completion_step(CompletionState& st, httplib::DataSink& sink) {
     return true;
 }
 
-void Server::chat_completions(const httplib::Request& req, httplib::Response& res) {
+void Server::complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     smol::Scheduler& scheduler = require_scheduler();
     if (live_.closing()) reject(503, "the server is shutting down", "server_shutting_down");
     const json body = parse_body(req);
-    ChatRequest chat = parse_chat_request(body, scheduler.tokenizer(), scheduler.context());
+    const bool chat = endpoint == Endpoint::chat;
+    ApiRequest request = chat ? parse_chat_request(body, scheduler.tokenizer(), scheduler.context())
+                              : parse_text_request(body, scheduler.tokenizer(), scheduler.context());
     std::shared_ptr<smol::GenerationStream> stream;
     try {
-        stream = scheduler.submit(std::move(chat.generation));
+        stream = scheduler.submit(std::move(request.generation));
     } catch (const smol::QueueFullError& e) {
         reject(503, e.what(), "server_busy");
     } catch (const smol::PromptTooLongError& e) {
@@ -447,21 +470,23 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
     } catch (const smol::Error& e) {
         reject(400, e.what(), "invalid_value");
     }
-    metrics_.chat_completions++;
-    auto listing = live_.add(stream);
-    const std::string id = "chatcmpl-" + uuid_v7();
+    (chat ? metrics_.chat_completions : metrics_.text_completions)++;
+    const auto fill = [&](ReplyState& st) {
+        st.endpoint = endpoint;
+        st.stream = stream;
+        st.ids = {(chat ? "chatcmpl-" : "cmpl-") + uuid_v7(), model_id_, unix_seconds()};
+        st.tokenizer = &scheduler.tokenizer();
+        st.logprobs = request.logprobs;
+        st.metrics = &metrics_;
+        st.listing = live_.add(stream);
+    };
     // Both kinds of reply are written by a content provider that runs between tokens; when the
     // response ends for any reason (finished, client gone, write failed) its releaser cancels
     // the generation, which frees the slot before the next token (a no-op once it finished).
-    if (chat.stream) {
+    if (request.stream) {
         auto st = std::make_shared<StreamState>();
-        st->stream = stream;
-        st->ids = {id, model_id_, unix_seconds()};
-        st->tokenizer = &scheduler.tokenizer();
-        st->logprobs = chat.logprobs;
-        st->include_usage = chat.include_usage;
-        st->metrics = &metrics_;
-        st->listing = std::move(listing);
+        fill(*st);
+        st->include_usage = request.include_usage;
         res.set_header("Cache-Control", "no-cache");
         res.set_header("X-Accel-Buffering", "no");
         res.set_chunked_content_provider(
@@ -470,12 +495,7 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
         return;
     }
     auto st = std::make_shared<CompletionState>();
-    st->stream = stream;
-    st->ids = {id, model_id_, 0};
-    st->tokenizer = &scheduler.tokenizer();
-    st->logprobs = chat.logprobs;
-    st->metrics = &metrics_;
-    st->listing = std::move(listing);
+    fill(*st);
     res.set_chunked_content_provider(
         "application/json", [st](std::size_t, httplib::DataSink& sink) { return completion_step(*st, sink); },
         [st](bool) { st->stream->cancel(); });
@@ -499,6 +519,8 @@ std::string Server::metrics_text() {
            double(metrics_.http_server_errors.load()));
     metric("smol_chat_completions_total", "counter", "chat completion requests accepted",
            double(metrics_.chat_completions.load()));
+    metric("smol_text_completions_total", "counter", "text completion requests accepted (/v1/completions)",
+           double(metrics_.text_completions.load()));
     smol::Scheduler* s = scheduler();
     metric("smol_model_loaded", "gauge", "1 once the model is ready", s ? 1 : 0);
     if (!s) return out;
@@ -608,8 +630,12 @@ void Server::routes(httplib::Server& http) {
                                                      {"slots", s.options().slots}}}}})}});
     }));
 
-    http.Post("/v1/chat/completions",
-              guarded([this](const httplib::Request& req, httplib::Response& res) { chat_completions(req, res); }));
+    http.Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+        complete(req, res, Endpoint::chat);
+    }));
+    http.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+        complete(req, res, Endpoint::text);
+    }));
 
     http.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
         smol::Scheduler& s = require_scheduler();

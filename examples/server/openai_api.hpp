@@ -128,29 +128,41 @@ inline std::optional<bool> bool_field(const json& body, const char* name) {
 
 // ---- which request fields smol-server reads ---------------------------------------------------
 
-// Fields of a chat completion request that smol-server implements, with llama-server's
-// sampling extensions. `user` (an end-user id for the provider's abuse monitoring) and
-// `cache_prompt` (prompt caching changes no output here, only speed) are accepted as they come.
+// Fields that smol-server implements, with llama-server's sampling extensions. `user` (an
+// end-user id for the provider's abuse monitoring) and `cache_prompt` (prompt caching changes
+// no output here, only speed) are accepted as they come; the others are checked for values
+// smol-server cannot honour below.
+inline constexpr std::string_view kSamplingFields[] = {
+    "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repeat_penalty",
+    "seed", "max_tokens", "stop", "stream", "stream_options", "n", "user", "cache_prompt", "logprobs", "logit_bias"};
 inline constexpr std::string_view kChatFields[] = {
-    "messages", "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
-    "repeat_penalty", "seed", "max_tokens", "max_completion_tokens", "stop", "stream", "stream_options", "n",
-    "tools", "tool_choice", "chat_template_kwargs", "user", "cache_prompt", "store", "parallel_tool_calls",
-    "response_format", "logprobs", "top_logprobs", "logit_bias", "metadata"};
+    "messages", "max_completion_tokens", "tools", "tool_choice", "chat_template_kwargs", "store",
+    "parallel_tool_calls", "response_format", "top_logprobs", "metadata"};
+inline constexpr std::string_view kTextFields[] = {"prompt", "echo", "suffix", "best_of"};
+
+// A 400 unsupported_parameter naming `field`.
+[[noreturn]] inline void unsupported(const std::string& field, const std::string& why) {
+    reject(400, "'" + field + "' " + why, "unsupported_parameter");
+}
+
+// Whether a field is absent, null or equal to `neutral` (the value that asks for nothing).
+inline bool absent_or(const json& body, const char* field, const json& neutral) {
+    const auto it = body.find(field);
+    return it == body.end() || it->is_null() || *it == neutral;
+}
 
 // Fields whose neutral value smol-server honours but whose other values it cannot: a 400 for
 // those, never a reply that silently ignores what was asked.
 inline void reject_unsupported_values(const json& body) {
-    const auto unsupported = [](const std::string& field, const std::string& why) {
-        reject(400, "'" + field + "' " + why, "unsupported_parameter");
-    };
-    if (const auto it = body.find("store"); it != body.end() && !it->is_null() && *it != false)
-        unsupported("store", "must be false or absent: smol-server keeps no completions");
-    if (const auto it = body.find("metadata"); it != body.end() && !it->is_null() && !(it->is_object() && it->empty()))
+    if (!absent_or(body, "store", false)) unsupported("store", "must be false or absent: smol-server keeps no completions");
+    if (!absent_or(body, "metadata", json::object()))
         unsupported("metadata", "is not supported: smol-server stores no completions to tag");
-    if (const auto it = body.find("parallel_tool_calls"); it != body.end() && !it->is_null() && *it != true)
+    if (!absent_or(body, "parallel_tool_calls", true))
         unsupported("parallel_tool_calls", "must be true or absent: the model may call several tools in one turn");
-    if (const auto it = body.find("logit_bias"); it != body.end() && !it->is_null() && !(it->is_object() && it->empty()))
-        unsupported("logit_bias", "is not supported yet");
+    if (!absent_or(body, "logit_bias", json::object())) unsupported("logit_bias", "is not supported yet");
+    if (!absent_or(body, "echo", false)) unsupported("echo", "is not supported: the reply holds only the completion");
+    if (!absent_or(body, "suffix", "")) unsupported("suffix", "is not supported: SmolLM3 has no fill-in-the-middle tokens");
+    if (!absent_or(body, "best_of", 1)) unsupported("best_of", "must be 1 or absent");
     if (const auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
         if (!it->is_object() || !it->contains("type"))
             reject(400, "'response_format' must be an object with a 'type'", "invalid_value");
@@ -164,15 +176,81 @@ inline void reject_unsupported_values(const json& body) {
             if (key != "include_usage" && !value.is_null()) unsupported("stream_options." + key, "is not supported");
 }
 
-// Every field outside kChatFields is a 400 naming it, so a client learns at once that smol-server
-// does not do what it asked for (OpenAI answers unknown fields the same way).
-inline void reject_unsupported_fields(const json& body) {
+// Every field outside kSamplingFields and the endpoint's own is a 400 naming it, so a client
+// learns at once that smol-server does not do what it asked for (OpenAI answers unknown fields
+// the same way).
+inline void reject_unsupported_fields(const json& body, std::span<const std::string_view> endpoint_fields) {
     for (const auto& [key, value] : body.items()) {
         bool known = false;
-        for (const std::string_view field : kChatFields) known = known || key == field;
-        if (!known) reject(400, "'" + key + "' is not supported by smol-server", "unsupported_parameter");
+        for (const std::string_view field : kSamplingFields) known = known || key == field;
+        for (const std::string_view field : endpoint_fields) known = known || key == field;
+        if (!known) unsupported(key, "is not supported by smol-server");
     }
     reject_unsupported_values(body);
+}
+
+// ---- what both completion endpoints read -----------------------------------------------------
+
+// A request checked and turned into what the scheduler runs.
+struct ApiRequest {
+    smol::GenerationRequest generation;
+    bool logprobs = false;  // generation.params.logprobs says how many alternatives
+    bool stream = false;
+    bool include_usage = false;
+    int prompt_tokens = 0;
+};
+
+// The sampling, length, stop and streaming fields both endpoints share.
+inline void read_sampling(const json& body, ApiRequest& out) {
+    smol::GenerationParams& params = out.generation.params;
+    smol::SamplerParams& s = params.sampling;
+    if (auto v = number_field(body, "temperature", 0.0, 100.0)) s.temperature = float(*v);
+    if (auto v = number_field(body, "top_p", 0.0, 1.0)) {
+        if (*v <= 0.0) reject(400, "'top_p' must be above 0 (1 turns it off)", "invalid_value");
+        s.top_p = float(*v);
+    }
+    if (auto v = integer_field(body, "top_k", 0, 1 << 30)) s.top_k = int(*v);
+    if (auto v = number_field(body, "min_p", 0.0, 1.0)) s.min_p = float(*v);
+    if (auto v = number_field(body, "presence_penalty", -2.0, 2.0)) s.presence_penalty = float(*v);
+    if (auto v = number_field(body, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = float(*v);
+    if (auto v = number_field(body, "repeat_penalty", 0.01, 10.0)) s.repeat_penalty = float(*v);
+    if (auto v = integer_field(body, "seed", -1, std::numeric_limits<long long>::max()))
+        s.seed = *v < 0 ? SMOL_DEFAULT_SEED : std::uint64_t(*v);
+    if (auto v = integer_field(body, "max_tokens", 1, 1 << 30)) params.max_tokens = int(*v);
+
+    if (const auto stop = body.find("stop"); stop != body.end() && !stop->is_null()) {
+        if (stop->is_string()) {
+            params.stop.push_back(stop->get<std::string>());
+        } else if (stop->is_array()) {
+            for (const auto& s1 : *stop) {
+                if (!s1.is_string()) reject(400, "'stop' must be a string or a list of strings", "invalid_type");
+                params.stop.push_back(s1.get<std::string>());
+            }
+        } else {
+            reject(400, std::string("'stop' must be a string or a list of strings, found ") + stop->type_name(),
+                   "invalid_type");
+        }
+        for (const auto& s1 : params.stop)
+            if (s1.empty()) reject(400, "'stop' strings must not be empty", "invalid_value");
+        if (params.stop.size() > 16) reject(400, "'stop' accepts at most 16 strings", "invalid_value");
+    }
+    if (auto v = bool_field(body, "stream")) out.stream = *v;
+    if (const auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
+        if (!so->is_object())
+            reject(400, std::string("'stream_options' must be an object, found ") + so->type_name(), "invalid_type");
+        if (auto v = bool_field(*so, "include_usage")) out.include_usage = *v;
+    }
+    if (auto n = integer_field(body, "n", 1, 1); n && *n != 1) reject(400, "only n = 1 is supported", "invalid_value");
+}
+
+// Counts the prompt; a prompt that leaves no room to generate is a 400.
+inline void check_prompt_fits(ApiRequest& out, int context) {
+    out.prompt_tokens = int(out.generation.prompt.size());
+    if (out.prompt_tokens >= context)
+        reject(400,
+               "the prompt is " + std::to_string(out.prompt_tokens) + " tokens long, but the context holds " +
+                   std::to_string(context) + " (start the server with a larger -c, or shorten the prompt)",
+               "context_length_exceeded");
 }
 
 // ---- chat completion requests -----------------------------------------------------------------
@@ -271,17 +349,10 @@ inline void read_tools(const json& body, smol::ChatOptions& chat) {
     if (choice != "none") chat.xml_tools = std::move(functions);
 }
 
-struct ChatRequest {
-    smol::GenerationRequest generation;
-    bool logprobs = false;  // generation.params.logprobs says how many alternatives
-    bool stream = false;
-    bool include_usage = false;
-    int prompt_tokens = 0;
-};
 
-inline ChatRequest parse_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
-    reject_unsupported_fields(body);
-    ChatRequest out;
+inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
+    reject_unsupported_fields(body, kChatFields);
+    ApiRequest out;
     const json messages = normalize_messages(body);
 
     smol::ChatOptions chat;
@@ -304,46 +375,8 @@ inline ChatRequest parse_chat_request(const json& body, const smol::text::Tokeni
     smol::GenerationParams& params = out.generation.params;
     // Calls are looked for whenever the template listed tools (here or in chat_template_kwargs).
     params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
-    smol::SamplerParams& s = params.sampling;
-    if (auto v = number_field(body, "temperature", 0.0, 100.0)) s.temperature = float(*v);
-    if (auto v = number_field(body, "top_p", 0.0, 1.0)) {
-        if (*v <= 0.0) reject(400, "'top_p' must be above 0 (1 turns it off)", "invalid_value");
-        s.top_p = float(*v);
-    }
-    if (auto v = integer_field(body, "top_k", 0, 1 << 30)) s.top_k = int(*v);
-    if (auto v = number_field(body, "min_p", 0.0, 1.0)) s.min_p = float(*v);
-    if (auto v = number_field(body, "presence_penalty", -2.0, 2.0)) s.presence_penalty = float(*v);
-    if (auto v = number_field(body, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = float(*v);
-    if (auto v = number_field(body, "repeat_penalty", 0.01, 10.0)) s.repeat_penalty = float(*v);
-    if (auto v = integer_field(body, "seed", -1, std::numeric_limits<long long>::max()))
-        s.seed = *v < 0 ? SMOL_DEFAULT_SEED : std::uint64_t(*v);
-    auto max_tokens = integer_field(body, "max_tokens", 1, 1 << 30);
-    if (auto v = integer_field(body, "max_completion_tokens", 1, 1 << 30)) max_tokens = v;
-    params.max_tokens = max_tokens ? int(*max_tokens) : -1;
-
-    if (const auto stop = body.find("stop"); stop != body.end() && !stop->is_null()) {
-        if (stop->is_string()) {
-            params.stop.push_back(stop->get<std::string>());
-        } else if (stop->is_array()) {
-            for (const auto& s1 : *stop) {
-                if (!s1.is_string()) reject(400, "'stop' must be a string or a list of strings", "invalid_type");
-                params.stop.push_back(s1.get<std::string>());
-            }
-        } else {
-            reject(400, std::string("'stop' must be a string or a list of strings, found ") + stop->type_name(),
-                   "invalid_type");
-        }
-        for (const auto& s1 : params.stop)
-            if (s1.empty()) reject(400, "'stop' strings must not be empty", "invalid_value");
-        if (params.stop.size() > 16) reject(400, "'stop' accepts at most 16 strings", "invalid_value");
-    }
-    if (auto v = bool_field(body, "stream")) out.stream = *v;
-    if (const auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
-        if (!so->is_object())
-            reject(400, std::string("'stream_options' must be an object, found ") + so->type_name(), "invalid_type");
-        if (auto v = bool_field(*so, "include_usage")) out.include_usage = *v;
-    }
-    if (auto n = integer_field(body, "n", 1, 1); n && *n != 1) reject(400, "only n = 1 is supported", "invalid_value");
+    read_sampling(body, out);
+    if (auto v = integer_field(body, "max_completion_tokens", 1, 1 << 30)) params.max_tokens = int(*v);  // the newer name wins
     out.logprobs = bool_field(body, "logprobs").value_or(false);
     const auto top_logprobs = integer_field(body, "top_logprobs", 0, smol::kMaxTopLogprobs);
     if (top_logprobs && !out.logprobs) reject(400, "'top_logprobs' needs \"logprobs\": true", "invalid_value");
@@ -362,13 +395,51 @@ inline ChatRequest parse_chat_request(const json& body, const smol::text::Tokeni
     }
     out.generation.assistant_prefix = std::move(prompt.assistant_prefix);
     out.generation.prompt = tokenizer.encode(prompt.text, /*parse_special=*/true);
-    out.prompt_tokens = int(out.generation.prompt.size());
-    if (out.prompt_tokens >= context)
-        reject(400,
-               "the prompt is " + std::to_string(out.prompt_tokens) + " tokens long, but the context holds " +
-                   std::to_string(context) + " (start the server with a larger -c, or shorten the chat)",
-               "context_length_exceeded");
+    check_prompt_fits(out, context);
 
+    return out;
+}
+
+// ---- text completion requests (/v1/completions) -----------------------------------------------
+
+// A /v1/completions body: `prompt` as a string (special tokens such as <|im_start|> are parsed)
+// or as token ids, continued as it is: no chat template, and <think> blocks stay in the text.
+// `logprobs` is the number of alternatives per token here, as in OpenAI's completions API.
+inline ApiRequest parse_text_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
+    reject_unsupported_fields(body, kTextFields);
+    ApiRequest out;
+    const auto prompt = body.find("prompt");
+    if (prompt == body.end() || prompt->is_null())
+        reject(400, "'prompt' is required: a string or a list of token ids", "missing_prompt");
+    json text = *prompt;
+    if (text.is_array() && text.size() == 1 && text[0].is_string()) text = text[0];  // one prompt in a list
+    std::vector<std::int32_t>& ids = out.generation.prompt;
+    if (text.is_string()) {
+        ids = tokenizer.encode(text.get<std::string>(), /*parse_special=*/true);
+    } else if (text.is_array() && (text.empty() || text[0].is_number())) {
+        for (std::size_t i = 0; i < text.size(); ++i) {
+            const json& id = text[i];
+            if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() >= (long long)tokenizer.n_vocab())
+                reject(400,
+                       "'prompt[" + std::to_string(i) + "]' must be a token id in [0, " +
+                           std::to_string(tokenizer.n_vocab()) + "), found " + id.dump(),
+                       "invalid_value");
+            ids.push_back(std::int32_t(id.get<long long>()));
+        }
+    } else if (text.is_array()) {
+        unsupported("prompt", "as a list of several prompts is not supported: send one request per prompt");
+    } else {
+        reject(400, std::string("'prompt' must be a string or a list of token ids, found ") + text.type_name(),
+               "invalid_type");
+    }
+    if (ids.empty()) reject(400, "'prompt' is empty; at least one token is needed to continue from", "invalid_value");
+    read_sampling(body, out);
+    smol::GenerationParams& params = out.generation.params;
+    params.split_reasoning = false;
+    const auto logprobs = integer_field(body, "logprobs", 0, smol::kMaxTopLogprobs);
+    out.logprobs = logprobs.has_value();
+    params.logprobs = logprobs ? int(*logprobs) : -1;
+    check_prompt_fits(out, context);
     return out;
 }
 
@@ -464,6 +535,40 @@ inline json completion_json(const ReplyIds& ids, const std::string& reasoning, c
                 {"choices", json::array({std::move(choice)})},
                 {"usage", usage_json(usage)},
                 {"timings", timings_json(usage)}};
+}
+
+// The completions API's logprobs object for a run of tokens: parallel lists of the tokens, their
+// log-probabilities, their alternatives ({token: logprob}) and their byte offsets in the
+// completion, the first being `offset`.
+inline json text_logprobs_json(std::span<const smol::TokenLogprob> entries, const smol::text::Tokenizer& tokenizer,
+                               std::size_t offset) {
+    json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+    for (const smol::TokenLogprob& entry : entries) {
+        const std::string& bytes = tokenizer.token_bytes(entry.token);
+        tokens.push_back(bytes);
+        token_logprobs.push_back(entry.logprob);
+        json alternatives = json::object();
+        for (const smol::TokenAlternative& alt : entry.top) alternatives[tokenizer.token_bytes(alt.token)] = alt.logprob;
+        top.push_back(std::move(alternatives));
+        offsets.push_back(offset);
+        offset += bytes.size();
+    }
+    return json{{"tokens", std::move(tokens)},
+                {"token_logprobs", std::move(token_logprobs)},
+                {"top_logprobs", std::move(top)},
+                {"text_offset", std::move(offsets)}};
+}
+
+// One text_completion object: the whole reply (with usage) or, streamed, one chunk of it.
+inline json text_completion_json(const ReplyIds& ids, const std::string& text, const char* finish_reason,
+                                 json logprobs = nullptr) {
+    json choice = {{"index", 0}, {"text", text}, {"logprobs", std::move(logprobs)}, {"finish_reason", nullptr}};
+    if (finish_reason) choice["finish_reason"] = finish_reason;
+    return json{{"id", ids.id},
+                {"object", "text_completion"},
+                {"created", ids.created},
+                {"model", ids.model},
+                {"choices", json::array({std::move(choice)})}};
 }
 
 }  // namespace smol_server

@@ -39,6 +39,7 @@ struct GenerationParams {
     int max_tokens = -1;            // tokens sampled at most; negative: until end of generation or a full context
     std::vector<std::string> stop;  // generation ends before any of these (matched on the answer); never shown
     bool parse_tool_calls = false;  // <tool_call> blocks become ToolCalls (turn on when tools were rendered)
+    bool split_reasoning = true;    // <think> blocks become reasoning; false: all text is content (raw completions)
     // Negative: no log-probabilities. 0..kMaxTopLogprobs: each generated token's (end of
     // generation excepted) with this many most likely alternatives.
     int logprobs = -1;
@@ -136,6 +137,7 @@ public:
           decoder_(tokenizer),
           thinking_(/*thinking_enabled=*/true),
           parse_tool_calls_(params.parse_tool_calls),
+          split_reasoning_(params.split_reasoning),
           logprobs_(params.logprobs),
           max_tokens_(params.max_tokens),
           requested_(Clock::now()) {
@@ -145,7 +147,8 @@ public:
         usage_.prompt_tokens = int(prompt.size());
         // Sets the parsers' state (inside a think block, inside a call); that text is the
         // caller's, not output.
-        const ThinkingPiece prefix = thinking_.push(assistant_prefix);
+        const ThinkingPiece prefix =
+            split_reasoning_ ? thinking_.push(assistant_prefix) : ThinkingPiece{{}, std::string(assistant_prefix)};
         if (parse_tool_calls_) (void)tools_.push(prefix.answer);
         const std::size_t window = std::min(std::size_t(params.sampling.penalty_last_n), prompt.size());
         for (std::int32_t token : prompt.last(window)) sampler_.accept(token);
@@ -200,9 +203,11 @@ public:
         if (reason == FinishReason::error || stops_.stopped()) return;
         show(decoder_.flush(), out);
         if (!stops_.stopped()) {
-            const ThinkingPiece last = thinking_.finish();
-            out.reasoning += last.reasoning;
-            answer(last.answer, out);
+            if (split_reasoning_) {
+                const ThinkingPiece last = thinking_.finish();
+                out.reasoning += last.reasoning;
+                answer(last.answer, out);
+            }
             if (parse_tool_calls_ && !stops_.stopped()) {
                 ToolCallPiece tail = tools_.finish();
                 out.content += stops_.push(tail.text).emit;
@@ -229,6 +234,7 @@ private:
 
     void show(std::string_view text, TextDelta& out) {
         if (text.empty() || stops_.stopped()) return;
+        if (!split_reasoning_) return answer(text, out);
         ThinkingPiece piece = thinking_.push(text);
         out.reasoning += piece.reasoning;
         answer(piece.answer, out);
@@ -251,6 +257,7 @@ private:
     ThinkingParser thinking_;
     ToolCallParser tools_;
     bool parse_tool_calls_;
+    bool split_reasoning_;
     int logprobs_;
     std::vector<float> raw_logits_;  // [n_vocab]: the last logits as the model gave them
     TokenLogprob last_logprob_;      // of the token sample() returned last
