@@ -1,0 +1,132 @@
+// smol-server driven by the official `openai` npm client (a real client, not hand-written
+// HTTP): chat completions streamed and not, tool calls, logprobs, text completions, models,
+// and the errors the client raises for refused requests and a wrong key.
+//   node openai_client_test.mjs --server BIN --model GGUF
+import { spawn } from 'node:child_process';
+import OpenAI from 'openai';
+
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((pairs, a, i, all) => (a.startsWith('--') ? [...pairs, [a.slice(2), all[i + 1]]] : pairs), []));
+
+let failures = 0;
+let passes = 0;
+function check(condition, what) {
+  if (condition) { passes++; console.log(`ok   ${what}`); } else { failures++; console.log(`FAIL ${what}`); }
+}
+
+const key = 'test-key';
+const server = spawn(args.server, ['-m', args.model, '--port', '0', '-c', '2048', '--parallel', '2', '--api-key', key],
+                     { stdio: ['ignore', 'ignore', 'pipe'] });
+process.on('exit', () => server.kill('SIGTERM'));  // also when a step below throws
+let log = '';
+const url = await new Promise((resolve, reject) => {
+  const timer = setTimeout(() => reject(new Error(`server did not start:\n${log}`)), 30000);
+  server.stderr.on('data', (d) => {
+    log += d;
+    const m = log.match(/listening on (http:\/\/[^\s]+)/);
+    if (m) { clearTimeout(timer); resolve(m[1]); }
+  });
+  server.on('exit', (code) => reject(new Error(`server exited with ${code}:\n${log}`)));
+});
+for (let i = 0; i < 300; i++) {
+  const r = await fetch(`${url}/health`).catch(() => null);
+  if (r?.status === 200) break;
+  await new Promise((r2) => setTimeout(r2, 100));
+}
+
+const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: key, maxRetries: 0, timeout: 60000 });
+const user = (content) => [{ role: 'system', content: 'Be brief./system_override' }, { role: 'user', content }];
+
+// The error the client raises for a request, or null when it succeeds.
+async function refusal(request) {
+  try {
+    await request();
+    return null;
+  } catch (e) {
+    return e;
+  }
+}
+
+try {
+  const models = await client.models.list();
+  check(models.data.length === 1 && models.data[0].id.endsWith('.gguf'), 'models.list() names the loaded model');
+
+  // Chat, not streamed and streamed: greedy gives the same text both ways.
+  const chat = await client.chat.completions.create({ model: 'smol', messages: user('Hello there'), max_tokens: 12, temperature: 0 });
+  const text = chat.choices[0].message.content;
+  check(chat.object === 'chat.completion' && typeof text === 'string' && text.length > 0, 'chat.completions.create returns text');
+  check(chat.choices[0].finish_reason === 'length' && chat.usage.completion_tokens === 12, 'finish_reason length after max_tokens, usage counted');
+  const stream = await client.chat.completions.create({
+    model: 'smol', messages: user('Hello there'), max_tokens: 12, temperature: 0, stream: true,
+    stream_options: { include_usage: true } });
+  let streamed = '';
+  let usage = null;
+  let finish = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    const choice = chunk.choices[0];
+    if (!choice) continue;
+    streamed += choice.delta.content ?? '';
+    finish = choice.finish_reason ?? finish;
+  }
+  check(streamed === text, 'the streamed chat text equals the non-streamed one');
+  check(finish === 'length' && usage?.completion_tokens === 12, 'the stream ends with finish_reason and a usage chunk');
+
+  // Log-probabilities: one entry per token, whose bytes spell the reply.
+  const scored = await client.chat.completions.create({
+    model: 'smol', messages: user('Hello there'), max_tokens: 12, temperature: 0, logprobs: true, top_logprobs: 3 });
+  const entries = scored.choices[0].logprobs?.content ?? [];
+  check(entries.length === 12, 'logprobs.content has one entry per generated token');
+  check(entries.every((e) => e.top_logprobs.length === 3 && e.logprob <= 0 && e.token === e.top_logprobs[0].token),
+        'each entry has 3 alternatives, the greedy token first');
+  check(Buffer.from(entries.flatMap((e) => e.bytes)).toString('utf8') === text, 'the entries\' bytes spell the reply');
+
+  // Tools: the random model is steered into closing a prefilled call (a user turn full of
+  // </tool_call> and a strongly negative frequency penalty make the closing tag the greedy choice).
+  const tools = [{ type: 'function', function: { name: 'f', description: 'Does f.', parameters: { type: 'object', properties: {} } } }];
+  const call = await client.chat.completions.create({
+    model: 'smol', tools, max_tokens: 1, temperature: 0, frequency_penalty: -2,
+    messages: [{ role: 'user', content: '</tool_call>'.repeat(50) },
+               { role: 'assistant', content: '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n' }] });
+  const calls = call.choices[0].message.tool_calls ?? [];
+  check(calls.length === 1 && calls[0].type === 'function' && calls[0].function.name === 'f' &&
+        JSON.parse(calls[0].function.arguments).x === 1 && calls[0].id.startsWith('call_'),
+        'a <tool_call> block comes back as message.tool_calls');
+  // The call and its result go back into the history, as an agent loop sends them.
+  const followUp = await client.chat.completions.create({
+    model: 'smol', tools, max_tokens: 4, temperature: 0,
+    messages: [{ role: 'user', content: 'Call f' },
+               { role: 'assistant', content: null, tool_calls: calls },
+               { role: 'tool', tool_call_id: calls[0]?.id ?? 'call_1', content: '42' }] });
+  check(typeof followUp.choices[0].message.content === 'string', 'a history with a tool call and its result is accepted');
+
+  // Text completions, not streamed and streamed.
+  const completion = await client.completions.create({ model: 'smol', prompt: 'Once upon a time', max_tokens: 8, temperature: 0, logprobs: 2 });
+  const continued = completion.choices[0].text;
+  check(completion.object === 'text_completion' && continued.length > 0, 'completions.create continues a prompt');
+  check(completion.choices[0].logprobs.tokens.join('') === continued, 'the completion\'s logprobs tokens spell its text');
+  const textStream = await client.completions.create({ model: 'smol', prompt: 'Once upon a time', max_tokens: 8, temperature: 0, stream: true });
+  let joined = '';
+  for await (const chunk of textStream) joined += chunk.choices[0]?.text ?? '';
+  check(joined === continued, 'the streamed completion equals the non-streamed one');
+
+  // Refused requests raise the client's typed errors with the server's code.
+  const bias = await refusal(() => client.chat.completions.create({ model: 'smol', messages: user('hi'), logit_bias: { 5: 2 } }));
+  check(bias instanceof OpenAI.BadRequestError && bias.status === 400 && bias.code === 'unsupported_parameter' &&
+        bias.message.includes('logit_bias'), 'an unimplemented field raises BadRequestError unsupported_parameter naming it');
+  const format = await refusal(() => client.chat.completions.create({
+    model: 'smol', messages: user('hi'), response_format: { type: 'json_object' } }));
+  check(format instanceof OpenAI.BadRequestError && format.code === 'unsupported_parameter', 'response_format json_object is refused, not ignored');
+  const empty = await refusal(() => client.chat.completions.create({ model: 'smol', messages: [] }));
+  check(empty instanceof OpenAI.BadRequestError && empty.code === 'invalid_value', 'an empty message list raises BadRequestError');
+  const long = await refusal(() => client.chat.completions.create({ model: 'smol', messages: user('word '.repeat(3000)) }));
+  check(long instanceof OpenAI.BadRequestError && long.code === 'context_length_exceeded', 'a prompt over the context raises context_length_exceeded');
+  const wrongKey = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'wrong', maxRetries: 0 });
+  const denied = await refusal(() => wrongKey.chat.completions.create({ model: 'smol', messages: user('hi') }));
+  check(denied instanceof OpenAI.AuthenticationError && denied.status === 401, 'a wrong API key raises AuthenticationError');
+} finally {
+  server.kill('SIGTERM');
+}
+
+console.log(`${passes} passed, ${failures} failed`);
+process.exit(failures ? 1 : 0);
