@@ -12,6 +12,9 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
+#include <memory>
+#include <sstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -42,6 +45,9 @@ void usage(std::FILE* out) {
                  "  -b, --batch-size N         tokens per forward chunk (default 512)\n"
                  "  --no-warmup                skip the untimed warm-up run before each test\n"
                  "  --no-bandwidth             skip measuring the machine's read limit\n"
+                 "  --grammar json|FILE        also run each tg test as tgN+grammar: tokens picked greedily under\n"
+                 "                             a GBNF grammar (json: any JSON object), to show what the\n"
+                 "                             constraint costs beside the free tg\n"
                  "  -o, --output md|json       output format (default md)\n"
                  "GB/s is the weight bytes one token reads (every matrix, LM head included) times tokens/s;\n"
                  "it is printed for tg only, where each token streams all weights from memory, beside its share\n"
@@ -89,11 +95,23 @@ std::string ftype_name(const smol::gguf::File& file) {
     return std::max_element(bytes_per_type.begin(), bytes_per_type.end())->second;
 }
 
+std::string read_text_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) smol::fail("--grammar: cannot read '", path, "'");
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
 struct Test {
     int n_prompt = 0;  // pp test when > 0
     int n_gen = 0;     // tg test when > 0
     int threads = 1;
-    std::string name() const { return n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen); }
+    bool constrained = false;  // tg whose tokens are picked greedily under --grammar
+    std::string name() const {
+        if (n_prompt > 0) return "pp" + std::to_string(n_prompt);
+        return "tg" + std::to_string(n_gen) + (constrained ? "+grammar" : "");
+    }
 };
 
 struct Sample {
@@ -119,6 +137,14 @@ class Runner {
 public:
     explicit Runner(smol::Model& model) : model_(model), logits_(std::size_t(model.n_vocab())) {}
 
+    // Constrained tg runs under this grammar (GBNF text), with the model file's tokenizer.
+    void use_grammar(const std::string& gbnf) {
+        tokenizer_ = std::make_unique<smol::text::Tokenizer>(smol::text::Tokenizer::from_gguf(model_.file()));
+        vocabulary_ = std::make_shared<const smol::TokenTrie>(*tokenizer_);
+        grammar_text_ = gbnf;
+        (void)smol::text::Grammar::parse(gbnf);  // errors now, before any test runs
+    }
+
     // Nanoseconds for one repetition; each uses a fresh KV cache sized for the test.
     double run_once(const Test& test) {
         auto cache = model_.make_cache(test.n_prompt + test.n_gen + 1 + kSpareContext);
@@ -131,6 +157,7 @@ public:
         // A 1-token start, untimed, so every timed step attends over a non-empty cache.
         const auto first = random_tokens(1);
         model_.forward(cache, first, logits_.data(), false);
+        if (test.constrained) return run_constrained(test, cache);
         const auto tokens = random_tokens(test.n_gen);
         const auto start = std::chrono::steady_clock::now();
         for (int i = 0; i < test.n_gen; ++i)
@@ -140,6 +167,24 @@ public:
 
 private:
     static constexpr int kSpareContext = 16;
+
+    // tg with each token picked greedily from the logits the grammar leaves, as a constrained
+    // reply is generated: mask, pick, advance the grammar, forward. A fresh compiled grammar per
+    // repetition, so what it learns about its states is paid for inside the timing; a finished
+    // sentence starts the next one, so every repetition writes n_gen tokens.
+    double run_constrained(const Test& test, smol::KvCache& cache) {
+        const auto grammar = std::make_shared<const smol::TokenGrammar>(smol::text::Grammar::parse(grammar_text_), vocabulary_);
+        auto constraint = std::make_unique<smol::GrammarConstraint>(grammar, *tokenizer_);
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < test.n_gen; ++i) {
+            constraint->apply(logits_, test.n_gen - i);
+            const auto token = std::int32_t(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+            if (tokenizer_->is_end_of_generation(token) || (constraint->accept(token), constraint->complete()))
+                constraint = std::make_unique<smol::GrammarConstraint>(grammar, *tokenizer_);
+            model_.forward(cache, std::span<const std::int32_t>(&token, 1), logits_.data(), false);
+        }
+        return elapsed_ns(start);
+    }
 
     static double elapsed_ns(std::chrono::steady_clock::time_point start) {
         return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
@@ -154,6 +199,9 @@ private:
     smol::Model& model_;
     std::vector<float> logits_;  // [n_vocab]: the last row only
     std::mt19937 rng_{1234};
+    std::unique_ptr<smol::text::Tokenizer> tokenizer_;  // with --grammar
+    std::shared_ptr<const smol::TokenTrie> vocabulary_;
+    std::string grammar_text_;
 };
 
 std::string iso_time_now() {
@@ -175,6 +223,7 @@ int main(int argc, char** argv) {
     int repetitions = 5, batch = 512;
     bool warmup = true, bandwidth = true;
     std::string format = "md";
+    std::string grammar;  // --grammar: GBNF text for the constrained tg tests
     try {
         for (int i = 1; i < argc; ++i) {
             const std::string a = argv[i];
@@ -192,6 +241,10 @@ int main(int argc, char** argv) {
             else if (a == "-b" || a == "--batch-size") batch = parse_list(a, value(), 1).at(0);
             else if (a == "--no-warmup") warmup = false;
             else if (a == "--no-bandwidth") bandwidth = false;
+            else if (a == "--grammar") {
+                const std::string g = value();
+                grammar = g == "json" ? std::string(smol::text::kJsonObjectGrammar) : read_text_file(g);
+            }
             else if (a == "-o" || a == "--output") {
                 format = value();
                 if (format != "md" && format != "json") smol::fail("-o: expected md or json, found '", format, "'");
@@ -256,13 +309,17 @@ int main(int argc, char** argv) {
             const smol::ModelInfo& info = model->info();
             const std::string model_type = info.architecture + " " + info.config_name + " " + ftype_name(model->file());
             Runner runner(*model);
+            if (!grammar.empty()) runner.use_grammar(grammar);
 
             std::vector<Test> tests;
             for (int t : threads) {
                 for (int p : prompts)
                     if (p > 0) tests.push_back({p, 0, t});
                 for (int n : gens)
-                    if (n > 0) tests.push_back({0, n, t});
+                    if (n > 0) {
+                        tests.push_back({0, n, t});
+                        if (!grammar.empty()) tests.push_back({0, n, t, true});
+                    }
             }
             for (const Test& test : tests) {
                 omp_set_num_threads(test.threads);

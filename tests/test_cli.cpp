@@ -109,6 +109,27 @@ TEST_CASE("cli: one-shot greedy output is deterministic and is the library's ans
     CHECK(first.out == expected.answer + line_end);
 }
 
+TEST_CASE("cli: --grammar and --grammar-file make even the random-weight model answer in the grammar") {
+    const std::string base = cli() + " -m " + quote(kFloatModel.string()) + " -p 'A cat as JSON' --temp 1 -t 1 ";
+    for (const int seed : {1, 2, 3}) {
+        const Run json_reply = run(base + "--grammar json -n 24 -s " + std::to_string(seed) + " 2>/dev/null");
+        REQUIRE(json_reply.status == 0);
+        CAPTURE(json_reply.out);
+        CHECK(nlohmann::json::parse(json_reply.out, nullptr, false).is_object());
+    }
+    TempDir dir;
+    const std::string file = dir.write("answer.gbnf", "# yes or no\nroot ::= (\"yes\" | \"no\") \"!\"\n");
+    const Run answer = run(base + "--grammar-file " + quote(file) + " -n 8 2>/dev/null");
+    REQUIRE(answer.status == 0);
+    CHECK((answer.out == "yes!\n" || answer.out == "no!\n"));
+
+    const Run bad = run(base + "--grammar 'root ::= [a' 2>&1");
+    CHECK(bad.status != 0);
+    CHECK(bad.out.find("expected a closing ']'") != std::string::npos);
+    CHECK(run(base + "--grammar json --think 2>&1").status == 2);
+    CHECK(run(base + "--grammar json --grammar-file " + quote(file) + " 2>&1").status == 2);
+}
+
 TEST_CASE("cli: -f reads the prompt file as raw bytes, same as -p") {
     TempDir dir;
     const std::string file = dir.write("prompt.txt", "Tell me a story");

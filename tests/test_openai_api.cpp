@@ -106,7 +106,7 @@ TEST_CASE("tools become the template's xml_tools and turn on the tool-call parse
 TEST_CASE("every field smol-server does not implement is a 400 unsupported_parameter naming it") {
     const std::pair<const char*, json> unsupported[] = {
         {"logit_bias", {{"15", 3}}},
-        {"response_format", {{"type", "json_object"}}},
+        {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "object"}}}}}}},
         {"store", true},
         {"metadata", {{"team", "a"}}},
         {"parallel_tool_calls", false},
@@ -246,6 +246,30 @@ TEST_CASE("a text completion continues its prompt as given: a string or token id
     CHECK(reply["choices"][0]["finish_reason"] == "length");
     CHECK(reply["choices"][0]["logprobs"] == logprobs);
     CHECK(smol_server::text_completion_json(ids_, "", nullptr)["choices"][0]["finish_reason"].is_null());
+}
+
+TEST_CASE("response_format json_object and grammar give the output a grammar, and the answer no think block") {
+    CHECK(parse(hello()).grammar.empty());
+    const smol_server::ApiRequest json_reply = parse(with(hello(), "response_format", {{"type", "json_object"}}));
+    CHECK(json_reply.grammar == smol::text::kJsonObjectGrammar);
+    smol::ChatOptions no_thinking;
+    no_thinking.enable_thinking = false;
+    CHECK(json_reply.generation.prompt == tokenizer().encode(smol::render_chat(hello()["messages"], no_thinking).text, true));
+    CHECK(parse(with(hello(), "response_format", {{"type", "text"}})).grammar.empty());
+
+    const smol_server::ApiRequest gbnf = parse(with(hello(), "grammar", "root ::= \"yes\" | \"no\""));
+    CHECK(gbnf.grammar == "root ::= \"yes\" | \"no\"");
+    json both = with(hello(), "grammar", "root ::= \"a\"");
+    both["response_format"] = {{"type", "json_object"}};
+    CHECK(refusal(both).code == "invalid_value");
+    json thinking = with(hello(), "response_format", {{"type", "json_object"}});
+    thinking["chat_template_kwargs"] = {{"enable_thinking", true}};
+    CHECK(refusal(thinking).code == "invalid_value");
+    CHECK(refusal(with(hello(), "grammar", 5)).code == "invalid_type");
+    CHECK(refusal(with(hello(), "grammar", "")).code == "invalid_value");
+    CHECK(refusal(with(hello(), "response_format", {{"type", "xml"}})).code == "invalid_value");
+    const json text = {{"prompt", "x"}, {"grammar", "root ::= [0-9]+"}};
+    CHECK(smol_server::parse_text_request(text, tokenizer(), 4096).grammar == "root ::= [0-9]+");
 }
 
 TEST_CASE("malformed chat requests get a 400 that says what was expected and found") {

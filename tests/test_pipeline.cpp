@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <span>
 #include <string>
@@ -371,4 +373,68 @@ TEST_CASE("pipeline: without split_reasoning, think tags are text like any other
     const Run parsed = drive(split, tokens("<think>hm</think> there was"));
     CHECK(parsed.text.reasoning == "hm");
     CHECK(parsed.text.content != run.text.content);
+}
+
+namespace {
+
+std::shared_ptr<const smol::TokenGrammar> token_grammar(std::string_view gbnf) {
+    static const auto trie = std::make_shared<const smol::TokenTrie>(tokenizer());
+    return std::make_shared<const smol::TokenGrammar>(smol::text::Grammar::parse(gbnf), trie);
+}
+
+// Samples from random logits (a model that knows nothing) under `params` until the pipeline
+// ends; returns the text.
+TextDelta random_model(GenerationParams params, std::uint32_t seed, long room = 1 << 20) {
+    const auto prompt = tokens("<|im_start|>user\nJSON please<|im_end|>\n<|im_start|>assistant\n");
+    GenerationPipeline pipeline(tokenizer(), params, prompt, "");
+    pipeline.begin_prompt(0);
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> noise(0.0f, 4.0f);
+    TextDelta text;
+    for (int step = 0; step < 10000; ++step) {
+        std::vector<float> logits(tokenizer().n_vocab());
+        for (float& x : logits) x = noise(rng);
+        const std::int32_t token = pipeline.sample(logits, room - step);
+        if (pipeline.push(token, step + 1 < room, text)) return text;
+    }
+    FAIL("the pipeline never ended");
+    return text;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: a grammar makes even random logits write a complete JSON object within max_tokens") {
+    const auto json_object = token_grammar(smol::text::kJsonObjectGrammar);  // shared: it caches what it learns
+    for (const int max_tokens : {2, 3, 5, 8, 16, 40, 120}) {
+        for (std::uint32_t seed = 1; seed <= 8; ++seed) {
+            CAPTURE(max_tokens);
+            CAPTURE(seed);
+            GenerationParams params;
+            params.sampling.temperature = 1.0f;
+            params.sampling.seed = seed;
+            params.max_tokens = max_tokens;
+            params.grammar = json_object;
+            const TextDelta text = random_model(params, seed);
+            CAPTURE(text.content);
+            CHECK(text.reasoning.empty());
+            const auto parsed = nlohmann::json::parse(text.content, nullptr, false);
+            CHECK(parsed.is_object());
+        }
+    }
+    // Without the grammar the same random model writes no JSON.
+    GenerationParams free_params;
+    free_params.sampling.temperature = 1.0f;
+    free_params.max_tokens = 40;
+    CHECK_FALSE(nlohmann::json::accept(random_model(free_params, 1).content));
+}
+
+TEST_CASE("pipeline: the grammar also completes before the context runs out") {
+    GenerationParams params;
+    params.sampling.temperature = 1.0f;
+    params.grammar = token_grammar("root ::= \"<\" [a-z]+ \">\"\n");
+    const TextDelta text = random_model(params, 9, /*room=*/12);
+    CAPTURE(text.content);
+    REQUIRE(text.content.size() >= 3);
+    CHECK(text.content.front() == '<');
+    CHECK(text.content.back() == '>');
 }

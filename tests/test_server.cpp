@@ -541,7 +541,37 @@ TEST_CASE("smol-server: /v1/completions continues a raw prompt, streamed and not
     check_error(http(port, "POST", path, R"({"max_tokens": 3})"), 400, "missing_prompt");
     check_error(http(port, "POST", path, R"({"prompt": "x", "echo": true})"), 400, "unsupported_parameter");
     check_error(http(port, "POST", path, R"({"prompt": "x"})", "wrong-key"), 401, "invalid_api_key");
-    CHECK(server.metric("smol_text_completions_total") == 3);
+
+    // llama-server's `grammar` constrains the completion; an invalid one is a 400.
+    const json count = {{"prompt", "Count:"}, {"max_tokens", 6}, {"temperature", 1}, {"grammar", "root ::= [0-9]+"}};
+    const std::string digits = http(port, "POST", path, count.dump()).json_body()["choices"][0]["text"];
+    CHECK(!digits.empty());
+    CHECK(digits.find_first_not_of("0123456789") == std::string::npos);
+    check_error(http(port, "POST", path, R"({"prompt": "x", "grammar": "root ::= ["})"), 400, "invalid_grammar");
+    CHECK(server.metric("smol_text_completions_total") == 4);
+
+    // response_format json_object: the random-weight model answers with a JSON object, streamed
+    // and not, within max_tokens.
+    for (const bool stream : {false, true}) {
+        json structured = chat("A cat as JSON", 20, stream);
+        structured["temperature"] = 1;
+        structured["response_format"] = {{"type", "json_object"}};
+        const Response r = http(port, "POST", "/v1/chat/completions", structured.dump());
+        REQUIRE(r.status == 200);
+        std::string content;
+        if (!stream) {
+            content = r.json_body()["choices"][0]["message"]["content"];
+        } else {
+            for (const std::string& event : sse_data(r.body)) {
+                if (event == "[DONE]") continue;
+                const json delta = json::parse(event)["choices"][0]["delta"];
+                if (delta.contains("content")) content += delta["content"].get<std::string>();
+                CHECK_FALSE(delta.contains("reasoning_content"));
+            }
+        }
+        CAPTURE(content);
+        CHECK(json::parse(content, nullptr, false).is_object());
+    }
 }
 
 TEST_CASE("smol-server: a follow-up turn reuses the cached conversation") {

@@ -29,6 +29,7 @@
 #include <exception>
 #include <filesystem>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -278,6 +279,21 @@ public:
 
 private:
     void complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+
+    // A GBNF grammar compiled for the model, kept for the requests that send the same text (the
+    // tokens each grammar state allows are learnt once per compiled grammar); 400 when invalid.
+    std::shared_ptr<const smol::TokenGrammar> grammar_for(const std::string& text) {
+        std::lock_guard lock(grammars_mutex_);
+        if (const auto it = grammars_.find(text); it != grammars_.end()) return it->second;
+        std::shared_ptr<const smol::TokenGrammar> compiled;
+        try {
+            compiled = engine_->compile_grammar(text);
+        } catch (const smol::Error& e) {
+            reject(400, e.what(), "invalid_grammar");
+        }
+        if (grammars_.size() >= 16) grammars_.clear();
+        return grammars_[text] = compiled;
+    }
     std::string metrics_text();
 
     ServerOptions options_;
@@ -288,6 +304,8 @@ private:
     std::string model_id_;
     Metrics metrics_;
     LiveGenerations live_;
+    std::mutex grammars_mutex_;
+    std::map<std::string, std::shared_ptr<const smol::TokenGrammar>> grammars_;
 };
 
 // What both kinds of reply carry between calls of httplib's content provider.
@@ -460,6 +478,7 @@ void Server::complete(const httplib::Request& req, httplib::Response& res, Endpo
     const bool chat = endpoint == Endpoint::chat;
     ApiRequest request = chat ? parse_chat_request(body, scheduler.tokenizer(), scheduler.context())
                               : parse_text_request(body, scheduler.tokenizer(), scheduler.context());
+    if (!request.grammar.empty()) request.generation.params.grammar = grammar_for(request.grammar);
     std::shared_ptr<smol::GenerationStream> stream;
     try {
         stream = scheduler.submit(std::move(request.generation));

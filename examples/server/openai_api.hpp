@@ -134,7 +134,8 @@ inline std::optional<bool> bool_field(const json& body, const char* name) {
 // smol-server cannot honour below.
 inline constexpr std::string_view kSamplingFields[] = {
     "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repeat_penalty",
-    "seed", "max_tokens", "stop", "stream", "stream_options", "n", "user", "cache_prompt", "logprobs", "logit_bias"};
+    "seed", "max_tokens", "stop", "stream", "stream_options", "n", "user", "cache_prompt", "logprobs", "logit_bias",
+    "grammar"};
 inline constexpr std::string_view kChatFields[] = {
     "messages", "max_completion_tokens", "tools", "tool_choice", "chat_template_kwargs", "store",
     "parallel_tool_calls", "response_format", "top_logprobs", "metadata"};
@@ -164,12 +165,14 @@ inline void reject_unsupported_values(const json& body) {
     if (!absent_or(body, "suffix", "")) unsupported("suffix", "is not supported: SmolLM3 has no fill-in-the-middle tokens");
     if (!absent_or(body, "best_of", 1)) unsupported("best_of", "must be 1 or absent");
     if (const auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
-        if (!it->is_object() || !it->contains("type"))
+        if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
             reject(400, "'response_format' must be an object with a 'type'", "invalid_value");
-        if ((*it)["type"] != "text")
-            unsupported("response_format", "type " + (*it)["type"].dump() +
-                                               " is not supported yet (structured output needs constrained decoding); "
-                                               "only {\"type\": \"text\"} is");
+        const std::string type = (*it)["type"];
+        if (type == "json_schema")
+            unsupported("response_format", "type \"json_schema\" is not supported yet; \"json_object\" and \"text\" are");
+        if (type != "text" && type != "json_object")
+            reject(400, "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", found \"" + type + "\"",
+                   "invalid_value");
     }
     if (const auto it = body.find("stream_options"); it != body.end() && it->is_object())
         for (const auto& [key, value] : it->items())
@@ -194,6 +197,7 @@ inline void reject_unsupported_fields(const json& body, std::span<const std::str
 // A request checked and turned into what the scheduler runs.
 struct ApiRequest {
     smol::GenerationRequest generation;
+    std::string grammar;  // GBNF the output must follow (empty: free); compiled by the caller
     bool logprobs = false;  // generation.params.logprobs says how many alternatives
     bool stream = false;
     bool include_usage = false;
@@ -241,6 +245,22 @@ inline void read_sampling(const json& body, ApiRequest& out) {
         if (auto v = bool_field(*so, "include_usage")) out.include_usage = *v;
     }
     if (auto n = integer_field(body, "n", 1, 1); n && *n != 1) reject(400, "only n = 1 is supported", "invalid_value");
+}
+
+// The grammar the output must follow: response_format {"type": "json_object"} (chat only) or
+// llama-server's `grammar` (GBNF text); not both.
+inline std::string read_output_grammar(const json& body) {
+    std::string grammar;
+    if (const auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
+        if (!it->is_string()) reject(400, std::string("'grammar' must be GBNF text, found ") + it->type_name(), "invalid_type");
+        grammar = it->get<std::string>();
+        if (grammar.empty()) reject(400, "'grammar' is empty", "invalid_value");
+    }
+    if (const auto it = body.find("response_format"); it != body.end() && it->is_object() && (*it)["type"] == "json_object") {
+        if (!grammar.empty()) reject(400, "give either 'grammar' or 'response_format', not both", "invalid_value");
+        grammar = smol::text::kJsonObjectGrammar;
+    }
+    return grammar;
 }
 
 // Counts the prompt; a prompt that leaves no room to generate is a 400.
@@ -356,10 +376,14 @@ inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokeniz
     const json messages = normalize_messages(body);
 
     smol::ChatOptions chat;
+    bool thinking_asked = false;
     if (const auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
         if (!kw->is_object())
             reject(400, std::string("'chat_template_kwargs' must be an object, found ") + kw->type_name(), "invalid_type");
-        if (auto think = bool_field(*kw, "enable_thinking")) chat.enable_thinking = *think;
+        if (auto think = bool_field(*kw, "enable_thinking")) {
+            chat.enable_thinking = *think;
+            thinking_asked = *think;
+        }
         // SmolLM3's template lists tools given as xml_tools or python_tools in its system turn.
         for (const char* name : {"xml_tools", "python_tools"}) {
             const auto tools = kw->find(name);
@@ -372,6 +396,14 @@ inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokeniz
         }
     }
     read_tools(body, chat);
+    // The grammar holds the whole reply, so the model answers without a think block first.
+    out.grammar = read_output_grammar(body);
+    if (!out.grammar.empty()) {
+        if (thinking_asked)
+            reject(400, "structured output (response_format or grammar) cannot be combined with enable_thinking: true",
+                   "invalid_value");
+        chat.enable_thinking = false;
+    }
     smol::GenerationParams& params = out.generation.params;
     // Calls are looked for whenever the template listed tools (here or in chat_template_kwargs).
     params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
@@ -436,6 +468,7 @@ inline ApiRequest parse_text_request(const json& body, const smol::text::Tokeniz
     read_sampling(body, out);
     smol::GenerationParams& params = out.generation.params;
     params.split_reasoning = false;
+    out.grammar = read_output_grammar(body);
     const auto logprobs = integer_field(body, "logprobs", 0, smol::kMaxTopLogprobs);
     out.logprobs = logprobs.has_value();
     params.logprobs = logprobs ? int(*logprobs) : -1;

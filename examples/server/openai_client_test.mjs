@@ -100,6 +100,17 @@ try {
                { role: 'tool', tool_call_id: calls[0]?.id ?? 'call_1', content: '42' }] });
   check(typeof followUp.choices[0].message.content === 'string', 'a history with a tool call and its result is accepted');
 
+  // Structured output: even the random-weight model writes a JSON object, within max_tokens.
+  for (const max_tokens of [12, 60]) {
+    const structured = await client.chat.completions.create({
+      model: 'smol', messages: user('Describe a cat as JSON'), max_tokens, temperature: 1, seed: max_tokens,
+      response_format: { type: 'json_object' } });
+    let parsed = null;
+    try { parsed = JSON.parse(structured.choices[0].message.content); } catch { parsed = null; }
+    check(parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed),
+          `response_format json_object gives a JSON object within ${max_tokens} tokens`);
+  }
+
   // Text completions, not streamed and streamed.
   const completion = await client.completions.create({ model: 'smol', prompt: 'Once upon a time', max_tokens: 8, temperature: 0, logprobs: 2 });
   const continued = completion.choices[0].text;
@@ -114,9 +125,10 @@ try {
   const bias = await refusal(() => client.chat.completions.create({ model: 'smol', messages: user('hi'), logit_bias: { 5: 2 } }));
   check(bias instanceof OpenAI.BadRequestError && bias.status === 400 && bias.code === 'unsupported_parameter' &&
         bias.message.includes('logit_bias'), 'an unimplemented field raises BadRequestError unsupported_parameter naming it');
-  const format = await refusal(() => client.chat.completions.create({
-    model: 'smol', messages: user('hi'), response_format: { type: 'json_object' } }));
-  check(format instanceof OpenAI.BadRequestError && format.code === 'unsupported_parameter', 'response_format json_object is refused, not ignored');
+  const schema = await refusal(() => client.chat.completions.create({
+    model: 'smol', messages: user('hi'),
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } } }));
+  check(schema instanceof OpenAI.BadRequestError && schema.code === 'unsupported_parameter', 'response_format json_schema is refused, not ignored');
   const empty = await refusal(() => client.chat.completions.create({ model: 'smol', messages: [] }));
   check(empty instanceof OpenAI.BadRequestError && empty.code === 'invalid_value', 'an empty message list raises BadRequestError');
   const long = await refusal(() => client.chat.completions.create({ model: 'smol', messages: user('word '.repeat(3000)) }));

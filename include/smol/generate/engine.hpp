@@ -9,8 +9,10 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string_view>
 
 #include "smol/core/error.hpp"
+#include "smol/generate/grammar_constraint.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/registry.hpp"
 #include "smol/text/tokenizer.hpp"
@@ -45,6 +47,18 @@ public:
 
     KvCache make_cache(int context) const { return model_->make_cache(context); }
 
+    // A GBNF grammar (text/grammar.hpp) ready to constrain this model's output
+    // (GenerationParams::grammar); throws smol::Error saying what is wrong with it.
+    std::shared_ptr<const TokenGrammar> compile_grammar(std::string_view gbnf) const {
+        return std::make_shared<const TokenGrammar>(text::Grammar::parse(gbnf), vocabulary_trie());
+    }
+
+    // The vocabulary as a byte trie for constrained decoding, built on first use.
+    std::shared_ptr<const TokenTrie> vocabulary_trie() const {
+        std::call_once(trie_built_, [&] { trie_ = std::make_shared<const TokenTrie>(tokenizer_); });
+        return trie_;
+    }
+
     // One sequence through the model, serialised with every other caller of this engine.
     // logits: [1, n_vocab] (the last token) or [n, n_vocab] with all_logits.
     void forward(KvCache& cache, std::span<const std::int32_t> tokens, float* logits, bool all_logits) {
@@ -63,6 +77,8 @@ private:
     std::unique_ptr<Model> model_;
     text::Tokenizer tokenizer_;
     std::mutex forward_mutex_;
+    mutable std::once_flag trie_built_;
+    mutable std::shared_ptr<const TokenTrie> trie_;
 };
 
 }  // namespace smol

@@ -5,6 +5,7 @@
 // drift apart between them.
 //
 //   logits -> Sampler (penalties seeded with the prompt's tail, as llama-server does)
+//          (a grammar, when given, masks the tokens that would leave it: grammar_constraint.hpp)
 //          -> end of generation? max_tokens? room in the context?
 //          -> StreamDecoder (whole UTF-8 characters)
 //          -> ThinkingParser (reasoning / answer; primed with the assistant prefix)
@@ -17,6 +18,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <optional>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/generate/grammar_constraint.hpp"
 #include "smol/generate/logprobs.hpp"
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/stop_strings.hpp"
@@ -43,6 +47,9 @@ struct GenerationParams {
     // Negative: no log-probabilities. 0..kMaxTopLogprobs: each generated token's (end of
     // generation excepted) with this many most likely alternatives.
     int logprobs = -1;
+    // When set, the output is a sentence of this grammar (Engine::compile_grammar); generation
+    // can end only once it is complete, and it completes within max_tokens and the context.
+    std::shared_ptr<const TokenGrammar> grammar;
 };
 
 enum class FinishReason {
@@ -142,6 +149,7 @@ public:
           max_tokens_(params.max_tokens),
           requested_(Clock::now()) {
         if (prompt.empty()) fail("generation: the prompt is empty; at least one token is needed to continue from");
+        if (params.grammar) constraint_.emplace(params.grammar, tokenizer);
         if (logprobs_ > kMaxTopLogprobs)
             fail("generation: at most ", kMaxTopLogprobs, " alternatives per token, asked for ", logprobs_);
         usage_.prompt_tokens = int(prompt.size());
@@ -161,11 +169,18 @@ public:
         usage_.queue_ms = ms_between(requested_, prompt_started_);
     }
 
-    // Picks the next token from the logits of the last position (modified in place).
-    std::int32_t sample(std::span<float> logits) {
+    // Picks the next token from the logits of the last position (modified in place). room:
+    // tokens the context still holds after the current ones (a grammar completes within it).
+    std::int32_t sample(std::span<float> logits, long room = std::numeric_limits<long>::max()) {
         if (logprobs_ >= 0) raw_logits_.assign(logits.begin(), logits.end());  // the sampler edits logits
+        if (constraint_) {
+            long budget = room;
+            if (max_tokens_ >= 0) budget = std::min<long>(budget, max_tokens_ - usage_.completion_tokens);
+            constraint_->apply(logits, budget);
+        }
         const std::int32_t token = sampler_.sample(logits);
         sampler_.accept(token);
+        if (constraint_) constraint_->accept(token);
         if (logprobs_ >= 0) last_logprob_ = token_logprob(raw_logits_, token, logprobs_);
         const auto now = Clock::now();
         if (usage_.completion_tokens++ == 0) {
@@ -260,6 +275,7 @@ private:
     bool split_reasoning_;
     int logprobs_;
     std::vector<float> raw_logits_;  // [n_vocab]: the last logits as the model gave them
+    std::optional<GrammarConstraint> constraint_;
     TokenLogprob last_logprob_;      // of the token sample() returned last
     int max_tokens_;
     GenerationUsage usage_;

@@ -435,7 +435,9 @@ private:
                 }
                 if (!wants_token[b]) continue;
                 try {
-                    const std::int32_t token = slot.job.pipeline->sample(std::span<float>(logits).subspan(b * n_vocab, n_vocab));
+                    const long room = long(slot.cache->capacity()) - long(slot.cache->size());
+                    const std::int32_t token =
+                        slot.job.pipeline->sample(std::span<float>(logits).subspan(b * n_vocab, n_vocab), room);
                     ++sampled;
                     on_token(slot, token);
                 } catch (const std::exception& e) {

@@ -190,7 +190,7 @@ private:
             if (params.max_tokens == 0) return end(FinishReason::max_tokens);
             while (true) {
                 if (cancelled()) return end(FinishReason::cancelled);
-                const std::int32_t id = pipeline.sample(logits_);
+                const std::int32_t id = pipeline.sample(logits_, long(cache_.capacity()) - long(cache_.size()));
                 TextDelta delta;
                 // The sampled token goes into the cache next; it needs a free position.
                 const bool ended = pipeline.push(id, cache_.size() < cache_.capacity(), delta);
