@@ -123,6 +123,23 @@ TEST_CASE("cli: --grammar and --grammar-file make even the random-weight model a
     REQUIRE(answer.status == 0);
     CHECK((answer.out == "yes!\n" || answer.out == "no!\n"));
 
+    const std::string schema = dir.write("schema.json", R"({"type": "object", "required": ["n"], "additionalProperties": false,
+        "properties": {"n": {"type": "integer", "minimum": 3, "maximum": 9}}})");
+    for (const int seed : {1, 2}) {
+        const Run typed = run(base + "--json-schema " + quote(schema) + " -n 30 -s " + std::to_string(seed) + " 2>/dev/null");
+        REQUIRE(typed.status == 0);
+        CAPTURE(typed.out);
+        const auto value = nlohmann::json::parse(typed.out, nullptr, false);
+        REQUIRE(value.is_object());
+        CHECK(value.size() == 1);
+        CHECK(value["n"].get<int>() >= 3);
+        CHECK(value["n"].get<int>() <= 9);
+    }
+    const std::string unsupported = dir.write("pattern.json", R"({"type": "string", "pattern": "^a"})");
+    const Run refused = run(base + "--json-schema " + quote(unsupported) + " 2>&1");
+    CHECK(refused.status != 0);
+    CHECK(refused.out.find("'pattern'") != std::string::npos);
+
     const Run bad = run(base + "--grammar 'root ::= [a' 2>&1");
     CHECK(bad.status != 0);
     CHECK(bad.out.find("expected a closing ']'") != std::string::npos);

@@ -106,12 +106,9 @@ TEST_CASE("tools become the template's xml_tools and turn on the tool-call parse
 TEST_CASE("every field smol-server does not implement is a 400 unsupported_parameter naming it") {
     const std::pair<const char*, json> unsupported[] = {
         {"logit_bias", {{"15", 3}}},
-        {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "object"}}}}}}},
         {"store", true},
         {"metadata", {{"team", "a"}}},
         {"parallel_tool_calls", false},
-        {"tool_choice", "required"},
-        {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}},
         {"audio", {{"voice", "alloy"}}},
         {"modalities", json::array({"text", "audio"})},
         {"reasoning_effort", "high"},
@@ -270,6 +267,62 @@ TEST_CASE("response_format json_object and grammar give the output a grammar, an
     CHECK(refusal(with(hello(), "response_format", {{"type", "xml"}})).code == "invalid_value");
     const json text = {{"prompt", "x"}, {"grammar", "root ::= [0-9]+"}};
     CHECK(smol_server::parse_text_request(text, tokenizer(), 4096).grammar == "root ::= [0-9]+");
+}
+
+namespace {
+
+// Whether the GBNF matches `text` whole.
+bool grammar_matches(const std::string& gbnf, std::string_view text) {
+    const smol::text::Grammar g = smol::text::Grammar::parse(gbnf);
+    smol::text::GrammarMatcher m(g);
+    smol::text::GrammarState state = m.start();
+    for (const char c : text)
+        if (!m.step(state, static_cast<std::uint8_t>(c))) return false;
+    return m.accepting(state);
+}
+
+}  // namespace
+
+TEST_CASE("response_format json_schema and forced tool calls become grammars; what they cannot express is a 400") {
+    const json schema = {{"type", "object"},
+                         {"properties", {{"city", {{"type", "string"}}}, {"days", {{"type", "integer"}, {"minimum", 1}}}}},
+                         {"required", {"city"}}};
+    const smol_server::ApiRequest structured =
+        parse(with(hello(), "response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "w"}, {"schema", schema}}}}));
+    CHECK(grammar_matches(structured.grammar, R"({"city": "Paris", "days": 3})"));
+    CHECK_FALSE(grammar_matches(structured.grammar, R"({"days": 3})"));
+    CHECK(parse(with(hello(), "response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "w"}}}})).grammar ==
+          smol::text::kJsonObjectGrammar);
+    json pattern = schema;
+    pattern["properties"]["city"]["pattern"] = "^[A-Z]";
+    const ApiError refused =
+        refusal(with(hello(), "response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "w"}, {"schema", pattern}}}}));
+    CHECK(refused.code == "unsupported_parameter");
+    CHECK(refused.message.find("'pattern'") != std::string::npos);
+    CHECK(refused.message.find("response_format.json_schema.schema") != std::string::npos);
+    CHECK(refusal(with(hello(), "response_format", {{"type", "json_schema"}})).code == "invalid_value");
+
+    const json tools = json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", schema}}}},
+                                    {{"type", "function"}, {"function", {{"name", "now"}}}}});
+    json required = with(hello(), "tools", tools);
+    required["tool_choice"] = "required";
+    const smol_server::ApiRequest forced = parse(required);
+    CHECK(forced.generation.params.parse_tool_calls);
+    CHECK(grammar_matches(forced.grammar, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"));
+    CHECK(grammar_matches(forced.grammar, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
+    CHECK_FALSE(grammar_matches(forced.grammar, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));
+    CHECK_FALSE(grammar_matches(forced.grammar, "Sure!"));
+    json named = required;
+    named["tool_choice"] = {{"type", "function"}, {"function", {{"name", "now"}}}};
+    const std::string only_now = parse(named).grammar;
+    CHECK(grammar_matches(only_now, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
+    CHECK_FALSE(grammar_matches(only_now, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"));
+    named["tool_choice"]["function"]["name"] = "later";
+    CHECK(refusal(named).code == "invalid_value");
+    CHECK(refusal(with(hello(), "tool_choice", "required")).code == "invalid_value");  // no tools to call
+    json both = required;
+    both["response_format"] = {{"type", "json_object"}};
+    CHECK(refusal(both).code == "invalid_value");
 }
 
 TEST_CASE("malformed chat requests get a 400 that says what was expected and found") {

@@ -1038,10 +1038,23 @@ TEST_CASE("smol-server: tools are rendered, <tool_call> blocks come back as tool
     check_error(with("tools", json::parse(R"([{"type": "function", "function": {"name": "bad name"}}])")), 400,
                 "invalid_value");
     check_error(with("tool_choice", "sometimes"), 400, "invalid_value");
-    json required = chat("hi", 2, false);
+    // tool_choice "required" (or naming f) forces a call, even from the random-weight model.
+    json required = chat("hi", 60, false);
     required["tools"] = tools;
     required["tool_choice"] = "required";
-    check_error(http(port, "POST", path, required.dump()), 400, "unsupported_parameter");
+    required["temperature"] = 1;
+    for (const json choice : {json("required"), json{{"type", "function"}, {"function", {{"name", "f"}}}}}) {
+        required["tool_choice"] = choice;
+        const json forced = http(port, "POST", path, required.dump()).json_body();
+        CAPTURE(forced.dump());
+        const json& message = forced["choices"][0]["message"];
+        REQUIRE(message.contains("tool_calls"));
+        CHECK(message["tool_calls"][0]["function"]["name"] == "f");
+        CHECK(json::parse(message["tool_calls"][0]["function"]["arguments"].get<std::string>()).is_object());
+        CHECK(forced["choices"][0]["finish_reason"] == "tool_calls");
+    }
+    required["tool_choice"] = {{"type", "function"}, {"function", {{"name", "g"}}}};
+    check_error(http(port, "POST", path, required.dump()), 400, "invalid_value");
     json both = chat("hi", 2, false);
     both["tools"] = tools;
     both["chat_template_kwargs"] = {{"xml_tools", json::array({{{"name", "g"}}})}};

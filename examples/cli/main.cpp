@@ -74,8 +74,9 @@ constexpr const char* kUsage =
     "  --xml-tools FILE           JSON array of tool definitions (XML tool-calling section)\n"
     "  --python-tools FILE        JSON array of tool definitions (Python tool-calling section)\n"
     "  --grammar GBNF             the reply must be a sentence of this GBNF grammar (llama.cpp's notation)\n"
-    "  --grammar-file FILE        the same, read from FILE; --grammar json: any JSON object.\n"
-    "                             Reasoning is off with a grammar (it holds the whole reply)\n"
+    "  --grammar-file FILE        the same, read from FILE; --grammar json: any JSON object\n"
+    "  --json-schema FILE         the reply must be JSON valid under this JSON schema. Reasoning is off\n"
+    "                             with a grammar or a schema (it holds the whole reply)\n"
     "  -h, --help                 show this help\n"
     "\n"
     "Chat commands: /clear (forget the conversation), /think, /no_think, /exit. Ctrl-C stops a reply.\n";
@@ -97,6 +98,7 @@ struct Options {
     std::string python_tools_file;
     std::optional<std::string> grammar;       // --grammar text
     std::optional<std::string> grammar_file;  // --grammar-file
+    std::optional<std::string> json_schema_file;  // --json-schema
     std::string date;
     int n_predict = -1;
     int context = 0;
@@ -173,14 +175,16 @@ Options parse_args(int argc, char** argv) {
         else if (a == "--python-tools") o.python_tools_file = value();
         else if (a == "--grammar") o.grammar = value();
         else if (a == "--grammar-file") o.grammar_file = value();
+        else if (a == "--json-schema") o.json_schema_file = value();
         else if (a == "-h" || a == "--help") o.help = true;
         else throw UsageError{"unknown argument '" + std::string(a) + "'"};
     }
 
     if (o.help) return o;
     if (o.prompt && o.prompt_file) throw UsageError{"give -p or -f, not both"};
-    if (o.grammar && o.grammar_file) throw UsageError{"give --grammar or --grammar-file, not both"};
-    if ((o.grammar || o.grammar_file) && o.think.value_or(false))
+    if (int(o.grammar.has_value()) + int(o.grammar_file.has_value()) + int(o.json_schema_file.has_value()) > 1)
+        throw UsageError{"give one of --grammar, --grammar-file and --json-schema"};
+    if ((o.grammar || o.grammar_file || o.json_schema_file) && o.think.value_or(false))
         throw UsageError{"a grammar holds the whole reply, so it cannot be combined with --think"};
     if (o.tokenize && o.print_prompt) throw UsageError{"give --tokenize or --print-prompt, not both"};
     if (o.print_prompt && o.messages_file.empty()) throw UsageError{"--print-prompt needs --messages FILE"};
@@ -229,7 +233,7 @@ std::string prompt_text(const Options& o) {
 
 smol::ChatOptions template_options(const Options& o) {
     smol::ChatOptions chat;
-    chat.enable_thinking = o.think.value_or(!o.grammar && !o.grammar_file);
+    chat.enable_thinking = o.think.value_or(!o.grammar && !o.grammar_file && !o.json_schema_file);
     chat.add_generation_prompt = o.generation_prompt;
     chat.date = o.date;
     if (!o.xml_tools_file.empty()) chat.xml_tools = read_json(o.xml_tools_file, "--xml-tools");
@@ -410,6 +414,8 @@ int run_chat(const Options& o) {
         const std::string text = o.grammar_file ? read_file(*o.grammar_file, "--grammar-file") : *o.grammar;
         params.grammar = engine.compile_grammar(text == "json" ? smol::text::kJsonObjectGrammar : std::string_view(text));
     }
+    if (o.json_schema_file)
+        params.grammar = engine.compile_grammar(smol::text::json_schema_to_gbnf(read_json(*o.json_schema_file, "--json-schema")));
     install_interrupt_handler();
 
     if (!interactive) {

@@ -168,9 +168,7 @@ inline void reject_unsupported_values(const json& body) {
         if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
             reject(400, "'response_format' must be an object with a 'type'", "invalid_value");
         const std::string type = (*it)["type"];
-        if (type == "json_schema")
-            unsupported("response_format", "type \"json_schema\" is not supported yet; \"json_object\" and \"text\" are");
-        if (type != "text" && type != "json_object")
+        if (type != "text" && type != "json_object" && type != "json_schema")
             reject(400, "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", found \"" + type + "\"",
                    "invalid_value");
     }
@@ -247,6 +245,17 @@ inline void read_sampling(const json& body, ApiRequest& out) {
     if (auto n = integer_field(body, "n", 1, 1); n && *n != 1) reject(400, "only n = 1 is supported", "invalid_value");
 }
 
+// GBNF for a JSON schema from the request; what it cannot express is a 400 naming it.
+inline std::string schema_grammar(const json& schema, const std::string& field) {
+    try {
+        return smol::text::json_schema_to_gbnf(schema);
+    } catch (const smol::text::UnsupportedSchema& e) {
+        reject(400, "'" + field + "': " + e.what(), "unsupported_parameter");
+    } catch (const smol::Error& e) {
+        reject(400, "'" + field + "': " + e.what(), "invalid_value");
+    }
+}
+
 // The grammar the output must follow: response_format {"type": "json_object"} (chat only) or
 // llama-server's `grammar` (GBNF text); not both.
 inline std::string read_output_grammar(const json& body) {
@@ -256,11 +265,17 @@ inline std::string read_output_grammar(const json& body) {
         grammar = it->get<std::string>();
         if (grammar.empty()) reject(400, "'grammar' is empty", "invalid_value");
     }
-    if (const auto it = body.find("response_format"); it != body.end() && it->is_object() && (*it)["type"] == "json_object") {
-        if (!grammar.empty()) reject(400, "give either 'grammar' or 'response_format', not both", "invalid_value");
-        grammar = smol::text::kJsonObjectGrammar;
-    }
-    return grammar;
+    const auto format = body.find("response_format");
+    if (format == body.end() || !format->is_object() || (*format)["type"] == "text") return grammar;
+    if (!grammar.empty()) reject(400, "give either 'grammar' or 'response_format', not both", "invalid_value");
+    if ((*format)["type"] == "json_object") return std::string(smol::text::kJsonObjectGrammar);
+    // json_schema: {name, description, schema, strict}; without a schema, any JSON object.
+    const auto spec = format->find("json_schema");
+    if (spec == format->end() || !spec->is_object())
+        reject(400, "'response_format.json_schema' must be an object with the 'schema'", "invalid_value");
+    const auto schema = spec->find("schema");
+    if (schema == spec->end() || schema->is_null()) return std::string(smol::text::kJsonObjectGrammar);
+    return schema_grammar(*schema, "response_format.json_schema.schema");
 }
 
 // Counts the prompt; a prompt that leaves no room to generate is a 400.
@@ -319,7 +334,9 @@ inline json normalize_messages(const json& body) {
 
 // OpenAI's `tools` ([{"type": "function", "function": {name, description, parameters}}]) and
 // `tool_choice`. SmolLM3's template lists the function objects themselves (its xml_tools).
-inline void read_tools(const json& body, smol::ChatOptions& chat) {
+// Returns the grammar that forces a call when tool_choice is "required" or names a function,
+// else "".
+inline std::string read_tools(const json& body, smol::ChatOptions& chat) {
     json functions = json::array();
     if (const auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
         if (!tools->is_array())
@@ -356,17 +373,43 @@ inline void read_tools(const json& body, smol::ChatOptions& chat) {
             reject(400, "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}, found \"" +
                             choice + "\"",
                    "invalid_value");
-        // Forcing a call needs constrained decoding, which smol does not have yet: refuse rather
-        // than answer with text the client did not ask for.
-        if (choice == "required" || choice == "function")
-            reject(400, "'tool_choice' " + (choice == "required" ? std::string("\"required\"") : std::string("naming a function")) +
-                            " is not supported yet; use \"auto\" (the model then decides whether to call)",
-                   "unsupported_parameter");
     }
-    if (functions.empty()) return;
+    if (functions.empty()) {
+        if (choice == "required" || choice == "function") reject(400, "'tool_choice' forces a call but 'tools' is empty", "invalid_value");
+        return "";
+    }
     if (chat.xml_tools.is_array() && !chat.xml_tools.empty())
         reject(400, "give tools either as 'tools' or as 'chat_template_kwargs.xml_tools', not both", "invalid_value");
-    if (choice != "none") chat.xml_tools = std::move(functions);
+    if (choice != "none") chat.xml_tools = functions;
+    if (choice != "required" && choice != "function") return "";
+
+    // A forced call: the reply is one <tool_call> block holding {"name", "arguments"} of one of
+    // the tools (or the named one), its arguments following that tool's parameters schema.
+    json callable = json::array();
+    if (choice == "function") {
+        const json& c = body["tool_choice"];
+        const auto function = c.find("function");
+        if (c.value("type", json()) != "function" || function == c.end() || !function->is_object() ||
+            !function->contains("name") || !(*function)["name"].is_string())
+            reject(400, "'tool_choice' as an object must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                   "invalid_value");
+        for (const json& f : functions)
+            if (f["name"] == (*function)["name"]) callable.push_back(f);
+        if (callable.empty())
+            reject(400, "'tool_choice' names the function " + (*function)["name"].dump() + ", which 'tools' does not define",
+                   "invalid_value");
+    } else {
+        callable = functions;
+    }
+    json calls = json::array();
+    for (const json& f : callable)
+        calls.push_back({{"type", "object"},
+                         {"properties", {{"name", {{"const", f["name"]}}},
+                                         {"arguments", f.value("parameters", json{{"type", "object"}})}}},
+                         {"required", json::array({"name", "arguments"})}});
+    const std::string call = schema_grammar(json{{"anyOf", calls}}, "tools[].function.parameters");
+    // The schema's grammar becomes rule `call` inside the block (SmolLM3 writes calls this way).
+    return "root ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\ncall" + call.substr(std::string_view("root").size());
 }
 
 
@@ -395,9 +438,13 @@ inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokeniz
             (std::string_view(name) == "xml_tools" ? chat.xml_tools : chat.python_tools) = *tools;
         }
     }
-    read_tools(body, chat);
+    const std::string forced_call = read_tools(body, chat);
     // The grammar holds the whole reply, so the model answers without a think block first.
     out.grammar = read_output_grammar(body);
+    if (!forced_call.empty()) {
+        if (!out.grammar.empty()) reject(400, "a forced tool call cannot be combined with response_format or grammar", "invalid_value");
+        out.grammar = forced_call;
+    }
     if (!out.grammar.empty()) {
         if (thinking_asked)
             reject(400, "structured output (response_format or grammar) cannot be combined with enable_thinking: true",

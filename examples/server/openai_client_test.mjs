@@ -4,6 +4,7 @@
 //   node openai_client_test.mjs --server BIN --model GGUF
 import { spawn } from 'node:child_process';
 import OpenAI from 'openai';
+import Ajv from 'ajv';
 
 const args = Object.fromEntries(
   process.argv.slice(2).reduce((pairs, a, i, all) => (a.startsWith('--') ? [...pairs, [a.slice(2), all[i + 1]]] : pairs), []));
@@ -111,6 +112,46 @@ try {
           `response_format json_object gives a JSON object within ${max_tokens} tokens`);
   }
 
+  // json_schema: what the random-weight model writes parses and validates (Ajv, a JSON Schema
+  // validator), for several seeds and budgets.
+  const ajv = new Ajv({ strict: false });
+  const schemas = {
+    person: { type: 'object', additionalProperties: false, required: ['name', 'age', 'tags'],
+              properties: { name: { type: 'string', minLength: 1, maxLength: 12 },
+                            age: { type: 'integer', minimum: 0, maximum: 120 },
+                            score: { type: 'number', minimum: -1, maximum: 1 },
+                            tags: { type: 'array', items: { enum: ['red', 'green', 7, null] }, minItems: 1, maxItems: 3 },
+                            nickname: { anyOf: [{ type: 'string', maxLength: 4 }, { type: 'null' }] } } },
+    tree: { $defs: { node: { type: 'object', required: ['id', 'children'], additionalProperties: false,
+                             properties: { id: { type: 'integer', exclusiveMinimum: 0 },
+                                           children: { type: 'array', maxItems: 2, items: { $ref: '#/$defs/node' } } } } },
+            $ref: '#/$defs/node' },
+  };
+  for (const [name, schema] of Object.entries(schemas)) {
+    const validate = ajv.compile(schema);
+    for (const [seed, max_tokens] of [[1, 40], [2, 80], [3, 160]]) {
+      const reply = await client.chat.completions.create({
+        model: 'smol', messages: user(`A ${name} as JSON`), max_tokens, temperature: 1, seed,
+        response_format: { type: 'json_schema', json_schema: { name, schema, strict: true } } });
+      let value;
+      try { value = JSON.parse(reply.choices[0].message.content); } catch { value = undefined; }
+      check(value !== undefined && validate(value),
+            `json_schema ${name}, seed ${seed}, ${max_tokens} tokens: the reply parses and validates` +
+            (value === undefined ? ` (not JSON: ${reply.choices[0].message.content})` : validate.errors ? ` ${JSON.stringify(validate.errors)}` : ''));
+    }
+  }
+
+  // tool_choice "required": the reply is a call whose arguments validate against the tool's schema.
+  const weather = { type: 'object', required: ['city', 'days'], additionalProperties: false,
+                    properties: { city: { type: 'string', maxLength: 20 }, days: { type: 'integer', minimum: 1, maximum: 7 } } };
+  const forced = await client.chat.completions.create({
+    model: 'smol', messages: user('Weather in Oslo?'), max_tokens: 80, temperature: 1, seed: 4, tool_choice: 'required',
+    tools: [{ type: 'function', function: { name: 'get_weather', parameters: weather } }] });
+  const forcedCalls = forced.choices[0].message.tool_calls ?? [];
+  check(forced.choices[0].finish_reason === 'tool_calls' && forcedCalls.length === 1 &&
+        forcedCalls[0].function.name === 'get_weather' && ajv.validate(weather, JSON.parse(forcedCalls[0].function.arguments)),
+        'tool_choice required gives a call whose arguments validate');
+
   // Text completions, not streamed and streamed.
   const completion = await client.completions.create({ model: 'smol', prompt: 'Once upon a time', max_tokens: 8, temperature: 0, logprobs: 2 });
   const continued = completion.choices[0].text;
@@ -125,10 +166,11 @@ try {
   const bias = await refusal(() => client.chat.completions.create({ model: 'smol', messages: user('hi'), logit_bias: { 5: 2 } }));
   check(bias instanceof OpenAI.BadRequestError && bias.status === 400 && bias.code === 'unsupported_parameter' &&
         bias.message.includes('logit_bias'), 'an unimplemented field raises BadRequestError unsupported_parameter naming it');
-  const schema = await refusal(() => client.chat.completions.create({
+  const pattern = await refusal(() => client.chat.completions.create({
     model: 'smol', messages: user('hi'),
-    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } } }));
-  check(schema instanceof OpenAI.BadRequestError && schema.code === 'unsupported_parameter', 'response_format json_schema is refused, not ignored');
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a' } } } }));
+  check(pattern instanceof OpenAI.BadRequestError && pattern.code === 'unsupported_parameter' && pattern.message.includes("'pattern'"),
+        'a schema keyword smol cannot enforce is refused by name, not ignored');
   const empty = await refusal(() => client.chat.completions.create({ model: 'smol', messages: [] }));
   check(empty instanceof OpenAI.BadRequestError && empty.code === 'invalid_value', 'an empty message list raises BadRequestError');
   const long = await refusal(() => client.chat.completions.create({ model: 'smol', messages: user('word '.repeat(3000)) }));

@@ -20,6 +20,8 @@
 #include "smol/model/model.hpp"
 #include "smol/model/registry.hpp"
 #include "smol/text/chat_template.hpp"
+#include "smol/text/grammar.hpp"
+#include "smol/text/json_schema.hpp"
 #include "smol/text/thinking.hpp"
 #include "smol/text/tokenizer.hpp"
 #include "smol/text/tool_calls.hpp"

@@ -147,6 +147,15 @@ public:
         const long after = budget - 1;  // tokens left once this one is taken
         const std::vector<std::uint64_t>& allowed =
             after >= long(cached.max_chars_after) ? cached.bits : within_budget(std::uint32_t(std::max(after, 0L)));
+        // A budget smaller than the characters still needed (max_tokens too small for the
+        // grammar; multi-character tokens may still make it): the tokens that get closest.
+        if (std::none_of(allowed.begin(), allowed.end(), [](std::uint64_t w) { return w != 0; }) && !matcher_.accepting(state_))
+            return apply_mask(logits, closest(), need, budget);
+        apply_mask(logits, allowed, need, budget);
+    }
+
+private:
+    void apply_mask(std::span<float> logits, const std::vector<std::uint64_t>& allowed, std::uint32_t need, long budget) {
         // End of generation (control tokens, never in the trie) is allowed once the text is whole.
         const bool may_end = matcher_.accepting(state_);
         std::vector<float> end_logits;
@@ -164,6 +173,7 @@ public:
                  " characters missing, ", budget, " tokens left) after '", text_, "'");
     }
 
+public:
     // Takes a sampled token (one apply() allowed); end-of-generation tokens are not text.
     void accept(std::int32_t token) {
         if (tokenizer_->is_end_of_generation(token)) {
@@ -204,6 +214,14 @@ private:
         return *last_;
     }
 
+    // The tokens that leave the fewest characters to finish.
+    const std::vector<std::uint64_t>& closest() {
+        std::uint32_t fewest = text::Grammar::kNever;
+        filtered_ = empty_set();
+        walk(0, state_, filtered_, text::Grammar::kNever, nullptr, 0, &fewest);
+        return within_budget(fewest);
+    }
+
     // Only the tokens that leave at most `limit` characters to finish.
     const std::vector<std::uint64_t>& within_budget(std::uint32_t limit) {
         filtered_ = empty_set();
@@ -214,7 +232,7 @@ private:
     // Marks every token below trie node `node` whose bytes the grammar takes from `state` and
     // that leaves at most `limit` characters to finish; notes the most any marked token leaves.
     void walk(std::uint32_t node, const text::GrammarState& state, std::vector<std::uint64_t>& allowed,
-              std::uint32_t limit, std::uint32_t* max_after, std::size_t depth = 0) {
+              std::uint32_t limit, std::uint32_t* max_after, std::size_t depth = 0, std::uint32_t* min_after = nullptr) {
         const TokenTrie& trie = *grammar_->vocabulary;
         // Sized before the walk starts: growing it would move the states the callers hold.
         if (depth == 0 && depth_states_.size() < trie.max_length()) depth_states_.resize(trie.max_length());
@@ -229,9 +247,10 @@ private:
                     if (after <= limit) {
                         for (std::int32_t id : trie.tokens(c)) allowed[std::size_t(id) / 64] |= std::uint64_t(1) << (id % 64);
                         if (max_after) *max_after = std::max(*max_after, after);
+                        if (min_after) *min_after = std::min(*min_after, after);
                     }
                 }
-                walk(child, next, allowed, limit, max_after, depth + 1);
+                walk(child, next, allowed, limit, max_after, depth + 1, min_after);
             }
             matcher_.rewind(mark);
         }

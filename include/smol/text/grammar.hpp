@@ -217,13 +217,8 @@ private:
         [[noreturn]] void error(const std::string& expected) const {
             const std::size_t line = 1 + std::size_t(std::count(text_.begin(), text_.begin() + long(pos_), '\n'));
             const std::string_view rest = text_.substr(pos_, 20);
-            std::string found = "the end";
-            if (!rest.empty()) {
-                found = "'";
-                found.append(rest.substr(0, rest.find('\n')));
-                found.push_back('\'');
-            }
-            fail("grammar: line ", line, ": expected ", expected, ", found ", found);
+            if (rest.empty()) fail("grammar: line ", line, ": expected ", expected, ", found the end");
+            fail("grammar: line ", line, ": expected ", expected, ", found '", rest.substr(0, rest.find('\n')), "'");
         }
 
         // Spaces and comments; newlines too where `newlines` (between rules, inside groups).

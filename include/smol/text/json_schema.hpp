@@ -1,0 +1,412 @@
+#pragma once
+// JSON Schema to GBNF (text/grammar.hpp): the grammar of the JSON texts a schema accepts, for
+// response_format json_schema and forced tool calls. Supported: type (one or a list), enum,
+// const, properties with required and additionalProperties, items with minItems/maxItems,
+// string minLength/maxLength, integer minimum/maximum (exclusive too), number minimum/maximum
+// when they are whole numbers, anyOf, and $ref to #/$defs/... or #/definitions/...;
+// annotations (title, description, default, examples, $schema, $id, strict) are ignored.
+// Anything else fails with a message that names the keyword and where it was found, so a
+// schema is never half-enforced.
+//
+// Properties come out in the schema's order; optional ones may be left out, extra ones only
+// where additionalProperties allows them.
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "smol/core/error.hpp"
+
+namespace smol::text {
+
+// A schema that is valid but asks for something the compiler cannot express (a keyword, a
+// reference, a bound): callers answer it differently from a malformed schema.
+class UnsupportedSchema : public Error {
+public:
+    using Error::Error;
+};
+
+namespace json_schema_detail {
+
+using json = nlohmann::ordered_json;
+
+// A GBNF literal for `text` (as it appears in the output).
+inline std::string literal(std::string_view text) {
+    std::string out = "\"";
+    for (const char c : text) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (c == '\n') out += "\\n";
+        else if (c == '\r') out += "\\r";
+        else if (c == '\t') out += "\\t";
+        else out += c;
+    }
+    return out + "\"";
+}
+
+// Decimal digits of a non-negative number.
+inline std::string digits(std::uint64_t v) { return std::to_string(v); }
+
+// Alternatives matching the decimal forms (no leading zeros) of the integers in [lo, hi],
+// 0 <= lo <= hi, as a GBNF expression.
+inline std::string uint_range(std::uint64_t lo, std::uint64_t hi) {
+    std::vector<std::string> alternatives;
+    // Same digit count: split on the first digit where lo and hi differ.
+    const auto same_length = [&](auto&& self, const std::string& a, const std::string& b, std::string prefix) -> void {
+        if (a.empty()) {
+            alternatives.push_back(prefix.empty() ? "\"\"" : prefix);
+            return;
+        }
+        const auto piece = [](char from, char to) {
+            return from == to ? literal(std::string(1, from)) : "[" + std::string(1, from) + "-" + std::string(1, to) + "]";
+        };
+        const std::string join = prefix.empty() ? "" : prefix + " ";
+        if (a[0] == b[0]) return self(self, a.substr(1), b.substr(1), join + literal(a.substr(0, 1)));
+        const std::size_t rest = a.size() - 1;
+        const bool a_floor = a.substr(1) == std::string(rest, '0');
+        const bool b_ceiling = b.substr(1) == std::string(rest, '9');
+        const char first_full = a_floor ? a[0] : char(a[0] + 1);
+        const char last_full = b_ceiling ? b[0] : char(b[0] - 1);
+        if (!a_floor) self(self, a.substr(1), std::string(rest, '9'), join + literal(a.substr(0, 1)));
+        if (first_full <= last_full)
+            alternatives.push_back(join + piece(first_full, last_full) + (rest ? " [0-9]{" + std::to_string(rest) + "}" : ""));
+        if (!b_ceiling) self(self, std::string(rest, '0'), b.substr(1), join + literal(b.substr(0, 1)));
+    };
+    std::uint64_t from = lo;
+    while (from <= hi) {
+        const std::string a = digits(from);
+        // The largest number with as many digits as `from`, capped at hi.
+        std::uint64_t top = 9;
+        for (std::size_t i = 1; i < a.size(); ++i) top = top * 10 + 9;
+        const std::uint64_t to = std::min(top, hi);
+        same_length(same_length, a, digits(to), "");
+        if (to == hi || to == std::numeric_limits<std::uint64_t>::max()) break;
+        from = to + 1;
+    }
+    std::string out = "(";
+    for (std::size_t i = 0; i < alternatives.size(); ++i) out += (i ? " | " : "") + alternatives[i];
+    return out + ")";
+}
+
+// The integers >= lo (lo >= 0) with no upper bound.
+inline std::string uint_from(std::uint64_t lo) {
+    const std::string a = digits(lo);
+    std::uint64_t top = 9;
+    for (std::size_t i = 1; i < a.size(); ++i) top = top * 10 + 9;
+    // Those with as many digits as lo, then every longer one.
+    return "(" + uint_range(lo, top) + " | [1-9] [0-9]{" + std::to_string(a.size()) + ",})";
+}
+
+class Compiler {
+public:
+    explicit Compiler(const json& root) : root_(root) {}
+
+    std::string compile() {
+        const std::string start = rule_for(root_, "#");
+        std::string out = "root ::= " + start + "\n";
+        for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+        return out;
+    }
+
+private:
+    const json& root_;
+    std::map<std::string, std::string> rules_;  // name -> body
+    std::map<std::string, std::string> refs_;   // $ref -> rule name
+    int counter_ = 0;
+
+    std::string fresh(const std::string& base) {
+        std::string name;
+        for (const char c : base) name += (std::isalnum(static_cast<unsigned char>(c)) ? c : '-');
+        return name + "-" + std::to_string(counter_++);
+    }
+    std::string add(const std::string& base, std::string body) {
+        const std::string name = fresh(base);
+        rules_[name] = std::move(body);
+        return name;
+    }
+
+    [[noreturn]] static void unsupported(const std::string& where, const std::string& what) {
+        throw UnsupportedSchema("JSON schema: " + what + " at " + where + " is not supported");
+    }
+
+    // The shared pieces of JSON text.
+    std::string ws() {
+        if (!rules_.count("ws")) rules_["ws"] = "[ \\t\\n]{0,4}";
+        return "ws";
+    }
+    std::string json_string() {
+        if (!rules_.count("char"))
+            rules_["char"] = "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})";
+        if (!rules_.count("string")) rules_["string"] = "\"\\\"\" char* \"\\\"\"";
+        return "string";
+    }
+    std::string any_value() {
+        if (!rules_.count("value")) {
+            rules_["value"] = "object | array | " + json_string() + " | number | \"true\" | \"false\" | \"null\"";
+            rules_["object"] = "\"{\" " + ws() + " (string " + ws() + " \":\" " + ws() + " value " + ws() +
+                               " (\",\" " + ws() + " string " + ws() + " \":\" " + ws() + " value " + ws() + ")*)? \"}\"";
+            rules_["array"] = "\"[\" " + ws() + " (value " + ws() + " (\",\" " + ws() + " value " + ws() + ")*)? \"]\"";
+            number();
+        }
+        return "value";
+    }
+    std::string number() {
+        if (!rules_.count("number"))
+            rules_["number"] = "\"-\"? (\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?";
+        return "number";
+    }
+
+    std::string rule_for(const json& schema, const std::string& where) {
+        if (schema.is_boolean()) {
+            if (schema.get<bool>()) return any_value();
+            unsupported(where, "the schema false (nothing matches)");
+        }
+        if (!schema.is_object()) fail("JSON schema: expected an object at ", where, ", found ", schema.type_name());
+        static const std::set<std::string> annotations = {"title", "description", "default", "examples", "$schema",
+                                                          "$id", "$comment", "strict", "$defs", "definitions"};
+        static const std::set<std::string> handled = {
+            "type", "enum", "const", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
+            "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf", "$ref"};
+        for (const auto& [key, value] : schema.items())
+            if (!annotations.count(key) && !handled.count(key)) unsupported(where + "/" + key, "the keyword '" + key + "'");
+
+        if (const auto ref = schema.find("$ref"); ref != schema.end()) {
+            if (schema.size() > 1) {
+                for (const auto& [key, value] : schema.items())
+                    if (key != "$ref" && !annotations.count(key))
+                        unsupported(where + "/" + key, "'" + key + "' beside $ref");
+            }
+            return reference(*ref, where);
+        }
+        if (const auto e = schema.find("enum"); e != schema.end()) {
+            if (!e->is_array() || e->empty()) fail("JSON schema: 'enum' at ", where, " must be a non-empty array");
+            std::string body;
+            for (const json& v : *e) body += (body.empty() ? "" : " | ") + literal(v.dump());
+            return add("enum", body);
+        }
+        if (const auto c = schema.find("const"); c != schema.end()) return add("const", literal(c->dump()));
+        if (const auto any = schema.find("anyOf"); any != schema.end()) {
+            if (!any->is_array() || any->empty()) fail("JSON schema: 'anyOf' at ", where, " must be a non-empty array");
+            std::string body;
+            for (std::size_t i = 0; i < any->size(); ++i)
+                body += (i ? " | " : "") + rule_for((*any)[i], where + "/anyOf/" + std::to_string(i));
+            return add("any-of", body);
+        }
+        const auto type = schema.find("type");
+        if (type == schema.end()) {
+            // No type: what the other keywords say, or any value.
+            if (schema.contains("properties")) return object(schema, where);
+            if (schema.contains("items")) return array(schema, where);
+            return any_value();
+        }
+        if (type->is_array()) {
+            std::string body;
+            for (std::size_t i = 0; i < type->size(); ++i) {
+                json one = schema;
+                one["type"] = (*type)[i];
+                body += (i ? " | " : "") + rule_for(one, where + "/type/" + std::to_string(i));
+            }
+            return add("types", body);
+        }
+        if (!type->is_string()) fail("JSON schema: 'type' at ", where, " must be a string or a list of strings");
+        const std::string t = *type;
+        if (t == "object") return object(schema, where);
+        if (t == "array") return array(schema, where);
+        if (t == "string") return string(schema, where);
+        if (t == "integer") return integer(schema, where);
+        if (t == "number") return bounded_number(schema, where);
+        if (t == "boolean") return add("boolean", "\"true\" | \"false\"");
+        if (t == "null") return add("null", "\"null\"");
+        fail("JSON schema: unknown type '", t, "' at ", where);
+    }
+
+    std::string reference(const json& ref, const std::string& where) {
+        if (!ref.is_string()) fail("JSON schema: '$ref' at ", where, " must be a string");
+        const std::string target = ref;
+        if (const auto it = refs_.find(target); it != refs_.end()) return it->second;
+        std::string section;
+        for (const char* prefix : {"#/$defs/", "#/definitions/"})
+            if (target.rfind(prefix, 0) == 0) section = prefix;
+        if (section.empty()) unsupported(where + "/$ref", "the reference '" + target + "' (only #/$defs/... and #/definitions/...)");
+        const std::string name = target.substr(section.size());
+        const std::string key = section == "#/$defs/" ? "$defs" : "definitions";
+        if (!root_.is_object() || !root_.contains(key) || !root_[key].contains(name))
+            fail("JSON schema: '$ref' at ", where, " names '", target, "', which the schema does not define");
+        // Named before it is compiled, so a recursive definition refers to itself.
+        const std::string rule = fresh("def-" + name);
+        refs_[target] = rule;
+        rules_[rule] = "";
+        rules_[rule] = rule_for(root_[key][name], target);
+        return rule;
+    }
+
+    std::string object(const json& schema, const std::string& where) {
+        std::vector<std::pair<std::string, std::string>> properties;  // key literal, value rule
+        std::set<std::string> required;
+        if (const auto r = schema.find("required"); r != schema.end()) {
+            if (!r->is_array()) fail("JSON schema: 'required' at ", where, " must be an array");
+            for (const json& name : *r) {
+                if (!name.is_string()) fail("JSON schema: 'required' at ", where, " must hold property names, found ", name.dump());
+                required.insert(name.get<std::string>());
+            }
+        }
+        std::vector<bool> must;
+        if (const auto p = schema.find("properties"); p != schema.end()) {
+            if (!p->is_object()) fail("JSON schema: 'properties' at ", where, " must be an object");
+            for (const auto& [name, sub] : p->items()) {
+                properties.push_back({literal(json(name).dump()), rule_for(sub, where + "/properties/" + name)});
+                must.push_back(required.count(name) > 0);
+            }
+        }
+        for (const std::string& name : required)
+            if (!schema.contains("properties") || !schema["properties"].contains(name))
+                fail("JSON schema: '", name, "' is required at ", where, " but has no entry in 'properties'");
+        // Extra properties where additionalProperties allows them (absent or false: none).
+        std::string extra;
+        if (const auto a = schema.find("additionalProperties"); a != schema.end() && !(a->is_boolean() && !a->get<bool>())) {
+            const std::string value = rule_for(*a, where + "/additionalProperties");
+            extra = add("extra", json_string() + " " + ws() + " \":\" " + ws() + " " + value);
+        }
+        const std::string sep = "\",\" " + ws();
+        // tail(i, first): properties i.. given whether one was written already.
+        std::map<std::pair<std::size_t, bool>, std::string> tails;
+        const auto tail = [&](auto&& self, std::size_t i, bool first) -> std::string {
+            if (const auto it = tails.find({i, first}); it != tails.end()) return it->second;
+            std::string body;
+            if (i == properties.size()) {
+                body = extra.empty() ? "\"\"" : (first ? "(" + extra + " " + ws() + " (" + sep + " " + extra + " " + ws() + ")*)?"
+                                                        : "(" + sep + " " + extra + " " + ws() + ")*");
+            } else {
+                const std::string member = (first ? "" : sep + " ") + properties[i].first + " " + ws() + " \":\" " + ws() +
+                                           " " + properties[i].second + " " + ws();
+                body = member + " " + self(self, i + 1, false);
+                if (!must[i]) body = "(" + body + ") | " + self(self, i + 1, first);
+            }
+            const std::string name = add("props", body);
+            tails[{i, first}] = name;
+            return name;
+        };
+        return add("object", "\"{\" " + ws() + " " + tail(tail, 0, true) + " \"}\"");
+    }
+
+    std::string array(const json& schema, const std::string& where) {
+        const std::string item = schema.contains("items") ? rule_for(schema["items"], where + "/items") : any_value();
+        const long min = count(schema, "minItems", where, 0);
+        const long max = count(schema, "maxItems", where, -1);
+        if (max >= 0 && max < min) fail("JSON schema: maxItems < minItems at ", where);
+        const std::string more = "(\",\" " + ws() + " " + item + " " + ws() + ")";
+        std::string body;
+        if (max == 0) body = "\"[\" " + ws() + " \"]\"";
+        else {
+            const std::string repeat = "{" + std::to_string(min > 0 ? min - 1 : 0) + "," + (max > 0 ? std::to_string(max - 1) : "") + "}";
+            const std::string items = item + " " + ws() + " " + more + repeat;
+            body = "\"[\" " + ws() + " " + (min > 0 ? items : "(" + items + ")?") + " \"]\"";
+        }
+        return add("array", body);
+    }
+
+    std::string string(const json& schema, const std::string& where) {
+        json_string();
+        const long min = count(schema, "minLength", where, 0);
+        const long max = count(schema, "maxLength", where, -1);
+        if (max >= 0 && max < min) fail("JSON schema: maxLength < minLength at ", where);
+        if (min == 0 && max < 0) return "string";
+        return add("string", "\"\\\"\" char{" + std::to_string(min) + "," + (max >= 0 ? std::to_string(max) : "") + "} \"\\\"\"");
+    }
+
+    static long count(const json& schema, const char* key, const std::string& where, long absent) {
+        const auto it = schema.find(key);
+        if (it == schema.end()) return absent;
+        if (!it->is_number_integer() || it->get<long long>() < 0 || it->get<long long>() > 100000)
+            fail("JSON schema: '", key, "' at ", where, " must be a whole number in [0, 100000]");
+        return long(it->get<long long>());
+    }
+
+    // The schema's bounds as integers (exclusive ones moved inwards); nullopt where unbounded.
+    static std::pair<std::optional<std::int64_t>, std::optional<std::int64_t>> bounds(const json& schema,
+                                                                                        const std::string& where,
+                                                                                        bool exclusive_allowed) {
+        std::optional<std::int64_t> lo, hi;
+        const auto whole = [&](const char* key) -> std::optional<std::int64_t> {
+            const auto it = schema.find(key);
+            if (it == schema.end()) return std::nullopt;
+            if (!it->is_number()) fail("JSON schema: '", key, "' at ", where, " must be a number");
+            const double v = it->get<double>();
+            if (v != double(std::int64_t(v)) || v < -1e15 || v > 1e15)
+                unsupported(where + "/" + key, "a bound that is not a whole number below 1e15 (" + it->dump() + ")");
+            return std::int64_t(v);
+        };
+        lo = whole("minimum");
+        hi = whole("maximum");
+        if (auto x = whole("exclusiveMinimum")) {
+            if (!exclusive_allowed) unsupported(where + "/exclusiveMinimum", "'exclusiveMinimum' on a number");
+            lo = lo ? std::max(*lo, *x + 1) : *x + 1;
+        }
+        if (auto x = whole("exclusiveMaximum")) {
+            if (!exclusive_allowed) unsupported(where + "/exclusiveMaximum", "'exclusiveMaximum' on a number");
+            hi = hi ? std::min(*hi, *x - 1) : *x - 1;
+        }
+        if (lo && hi && *lo > *hi) fail("JSON schema: no number fits the bounds at ", where);
+        return {lo, hi};
+    }
+
+    // Integers in [lo, hi], either side open.
+    static std::string int_range(std::optional<std::int64_t> lo, std::optional<std::int64_t> hi) {
+        std::vector<std::string> parts;
+        // Non-negative part.
+        if (!hi || *hi >= 0) {
+            const std::uint64_t from = lo && *lo > 0 ? std::uint64_t(*lo) : 0;
+            parts.push_back(hi ? uint_range(from, std::uint64_t(*hi)) : uint_from(from));
+        }
+        // Negative part: "-" and the magnitudes.
+        if (!lo || *lo < 0) {
+            const std::uint64_t smallest = hi && *hi < 0 ? std::uint64_t(-*hi) : 1;
+            parts.push_back("\"-\" " + (lo ? uint_range(smallest, std::uint64_t(-*lo)) : uint_from(smallest)));
+        }
+        std::string out = "(";
+        for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? " | " : "") + parts[i];
+        return out + ")";
+    }
+
+    std::string integer(const json& schema, const std::string& where) {
+        const auto [lo, hi] = bounds(schema, where, true);
+        if (!lo && !hi) return add("integer", "\"-\"? (\"0\" | [1-9] [0-9]{0,15})");
+        return add("integer", int_range(lo, hi));
+    }
+
+    // A number in [lo, hi] (whole-number bounds): an integer in range, or one with a fraction
+    // where the fraction keeps it in range.
+    std::string bounded_number(const json& schema, const std::string& where) {
+        const auto [lo, hi] = bounds(schema, where, false);
+        if (!lo && !hi) return number();
+        const std::string fraction = "\".\" [0-9]{1,16}";
+        std::vector<std::string> parts{int_range(lo, hi)};
+        // x.f with x >= 0 lies in (x, x+1): fine for x in [max(lo, 0), hi - 1].
+        const std::int64_t pos_lo = lo ? std::max<std::int64_t>(*lo, 0) : 0;
+        if (!hi || *hi - 1 >= pos_lo)
+            parts.push_back((hi ? uint_range(std::uint64_t(pos_lo), std::uint64_t(*hi - 1)) : uint_from(std::uint64_t(pos_lo))) +
+                            " " + fraction);
+        // -m.f lies in (-m-1, -m): fine for m in [max(0, -hi), -lo - 1].
+        const std::int64_t neg_lo = hi ? std::max<std::int64_t>(0, -*hi) : 0;
+        if (!lo || -*lo - 1 >= neg_lo)
+            parts.push_back("\"-\" " + (lo ? uint_range(std::uint64_t(neg_lo), std::uint64_t(-*lo - 1)) : uint_from(std::uint64_t(neg_lo))) +
+                            " " + fraction);
+        std::string body;
+        for (std::size_t i = 0; i < parts.size(); ++i) body += (i ? " | " : "") + parts[i];
+        return add("number", body);
+    }
+};
+
+}  // namespace json_schema_detail
+
+// GBNF for the JSON texts `schema` accepts; throws smol::Error naming what it cannot express.
+inline std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
+    return json_schema_detail::Compiler(schema).compile();
+}
+
+}  // namespace smol::text
