@@ -1,12 +1,12 @@
 // Headless browser test of the smol-server chat page: starts the server on a free port,
 // drives Debian's chromium through playwright-core, chats, and saves a screenshot.
 //   node browser_test.mjs --server BIN --model GGUF --out DIR [--chromium PATH] [--web DIR]
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { startServer } from './start_server.mjs';
 import { vendored } from './vendor.mjs';
 
 const args = Object.fromEntries(
@@ -30,25 +30,7 @@ if (args.web) {
   }
 }
 
-// Start the server on a free port; it prints the address it listens on.
-const server = spawn(args.server, ['-m', args.model, '--port', '0', '-c', '1024', '--parallel', '2'],
-                     { stdio: ['ignore', 'ignore', 'pipe'] });
-process.on('exit', () => server.kill('SIGTERM'));  // also when a step below throws
-let log = '';
-const url = await new Promise((resolve, reject) => {
-  const timer = setTimeout(() => reject(new Error(`server did not start:\n${log}`)), 30000);
-  server.stderr.on('data', (d) => {
-    log += d;
-    const m = log.match(/listening on (http:\/\/[^\s]+)/);
-    if (m) { clearTimeout(timer); resolve(m[1]); }
-  });
-  server.on('exit', (code) => reject(new Error(`server exited with ${code}:\n${log}`)));
-});
-for (let i = 0; i < 300; i++) {
-  const r = await fetch(`${url}/health`).catch(() => null);
-  if (r?.status === 200) break;
-  await new Promise((r2) => setTimeout(r2, 100));
-}
+const { url, server } = await startServer(args.server, ['-m', args.model, '-c', '1024', '--parallel', '2']);
 
 const profile = mkdtempSync(join(tmpdir(), 'smol-chromium-'));
 // A fresh profile directory (playwright passes it as --user-data-dir).

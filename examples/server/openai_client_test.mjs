@@ -2,8 +2,8 @@
 // HTTP): chat completions streamed and not, tool calls, logprobs, text completions, models,
 // and the errors the client raises for refused requests and a wrong key.
 //   node openai_client_test.mjs --server BIN --model GGUF
-import { spawn } from 'node:child_process';
 import OpenAI from 'openai';
+import { startServer } from './start_server.mjs';
 import Ajv from 'ajv';
 
 const args = Object.fromEntries(
@@ -16,24 +16,7 @@ function check(condition, what) {
 }
 
 const key = 'test-key';
-const server = spawn(args.server, ['-m', args.model, '--port', '0', '-c', '2048', '--parallel', '2', '--api-key', key],
-                     { stdio: ['ignore', 'ignore', 'pipe'] });
-process.on('exit', () => server.kill('SIGTERM'));  // also when a step below throws
-let log = '';
-const url = await new Promise((resolve, reject) => {
-  const timer = setTimeout(() => reject(new Error(`server did not start:\n${log}`)), 30000);
-  server.stderr.on('data', (d) => {
-    log += d;
-    const m = log.match(/listening on (http:\/\/[^\s]+)/);
-    if (m) { clearTimeout(timer); resolve(m[1]); }
-  });
-  server.on('exit', (code) => reject(new Error(`server exited with ${code}:\n${log}`)));
-});
-for (let i = 0; i < 300; i++) {
-  const r = await fetch(`${url}/health`).catch(() => null);
-  if (r?.status === 200) break;
-  await new Promise((r2) => setTimeout(r2, 100));
-}
+const { url, server } = await startServer(args.server, ['-m', args.model, '-c', '2048', '--parallel', '2', '--api-key', key]);
 
 const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: key, maxRetries: 0, timeout: 60000 });
 const user = (content) => [{ role: 'system', content: 'Be brief./system_override' }, { role: 'user', content }];

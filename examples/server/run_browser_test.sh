@@ -14,6 +14,6 @@ if [ ! -x "$chromium" ]; then
   echo "SKIP: $chromium not installed (apt-get install chromium)"; exit 77
 fi
 bash "$here/../../scripts/npm-ci-into.sh" "$here" "$work"
-cp "$here/browser_test.mjs" "$here/vendor.mjs" "$work/"
+cp "$here/browser_test.mjs" "$here/vendor.mjs" "$here/start_server.mjs" "$work/"
 exec node "$work/browser_test.mjs" --server "$server" --model "$model" --out "$work" \
   --chromium "$chromium" --web "$here/web"

@@ -10,5 +10,5 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "SKIP: node/npm not installed (apt-get install nodejs npm)"; exit 77
 fi
 bash "$here/../../scripts/npm-ci-into.sh" "$here" "$work"
-cp "$here/openai_client_test.mjs" "$work/"
+cp "$here/openai_client_test.mjs" "$here/start_server.mjs" "$work/"
 exec node "$work/openai_client_test.mjs" --server "$server" --model "$model"
