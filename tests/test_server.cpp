@@ -110,10 +110,17 @@ Response parse_response(const std::string& raw) {
     return r;
 }
 
+Response raw_http(int port, const std::string& request);
+
 Response http(int port, const std::string& method, const std::string& path, const std::string& body = "",
               const std::string& key = kKey) {
+    return raw_http(port, request_text(method, path, body, key));
+}
+
+// Sends a request written out whole (for headers the helper above does not send).
+Response raw_http(int port, const std::string& request) {
     const int fd = connect_to(port);
-    send_all(fd, request_text(method, path, body, key));
+    send_all(fd, request);
     std::string raw;
     char buffer[65536];
     ssize_t n;
@@ -572,6 +579,60 @@ TEST_CASE("smol-server: /v1/completions continues a raw prompt, streamed and not
         CAPTURE(content);
         CHECK(json::parse(content, nullptr, false).is_object());
     }
+}
+
+TEST_CASE("smol-server: --alias, /props, /slots, --cors, and the key on everything but the page and /health") {
+    ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "3", "--alias", "smol-test", "--cors",
+                          "https://a.example,https://b.example"});
+    const int port = server.port();
+    CHECK(http(port, "GET", "/v1/models").json_body()["data"][0]["id"] == "smol-test");
+    CHECK(http(port, "POST", "/v1/chat/completions", chat("Hi", 2, false).dump()).json_body()["model"] == "smol-test");
+
+    const json props = http(port, "GET", "/props").json_body();
+    CHECK(props["total_slots"] == 3);
+    CHECK(props["model_alias"] == "smol-test");
+    CHECK(props["default_generation_settings"]["n_ctx"] == 512);
+    CHECK(props["default_generation_settings"]["params"]["temperature"].is_number());
+    CHECK(props["default_generation_settings"]["params"]["max_tokens"] == -1);
+    CHECK(props["model_path"].get<std::string>().ends_with(".gguf"));
+
+    const json slots = http(port, "GET", "/slots").json_body();
+    REQUIRE(slots.size() == 3);
+    int with_cache = 0;
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+        CHECK(slots[i]["id"] == int(i));
+        CHECK(slots[i]["n_ctx"] == 512);
+        CHECK(slots[i]["is_processing"] == false);
+        with_cache += slots[i]["n_cached_tokens"].get<int>() > 0;
+    }
+    CHECK(with_cache == 1);  // the chat above
+
+    // The key by rule: the page, its files and /health are open; everything else is not, even
+    // paths that do not exist.
+    for (const char* open : {"/", "/index.html", "/app.js", "/health"}) {
+        CAPTURE(open);
+        CHECK(http(port, "GET", open, "", "").status == 200);
+    }
+    for (const char* closed : {"/props", "/slots", "/metrics", "/v1/models", "/nothing"}) {
+        CAPTURE(closed);
+        check_error(http(port, "GET", closed, "", ""), 401, "invalid_api_key");
+    }
+    check_error(http(port, "POST", "/tokenize", R"({"content": "x"})", ""), 401, "invalid_api_key");
+
+    // CORS: an allowed origin may read replies and gets its preflight answered; others get nothing.
+    const auto get_from = [&](const std::string& origin) {
+        return raw_http(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nOrigin: " + origin + "\r\n\r\n");
+    };
+    CHECK(get_from("https://a.example").headers["access-control-allow-origin"] == "https://a.example");
+    CHECK(get_from("https://b.example").headers["access-control-allow-origin"] == "https://b.example");
+    CHECK(get_from("https://evil.example").headers.count("access-control-allow-origin") == 0);
+    const Response preflight = raw_http(port,
+        "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nOrigin: https://a.example\r\n"
+        "Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: authorization, content-type\r\n\r\n");
+    CHECK(preflight.status == 204);
+    CHECK(preflight.headers.at("access-control-allow-origin") == "https://a.example");
+    CHECK(preflight.headers.at("access-control-allow-methods").find("POST") != std::string::npos);
+    CHECK(preflight.headers.at("access-control-allow-headers").find("Authorization") != std::string::npos);
 }
 
 TEST_CASE("smol-server: a follow-up turn reuses the cached conversation") {

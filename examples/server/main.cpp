@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "openai_api.hpp"
+#include "smol/core/comma_list.hpp"
 #include "smol/smol.hpp"
 #include "smol_server_assets.hpp"
 
@@ -62,6 +63,8 @@ struct ServerOptions {
     int parallel = 4;
     int max_queue = 32;
     std::string api_key;
+    std::string alias;                      // the model's id in the API; default: the file name
+    std::vector<std::string> cors_origins;  // browser origins allowed to call the API ("*": any)
     std::size_t max_body_bytes = 4u << 20;
     std::size_t cache_budget_mib = 0;
 };
@@ -80,7 +83,9 @@ struct ServerOptions {
                  "  -t, --threads N         compute threads (default: all cores)\n"
                  "  -np, --parallel N       requests generating at once (default 4)\n"
                  "      --queue N           requests waiting for a slot before 503 (default 32)\n"
-                 "      --api-key KEY       require 'Authorization: Bearer KEY' on the API\n"
+                 "      --api-key KEY       require 'Authorization: Bearer KEY' on everything but the page and /health\n"
+                 "      --alias NAME        the model's id in the API (default: the file name)\n"
+                 "      --cors ORIGINS      comma-separated origins whose pages may call the API (* for any)\n"
                  "      --max-body BYTES    largest accepted request body (default 4 MiB)\n"
                  "      --cache-budget MIB  memory for KV caches kept between requests (default: one per slot)\n");
     std::exit(code);
@@ -120,6 +125,8 @@ ServerOptions parse_options(int argc, char** argv) {
         else if (a == "-np" || a == "--parallel") o.parallel = int(number(i, 1, 256));
         else if (a == "--queue") o.max_queue = int(number(i, 0, 100000));
         else if (a == "--api-key") o.api_key = value(i);
+        else if (a == "--alias") o.alias = value(i);
+        else if (a == "--cors") o.cors_origins = smol::split_commas(value(i));
         else if (a == "--max-body") o.max_body_bytes = std::size_t(number(i, 1024, 1ll << 32));
         else if (a == "--cache-budget") o.cache_budget_mib = std::size_t(number(i, 0, 1ll << 24));
         else if (a == "-h" || a == "--help") usage(0);
@@ -252,7 +259,7 @@ public:
         if (options_.context > trained_context && trained_context > 0)
             std::fprintf(stderr, "smol-server: warning: context %d is beyond the model's trained %d tokens\n",
                          options_.context, trained_context);
-        model_id_ = std::filesystem::path(options_.model_path).filename().string();
+        model_id_ = options_.alias.empty() ? std::filesystem::path(options_.model_path).filename().string() : options_.alias;
         auto scheduler = std::make_unique<smol::Scheduler>(*engine, so);
         std::lock_guard lock(mutex_);
         engine_ = std::move(engine);
@@ -272,6 +279,19 @@ public:
     }
 
     void routes(httplib::Server& http);
+
+    // With --cors, lets a page from an allowed origin read the reply; whether it did.
+    bool allow_origin(const httplib::Request& req, httplib::Response& res) const {
+        if (options_.cors_origins.empty() || !req.has_header("Origin")) return false;
+        const std::string origin = req.get_header_value("Origin");
+        for (const std::string& allowed : options_.cors_origins)
+            if (allowed == "*" || allowed == origin) {
+                res.set_header("Access-Control-Allow-Origin", allowed == "*" ? "*" : origin);
+                res.set_header("Vary", "Origin");
+                return true;
+            }
+        return false;
+    }
 
     const ServerOptions& options() const { return options_; }
     Metrics& metrics() { return metrics_; }
@@ -569,8 +589,14 @@ std::string Server::metrics_text() {
 
 thread_local Clock::time_point request_start;
 
-bool api_path(const std::string& path) {
-    return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize" || path == "/metrics";
+// Open to anyone: the page and its files (the embedded set) and /health; every other request
+// needs the key when one is set, whatever its path.
+bool public_request(const httplib::Request& req) {
+    if (req.method != "GET" && req.method != "HEAD") return false;
+    if (req.path == "/health" || req.path == "/") return true;
+    for (std::size_t i = 0; i < smol_server_assets::count; ++i)
+        if (req.path == smol_server_assets::all[i].url) return true;
+    return false;
 }
 
 void Server::routes(httplib::Server& http) {
@@ -590,7 +616,18 @@ void Server::routes(httplib::Server& http) {
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
         request_start = Clock::now();
         metrics_.http_requests++;
-        if (options_.api_key.empty() || !api_path(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+        const bool cors = allow_origin(req, res);
+        if (req.method == "OPTIONS") {
+            // A browser's preflight: answered without the key (browsers never send it here).
+            res.status = 204;
+            if (cors) {
+                res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+                res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+                res.set_header("Access-Control-Max-Age", "600");
+            }
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        if (options_.api_key.empty() || public_request(req)) return httplib::Server::HandlerResponse::Unhandled;
         const std::string expected = "Bearer " + options_.api_key;
         if (req.get_header_value("Authorization") == expected) return httplib::Server::HandlerResponse::Unhandled;
         send_error(res, ApiError{401,
@@ -647,6 +684,43 @@ void Server::routes(httplib::Server& http) {
                                                      {"n_vocab", s.engine().n_vocab()},
                                                      {"n_params", s.engine().info().n_params},
                                                      {"slots", s.options().slots}}}}})}});
+    }));
+
+    // llama-server's /props: the defaults a request starts from, and what the server holds.
+    http.Get("/props", guarded([this](const httplib::Request&, httplib::Response& res) {
+        smol::Scheduler& s = require_scheduler();
+        const smol::SamplerParams defaults;
+        json props = {{"default_generation_settings",
+                       {{"n_ctx", s.context()},
+                        {"params",
+                         {{"temperature", defaults.temperature},
+                          {"top_k", defaults.top_k},
+                          {"top_p", defaults.top_p},
+                          {"min_p", defaults.min_p},
+                          {"repeat_penalty", defaults.repeat_penalty},
+                          {"repeat_last_n", defaults.penalty_last_n},
+                          {"presence_penalty", defaults.presence_penalty},
+                          {"frequency_penalty", defaults.frequency_penalty},
+                          {"max_tokens", -1}}}}},
+                      {"total_slots", s.options().slots},
+                      {"model_alias", model_id_},
+                      {"model_path", options_.model_path},
+                      {"modalities", {{"vision", false}, {"audio", false}}}};
+        if (const auto* tmpl = s.engine().model().file().find("tokenizer.chat_template"); tmpl && tmpl->is_string())
+            props["chat_template"] = std::string(*tmpl->as_string());
+        send_json(res, props);
+    }));
+
+    // llama-server's /slots, read-only: what each conversation slot holds.
+    http.Get("/slots", guarded([this](const httplib::Request&, httplib::Response& res) {
+        smol::Scheduler& s = require_scheduler();
+        json slots = json::array();
+        for (const auto& slot : s.slot_states())
+            slots.push_back({{"id", slot.id},
+                             {"n_ctx", s.context()},
+                             {"is_processing", slot.processing},
+                             {"n_cached_tokens", slot.cached_tokens}});
+        send_json(res, slots);
     }));
 
     http.Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {

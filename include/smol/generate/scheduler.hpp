@@ -250,6 +250,19 @@ public:
         return s;
     }
 
+    // What each slot is doing, for a server's /slots.
+    struct SlotState {
+        int id;
+        bool processing;            // generating for a request now
+        std::size_t cached_tokens;  // tokens its KV cache holds (reusable by a request with that prefix)
+    };
+    std::vector<SlotState> slot_states() const {
+        std::lock_guard lock(mutex_);
+        std::vector<SlotState> out;
+        for (std::size_t i = 0; i < slots_.size(); ++i) out.push_back({int(i), slots_[i].active, slots_[i].tokens.size()});
+        return out;
+    }
+
     // The tokens each slot's cache holds (for tests and diagnostics).
     std::vector<std::vector<std::int32_t>> cached_tokens() const {
         std::lock_guard lock(mutex_);
