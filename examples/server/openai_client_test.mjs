@@ -16,7 +16,8 @@ function check(condition, what) {
 }
 
 const key = 'test-key';
-const { url, server } = await startServer(args.server, ['-m', args.model, '-c', '2048', '--parallel', '2', '--api-key', key]);
+const { url, server } = await startServer(args.server,
+                                          ['-m', args.model, '-c', '2048', '--parallel', '2', '--api-key', key, '--alias', 'smol-tiny']);
 
 const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: key, maxRetries: 0, timeout: 60000 });
 const user = (content) => [{ role: 'system', content: 'Be brief./system_override' }, { role: 'user', content }];
@@ -33,12 +34,13 @@ async function refusal(request) {
 
 try {
   const models = await client.models.list();
-  check(models.data.length === 1 && models.data[0].id.endsWith('.gguf'), 'models.list() names the loaded model');
+  check(models.data.length === 1 && models.data[0].id === 'smol-tiny', 'models.list() names the loaded model by its --alias');
 
   // Chat, not streamed and streamed: greedy gives the same text both ways.
   const chat = await client.chat.completions.create({ model: 'smol', messages: user('Hello there'), max_tokens: 12, temperature: 0 });
   const text = chat.choices[0].message.content;
-  check(chat.object === 'chat.completion' && typeof text === 'string' && text.length > 0, 'chat.completions.create returns text');
+  check(chat.object === 'chat.completion' && typeof text === 'string' && text.length > 0 && chat.model === 'smol-tiny',
+        'chat.completions.create returns text, from the aliased model');
   check(chat.choices[0].finish_reason === 'length' && chat.usage.completion_tokens === 12, 'finish_reason length after max_tokens, usage counted');
   const stream = await client.chat.completions.create({
     model: 'smol', messages: user('Hello there'), max_tokens: 12, temperature: 0, stream: true,
