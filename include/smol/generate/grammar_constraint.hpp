@@ -115,12 +115,12 @@ public:
     }
     void remember(std::string state_signature, TokenSet allowed) const {
         std::lock_guard lock(mutex_);
-        if (allowed_.size() >= kLimit) allowed_.clear();  // 16 KB each; a grammar rarely has this many states
+        if (allowed_.size() >= kLimit) allowed_.clear();  // 16 KB each: 4 MB at most per grammar
         allowed_.emplace(std::move(state_signature), std::move(allowed));
     }
 
 private:
-    static constexpr std::size_t kLimit = 1024;
+    static constexpr std::size_t kLimit = 256;
     mutable std::mutex mutex_;
     mutable std::unordered_map<std::string, TokenSet> allowed_;
 };
