@@ -105,7 +105,6 @@ TEST_CASE("tools become the template's xml_tools and turn on the tool-call parse
 
 TEST_CASE("every field smol-server does not implement is a 400 unsupported_parameter naming it") {
     const std::pair<const char*, json> unsupported[] = {
-        {"logit_bias", {{"15", 3}}},
         {"store", true},
         {"metadata", {{"team", "a"}}},
         {"parallel_tool_calls", false},
@@ -139,6 +138,24 @@ TEST_CASE("every field smol-server does not implement is a 400 unsupported_param
         CAPTURE(field);
         CHECK_NOTHROW(parse(with(hello(), field, value)));
     }
+}
+
+TEST_CASE("logit_bias maps token ids to biases, checked against the vocabulary") {
+    const auto biases = parse(with(hello(), "logit_bias", {{"15", 3}, {"4000", -100}})).generation.params.sampling.logit_bias;
+    CHECK(biases == std::vector<std::pair<std::int32_t, float>>{{15, 3.0f}, {4000, -100.0f}});
+    CHECK(parse(hello()).generation.params.sampling.logit_bias.empty());
+    const std::string n_vocab = std::to_string(tokenizer().n_vocab());
+    for (const json& bad : {json{{n_vocab, 1}}, json{{"-1", 1}}, json{{"1x", 1}}, json{{"", 1}}, json{{"5", 101}},
+                            json{{"5", "high"}}}) {
+        CAPTURE(bad.dump());
+        const ApiError e = refusal(with(hello(), "logit_bias", bad));
+        CHECK(e.code == "invalid_value");
+        CHECK(e.message.find("logit_bias") != std::string::npos);
+    }
+    CHECK(refusal(with(hello(), "logit_bias", json::array({1, 2}))).code == "invalid_type");
+    const json text = {{"prompt", "x"}, {"logit_bias", {{"7", -2.5}}}};
+    CHECK(smol_server::parse_text_request(text, tokenizer(), 4096).generation.params.sampling.logit_bias ==
+          std::vector<std::pair<std::int32_t, float>>{{7, -2.5f}});
 }
 
 TEST_CASE("logprobs and top_logprobs ask the pipeline for log-probabilities, shaped as OpenAI's") {

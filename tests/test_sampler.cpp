@@ -160,6 +160,36 @@ TEST_CASE("greedy applies penalties before the argmax") {
     CHECK(sampler.sample(logits) == 1);
 }
 
+TEST_CASE("logit bias is added before penalties and the argmax") {
+    smol::SamplerParams p = plain(0.0f);
+    p.logit_bias = {{0, -100.0f}, {2, 1.5f}};
+    smol::Sampler sampler(p, 3);
+    std::vector<float> logits = {3.0f, 2.0f, 1.0f};  // biased: -97, 2, 2.5
+    CHECK(sampler.sample(logits) == 2);
+    CHECK(logits[0] == -97.0f);
+    // With penalties on, the penalty sees the biased logit (llama.cpp's chain order).
+    p.logit_bias = {{1, 2.0f}};
+    p.repeat_penalty = 2.0f;
+    smol::Sampler penalised(p, 3);
+    penalised.accept(1);
+    logits = {3.0f, 2.0f, 1.0f};  // token 1: (2 + 2) / 2 = 2 < 3
+    CHECK(penalised.sample(logits) == 0);
+    CHECK(logits[1] == 2.0f);
+    // A banned token never comes out of the sampled chain either.
+    smol::SamplerParams sampled;
+    sampled.top_k = 0;
+    sampled.top_p = 1.0f;
+    sampled.min_p = 0.0f;
+    sampled.temperature = 1.0f;
+    sampled.seed = 7;
+    sampled.logit_bias = {{3, -100.0f}};
+    smol::Sampler draw(sampled, 4);
+    for (int i = 0; i < 500; ++i) {
+        std::vector<float> flat = {0.0f, 0.0f, 0.0f, 5.0f};
+        CHECK(draw.sample(flat) != 3);
+    }
+}
+
 TEST_CASE("parameters are validated with clear errors") {
     const auto throws = [](smol::SamplerParams p, int n_vocab = 10) {
         CHECK_THROWS_AS(smol::Sampler(p, n_vocab), smol::Error);
@@ -176,6 +206,9 @@ TEST_CASE("parameters are validated with clear errors") {
     p = {}; p.penalty_last_n = -1; throws(p);
     p = {}; p.temperature = std::nanf(""); throws(p);
     p = {}; p.presence_penalty = INFINITY; throws(p);
+    p = {}; p.logit_bias = {{10, 1.0f}}; throws(p);
+    p = {}; p.logit_bias = {{-1, 1.0f}}; throws(p);
+    p = {}; p.logit_bias = {{3, NAN}}; throws(p);
 
     try {
         p = {};

@@ -30,7 +30,7 @@ if (args.web) {
   }
 }
 
-const { url, server } = await startServer(args.server, ['-m', args.model, '-c', '1024', '--parallel', '2']);
+const { url, server } = await startServer(args.server, ['-m', args.model, '-c', '8192', '--parallel', '2']);
 
 const profile = mkdtempSync(join(tmpdir(), 'smol-chromium-'));
 // A fresh profile directory (playwright passes it as --user-data-dir).
@@ -112,13 +112,25 @@ try {
   check((await page.textContent('#messages')).includes('/no_think'), '/help lists the commands');
   await page.screenshot({ path: join(out, 'smol-server-chat.png') });
 
-  // Stop button ends a reply early.
-  await page.fill('#max-tokens', '2000');
+  // Stop button ends a reply early. The random-weight model may end a turn within a few
+  // tokens, faster than a click; banning its end-of-turn tokens (logit_bias added to this one
+  // request on its way out) keeps the reply streaming until the stop button is pressed.
+  const endIds = (await (await fetch(`${url}/tokenize`, {
+    method: 'POST', body: JSON.stringify({ content: '<|im_end|><|end_of_text|>', parse_special: true }) })).json()).tokens;
+  check(endIds.length === 2, `the end-of-turn tokens are ${endIds}`);
+  await page.route('**/v1/chat/completions', async (route) => {
+    const body = JSON.parse(route.request().postData());
+    body.logit_bias = Object.fromEntries(endIds.map((id) => [id, -100]));
+    await route.continue({ postData: JSON.stringify(body) });
+  }, { times: 1 });
+  await page.fill('#max-tokens', '4000');
   await page.dispatchEvent('#max-tokens', 'change');
   await page.fill('#input', 'Tell me a very long story.');
   await page.press('#input', 'Enter');
-  await page.waitForFunction(() => document.querySelectorAll('.message.assistant')[2]?.querySelector('.content')?.textContent.length > 0,
-                             null, { timeout: 120000 });
+  await page.waitForFunction(() => {
+    const reply = document.querySelectorAll('.message.assistant')[2];
+    return (reply?.querySelector('.content')?.textContent.length ?? 0) + (reply?.querySelector('.reasoning')?.textContent.length ?? 0) > 0;
+  }, null, { timeout: 120000 });
   await page.click('#stop');
   await page.waitForFunction(() => document.querySelectorAll('.message.assistant')[2]?.querySelector('.stats')?.textContent === 'stopped',
                              null, { timeout: 10000 }).catch(() => {});

@@ -4,6 +4,7 @@
 // llama-server's extensions that chat front ends read). main.cpp carries them over HTTP; the
 // unit tests (tests/test_openai_api.cpp) call them directly.
 
+#include <charconv>
 #include <chrono>
 #include <cctype>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "smol/smol.hpp"
@@ -160,7 +162,6 @@ inline void reject_unsupported_values(const json& body) {
         unsupported("metadata", "is not supported: smol-server stores no completions to tag");
     if (!absent_or(body, "parallel_tool_calls", true))
         unsupported("parallel_tool_calls", "must be true or absent: the model may call several tools in one turn");
-    if (!absent_or(body, "logit_bias", json::object())) unsupported("logit_bias", "is not supported yet");
     if (!absent_or(body, "echo", false)) unsupported("echo", "is not supported: the reply holds only the completion");
     if (!absent_or(body, "suffix", "")) unsupported("suffix", "is not supported: SmolLM3 has no fill-in-the-middle tokens");
     if (!absent_or(body, "best_of", 1)) unsupported("best_of", "must be 1 or absent");
@@ -202,8 +203,31 @@ struct ApiRequest {
     int prompt_tokens = 0;
 };
 
+// OpenAI's logit_bias: {"token id": bias in [-100, 100], ...}.
+inline std::vector<std::pair<std::int32_t, float>> read_logit_bias(const json& body, std::size_t n_vocab) {
+    std::vector<std::pair<std::int32_t, float>> biases;
+    const auto it = body.find("logit_bias");
+    if (it == body.end() || it->is_null()) return biases;
+    if (!it->is_object())
+        reject(400, std::string("'logit_bias' must be an object of token id -> bias, found ") + it->type_name(),
+               "invalid_type");
+    if (it->size() > 1024) reject(400, "'logit_bias' accepts at most 1024 tokens", "invalid_value");
+    for (const auto& [key, value] : it->items()) {
+        std::int32_t token = -1;
+        const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), token);
+        if (error != std::errc{} || end != key.data() + key.size() || token < 0 || std::size_t(token) >= n_vocab)
+            reject(400, "'logit_bias' keys must be token ids in [0, " + std::to_string(n_vocab) + "), found \"" + key + "\"",
+                   "invalid_value");
+        if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0))
+            reject(400, "'logit_bias[\"" + key + "\"]' must be a number in [-100, 100], found " + value.dump(),
+                   "invalid_value");
+        biases.emplace_back(token, value.get<float>());
+    }
+    return biases;
+}
+
 // The sampling, length, stop and streaming fields both endpoints share.
-inline void read_sampling(const json& body, ApiRequest& out) {
+inline void read_sampling(const json& body, ApiRequest& out, std::size_t n_vocab) {
     smol::GenerationParams& params = out.generation.params;
     smol::SamplerParams& s = params.sampling;
     if (auto v = number_field(body, "temperature", 0.0, 100.0)) s.temperature = float(*v);
@@ -219,6 +243,7 @@ inline void read_sampling(const json& body, ApiRequest& out) {
     if (auto v = integer_field(body, "seed", -1, std::numeric_limits<long long>::max()))
         s.seed = *v < 0 ? SMOL_DEFAULT_SEED : std::uint64_t(*v);
     if (auto v = integer_field(body, "max_tokens", 1, 1 << 30)) params.max_tokens = int(*v);
+    s.logit_bias = read_logit_bias(body, n_vocab);
 
     if (const auto stop = body.find("stop"); stop != body.end() && !stop->is_null()) {
         if (stop->is_string()) {
@@ -454,7 +479,7 @@ inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokeniz
     smol::GenerationParams& params = out.generation.params;
     // Calls are looked for whenever the template listed tools (here or in chat_template_kwargs).
     params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
-    read_sampling(body, out);
+    read_sampling(body, out, tokenizer.n_vocab());
     if (auto v = integer_field(body, "max_completion_tokens", 1, 1 << 30)) params.max_tokens = int(*v);  // the newer name wins
     out.logprobs = bool_field(body, "logprobs").value_or(false);
     const auto top_logprobs = integer_field(body, "top_logprobs", 0, smol::kMaxTopLogprobs);
@@ -512,7 +537,7 @@ inline ApiRequest parse_text_request(const json& body, const smol::text::Tokeniz
                "invalid_type");
     }
     if (ids.empty()) reject(400, "'prompt' is empty; at least one token is needed to continue from", "invalid_value");
-    read_sampling(body, out);
+    read_sampling(body, out, tokenizer.n_vocab());
     smol::GenerationParams& params = out.generation.params;
     params.split_reasoning = false;
     out.grammar = read_output_grammar(body);

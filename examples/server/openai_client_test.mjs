@@ -147,10 +147,24 @@ try {
   for await (const chunk of textStream) joined += chunk.choices[0]?.text ?? '';
   check(joined === continued, 'the streamed completion equals the non-streamed one');
 
+  // logit_bias: +100 on one token makes greedy decoding repeat it; -100 keeps the greedy
+  // continuation's first token out.
+  const biased = await client.completions.create({ model: 'smol', prompt: 'Once upon a time', max_tokens: 3, temperature: 0,
+                                                   logit_bias: { 1000: 100 } });
+  const piece = await (await fetch(`${url}/detokenize`, { method: 'POST', headers: { Authorization: `Bearer ${key}` },
+                                                          body: JSON.stringify({ tokens: [1000, 1000, 1000] }) })).json();
+  check(biased.choices[0].text === piece.content, `logit_bias +100 forces token 1000 (${JSON.stringify(biased.choices[0].text)})`);
+  const free = await client.completions.create({ model: 'smol', prompt: 'Once upon a time', max_tokens: 1, temperature: 0, logprobs: 0 });
+  const firstId = (await (await fetch(`${url}/tokenize`, { method: 'POST', headers: { Authorization: `Bearer ${key}` },
+                                                          body: JSON.stringify({ content: free.choices[0].text, parse_special: false }) })).json()).tokens;
+  const banned = await client.completions.create({ model: 'smol', prompt: 'Once upon a time', max_tokens: 1, temperature: 0,
+                                                   logit_bias: { [firstId[0]]: -100 } });
+  check(firstId.length === 1 && banned.choices[0].text !== free.choices[0].text, 'logit_bias -100 bans the greedy token');
+
   // Refused requests raise the client's typed errors with the server's code.
-  const bias = await refusal(() => client.chat.completions.create({ model: 'smol', messages: user('hi'), logit_bias: { 5: 2 } }));
-  check(bias instanceof OpenAI.BadRequestError && bias.status === 400 && bias.code === 'unsupported_parameter' &&
-        bias.message.includes('logit_bias'), 'an unimplemented field raises BadRequestError unsupported_parameter naming it');
+  const audio = await refusal(() => client.chat.completions.create({ model: 'smol', messages: user('hi'), modalities: ['audio'] }));
+  check(audio instanceof OpenAI.BadRequestError && audio.status === 400 && audio.code === 'unsupported_parameter' &&
+        audio.message.includes('modalities'), 'an unimplemented field raises BadRequestError unsupported_parameter naming it');
   const pattern = await refusal(() => client.chat.completions.create({
     model: 'smol', messages: user('hi'),
     response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a' } } } }));

@@ -1,6 +1,6 @@
 #pragma once
 // Token sampling in llama.cpp's default chain order:
-//   penalties -> top-k -> top-p -> min-p -> temperature -> softmax -> seeded draw.
+//   logit bias -> penalties -> top-k -> top-p -> min-p -> temperature -> softmax -> seeded draw.
 // Top-p and min-p therefore see the untempered distribution, as in llama.cpp, so the same
 // flags keep the same meaning for users coming from there.
 //
@@ -17,6 +17,7 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "smol/core/error.hpp"
@@ -37,6 +38,9 @@ struct SamplerParams {
     float frequency_penalty = 0.0f;  // 0 = off
     int penalty_last_n = 64;         // how many recently accepted tokens the penalties see; 0 = off
     std::uint64_t seed = SMOL_DEFAULT_SEED;
+    // (token id, value added to its logit) before anything else, as OpenAI's logit_bias:
+    // -100 all but bans a token, +100 all but forces it.
+    std::vector<std::pair<std::int32_t, float>> logit_bias;
 };
 
 class Sampler {
@@ -55,6 +59,7 @@ public:
         if (logits.size() != static_cast<std::size_t>(n_vocab_))
             fail("Sampler::sample: expected ", n_vocab_, " logits (the vocabulary size), got ",
                  logits.size());
+        for (const auto& [token, bias] : params_.logit_bias) logits[static_cast<std::size_t>(token)] += bias;
         apply_penalties(logits);
         if (params_.temperature <= 0.0f) return argmax(logits);
 
@@ -212,6 +217,11 @@ private:
             fail("Sampler: min_p must be in [0, 1] (0 turns it off), got ", p.min_p);
         if (!(p.repeat_penalty > 0.0f) || !std::isfinite(p.repeat_penalty))
             fail("Sampler: repeat_penalty must be a finite value > 0 (1 turns it off), got ", p.repeat_penalty);
+        for (const auto& [token, bias] : p.logit_bias) {
+            if (token < 0 || token >= n_vocab_)
+                fail("Sampler: logit_bias names token id ", token, ", outside the vocabulary [0, ", n_vocab_, ")");
+            if (!std::isfinite(bias)) fail("Sampler: logit_bias for token ", token, " must be finite, got ", bias);
+        }
         if (!std::isfinite(p.presence_penalty))
             fail("Sampler: presence_penalty must be finite, got ", p.presence_penalty);
         if (!std::isfinite(p.frequency_penalty))
