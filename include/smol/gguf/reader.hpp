@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
-#include "smol/quant/types.hpp"
+#include "smol/core/tensor_types.hpp"
 
 namespace smol::gguf {
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/ops/kv_layout.hpp"
 
 namespace smol {
 
@@ -63,6 +64,10 @@ public:
     const std::uint16_t* keys(int layer) const { return keys_.data() + layer_offset(layer); }
     const std::uint16_t* values(int layer) const { return values_.data() + layer_offset(layer); }
     std::size_t head_stride() const { return std::size_t(capacity_) * std::size_t(head_dim_); }
+    // One layer as attention reads and writes it.
+    KvLayer layer(int layer) {
+        return KvLayer{keys(layer), values(layer), head_stride(), n_kv_heads_, head_dim_};
+    }
 
 private:
     std::size_t layer_offset(int layer) const {

@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/core/tensor_types.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/gguf/writer.hpp"
 #include "smol/model/configs.hpp"
 #include "smol/quant/quantize.hpp"
-#include "smol/quant/types.hpp"
 
 namespace smol::synth {
 

@@ -154,8 +154,8 @@ private:
         for (const auto& s : segments) {  // att: [n_tokens, n_heads * head_dim]
             const std::int64_t n = std::int64_t(s.tokens.size());
             const int first = s.cache->size();
-            kv_store(*s.cache, il, first, k_.data() + t * Config::d_kv, v_.data() + t * Config::d_kv, n);
-            attention(*s.cache, il, first, q_.data() + t * Config::d_q, att_.data() + t * Config::d_q, n, Config::n_heads);
+            kv_store(s.cache->layer(il), first, k_.data() + t * Config::d_kv, v_.data() + t * Config::d_kv, n);
+            attention(s.cache->layer(il), first, q_.data() + t * Config::d_q, att_.data() + t * Config::d_q, n, Config::n_heads);
             t += n;
         }
         matmul(w.attn_output, att_.data(), n_tokens, xn_.data(), scratch_);  // xn: [n_tokens, d_model]

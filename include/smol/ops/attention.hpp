@@ -12,7 +12,7 @@
 #endif
 
 #include "smol/core/half.hpp"
-#include "smol/model/kv_cache.hpp"
+#include "smol/ops/kv_layout.hpp"
 
 namespace smol {
 
@@ -81,16 +81,16 @@ inline void store_f16(const float* x, std::uint16_t* out, int n) {
 
 }  // namespace kv_kernels
 
-// Writes the keys and values of `n_tokens` new tokens at positions first..first+n-1 of `layer`.
+// Writes the keys and values of `n_tokens` new tokens at positions first..first+n-1.
 // k, v: [n_tokens, n_kv_heads * head_dim]
-inline void kv_store(KvCache& cache, int layer, int first, const float* k, const float* v, std::int64_t n_tokens) {
-    const int n_kv = cache.n_kv_heads(), hd = cache.head_dim();
-    std::uint16_t* keys = cache.keys(layer);
-    std::uint16_t* values = cache.values(layer);
+inline void kv_store(const KvLayer& cache, int first, const float* k, const float* v, std::int64_t n_tokens) {
+    const int n_kv = cache.n_kv_heads, hd = cache.head_dim;
+    std::uint16_t* keys = cache.keys;
+    std::uint16_t* values = cache.values;
 #pragma omp parallel for collapse(2) schedule(static) if (n_tokens > 1)
     for (std::int64_t t = 0; t < n_tokens; ++t)
         for (int g = 0; g < n_kv; ++g) {
-            const std::size_t at = std::size_t(g) * cache.head_stride() + std::size_t(first + t) * hd;
+            const std::size_t at = std::size_t(g) * cache.head_stride + std::size_t(first + t) * hd;
             kv_kernels::store_f16(k + (t * n_kv + g) * hd, keys + at, hd);
             kv_kernels::store_f16(v + (t * n_kv + g) * hd, values + at, hd);
         }
@@ -98,13 +98,13 @@ inline void kv_store(KvCache& cache, int layer, int first, const float* k, const
 
 // out[t, h] = softmax_j(q[t, h] . K[g, j] * scale) . V[g, j] for j <= first + t, g = h / (n_heads / n_kv_heads).
 // q, out: [n_tokens, n_heads * head_dim]. The new tokens' keys and values must already be stored.
-inline void attention(const KvCache& cache, int layer, int first, const float* q, float* out,
-                      std::int64_t n_tokens, int n_heads) {
-    const int n_kv = cache.n_kv_heads(), hd = cache.head_dim();
+inline void attention(const KvLayer& cache, int first, const float* q, float* out, std::int64_t n_tokens,
+                      int n_heads) {
+    const int n_kv = cache.n_kv_heads, hd = cache.head_dim;
     const int group = n_heads / n_kv;
     const float scale = 1.0f / std::sqrt(float(hd));
-    const std::uint16_t* keys = cache.keys(layer);
-    const std::uint16_t* values = cache.values(layer);
+    const std::uint16_t* keys = cache.keys;
+    const std::uint16_t* values = cache.values;
 #pragma omp parallel
     {
         thread_local std::vector<float> scores;  // [context] reused across calls
@@ -114,8 +114,8 @@ inline void attention(const KvCache& cache, int layer, int first, const float* q
                 const int n_ctx = first + int(t) + 1;
                 if (scores.size() < std::size_t(n_ctx)) scores.resize(std::size_t(n_ctx));
                 const float* qh = q + (t * n_heads + h) * hd;
-                const std::uint16_t* kh = keys + std::size_t(h / group) * cache.head_stride();
-                const std::uint16_t* vh = values + std::size_t(h / group) * cache.head_stride();
+                const std::uint16_t* kh = keys + std::size_t(h / group) * cache.head_stride;
+                const std::uint16_t* vh = values + std::size_t(h / group) * cache.head_stride;
                 float max_score = -INFINITY;
                 for (int j = 0; j < n_ctx; ++j) {
                     scores[j] = kv_kernels::dot_f32_f16(qh, kh + std::size_t(j) * hd, hd) * scale;

@@ -21,11 +21,11 @@
 #include <span>
 
 #include "smol/core/error.hpp"
+#include "smol/core/tensor_types.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dispatch.hpp"
 #include "smol/quant/packing.hpp"
 #include "smol/quant/reference.hpp"
-#include "smol/quant/types.hpp"
 
 namespace smol {
 

@@ -5,10 +5,10 @@
 
 #include "smol/core/cpu.hpp"
 #include "smol/core/error.hpp"
+#include "smol/core/tensor_types.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/reference.hpp"
-#include "smol/quant/types.hpp"
 #include "smol/quant/weight_formats.hpp"
 
 namespace smol {

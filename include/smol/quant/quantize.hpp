@@ -10,9 +10,9 @@
 
 #include "smol/core/error.hpp"
 #include "smol/core/half.hpp"
+#include "smol/core/tensor_types.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/reference.hpp"
-#include "smol/quant/types.hpp"
 
 namespace smol {
 

@@ -11,8 +11,8 @@
 
 #include "smol/core/error.hpp"
 #include "smol/core/half.hpp"
+#include "smol/core/tensor_types.hpp"
 #include "smol/quant/blocks.hpp"
-#include "smol/quant/types.hpp"
 
 namespace smol {
 

@@ -7,11 +7,11 @@
 
 #include "smol/core/cpu.hpp"
 #include "smol/core/error.hpp"
+#include "smol/core/tensor_types.hpp"
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/kernels_avx2.hpp"
 #include "smol/quant/kernels_avx512.hpp"
 #include "smol/quant/kernels_scalar.hpp"
-#include "smol/quant/types.hpp"
 
 namespace smol {
 

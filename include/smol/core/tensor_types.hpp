@@ -1,5 +1,6 @@
 #pragma once
-// ggml tensor type ids and their block geometry. The ids are the ones GGUF files store.
+// ggml tensor type ids and their block geometry: the ids GGUF files store, shared by the reader
+// (tensor sizes) and the quantized kernels (block formats).
 
 #include <cstddef>
 #include <cstdint>

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Checks every #include "smol/..." under include/smol/ against README.md's Layout table.
+
+Each folder row names the folders its headers may include ("core, quant"; "everything above":
+the folders of the rows above it; "std only": none). A header may always include its own
+folder. Exit status 1 lists each include that breaks the rule, with file and line."""
+import pathlib
+import re
+import sys
+
+root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
+readme = (root / "README.md").read_text()
+rows = re.findall(r"^\| `include/smol/(\w+)/` \| [^|]* \| ([^|]*) \|$", readme, re.M)
+if not rows:
+    sys.exit("check-layers: expected README.md's Layout table (| `include/smol/FOLDER/` | ... | may include |), found none")
+
+allowed = {}
+for i, (folder, rule) in enumerate(rows):
+    rule = rule.strip()
+    if rule == "std only":
+        allowed[folder] = set()
+    elif rule == "everything above":
+        allowed[folder] = {f for f, _ in rows[:i]}
+    else:
+        allowed[folder] = {f.strip() for f in rule.split(",")}
+    unknown = allowed[folder] - {f for f, _ in rows}
+    if unknown:
+        sys.exit(f"check-layers: README row for {folder}/ names folders the table lacks: {sorted(unknown)}")
+
+broken = []
+headers = sorted((root / "include" / "smol").glob("*/*.hpp"))
+for header in headers:
+    folder = header.parent.name
+    if folder not in allowed:
+        broken.append(f"{header.relative_to(root)}: folder {folder}/ has no row in README.md's Layout table")
+        continue
+    for n, line in enumerate(header.read_text().splitlines(), 1):
+        m = re.match(r'\s*#\s*include\s+"smol/(\w+)/', line)
+        if m and m.group(1) != folder and m.group(1) not in allowed[folder]:
+            broken.append(f"{header.relative_to(root)}:{n}: {folder}/ may include {sorted(allowed[folder]) or 'std only'}, "
+                          f"found {line.strip()}")
+for b in broken:
+    print(b)
+print(f"check-layers: {len(headers)} headers in {len(allowed)} folders, {len(broken)} includes break the layout rule")
+sys.exit(1 if broken else 0)
