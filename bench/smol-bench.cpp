@@ -23,7 +23,7 @@
 
 #include "read_bandwidth.hpp"
 #include "smol/core/comma_list.hpp"
-#include "smol/smol.hpp"
+#include "smol/hub.hpp"
 
 namespace {
 

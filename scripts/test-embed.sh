@@ -15,6 +15,11 @@ model=tests/data/tiny-f32/smollm3-tiny-f32.gguf
 check_run() {
   local exe=$1
   local out
+  # smol::smol alone: no HTTPS stack comes with it (that is smol::hub's).
+  if ldd "$exe" | grep -E "libssl|libcrypto|libcpp-httplib"; then
+    echo "embed: $exe links the download stack, expected smol::smol without it" >&2
+    exit 1
+  fi
   out=$("$exe" "$model" "Hello there")
   echo "$out" | tail -n 1
   grep -q "stopped:" <<<"$out" || { echo "embed: unexpected output from $exe" >&2; exit 1; }

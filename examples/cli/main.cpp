@@ -30,7 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <smol/smol.hpp>
+#include <smol/hub.hpp>
 
 namespace {
 

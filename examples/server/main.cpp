@@ -42,7 +42,7 @@
 
 #include "openai_api.hpp"
 #include "smol/core/comma_list.hpp"
-#include "smol/smol.hpp"
+#include "smol/hub.hpp"
 #include "smol_server_assets.hpp"
 
 namespace {

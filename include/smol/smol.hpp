@@ -1,7 +1,8 @@
 #pragma once
 // smol's public API: load a SmolLM3 GGUF, chat with it (Engine, ChatSession), or go lower:
 // tokenize, render the chat template, make a KV cache, run tokens, read logits.
-// Front ends (CLI, server, tools) include this header and nothing deeper.
+// Front ends (CLI, server, tools) include this header and nothing deeper; model download is
+// smol/hub.hpp (CMake target smol::hub, which brings OpenSSL and cpp-httplib).
 
 #include "smol/core/error.hpp"
 #include "smol/core/threads.hpp"
@@ -13,8 +14,6 @@
 #include "smol/generate/session.hpp"
 #include "smol/generate/stop_strings.hpp"
 #include "smol/gguf/reader.hpp"
-#include "smol/hub/download.hpp"
-#include "smol/hub/model_source.hpp"
 #include "smol/model/kv_cache.hpp"
 #include "smol/model/load_progress.hpp"
 #include "smol/model/model.hpp"
