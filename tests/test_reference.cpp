@@ -156,6 +156,79 @@ void check_fixture(const Fixture& f) {
 
 }  // namespace
 
+TEST_CASE("YaRN fixture: logits past the original context match the reference") {
+    // tiny-f32 with YaRN forced on: F = 4 over an original context of 64, so the 116- and
+    // 232-token prompts run 2-4 times past it. Every row within the float fixture's NMSE bound,
+    // batched and one token at a time.
+    omp_set_num_threads(2);
+    smol::LoadOptions options;
+    options.rope_scaling.type = smol::RopeScaling::Type::yarn;
+    options.rope_scaling.factor = 4.0;
+    options.rope_scaling.original_context = 64;
+    auto model = smol::load_model(path_of(kFloat, kFloat.model_file), options);
+    REQUIRE(model->info().rope_scaling.yarn());
+    CHECK(model->info().rope_scaling.attention_factor() == doctest::Approx(1.0 + 0.1 * std::log(4.0)));
+    auto unscaled = smol::load_model(path_of(kFloat, kFloat.model_file));
+    const int n_vocab = model->n_vocab();
+    const auto prompts = read_prompts(kFloat);
+    for (const int p : {3, 4}) {
+        CAPTURE(p);
+        const auto& prompt = prompts[std::size_t(p)];
+        const int n = int(prompt.size());
+        const auto ref = read_floats(std::string(SMOL_TEST_DATA_DIR) + "/yarn/ref-p" + std::to_string(p) + "-yarn4-orig64.logits.f32");
+        REQUIRE(ref.size() == std::size_t(n) * n_vocab);
+        auto cache = model->make_cache(256);
+        std::vector<float> batched(std::size_t(n) * n_vocab);
+        model->forward(cache, prompt, batched.data(), true);
+        check_rows(kFloat, batched, ref, n, n_vocab, "yarn batched");
+        auto step_cache = model->make_cache(256);
+        std::vector<float> stepped(std::size_t(n) * n_vocab);
+        for (int t = 0; t < n; ++t)
+            model->forward(step_cache, std::span(prompt).subspan(std::size_t(t), 1), stepped.data() + std::size_t(t) * n_vocab,
+                           false);
+        check_rows(kFloat, stepped, ref, n, n_vocab, "yarn one-token");
+        // Without YaRN the last row is far from the reference: the scaling is what matches.
+        auto plain_cache = unscaled->make_cache(256);
+        std::vector<float> plain(std::size_t(n) * n_vocab);
+        unscaled->forward(plain_cache, prompt, plain.data(), true);
+        CHECK(nmse(plain.data() + std::size_t(n - 1) * n_vocab, ref.data() + std::size_t(n - 1) * n_vocab, n_vocab) > 1e-2);
+    }
+}
+
+TEST_CASE("YaRN turns on by itself only past the trained context, up to the compiled limit") {
+    const smol::Hyperparameters hp = smol::SmolLM3_3B::hp;
+    bool automatic = true;
+    CHECK_FALSE(smol::resolve_rope_scaling(hp, {}, 65536, &automatic).yarn());
+    CHECK_FALSE(automatic);
+    const smol::RopeScaling doubled = smol::resolve_rope_scaling(hp, {}, 131072, &automatic);
+    CHECK(doubled.yarn());
+    CHECK(automatic);
+    CHECK(doubled.factor == 2.0);
+    CHECK(doubled.original_context == 65536);
+    CHECK(smol::describe(doubled) == "YaRN, factor 2 over 65536 tokens");
+    CHECK(smol::resolve_rope_scaling(hp, {}, 98304).factor == 1.5);
+    // Past YaRN's limit nothing is turned on; make_cache then says what the limit is.
+    CHECK_FALSE(smol::resolve_rope_scaling(hp, {}, 200000).yarn());
+    // Asked for explicitly: the request wins, and bad values are errors.
+    smol::RopeScalingRequest none;
+    none.type = smol::RopeScaling::Type::none;
+    CHECK_FALSE(smol::resolve_rope_scaling(hp, none, 131072).yarn());
+    smol::RopeScalingRequest yarn;
+    yarn.type = smol::RopeScaling::Type::yarn;
+    CHECK(smol::resolve_rope_scaling(hp, yarn, 4096).factor == 1.0);
+    yarn.factor = 0.5;
+    CHECK_THROWS_WITH_AS(smol::resolve_rope_scaling(hp, yarn, 4096), doctest::Contains("--rope-scale"), smol::Error);
+
+    auto model = smol::load_model(path_of(kFloat, kFloat.model_file));
+    CHECK_THROWS_WITH_AS(model->make_cache(70000), doctest::Contains("YaRN reaches 131072"), smol::Error);
+    smol::LoadOptions long_context;
+    long_context.context = 70000;
+    auto stretched = smol::load_model(path_of(kFloat, kFloat.model_file), long_context);
+    CHECK(stretched->info().rope_scaling_automatic);
+    CHECK(stretched->info().max_context == 131072);
+    CHECK_THROWS_WITH_AS(stretched->make_cache(140000), doctest::Contains("at most 131072 with YaRN"), smol::Error);
+}
+
 TEST_CASE("float fixture: logits and greedy tokens match the reference") {
     omp_set_num_threads(2);
     check_fixture(kFloat);

@@ -581,6 +581,14 @@ TEST_CASE("smol-server: /v1/completions continues a raw prompt, streamed and not
     }
 }
 
+TEST_CASE("smol-server: the RoPE scaling flags turn YaRN on and say so") {
+    ServerProcess server({"-c", "512", "--parallel", "1", "--rope-scaling", "yarn", "--rope-scale", "2", "--yarn-orig-ctx", "256"});
+    CHECK(server.log().find("RoPE scaling: YaRN, factor 2 over 256 tokens") != std::string::npos);
+    const Response reply = http(server.port(), "POST", "/v1/chat/completions", chat("Hi", 4, false).dump());
+    CHECK(reply.status == 200);
+    CHECK(reply.json_body()["usage"]["completion_tokens"] == 4);
+}
+
 TEST_CASE("smol-server: --alias, /props, /slots, --cors, and the key on everything but the page and /health") {
     ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "3", "--alias", "smol-test", "--cors",
                           "https://a.example,https://b.example"});

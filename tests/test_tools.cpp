@@ -500,26 +500,33 @@ TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
     CHECK(missing.output.find("cannot open") != std::string::npos);
 }
 
-TEST_CASE("smol-logits writes the reference logits of both tiny fixtures") {
-    // Each fixture's prompt 1, through the program: the file must hold [n_tokens][n_vocab]
+TEST_CASE("smol-logits writes the reference logits of both tiny fixtures, and with YaRN") {
+    // A fixture prompt through the program: the file must hold [n_tokens][n_vocab]
     // little-endian floats within the fixture's NMSE bound of llama.cpp's.
     struct Case {
         const char* dir;
         const char* model;
+        int prompt;
+        const char* reference;  // relative to tests/data
+        const char* flags;
         double max_nmse;
     };
-    for (const Case& c : {Case{"tiny-f32", "smollm3-tiny-f32.gguf", 1e-4}, Case{"tiny", "smollm3-tiny-Q4_K_M.gguf", 2e-3}}) {
-        CAPTURE(c.dir);
+    for (const Case& c : {Case{"tiny-f32", "smollm3-tiny-f32.gguf", 1, "tiny-f32/ref-p1.logits.f32", "", 1e-4},
+                          Case{"tiny", "smollm3-tiny-Q4_K_M.gguf", 1, "tiny/ref-p1.logits.f32", "", 2e-3},
+                          Case{"tiny-f32", "smollm3-tiny-f32.gguf", 3, "yarn/ref-p3-yarn4-orig64.logits.f32",
+                               " --rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 64", 1e-4}}) {
+        CAPTURE(c.reference);
         const fs::path dir = fs::path(SMOL_TEST_DATA_DIR) / c.dir;
         std::ifstream prompts(dir / "prompts.txt");
         std::string line;
-        std::getline(prompts, line);  // p0
-        std::getline(prompts, line);  // p1
-        const fs::path out = scratch_dir() / (std::string(c.dir) + "-p1.f32");
-        const auto run = run_tool("smol-logits", "-m " + quoted(dir / c.model) + " --tokens " + line + " -o " + quoted(out) + " -t 2");
+        for (int p = 0; p <= c.prompt; ++p) std::getline(prompts, line);
+        const fs::path out = scratch_dir() / (std::string(c.dir) + "-p" + std::to_string(c.prompt) + ".f32");
+        const auto run = run_tool("smol-logits", "-m " + quoted(dir / c.model) + " --tokens " + line + " -o " + quoted(out) +
+                                                     " -t 2" + c.flags);
         REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+        CHECK((run.output.find("YaRN, factor 4 over 64 tokens") != std::string::npos) == (*c.flags != '\0'));
         const auto ours = read_bytes(out);
-        const auto ref = read_bytes(dir / "ref-p1.logits.f32");
+        const auto ref = read_bytes(fs::path(SMOL_TEST_DATA_DIR) / c.reference);
         REQUIRE(ours.size() == ref.size());
         const std::size_t n_vocab = 4096, n_rows = ref.size() / sizeof(float) / n_vocab;
         for (std::size_t r = 0; r < n_rows; ++r) {
@@ -537,4 +544,10 @@ TEST_CASE("smol-logits writes the reference logits of both tiny fixtures") {
     const auto bad = run_tool("smol-logits", "-m " + quoted(kTinyFixture) + " --tokens 1,x,3");
     CHECK(bad.exit_code != 0);
     CHECK(bad.output.find("expected comma-separated token ids") != std::string::npos);
+    const auto linear = run_tool("smol-logits", "-m " + quoted(kTinyFixture) + " --tokens 1,2 --rope-scaling linear");
+    CHECK(linear.exit_code == 2);
+    CHECK(linear.output.find("--rope-scaling: expected none or yarn") != std::string::npos);
+    const auto small = run_tool("smol-logits", "-m " + quoted(kTinyFixture) + " --tokens 1,2 --rope-scale 0.5");
+    CHECK(small.exit_code == 2);
+    CHECK(small.output.find("--rope-scale: expected a factor of at least 1, found '0.5'") != std::string::npos);
 }

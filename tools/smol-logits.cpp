@@ -19,9 +19,11 @@ namespace {
 
 void usage(std::FILE* out) {
     std::fprintf(out,
-                 "usage: smol-logits -m MODEL --tokens ID,ID,... [-o OUT.f32] [-t THREADS] [--batch N]\n"
+                 "usage: smol-logits -m MODEL --tokens ID,ID,... [-o OUT.f32] [-t THREADS] [--batch N] [RoPE flags]\n"
                  "  Runs the tokens through the model in one batch and writes the logits of every position\n"
-                 "  as little-endian float32 [n_tokens][n_vocab] to OUT (default: print the top tokens).\n");
+                 "  as little-endian float32 [n_tokens][n_vocab] to OUT (default: print the top tokens).\n"
+                 "%s",
+                 smol::kRopeScalingUsage);
 }
 
 std::vector<std::int32_t> parse_tokens(const std::string& list) {
@@ -34,6 +36,7 @@ std::vector<std::int32_t> parse_tokens(const std::string& list) {
 int main(int argc, char** argv) {
     std::string model_path, tokens_arg, out_path;
     int threads = 0, batch = 512;
+    smol::RopeScalingRequest rope_scaling;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&]() -> std::string {
@@ -49,6 +52,14 @@ int main(int argc, char** argv) {
         else if (a == "-o" || a == "--output") out_path = value();
         else if (a == "-t" || a == "--threads") threads = std::atoi(value().c_str());
         else if (a == "--batch") batch = std::atoi(value().c_str());
+        else if (smol::is_rope_scaling_flag(a)) {
+            try {
+                smol::apply_rope_scaling_flag(rope_scaling, a, value());
+            } catch (const smol::Error& e) {
+                std::fprintf(stderr, "smol-logits: %s\n", e.what());
+                return 2;
+            }
+        }
         else if (a == "-h" || a == "--help") {
             usage(stdout);
             return 0;
@@ -67,9 +78,14 @@ int main(int argc, char** argv) {
         const auto tokens = parse_tokens(tokens_arg);
         smol::LoadOptions options;
         options.max_batch = batch;
+        options.rope_scaling = rope_scaling;
+        options.context = std::max<int>(int(tokens.size()), smol::kDefaultContext);
         auto model = smol::load_model(model_path, options);
         const int n_vocab = model->n_vocab();
-        auto cache = model->make_cache(std::max<int>(int(tokens.size()), smol::kDefaultContext));
+        if (model->info().rope_scaling.yarn())
+            std::fprintf(stderr, "smol-logits: RoPE scaling: %s%s\n", smol::describe(model->info().rope_scaling).c_str(),
+                         model->info().rope_scaling_automatic ? " (the tokens are past the trained context)" : "");
+        auto cache = model->make_cache(options.context);
         std::vector<float> logits(tokens.size() * std::size_t(n_vocab));
         model->forward(cache, tokens, logits.data(), /*all_logits=*/true);
         if (!out_path.empty()) {

@@ -67,6 +67,7 @@ struct ServerOptions {
     std::vector<std::string> cors_origins;  // browser origins allowed to call the API ("*": any)
     std::size_t max_body_bytes = 4u << 20;
     std::size_t cache_budget_mib = 0;
+    smol::RopeScalingRequest rope_scaling;  // --rope-scaling, --rope-scale, --yarn-orig-ctx
 };
 
 [[noreturn]] void usage(int code) {
@@ -87,7 +88,9 @@ struct ServerOptions {
                  "      --alias NAME        the model's id in the API (default: the file name)\n"
                  "      --cors ORIGINS      comma-separated origins whose pages may call the API (* for any)\n"
                  "      --max-body BYTES    largest accepted request body (default 4 MiB)\n"
-                 "      --cache-budget MIB  memory for KV caches kept between requests (default: one per slot)\n");
+                 "      --cache-budget MIB  memory for KV caches kept between requests (default: one per slot)\n"
+                 "%s",
+                 smol::kRopeScalingUsage);
     std::exit(code);
 }
 
@@ -129,7 +132,14 @@ ServerOptions parse_options(int argc, char** argv) {
         else if (a == "--cors") o.cors_origins = smol::split_commas(value(i));
         else if (a == "--max-body") o.max_body_bytes = std::size_t(number(i, 1024, 1ll << 32));
         else if (a == "--cache-budget") o.cache_budget_mib = std::size_t(number(i, 0, 1ll << 24));
-        else if (a == "-h" || a == "--help") usage(0);
+        else if (smol::is_rope_scaling_flag(a)) {
+            try {
+                smol::apply_rope_scaling_flag(o.rope_scaling, a, value(i));
+            } catch (const smol::Error& e) {
+                std::fprintf(stderr, "smol-server: %s\n", e.what());
+                usage(2);
+            }
+        } else if (a == "-h" || a == "--help") usage(0);
         else {
             std::fprintf(stderr, "smol-server: unknown option '%s'\n", a.c_str());
             usage(2);
@@ -254,11 +264,13 @@ public:
         so.cache_budget_bytes = options_.cache_budget_mib << 20;
         smol::LoadOptions load;
         load.on_progress = smol::stderr_load_progress(std::filesystem::path(options_.model_path).filename().string());
+        load.context = options_.context;
+        load.rope_scaling = options_.rope_scaling;
         auto engine = std::make_unique<smol::Engine>(options_.model_path, load);
-        const int trained_context = engine->info().hp.max_context;
-        if (options_.context > trained_context && trained_context > 0)
-            std::fprintf(stderr, "smol-server: warning: context %d is beyond the model's trained %d tokens\n",
-                         options_.context, trained_context);
+        const smol::ModelInfo& info = engine->info();
+        if (info.rope_scaling.yarn())
+            std::fprintf(stderr, "smol-server: RoPE scaling: %s%s\n", smol::describe(info.rope_scaling).c_str(),
+                         info.rope_scaling_automatic ? " (the context is past the trained one)" : "");
         model_id_ = options_.alias.empty() ? std::filesystem::path(options_.model_path).filename().string() : options_.alias;
         auto scheduler = std::make_unique<smol::Scheduler>(*engine, so);
         std::lock_guard lock(mutex_);

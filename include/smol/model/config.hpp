@@ -23,6 +23,7 @@ struct Hyperparameters {
     float rope_theta;
     float norm_eps;
     int max_context;  // context_length the model was trained for
+    int max_yarn_context = 0;  // the longest context YaRN may stretch it to (0: none)
 };
 
 // Layers, 0-based, that skip the rotary embedding.

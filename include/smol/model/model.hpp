@@ -3,19 +3,38 @@
 // config implements it (model/transformer.hpp); model/registry.hpp picks one for a file.
 
 #include <cstdint>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "smol/core/error.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/model/config.hpp"
 #include "smol/model/kv_cache.hpp"
+#include "smol/ops/rope.hpp"
 
 namespace smol {
 
+// RoPE scaling as llama.cpp's flags ask for it; resolve_rope_scaling fills in the rest.
+struct RopeScalingRequest {
+    // --rope-scaling none|yarn. Unset: YaRN exactly when the context is past the trained one.
+    std::optional<RopeScaling::Type> type;
+    double factor = 0.0;       // --rope-scale F; 0: context / original context, at least 1
+    int original_context = 0;  // --yarn-orig-ctx N; 0: the context the model was trained at
+};
+
 struct LoadOptions {
     int max_batch = 512;  // tokens per forward chunk; longer inputs are processed in chunks
+    // The longest context the caller will ask make_cache for (0: not said). Past the trained
+    // context it turns YaRN on unless rope_scaling says otherwise (SmolLM3's model card recipe).
+    int context = 0;
+    RopeScalingRequest rope_scaling;
     // When set, the weights are paged in at load and this hears how far (model/load_progress.hpp).
     std::function<void(std::uint64_t done, std::uint64_t total)> on_progress;
 };
@@ -30,7 +49,76 @@ struct ModelInfo {
     std::uint64_t file_bytes = 0;
     std::uint64_t tensor_bytes = 0;  // all tensor data
     std::uint64_t matrix_bytes = 0;  // weights read per generated token (every matrix incl. the LM head)
+    RopeScaling rope_scaling;        // as resolved at load
+    bool rope_scaling_automatic = false;  // YaRN was turned on because the context asked for it
+    int max_context = 0;             // the longest cache make_cache gives: trained, or YaRN's limit
 };
+
+// What a request comes to for a model with these sizes and a context of `context` tokens.
+inline RopeScaling resolve_rope_scaling(const Hyperparameters& hp, const RopeScalingRequest& request, int context,
+                                        bool* automatic = nullptr) {
+    if (automatic) *automatic = false;
+    RopeScaling scaling;
+    const bool past_trained = context > hp.max_context;
+    if (request.type == RopeScaling::Type::none || (!request.type && !past_trained)) return scaling;
+    if (!request.type) {
+        if (hp.max_yarn_context <= 0 || context > hp.max_yarn_context) return scaling;  // make_cache explains
+        if (automatic) *automatic = true;
+    }
+    if (hp.max_yarn_context <= 0) fail("--rope-scaling yarn: this model has no YaRN context extension");
+    if (request.factor != 0.0 && !(request.factor >= 1.0 && std::isfinite(request.factor)))
+        fail("--rope-scale: expected a factor of at least 1, found ", request.factor);
+    if (request.original_context < 0)
+        fail("--yarn-orig-ctx: expected a positive context (0: the trained ", hp.max_context, "), found ",
+             request.original_context);
+    scaling.type = RopeScaling::Type::yarn;
+    scaling.original_context = request.original_context > 0 ? request.original_context : hp.max_context;
+    scaling.factor = request.factor > 0.0 ? request.factor
+                                          : std::max(1.0, double(context) / double(scaling.original_context));
+    return scaling;
+}
+
+// The programs' RoPE flags, llama.cpp's names: one parser and one help text for all of them.
+inline constexpr const char* kRopeScalingUsage =
+    "  --rope-scaling none|yarn RoPE frequency scaling (default: YaRN when -c is past the trained context)\n"
+    "  --rope-scale F           YaRN context factor (default: context / original context)\n"
+    "  --yarn-orig-ctx N        YaRN: the context the model was trained at (default: the model's)\n";
+
+inline bool is_rope_scaling_flag(std::string_view flag) {
+    return flag == "--rope-scaling" || flag == "--rope-scale" || flag == "--yarn-orig-ctx";
+}
+
+// Reads one of the flags above into `request`; a bad value is an error naming the flag.
+inline void apply_rope_scaling_flag(RopeScalingRequest& request, std::string_view flag, const std::string& value) {
+    const auto bad = [&](const char* expected) {
+        fail(flag, ": expected ", expected, ", found '", value, "'");
+    };
+    if (flag == "--rope-scaling") {
+        if (value == "none") request.type = RopeScaling::Type::none;
+        else if (value == "yarn") request.type = RopeScaling::Type::yarn;
+        else bad("none or yarn (linear scaling is not supported)");
+    } else if (flag == "--rope-scale") {
+        char* end = nullptr;
+        const double f = std::strtod(value.c_str(), &end);
+        if (value.empty() || *end != '\0' || !(f >= 1.0) || !std::isfinite(f)) bad("a factor of at least 1");
+        request.factor = f;
+    } else if (flag == "--yarn-orig-ctx") {
+        char* end = nullptr;
+        const long n = std::strtol(value.c_str(), &end, 10);
+        if (value.empty() || *end != '\0' || n <= 0 || n > (1 << 24)) bad("a positive number of tokens");
+        request.original_context = int(n);
+    } else {
+        fail("apply_rope_scaling_flag: ", flag, " is not a RoPE scaling flag");
+    }
+}
+
+// "YaRN, factor 2 over 65536 tokens" or "none".
+inline std::string describe(const RopeScaling& scaling) {
+    if (!scaling.yarn()) return "none";
+    char text[96];
+    std::snprintf(text, sizeof text, "YaRN, factor %g over %d tokens", scaling.factor, scaling.original_context);
+    return text;
+}
 
 // A run of tokens of one sequence in a batch. Its tokens continue the sequence at cache->size().
 struct SequenceBatch {

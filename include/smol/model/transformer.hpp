@@ -33,6 +33,9 @@ public:
         : Model(std::move(file)), weights_(bind_weights<Config>(this->file())), max_batch_(options.max_batch) {
         if (max_batch_ <= 0) fail("load options: expected a positive batch size, found ", max_batch_);
         info_ = describe<Config>(this->file(), weights_.matrix_bytes);
+        info_.rope_scaling = resolve_rope_scaling(Config::hp, options.rope_scaling, options.context,
+                                                  &info_.rope_scaling_automatic);
+        info_.max_context = info_.rope_scaling.yarn() ? Config::hp.max_yarn_context : Config::hp.max_context;
         const std::size_t n = std::size_t(max_batch_);
         x_.resize(n * Config::d_model);
         xn_.resize(n * Config::d_model);
@@ -48,9 +51,14 @@ public:
 
     KvCache make_cache(int context) const override {
         if (context <= 0) context = kDefaultContext;
-        if (context > Config::hp.max_context)
-            fail("context of ", context, " tokens requested, but ", Config::name, " supports at most ",
-                 Config::hp.max_context);
+        if (context > info_.max_context) {
+            if (!info_.rope_scaling.yarn() && context <= Config::hp.max_yarn_context)
+                fail("context of ", context, " tokens requested, but ", Config::name, " was trained for ",
+                     Config::hp.max_context, "; YaRN reaches ", Config::hp.max_yarn_context,
+                     " (load with LoadOptions::context, or --rope-scaling yarn)");
+            fail("context of ", context, " tokens requested, but ", Config::name, " supports at most ", info_.max_context,
+                 info_.rope_scaling.yarn() ? " with YaRN" : "");
+        }
         return KvCache(Config::n_layers, Config::n_kv_heads, Config::head_dim, context);
     }
 
@@ -110,7 +118,7 @@ private:
                 const auto& e = weights_.token_embd;
                 dequantize_row(e.type, e.data + std::size_t(s.tokens[i]) * e.row_bytes, x_.data() + std::size_t(t) * d, d);
             }
-        rope_.compute(positions_.data(), n_tokens, Config::head_dim, Config::hp.rope_theta);
+        rope_.compute(positions_.data(), n_tokens, Config::head_dim, Config::hp.rope_theta, info_.rope_scaling);
 
         [&]<std::size_t... L>(std::index_sequence<L...>) {
             (layer<Config::uses_rope(int(L))>(int(L), segments, n_tokens), ...);
