@@ -40,6 +40,8 @@ void usage(std::FILE* out) {
                  "  --hf-file NAME             with -hf: the file in the repository\n"
                  "  -p, --n-prompt N[,N]       prompt lengths (default 512; 0 skips pp)\n"
                  "  -n, --n-gen N[,N]          generated tokens (default 128; 0 skips tg)\n"
+                 "  -d, --n-depth N[,N]        tokens already in the context when a test runs (default 0), as\n"
+                 "                             llama-bench's -d: pp512 @ d4096 is 512 more after 4096\n"
                  "  -t, --threads N[,N]        thread counts (default %d)\n"
                  "  -r, --repetitions N        repetitions per test (default 5)\n"
                  "  -b, --batch-size N         tokens per forward chunk (default 512)\n"
@@ -49,10 +51,11 @@ void usage(std::FILE* out) {
                  "                             a GBNF grammar (json: any JSON object), to show what the\n"
                  "                             constraint costs beside the free tg\n"
                  "  -o, --output md|json       output format (default md)\n"
+                 "%s"
                  "GB/s is the weight bytes one token reads (every matrix, LM head included) times tokens/s;\n"
                  "it is printed for tg only, where each token streams all weights from memory, beside its share\n"
                  "of the machine's read limit (measured first, in a child process).\n",
-                 omp_get_max_threads());
+                 omp_get_max_threads(), smol::kRopeScalingUsage);
 }
 
 // The list flags' values as ints; no token count or thread count comes near the cap.
@@ -108,9 +111,11 @@ struct Test {
     int n_gen = 0;     // tg test when > 0
     int threads = 1;
     bool constrained = false;  // tg whose tokens are picked greedily under --grammar
+    int depth = 0;             // tokens in the context before the timed part
     std::string name() const {
-        if (n_prompt > 0) return "pp" + std::to_string(n_prompt);
-        return "tg" + std::to_string(n_gen) + (constrained ? "+grammar" : "");
+        const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
+        if (n_prompt > 0) return "pp" + std::to_string(n_prompt) + at;
+        return "tg" + std::to_string(n_gen) + (constrained ? "+grammar" : "") + at;
     }
 };
 
@@ -145,9 +150,19 @@ public:
         (void)smol::text::Grammar::parse(gbnf);  // errors now, before any test runs
     }
 
-    // Nanoseconds for one repetition; each uses a fresh KV cache sized for the test.
+    // Makes the KV cache a test's repetitions share and fills its depth (untimed, once: each
+    // repetition then cuts the cache back to the depth, which is what starting again from a
+    // context of that many tokens means).
+    void prepare(const Test& test) {
+        cache_.reset();  // the previous test's cache goes before the next one is allocated
+        cache_ = std::make_unique<smol::KvCache>(model_.make_cache(test.depth + test.n_prompt + test.n_gen + 1 + kSpareContext));
+        if (test.depth > 0) model_.forward(*cache_, random_tokens(test.depth), logits_.data(), false);
+    }
+
+    // Nanoseconds for one repetition, from a cache holding exactly the test's depth.
     double run_once(const Test& test) {
-        auto cache = model_.make_cache(test.n_prompt + test.n_gen + 1 + kSpareContext);
+        smol::KvCache& cache = *cache_;
+        cache.truncate(test.depth);
         if (test.n_prompt > 0) {
             const auto tokens = random_tokens(test.n_prompt);
             const auto start = std::chrono::steady_clock::now();
@@ -197,6 +212,7 @@ private:
     }
 
     smol::Model& model_;
+    std::unique_ptr<smol::KvCache> cache_;  // the current test's
     std::vector<float> logits_;  // [n_vocab]: the last row only
     std::mt19937 rng_{1234};
     std::unique_ptr<smol::text::Tokenizer> tokenizer_;  // with --grammar
@@ -219,7 +235,8 @@ int main(int argc, char** argv) {
     smol::use_short_openmp_spin(argv);  // see smol/core/threads.hpp: no long spins on a busy machine
     std::vector<std::string> models;
     smol::hub::ModelSource hf;  // -hf and --hf-file, when no -m is given
-    std::vector<int> prompts = {512}, gens = {128}, threads = {omp_get_max_threads()};
+    std::vector<int> prompts = {512}, gens = {128}, threads = {omp_get_max_threads()}, depths = {0};
+    smol::RopeScalingRequest rope_scaling;
     int repetitions = 5, batch = 512;
     bool warmup = true, bandwidth = true;
     std::string format = "md";
@@ -236,6 +253,8 @@ int main(int argc, char** argv) {
             else if (a == "--hf-file") hf.hf_file = value();
             else if (a == "-p" || a == "--n-prompt") prompts = parse_list(a, value(), 0);
             else if (a == "-n" || a == "--n-gen") gens = parse_list(a, value(), 0);
+            else if (a == "-d" || a == "--n-depth") depths = parse_list(a, value(), 0);
+            else if (smol::is_rope_scaling_flag(a)) smol::apply_rope_scaling_flag(rope_scaling, a, value());
             else if (a == "-t" || a == "--threads") threads = parse_list(a, value(), 1);
             else if (a == "-r" || a == "--repetitions") repetitions = parse_list(a, value(), 1).at(0);
             else if (a == "-b" || a == "--batch-size") batch = parse_list(a, value(), 1).at(0);
@@ -291,10 +310,10 @@ int main(int argc, char** argv) {
     const bool markdown = format == "md";
     nlohmann::json results = nlohmann::json::array();
     if (markdown) {
-        std::printf("| %-40s | %10s | %8s | %7s | %8s | %20s | %12s |\n", "model", "size", "params", "threads", "test",
+        std::printf("| %-40s | %10s | %8s | %7s | %14s | %20s | %12s |\n", "model", "size", "params", "threads", "test",
                     "t/s", "GB/s");
-        std::printf("| %-40s | %10s | %8s | %7s | %8s | %20s | %12s |\n", std::string(40, '-').c_str(), "---------:",
-                    "-------:", "------:", "-------:", "-------------------:", "-----------:");
+        std::printf("| %-40s | %10s | %8s | %7s | %14s | %20s | %12s |\n", std::string(40, '-').c_str(), "---------:",
+                    "-------:", "------:", "-------------:", "-------------------:", "-----------:");
         std::fflush(stdout);
     }
     std::vector<std::string> footnotes;
@@ -302,6 +321,10 @@ int main(int argc, char** argv) {
         for (const auto& path : models) {
             smol::LoadOptions options;
             options.max_batch = batch;
+            options.rope_scaling = rope_scaling;
+            options.context = *std::max_element(depths.begin(), depths.end()) +
+                              std::max(*std::max_element(prompts.begin(), prompts.end()),
+                                       *std::max_element(gens.begin(), gens.end()) + 1);
             const auto load_start = std::chrono::steady_clock::now();
             auto model = smol::load_model(path, options);
             const double load_ms =
@@ -312,17 +335,19 @@ int main(int argc, char** argv) {
             if (!grammar.empty()) runner.use_grammar(grammar);
 
             std::vector<Test> tests;
-            for (int t : threads) {
-                for (int p : prompts)
-                    if (p > 0) tests.push_back({p, 0, t});
-                for (int n : gens)
-                    if (n > 0) {
-                        tests.push_back({0, n, t});
-                        if (!grammar.empty()) tests.push_back({0, n, t, true});
-                    }
-            }
+            for (int t : threads)
+                for (int d : depths) {
+                    for (int p : prompts)
+                        if (p > 0) tests.push_back({p, 0, t, false, d});
+                    for (int n : gens)
+                        if (n > 0) {
+                            tests.push_back({0, n, t, false, d});
+                            if (!grammar.empty()) tests.push_back({0, n, t, true, d});
+                        }
+                }
             for (const Test& test : tests) {
                 omp_set_num_threads(test.threads);
+                runner.prepare(test);
                 if (warmup) {
                     Test short_test = test;
                     if (short_test.n_gen > 0) short_test.n_gen = 1;  // as llama-bench: one token warms tg
@@ -352,7 +377,7 @@ int main(int argc, char** argv) {
                     else if (is_gen) std::snprintf(bw, sizeof bw, "%.2f", gbps);
                     else std::snprintf(bw, sizeof bw, "-");
                     // "±" is two bytes but one column: pad the t/s field by one more byte.
-                    std::printf("| %-40s | %10s | %8s | %7d | %8s | %21s | %12s |\n", model_type.c_str(), size, params,
+                    std::printf("| %-40s | %10s | %8s | %7d | %14s | %21s | %12s |\n", model_type.c_str(), size, params,
                                 test.threads, test.name().c_str(), ts, bw);
                     std::fflush(stdout);
                 }
@@ -365,6 +390,7 @@ int main(int argc, char** argv) {
                     {"n_threads", test.threads},
                     {"n_prompt", test.n_prompt},
                     {"n_gen", test.n_gen},
+                    {"n_depth", test.depth},
                     {"test", test.name()},
                     {"test_time", iso_time_now()},
                     {"avg_ns", std::llround(mean(sample.ns))},

@@ -486,14 +486,29 @@ TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
     const auto table = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) + " -p 8 -n 2 -r 1 -t 1 --no-warmup");
     CHECK(table.exit_code == 0);
     CHECK(table.output.find("| model") != std::string::npos);
-    CHECK(table.output.find("|      pp8 |") != std::string::npos);
-    CHECK(table.output.find("|      tg2 |") != std::string::npos);
+    CHECK(table.output.find("|            pp8 |") != std::string::npos);
+    CHECK(table.output.find("|            tg2 |") != std::string::npos);
     CHECK(table.output.find(" ± ") != std::string::npos);
     CHECK(table.output.find("memory read limit, 1 thread: ") != std::string::npos);
     const auto no_bandwidth =
         run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) + " -p 0 -n 2 -r 1 -t 1 --no-bandwidth -o json");
     REQUIRE(no_bandwidth.exit_code == 0);
     CHECK(nlohmann::json::parse(no_bandwidth.output)[0].at("read_gbps").is_null());
+
+    // -d: each test after that many tokens of context, named as llama-bench names it.
+    const auto deep = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) + " -p 8 -n 2 -d 0,24 -r 2 -t 1 --no-bandwidth -o json");
+    REQUIRE_MESSAGE(deep.exit_code == 0, deep.output);
+    const auto depth_rows = nlohmann::json::parse(deep.output);
+    REQUIRE(depth_rows.size() == 4);
+    CHECK(depth_rows[0].at("test") == "pp8");
+    CHECK(depth_rows[0].at("n_depth") == 0);
+    CHECK(depth_rows[2].at("test") == "pp8 @ d24");
+    CHECK(depth_rows[2].at("n_depth") == 24);
+    CHECK(depth_rows[3].at("test") == "tg2 @ d24");
+    CHECK(depth_rows[3].at("samples_ts").size() == 2);
+    const auto too_deep = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) + " -p 8 -n 0 -d 200000 -r 1 --no-bandwidth");
+    CHECK(too_deep.exit_code == 1);
+    CHECK(too_deep.output.find("supports at most 65536 (131072 with YaRN)") != std::string::npos);
 
     const auto missing = run_tool("smol-bench", "-m " + quoted(scratch_dir() / "none.gguf") + " -p 8 -n 0 -r 1");
     CHECK(missing.exit_code == 1);

@@ -56,6 +56,9 @@ public:
                 fail("context of ", context, " tokens requested, but ", Config::name, " was trained for ",
                      Config::hp.max_context, "; YaRN reaches ", Config::hp.max_yarn_context,
                      " (load with LoadOptions::context, or --rope-scaling yarn)");
+            if (!info_.rope_scaling.yarn() && Config::hp.max_yarn_context > info_.max_context)
+                fail("context of ", context, " tokens requested, but ", Config::name, " supports at most ",
+                     info_.max_context, " (", Config::hp.max_yarn_context, " with YaRN)");
             fail("context of ", context, " tokens requested, but ", Config::name, " supports at most ", info_.max_context,
                  info_.rope_scaling.yarn() ? " with YaRN" : "");
         }
