@@ -268,6 +268,8 @@ TEST_CASE("cli: bad flags and missing models exit non-zero with the usage") {
         model + " -p hi --top-p 0",                  // out of range
         model + " -p hi -f /dev/null",               // -p and -f together
         model + " --tokenize",                       // nothing to tokenize
+        model + " -p hi --rope-scaling linear",      // not a scaling smol has
+        model + " -p hi --yarn-orig-ctx 0",          // not a context
         " --print-prompt",                           // no --messages
     };
     for (const std::string& args : bad) {
@@ -287,6 +289,22 @@ TEST_CASE("cli: bad flags and missing models exit non-zero with the usage") {
     const Run r = run(cli() + " -m " + quote(junk) + " -p hi 2>&1");
     CHECK(r.status != 0);
     CHECK(r.out.find("junk.gguf") != std::string::npos);
+}
+
+TEST_CASE("cli: the RoPE scaling flags turn YaRN on, say so, and change the answer") {
+    const std::string base = cli() + " -m " + quote(kFloatModel.string()) + " -p 'Tell me a story' --temp 0 -n 12 --no-think -t 1";
+    const std::string flags = " --rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 16";
+    const Run plain = run(base + " 2>/dev/null");
+    const Run yarn = run(base + flags + " 2>/dev/null");
+    const Run plain_log = run(base + " 2>&1 >/dev/null");
+    const Run yarn_log = run(base + flags + " 2>&1 >/dev/null");
+    REQUIRE(plain.status == 0);
+    REQUIRE(yarn.status == 0);
+    REQUIRE_FALSE(plain.out.empty());
+    CHECK(plain_log.out.find("RoPE scaling") == std::string::npos);
+    CHECK(yarn_log.out.find("smol-cli: RoPE scaling: YaRN, factor 4 over 16 tokens\n") != std::string::npos);
+    // The prompt runs past the 16-token original context, so the rotation, and the answer, differ.
+    CHECK(plain.out != yarn.out);
 }
 
 TEST_CASE("cli: without -m the default model is taken from the cache, with no network") {
@@ -309,4 +327,162 @@ TEST_CASE("cli: without -m the default model is taken from the cache, with no ne
     const Run missing = run(env + cli() + args + " 2>&1");
     CHECK(missing.status == 2);
     CHECK(missing.out.find("-hf ggml-org/SmolLM3-3B-GGUF:Q4_K_M") != std::string::npos);
+}
+
+namespace {
+
+nlohmann::ordered_json read_json_file(const std::string& path) {
+    std::ifstream in(path);
+    REQUIRE_MESSAGE(in.good(), "not written: ", path);
+    return nlohmann::ordered_json::parse(in);
+}
+
+// The chat's flags for the tests below: a fixed seed, so sampled replies are reproducible.
+std::string sampled_chat() {
+    return cli() + " -m " + quote(kFloatModel.string()) + " --temp 1 -s 3 -n 8 --no-think --date '21 November 2026' -t 1";
+}
+
+}  // namespace
+
+TEST_CASE("cli: \\ continues a message; /save, /regen and /load keep the conversation --messages reads") {
+    TempDir dir;
+    const std::string s1 = (dir.path / "s1.json").string(), s2 = (dir.path / "s2.json").string(),
+                      s3 = (dir.path / "s3.json").string(), s4 = (dir.path / "s4.json").string();
+    const std::string input = dir.write("input.txt", "Hello \\\nworld\n/save " + s1 + "\n/regen\n/save " + s2 +
+                                                         "\nNext\n/save " + s3 + "\n/load " + s1 + "\nContinue\n/save " +
+                                                         s4 + "\n/exit\n");
+    const Run r = run(sampled_chat() + " -i < " + quote(input) + " 2>/dev/null");
+    REQUIRE(r.status == 0);
+    CAPTURE(r.out);
+    CHECK(count(r.out, "[ Prompt: ") == 4);  // the first message, /regen, Next, Continue
+    CHECK(count(r.out, "[ saved ") == 4);
+    CHECK(count(r.out, "[ loaded 2 messages from ") == 1);
+
+    // The two lines arrive as one message, joined with a newline.
+    const nlohmann::ordered_json first = read_json_file(s1);
+    REQUIRE(first.size() == 2);
+    CHECK(first[0] == nlohmann::ordered_json{{"role", "user"}, {"content", "Hello \nworld"}});
+    CHECK(first[1]["role"] == "assistant");
+
+    // /regen replaced the reply with a new sample and added no turn.
+    const nlohmann::ordered_json regenerated = read_json_file(s2);
+    REQUIRE(regenerated.size() == 2);
+    CHECK(regenerated[0] == first[0]);
+    CHECK(regenerated[1]["role"] == "assistant");
+    CHECK(regenerated[1]["content"] != first[1]["content"]);
+
+    const nlohmann::ordered_json next = read_json_file(s3);
+    REQUIRE(next.size() == 4);
+    CHECK(next[1] == regenerated[1]);
+    CHECK(next[2]["content"] == "Next");
+
+    // After /load the chat went on from the loaded conversation, not the one before it...
+    const nlohmann::ordered_json continued = read_json_file(s4);
+    REQUIRE(continued.size() == 4);
+    CHECK(continued[0] == first[0]);
+    CHECK(continued[1] == first[1]);
+    CHECK(continued[2] == nlohmann::ordered_json{{"role", "user"}, {"content", "Continue"}});
+    // ...and replied as a fresh run given the saved file with --messages does.
+    const Run one_shot = run(sampled_chat() + " --messages " + quote(s1) + " -p Continue 2>/dev/null");
+    REQUIRE(one_shot.status == 0);
+    const std::string reply = continued[3]["content"];
+    REQUIRE_FALSE(reply.empty());  // the seed is one where the random model says something
+    CHECK(one_shot.out == reply + (reply.back() == '\n' ? "" : "\n"));
+
+    // The saved file is what --print-prompt --messages reads: both turns are in the prompt.
+    const Run prompt = run(cli() + " --print-prompt --no-think --date '21 November 2026' --messages " + quote(s1));
+    REQUIRE(prompt.status == 0);
+    CHECK(prompt.out.find("<|im_start|>user\nHello \nworld<|im_end|>\n<|im_start|>assistant\n") != std::string::npos);
+    CHECK(count(prompt.out, "<|im_start|>user\n") == 1);
+    CHECK(count(prompt.out, "<|im_start|>assistant\n") == 2);  // the reply, then the generation prompt
+}
+
+TEST_CASE("cli: bad /load files, a /regen with no reply and unknown commands are errors; the chat goes on") {
+    TempDir dir;
+    const std::string not_json = dir.write("not.json", "[{\"role\": \"user\",");
+    const std::string object = dir.write("object.json", R"({"role": "user", "content": "Hi"})");
+    const std::string no_content = dir.write("no_content.json", R"([{"role": "user"}])");
+    const std::string kept = (dir.path / "kept.json").string();
+    const std::string input = dir.write("input.txt", "/regen\nHi\n/load " + (dir.path / "missing.json").string() +
+                                                         "\n/load " + not_json + "\n/load " + object + "\n/load " +
+                                                         no_content + "\n/load\n/frobnicate\n/help\n/save " + kept +
+                                                         "\nAgain\n");
+    const Run r = run(sampled_chat() + " -i < " + quote(input) + " 2>/dev/null");
+    REQUIRE(r.status == 0);
+    CAPTURE(r.out);
+    CHECK(r.out.find("[ error: regenerate: expected the conversation to end with an assistant reply, found no messages ]") !=
+          std::string::npos);
+    CHECK(r.out.find("[ error: /load: cannot open '" + (dir.path / "missing.json").string() + "': No such file") !=
+          std::string::npos);
+    CHECK(r.out.find("[ error: /load: '" + not_json + "' is not valid JSON: ") != std::string::npos);
+    CHECK(r.out.find("[ error: /load: '" + object + "': chat messages: expected an array of {role, content} messages, found object ]") !=
+          std::string::npos);
+    CHECK(r.out.find("[ error: /load: '" + no_content + "': chat message 0 (user): missing \"content\" ]") != std::string::npos);
+    CHECK(r.out.find("[ /load needs a file name: /load FILE ]") != std::string::npos);
+    CHECK(r.out.find("[ unknown command /frobnicate; /help lists the commands ]") != std::string::npos);
+    for (const char* command : {"/regen", "/save FILE", "/load FILE", "/tool RESULT", "/clear", "/exit"})
+        CHECK(r.out.find(std::string("\n  ") + command + " ") != std::string::npos);
+
+    // None of it touched the conversation, and both messages were answered.
+    CHECK(count(r.out, "[ Prompt: ") == 2);
+    const nlohmann::ordered_json saved = read_json_file(kept);
+    REQUIRE(saved.size() == 2);
+    CHECK(saved[0]["content"] == "Hi");
+}
+
+TEST_CASE("cli: --tools puts the tools in the prompt; calls are shown and /tool answers them") {
+    TempDir dir;
+    const char* function = R"({"name": "get_weather", "description": "Get the weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string"}}, "required": ["city"]}})";
+    const std::string tools = dir.write("tools.json", std::string(R"([{"type": "function", "function": )") + function + "}]");
+    const std::string messages = dir.write("messages.json", R"([{"role": "user", "content": "Weather in Paris?"}])");
+
+    // The prompt lists the function objects, exactly as the template's own --xml-tools does.
+    const std::string print = cli() + " --print-prompt --date '21 November 2026' --messages " + quote(messages);
+    const Run with_tools = run(print + " --tools " + quote(tools));
+    REQUIRE(with_tools.status == 0);
+    CHECK(with_tools.out.find("### Tools") != std::string::npos);
+    CHECK(with_tools.out.find("<tools>\n{'name': 'get_weather', 'description': 'Get the weather', 'parameters': "
+                              "{'type': 'object', 'properties': {'city': {'type': 'string'}}, 'required': ['city']}}\n</tools>") !=
+          std::string::npos);
+    const Run as_xml_tools = run(print + " --xml-tools " + quote(dir.write("functions.json", std::string("[") + function + "]")));
+    REQUIRE(as_xml_tools.status == 0);
+    CHECK(with_tools.out == as_xml_tools.out);
+    CHECK(run(print).out.find("### Tools") == std::string::npos);
+
+    // A grammar makes the random-weight model call the tool; the call is shown, not its tags.
+    const std::string grammar = dir.write("call.gbnf",
+        R"(root ::= "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>")" "\n");
+    const std::string base = sampled_chat() + " -n 40 --tools " + quote(tools) + " --grammar-file " + quote(grammar);
+    const Run call = run(base + " -p 'Weather in Paris?' 2>/dev/null");
+    REQUIRE(call.status == 0);
+    CHECK(call.out == "[ tool call: get_weather {\"city\":\"Paris\"} ]\n");
+
+    const std::string saved = (dir.path / "saved.json").string();
+    const std::string input = dir.write("input.txt", "Weather in Paris?\n/tool {\"temp_c\": 21}\n/tool\n/save " + saved + "\n");
+    const Run chat = run(base + " -i < " + quote(input) + " 2>/dev/null");
+    REQUIRE(chat.status == 0);
+    CAPTURE(chat.out);
+    CHECK(count(chat.out, "[ tool call: get_weather {\"city\":\"Paris\"} ]\n[ answer with /tool RESULT ]") == 2);
+    CHECK(chat.out.find("[ /tool needs the result: /tool RESULT ]") != std::string::npos);
+    const nlohmann::ordered_json conversation = read_json_file(saved);
+    REQUIRE(conversation.size() == 4);
+    CHECK(conversation[1]["role"] == "assistant");
+    CHECK(conversation[1]["tool_calls"][0]["function"]["name"] == "get_weather");
+    CHECK(conversation[1]["tool_calls"][0]["function"]["arguments"] == "{\"city\":\"Paris\"}");
+    CHECK(conversation[2] == nlohmann::ordered_json{{"role", "tool"}, {"content", "{\"temp_c\": 21}"}});
+    CHECK(conversation[3]["role"] == "assistant");
+
+    // A tools file that cannot be read or has the wrong shape stops before the model loads, like
+    // the other file flags (exit 1); --tools beside --xml-tools is a usage error (exit 2).
+    const Run missing = run(base + " -p hi --tools " + quote((dir.path / "missing.json").string()) + " 2>&1");
+    CHECK(missing.status == 1);
+    CHECK(missing.out.find("smol-cli: error: --tools: cannot open '") != std::string::npos);
+    CHECK(missing.out.find("loaded in") == std::string::npos);
+    const Run wrong = run(print + " --tools " + quote(dir.write("functions.json", std::string("[") + function + "]")) + " 2>&1");
+    CHECK(wrong.status == 1);
+    CHECK(wrong.out.find("tools[0]: expected \"type\": \"function\", found no \"type\"") != std::string::npos);
+    const Run both = run(print + " --tools " + quote(tools) + " --xml-tools " + quote(tools) + " 2>&1");
+    CHECK(both.status == 2);
+    CHECK(both.out.find("give --tools (OpenAI's shape) or --xml-tools (the template's), not both") != std::string::npos);
 }

@@ -395,3 +395,104 @@ TEST_CASE("session: tool calls come out of the answer, streamed and in the resul
     CHECK(text.tool_calls.empty());
     CHECK(text.answer == "</tool_call>");
 }
+
+TEST_CASE("session: send_message answers a tool result; the reply sees the whole conversation") {
+    Engine& engine = float_engine();
+    ChatSession session(engine, 1024);
+    session.set_template_options(fixed_date());
+    session.send("What is the weather?", greedy(6));
+    const GenerationResult after_tool =
+        session.send_message({{"role", "tool"}, {"content", "{\"temp\": 20}"}}, greedy(6));
+    const nlohmann::ordered_json& messages = session.messages();
+    REQUIRE(messages.size() == 4);
+    CHECK(messages[2]["role"] == "tool");
+    CHECK(messages[2]["content"] == "{\"temp\": 20}");
+    CHECK(messages[3]["role"] == "assistant");
+    CHECK(messages[3]["content"] == after_tool.answer);
+
+    // The reply followed the prompt of the first three messages.
+    const nlohmann::ordered_json before(messages.begin(), messages.begin() + 3);
+    const std::vector<std::int32_t> prompt = prompt_tokens(engine, before, false);
+    const auto cached = session.cached_tokens();
+    REQUIRE(cached.size() >= prompt.size());
+    CHECK(std::equal(prompt.begin(), prompt.end(), cached.begin()));
+
+    // A message the template cannot render is taken back out.
+    CHECK_THROWS_AS(session.send_message({{"role", "robot"}, {"content", "hi"}}, greedy(2)), smol::Error);
+    CHECK(session.messages().size() == 4);
+}
+
+TEST_CASE("session: regenerate replaces the last reply with a new sample of the same conversation") {
+    Engine& engine = float_engine();
+    ChatSession session(engine, 1024);
+    session.set_template_options(fixed_date());
+
+    // Nothing to regenerate yet: an error, and the conversation is untouched.
+    CHECK_THROWS_WITH_AS(session.regenerate(greedy(4)),
+                         "regenerate: expected the conversation to end with an assistant reply, found no messages",
+                         smol::Error);
+    GenerationParams sampled;
+    sampled.sampling.temperature = 1.0f;
+    sampled.sampling.top_k = 0;
+    sampled.sampling.seed = 7;
+    sampled.max_tokens = 12;
+    const GenerationResult first = session.send("Tell me a story", sampled);
+    REQUIRE(session.messages().size() == 2);
+
+    // The same seed draws the same reply again: proof that the prompt is the one before the reply.
+    const GenerationResult same = session.regenerate(sampled);
+    CHECK(same.answer == first.answer);
+    REQUIRE(session.messages().size() == 2);
+    sampled.sampling.seed = 8;
+    const GenerationResult other = session.regenerate(sampled);
+    CHECK(other.answer != first.answer);
+    REQUIRE(session.messages().size() == 2);
+    CHECK(session.messages()[0]["content"] == "Tell me a story");
+    CHECK(session.messages()[1]["content"] == other.answer);
+
+    // A failing regeneration keeps the reply it would have replaced.
+    GenerationParams bad = greedy(4);
+    bad.stop = {""};
+    CHECK_THROWS_AS(session.regenerate(bad), smol::Error);
+    REQUIRE(session.messages().size() == 2);
+    CHECK(session.messages()[1]["content"] == other.answer);
+
+    // A conversation that ends with the user's message has no reply to regenerate.
+    session.set_messages(nlohmann::ordered_json::array({{{"role", "user"}, {"content", "Hi"}}}));
+    CHECK_THROWS_WITH_AS(session.regenerate(greedy(4)),
+                         "regenerate: expected the conversation to end with an assistant reply, found a user message last",
+                         smol::Error);
+}
+
+TEST_CASE("session: set_messages takes a saved conversation, which then continues as the original would") {
+    Engine& engine = float_engine();
+    ChatSession original(engine, 1024, "You are terse.");
+    original.set_template_options(fixed_date());
+    original.send("Hello there", greedy(8));
+    original.send("And again", greedy(8));
+
+    ChatSession restored(engine, 1024);
+    restored.set_template_options(fixed_date());
+    restored.set_messages(nlohmann::ordered_json::parse(original.messages().dump()));  // through text, as a file would
+    CHECK(restored.messages() == original.messages());
+    const GenerationResult expected = original.send("Once more", greedy(8));
+    const GenerationResult continued = restored.send("Once more", greedy(8));
+    CHECK(continued.answer == expected.answer);
+    CHECK(restored.messages() == original.messages());
+
+    // Bad conversations name what is wrong and leave the session as it was.
+    const nlohmann::ordered_json before = restored.messages();
+    CHECK_THROWS_WITH_AS(restored.set_messages(nlohmann::ordered_json::object()),
+                         "chat messages: expected an array of {role, content} messages, found object", smol::Error);
+    CHECK_THROWS_WITH_AS(restored.set_messages(nlohmann::ordered_json::parse(R"([{"role": "user", "content": "a"}, {"content": "b"}])")),
+                         "chat message 1: missing \"role\"", smol::Error);
+    CHECK(restored.messages() == before);
+
+    // An empty conversation is a fresh start; clear() still brings back the system prompt.
+    restored.set_messages(nlohmann::ordered_json::array());
+    CHECK(restored.messages().empty());
+    original.set_messages(nlohmann::ordered_json::array());
+    original.clear();
+    REQUIRE(original.messages().size() == 1);
+    CHECK(original.messages()[0]["content"] == "You are terse.");
+}

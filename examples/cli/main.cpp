@@ -6,6 +6,9 @@
 //   smol-cli -m model.gguf -p "Hi" -n 256        one answer, then exit
 //   smol-cli -m vocab.gguf --tokenize -p "Hi"    token ids as a JSON array
 //   smol-cli --print-prompt --messages chat.json the rendered chat template
+//
+// chat_input.hpp reads the chat's commands and multi-line messages, line_reader.hpp the
+// terminal (libedit when built with it).
 
 #include <omp.h>
 #include <signal.h>
@@ -15,11 +18,13 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <optional>
@@ -32,6 +37,9 @@
 
 #include <smol/hub.hpp>
 
+#include "chat_input.hpp"
+#include "line_reader.hpp"
+
 namespace {
 
 constexpr const char* kUsage =
@@ -43,11 +51,12 @@ constexpr const char* kUsage =
     "  -f, --file FILE            answer the contents of FILE and exit\n"
     "  -i, --interactive          chat even when stdin is not a terminal (e.g. driven through a pipe);\n"
     "                             with -p/-f that text is the first message\n"
+    "  --messages FILE            OpenAI-style JSON array of {role, content} messages: the conversation to\n"
+    "                             continue (the format /save writes), or with --print-prompt the one to render\n"
     "  --tokenize                 print the token ids of -p/-f as a JSON array and exit (no BOS is added;\n"
     "                             -m may be a vocabulary-only GGUF)\n"
     "  --no-parse-special         with --tokenize: treat control-token text such as <|im_start|> as plain text\n"
     "  --print-prompt             print the prompt the model would see for --messages and exit\n"
-    "  --messages FILE            OpenAI-style JSON array of {role, content} messages\n"
     "  --no-generation-prompt     with --print-prompt: leave out the assistant header at the end\n"
     "\n"
     "Model and generation:\n"
@@ -58,7 +67,11 @@ constexpr const char* kUsage =
     "  --hf-file NAME             with -hf: the file in the repository to use\n"
     "  -sys, --system-prompt TEXT system message\n"
     "  -n, --n-predict N          tokens to generate at most (-1: until the model ends its turn; default -1)\n"
-    "  -c, --ctx-size N           context size in tokens (0: 4096; default 0)\n"
+    "  -c, --ctx-size N           context size in tokens (0: 4096; default 0); past the trained 65536\n"
+    "                             YaRN turns on (up to 131072)\n"
+    "  --rope-scaling none|yarn   RoPE frequency scaling (default: YaRN when -c is past the trained context)\n"
+    "  --rope-scale F             YaRN context factor (default: context / original context)\n"
+    "  --yarn-orig-ctx N          YaRN: the context the model was trained at (default: the model's)\n"
     "  -t, --threads N            CPU threads (default: OpenMP's choice)\n"
     "  -s, --seed N               sampling seed (-1: random; default -1)\n"
     "  --temp T                   temperature, 0 = greedy (default 0.6)\n"
@@ -71,6 +84,9 @@ constexpr const char* kUsage =
     "  --think / --no-think       reasoning mode on (default) or off\n"
     "  --show-thinking            one-shot mode: print the reasoning before the answer\n"
     "  --date \"21 November 2026\"  date written into the system block (default: today)\n"
+    "  --tools FILE               JSON array of OpenAI-style tools [{\"type\": \"function\", \"function\":\n"
+    "                             {name, description, parameters}}]; the model's calls are shown as\n"
+    "                             [ tool call: NAME ARGUMENTS ], and /tool RESULT answers them in a chat\n"
     "  --xml-tools FILE           JSON array of tool definitions (XML tool-calling section)\n"
     "  --python-tools FILE        JSON array of tool definitions (Python tool-calling section)\n"
     "  --grammar GBNF             the reply must be a sentence of this GBNF grammar (llama.cpp's notation)\n"
@@ -79,7 +95,8 @@ constexpr const char* kUsage =
     "                             with a grammar or a schema (it holds the whole reply)\n"
     "  -h, --help                 show this help\n"
     "\n"
-    "Chat commands: /clear (forget the conversation), /think, /no_think, /exit. Ctrl-C stops a reply.\n";
+    "Chat commands (/help lists them): /clear, /regen, /save FILE, /load FILE, /tool RESULT, /think,\n"
+    "/no_think, /exit. A line ending in \\ continues on the next line. Ctrl-C stops a reply.\n";
 
 // A command-line mistake: reported with the usage text and exit code 2.
 struct UsageError {
@@ -94,6 +111,7 @@ struct Options {
     std::optional<std::string> prompt_file;
     std::string system_prompt;
     std::string messages_file;
+    std::string tools_file;  // --tools: OpenAI-style
     std::string xml_tools_file;
     std::string python_tools_file;
     std::optional<std::string> grammar;       // --grammar text
@@ -103,6 +121,7 @@ struct Options {
     int n_predict = -1;
     int context = 0;
     int threads = 0;
+    smol::RopeScalingRequest rope_scaling;
     smol::SamplerParams sampling;
     std::vector<std::string> stops;
     std::optional<bool> think;
@@ -150,7 +169,13 @@ Options parse_args(int argc, char** argv) {
         else if (a == "-n" || a == "--n-predict") o.n_predict = parse_int<int>(a, value());
         else if (a == "-c" || a == "--ctx-size") o.context = parse_int<int>(a, value());
         else if (a == "-t" || a == "--threads") o.threads = parse_int<int>(a, value());
-        else if (a == "-s" || a == "--seed") {
+        else if (smol::is_rope_scaling_flag(a)) {
+            try {
+                smol::apply_rope_scaling_flag(o.rope_scaling, a, value());
+            } catch (const smol::Error& e) {
+                throw UsageError{e.what()};
+            }
+        } else if (a == "-s" || a == "--seed") {
             const long long seed = parse_int<long long>(a, value());
             if (seed < -1) throw UsageError{"--seed: expected -1 (random) or a seed >= 0, found " + std::to_string(seed)};
             o.sampling.seed = seed == -1 ? SMOL_DEFAULT_SEED : std::uint64_t(seed);
@@ -171,6 +196,7 @@ Options parse_args(int argc, char** argv) {
         else if (a == "--messages") o.messages_file = value();
         else if (a == "--no-generation-prompt") o.generation_prompt = false;
         else if (a == "--date") o.date = value();
+        else if (a == "--tools") o.tools_file = value();
         else if (a == "--xml-tools") o.xml_tools_file = value();
         else if (a == "--python-tools") o.python_tools_file = value();
         else if (a == "--grammar") o.grammar = value();
@@ -187,6 +213,8 @@ Options parse_args(int argc, char** argv) {
     if ((o.grammar || o.grammar_file || o.json_schema_file) && o.think.value_or(false))
         throw UsageError{"a grammar holds the whole reply, so it cannot be combined with --think"};
     if (o.tokenize && o.print_prompt) throw UsageError{"give --tokenize or --print-prompt, not both"};
+    if (!o.tools_file.empty() && !o.xml_tools_file.empty())
+        throw UsageError{"give --tools (OpenAI's shape) or --xml-tools (the template's), not both"};
     if (o.print_prompt && o.messages_file.empty()) throw UsageError{"--print-prompt needs --messages FILE"};
     if (o.tokenize && !o.prompt && !o.prompt_file) throw UsageError{"--tokenize needs the text: -p TEXT or -f FILE"};
     if (!o.print_prompt && o.model.empty()) {
@@ -212,7 +240,7 @@ Options parse_args(int argc, char** argv) {
 
 std::string read_file(const std::string& path, const char* what) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) smol::fail(what, ": cannot open '", path, "'");
+    if (!in) smol::fail(what, ": cannot open '", path, "': ", std::strerror(errno));
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
@@ -236,6 +264,8 @@ smol::ChatOptions template_options(const Options& o) {
     chat.enable_thinking = o.think.value_or(!o.grammar && !o.grammar_file && !o.json_schema_file);
     chat.add_generation_prompt = o.generation_prompt;
     chat.date = o.date;
+    if (!o.tools_file.empty())
+        chat.xml_tools = smol::cli::functions_from_tools(read_json(o.tools_file, "--tools"), "--tools '" + o.tools_file + "'");
     if (!o.xml_tools_file.empty()) chat.xml_tools = read_json(o.xml_tools_file, "--xml-tools");
     if (!o.python_tools_file.empty()) chat.python_tools = read_json(o.python_tools_file, "--python-tools");
     return chat;
@@ -299,12 +329,11 @@ public:
             end_reasoning();
             print(piece.answer);
         }
-        // With --xml-tools the session parses calls out of the answer; they are shown the way
-        // the model wrote them, each on its own lines.
+        // With tools the session parses calls out of the answer; each is shown on its own line.
         for (const smol::ToolCall& call : piece.tool_calls) {
             end_reasoning();
             if (printed_any_ && last_ != '\n') write_out("\n");
-            print(smol::format_tool_call(call.name, call.arguments) + "\n");
+            print(smol::cli::describe_tool_call(call.name, call.arguments) + "\n");
         }
         std::fflush(stdout);
         return true;
@@ -353,14 +382,18 @@ void note(std::string_view text, bool color) {
     std::fflush(stdout);
 }
 
-// Sends one message and prints the reply; returns the result (also on Ctrl-C).
-smol::GenerationResult reply(smol::ChatSession& session, const std::string& message, const smol::GenerationParams& params,
-                             bool show_reasoning, bool color) {
+// One way of producing a reply (send a message, answer a tool result, regenerate), given the
+// callback that streams it.
+using ReplyGenerator = std::function<smol::GenerationResult(const smol::PieceCallback&)>;
+
+// Generates one reply and prints it as it streams; returns the result (also on Ctrl-C).
+smol::GenerationResult stream_reply(smol::ChatSession& session, const ReplyGenerator& generate, bool show_reasoning,
+                                    bool color) {
     ReplyPrinter printer(show_reasoning, color);
     g_generating = &session;
     smol::GenerationResult result;
     try {
-        result = session.send(message, params, [&](const smol::StreamPiece& p) { return printer(p); });
+        result = generate([&](const smol::StreamPiece& p) { return printer(p); });
     } catch (...) {
         g_generating = nullptr;
         printer.finish();
@@ -383,28 +416,153 @@ void report_stop(const smol::GenerationResult& r, const smol::ChatSession& sessi
     else std::fprintf(stderr, "%s\n", text.c_str());
 }
 
+// Replaces the session's conversation with the one saved in `path` (--messages, /load); errors
+// name the file and, for a bad message, its index.
+void load_conversation(smol::ChatSession& session, const std::string& path, const char* what) {
+    nlohmann::ordered_json messages = read_json(path, what);
+    try {
+        session.set_messages(std::move(messages));
+    } catch (const smol::Error& e) {
+        smol::fail(what, ": '", path, "': ", e.what());
+    }
+}
+
+// Writes the conversation in the format load_conversation reads.
+void save_conversation(const smol::ChatSession& session, const std::string& path) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out) smol::fail("/save: cannot write '", path, "': ", std::strerror(errno));
+    out << session.messages().dump(2) << "\n";
+    out.close();
+    if (!out) smol::fail("/save: writing '", path, "' failed: ", std::strerror(errno));
+}
+
+// The interactive chat: reads messages (a line ending in \ continues) and runs the commands
+// of chat_input.hpp until /exit or the end of input.
+void chat_loop(smol::ChatSession& session, smol::ChatOptions chat, const smol::GenerationParams& params,
+               const std::optional<std::string>& first_message, bool stdin_tty, bool stdout_tty) {
+    const bool color = stdout_tty;
+    if (stdin_tty)
+        std::fprintf(stderr, "Chat: /help lists the commands, /exit quits; a line ending in \\ continues on the "
+                             "next line; Ctrl-C stops a reply.\n");
+    auto turn = [&](const ReplyGenerator& generate) {
+        try {
+            const smol::GenerationResult r = stream_reply(session, generate, /*show_reasoning=*/true, color);
+            report_stop(r, session, true, color);
+            if (!r.tool_calls.empty()) note("[ answer with /tool RESULT ]", color);
+            note(timings_line(r.usage), color);
+        } catch (const smol::Error& e) {
+            note(std::string("[ error: ") + e.what() + " ]", color);
+        }
+        write_out("\n");
+    };
+    auto send = [&](const std::string& text, const char* role) {
+        turn([&](const smol::PieceCallback& on_piece) {
+            return session.send_message({{"role", role}, {"content", text}}, params, on_piece);
+        });
+    };
+    if (first_message) {
+        write_out("> ");
+        if (!stdin_tty) write_out("\n");
+        send(*first_message, "user");
+    }
+
+    // A fixed seed restarts the same sequence on every call, so /regen would repeat the reply;
+    // each regeneration takes the next seed instead, which keeps a session reproducible.
+    std::uint64_t regenerations = 0;
+    smol::cli::LineReader reader(stdin_tty && stdout_tty);
+    smol::cli::MessageJoiner joiner;
+    while (true) {
+        // On a pipe only a message's first line shows a prompt, so each turn starts with "> ".
+        const std::string prompt = !joiner.continuing() ? "> " : stdin_tty ? "... " : "";
+        const std::optional<std::string> line = reader.read(prompt);
+        if (!line) {
+            write_out("\n");
+            break;
+        }
+        if (!stdin_tty && !prompt.empty()) write_out("\n");  // the typed line ends the prompt's line on a terminal
+        if (!joiner.add(*line)) continue;
+        const std::string message = joiner.take();
+        if (message.empty()) continue;
+
+        const std::optional<smol::cli::ChatCommand> command = smol::cli::parse_command(message);
+        if (!command) {
+            send(message, "user");
+            continue;
+        }
+        const std::string& name = command->name;
+        const std::string& argument = command->argument;
+        if (!smol::cli::is_known_command(name)) {
+            note("[ unknown command " + name + "; /help lists the commands ]", color);
+        } else if (name == "/exit" || name == "/quit") {
+            break;
+        } else if (name == "/help") {
+            write_out(smol::cli::commands_help());
+            std::fflush(stdout);
+        } else if (name == "/clear") {
+            session.clear();
+            note("[ conversation cleared ]", color);
+        } else if (name == "/think" || name == "/no_think") {
+            chat.enable_thinking = name == "/think";
+            session.set_template_options(chat);
+            note(chat.enable_thinking ? "[ reasoning on ]" : "[ reasoning off ]", color);
+        } else if (name == "/regen") {
+            smol::GenerationParams again = params;
+            if (again.sampling.seed != SMOL_DEFAULT_SEED) {
+                again.sampling.seed += ++regenerations;
+                if (again.sampling.seed == SMOL_DEFAULT_SEED) ++again.sampling.seed;  // that value means "random"
+            }
+            turn([&](const smol::PieceCallback& on_piece) { return session.regenerate(again, on_piece); });
+        } else if (name == "/tool") {
+            if (argument.empty()) note("[ /tool needs the result: /tool RESULT ]", color);
+            else send(argument, "tool");
+        } else if (name == "/save" || name == "/load") {
+            if (argument.empty()) {
+                note("[ " + name + " needs a file name: " + name + " FILE ]", color);
+                continue;
+            }
+            try {
+                if (name == "/save") save_conversation(session, argument);
+                else load_conversation(session, argument, "/load");
+                note("[ " + std::string(name == "/save" ? "saved " : "loaded ") + std::to_string(session.messages().size()) +
+                         " messages " + (name == "/save" ? "to '" : "from '") + argument + "' ]",
+                     color);
+            } catch (const smol::Error& e) {
+                note(std::string("[ error: ") + e.what() + " ]", color);
+            }
+        }
+    }
+    std::fflush(stdout);
+}
+
 int run_chat(const Options& o) {
     const bool stdin_tty = ::isatty(STDIN_FILENO) != 0;
-    const bool color = ::isatty(STDOUT_FILENO) != 0;
+    const bool stdout_tty = ::isatty(STDOUT_FILENO) != 0;
     const bool has_prompt = o.prompt || o.prompt_file;
     const bool interactive = o.interactive || (!has_prompt && stdin_tty);
     if (!interactive && !has_prompt)
         throw UsageError{"stdin is not a terminal: give -p TEXT, -f FILE, or -i to chat through the pipe"};
-    const std::string first_message = prompt_text(o);  // read before the (slow) model load fails late
+    // The files the flags name are read before the (slow) model load, so their errors come first.
+    const std::string first_message = prompt_text(o);
+    const smol::ChatOptions chat = template_options(o);
 
     if (o.threads > 0) omp_set_num_threads(o.threads);
     const auto load_start = std::chrono::steady_clock::now();
     smol::LoadOptions load;
+    load.context = o.context;
+    load.rope_scaling = o.rope_scaling;
     if (::isatty(STDERR_FILENO))  // a bar while the weights are read; the line below reports the load otherwise
         load.on_progress = smol::stderr_load_progress(std::filesystem::path(o.model).filename().string());
     smol::Engine engine(o.model, load);
     smol::ChatSession session(engine, o.context, o.system_prompt);
-    smol::ChatOptions chat = template_options(o);
     session.set_template_options(chat);
+    if (!o.messages_file.empty()) load_conversation(session, o.messages_file, "--messages");
     const double load_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     std::fprintf(stderr, "smol-cli: %s (%s), context %d tokens, loaded in %.2f s\n", o.model.c_str(),
                  engine.info().config_name.c_str(), session.context_size(), load_s);
+    if (engine.info().rope_scaling.yarn())
+        std::fprintf(stderr, "smol-cli: RoPE scaling: %s%s\n", smol::describe(engine.info().rope_scaling).c_str(),
+                     engine.info().rope_scaling_automatic ? " (the context is past the trained one)" : "");
 
     smol::GenerationParams params;
     params.sampling = o.sampling;
@@ -419,55 +577,15 @@ int run_chat(const Options& o) {
     install_interrupt_handler();
 
     if (!interactive) {
-        const smol::GenerationResult r = reply(session, first_message, params, o.show_thinking, color);
+        const smol::GenerationResult r = stream_reply(
+            session, [&](const smol::PieceCallback& on_piece) { return session.send(first_message, params, on_piece); },
+            o.show_thinking, stdout_tty);
         std::fprintf(stderr, "%s\n", timings_line(r.usage).c_str());
-        report_stop(r, session, false, color);
+        report_stop(r, session, false, stdout_tty);
         return r.finish_reason == smol::FinishReason::cancelled ? 130 : 0;
     }
-
-    if (stdin_tty)
-        std::fprintf(stderr, "Chat: /clear forgets the conversation, /think and /no_think switch reasoning, "
-                             "/exit quits; Ctrl-C stops a reply.\n");
-    auto turn = [&](const std::string& message) {
-        try {
-            const smol::GenerationResult r = reply(session, message, params, /*show_reasoning=*/true, color);
-            report_stop(r, session, true, color);
-            note(timings_line(r.usage), color);
-        } catch (const smol::Error& e) {
-            note(std::string("[ error: ") + e.what() + " ]", color);
-        }
-        write_out("\n");
-    };
-    if (has_prompt) {
-        write_out("> ");
-        if (!stdin_tty) write_out("\n");
-        turn(first_message);
-    }
-    for (std::string line;;) {
-        write_out("> ");
-        std::fflush(stdout);
-        if (!std::getline(std::cin, line)) {
-            write_out("\n");
-            break;
-        }
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (!stdin_tty) write_out("\n");  // the typed line ends the prompt's line on a terminal
-        if (line.empty()) continue;
-        if (line == "/exit" || line == "/quit") break;
-        if (line == "/clear") {
-            session.clear();
-            note("[ conversation cleared ]", color);
-            continue;
-        }
-        if (line == "/think" || line == "/no_think") {
-            chat.enable_thinking = line == "/think";
-            session.set_template_options(chat);
-            note(chat.enable_thinking ? "[ reasoning on ]" : "[ reasoning off ]", color);
-            continue;
-        }
-        turn(line);
-    }
-    std::fflush(stdout);
+    chat_loop(session, chat, params, has_prompt ? std::optional<std::string>(first_message) : std::nullopt, stdin_tty,
+              stdout_tty);
     return 0;
 }
 

@@ -72,23 +72,51 @@ public:
     // reasoning (the template renders assistant history that way). If generation fails with
     // an exception the user message is taken back out.
     GenerationResult send(std::string user_message, const GenerationParams& params, const PieceCallback& on_piece = {}) {
-        messages_.push_back(nlohmann::ordered_json{{"role", "user"}, {"content", std::move(user_message)}});
-        GenerationResult result;
+        return send_message(nlohmann::ordered_json{{"role", "user"}, {"content", std::move(user_message)}}, params,
+                            on_piece);
+    }
+
+    // send() for any message the model should answer, such as a tool result
+    // {"role": "tool", "content": ...}.
+    GenerationResult send_message(nlohmann::ordered_json message, const GenerationParams& params,
+                                  const PieceCallback& on_piece = {}) {
+        messages_.push_back(std::move(message));
         try {
-            result = complete(messages_, params, on_piece);
+            return add_reply(params, on_piece);
         } catch (...) {
             messages_.erase(messages_.end() - 1);
             throw;
         }
-        nlohmann::ordered_json reply = {{"role", "assistant"}, {"content", result.answer}};
-        if (!result.tool_calls.empty()) {
-            reply["tool_calls"] = nlohmann::ordered_json::array();
-            for (const ToolCall& call : result.tool_calls)
-                reply["tool_calls"].push_back(
-                    {{"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+    }
+
+    // Generates the last reply again from the conversation before it (a new sample unless
+    // sampling is greedy or reuses a fixed seed), replacing it. The conversation must end with
+    // an assistant reply; if generation fails with an exception the old reply is kept.
+    GenerationResult regenerate(const GenerationParams& params, const PieceCallback& on_piece = {}) {
+        // Every stored message went through render_chat, so it is an object with a string role.
+        const std::string role = messages_.empty() ? "" : messages_.back().value("role", "");
+        if (role != "assistant")
+            fail("regenerate: expected the conversation to end with an assistant reply, found ",
+                 messages_.empty() ? std::string("no messages") : "a " + role + " message last");
+        nlohmann::ordered_json previous = std::move(messages_.back());
+        messages_.erase(messages_.end() - 1);
+        try {
+            return add_reply(params, on_piece);
+        } catch (...) {
+            messages_.push_back(std::move(previous));
+            throw;
         }
-        messages_.push_back(std::move(reply));
-        return result;
+    }
+
+    // Replaces the conversation, e.g. with one saved from messages(): an array of OpenAI-style
+    // messages, checked the way render_chat reads them (an error names the message), so a bad
+    // one leaves the session as it was. The system prompt given at construction is not added;
+    // clear() still goes back to it.
+    void set_messages(nlohmann::ordered_json messages) {
+        if (!messages.is_array())
+            fail("chat messages: expected an array of {role, content} messages, found ", messages.type_name());
+        if (!messages.empty()) (void)render_chat(messages, template_options_);
+        messages_ = std::move(messages);
     }
 
     // Back to the system prompt alone. The KV cache is kept: the next turn reuses whatever
@@ -137,6 +165,21 @@ public:
     }
 
 private:
+    // Generates the reply to the conversation and adds it without its reasoning; tool calls
+    // go in as OpenAI-style tool_calls, which the template writes back the way the model did.
+    GenerationResult add_reply(const GenerationParams& params, const PieceCallback& on_piece) {
+        GenerationResult result = complete(messages_, params, on_piece);
+        nlohmann::ordered_json reply = {{"role", "assistant"}, {"content", result.answer}};
+        if (!result.tool_calls.empty()) {
+            reply["tool_calls"] = nlohmann::ordered_json::array();
+            for (const ToolCall& call : result.tool_calls)
+                reply["tool_calls"].push_back(
+                    {{"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+        }
+        messages_.push_back(std::move(reply));
+        return result;
+    }
+
     bool cancelled() const { return cancel_requested_.load(std::memory_order_relaxed); }
 
     GenerationResult generate(const ChatPrompt& chat, const GenerationParams& params, const PieceCallback& on_piece) {
