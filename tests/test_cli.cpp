@@ -257,6 +257,26 @@ TEST_CASE("cli: interactive mode through a pipe keeps the conversation, handles 
     CHECK(replies[2] != replies[1]);  // without /clear the conversation so far changes the reply
 }
 
+TEST_CASE("cli: a chat past the context drops its oldest turns, says so once, and keeps the system prompt") {
+    TempDir dir;
+    std::string lines;
+    for (int i = 0; i < 10; ++i) lines += "Message " + std::to_string(i) + " about the weather today.\n";
+    const std::string input = dir.write("input.txt", lines + "/save " + (dir.path / "after.json").string() + "\n");
+    const Run r = run(cli() + " -m " + quote(kFloatModel.string()) + " -c 200 -sys 'Be terse./system_override'" +
+                      " -i --temp 0 -n 16 --no-think -t 1 < " + quote(input) + " 2>/dev/null");
+    REQUIRE(r.status == 0);
+    CHECK(count(r.out, "[ Prompt: ") == 10);  // every message was answered
+    CHECK(count(r.out, "[ context full: the oldest turns were dropped to make room; the system prompt stays ]") == 1);
+    CHECK(r.out.find("[ error") == std::string::npos);
+    std::ifstream saved(dir.path / "after.json");
+    const auto messages = nlohmann::json::parse(saved);
+    REQUIRE(messages.size() >= 3);
+    CHECK(messages.size() < 21);
+    CHECK(messages[0]["role"] == "system");
+    CHECK(messages[0]["content"] == "Be terse./system_override");
+    CHECK(messages[messages.size() - 2]["content"] == "Message 9 about the weather today.");
+}
+
 TEST_CASE("cli: bad flags and missing models exit non-zero with the usage") {
     const std::string model = " -m " + quote(kFloatModel.string());
     const std::vector<std::string> bad = {

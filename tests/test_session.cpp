@@ -234,6 +234,45 @@ TEST_CASE("session: max_tokens and context limits") {
     CHECK(tiny.messages().empty());
 }
 
+TEST_CASE("session: with set_drop_oldest_turns a long chat drops its oldest turns, never the system prompt") {
+    Engine& engine = quantized_engine();
+    const std::string system = "You are terse./system_override";
+    ChatSession plain(engine, 160, system);
+    ChatSession shifting(engine, 160, system);
+    for (ChatSession* s : {&plain, &shifting}) s->set_template_options(fixed_date());
+    shifting.set_drop_oldest_turns(true);
+    const GenerationParams params = greedy(12);
+    bool plain_failed = false;
+    int dropped_total = 0;
+    for (int turn = 0; turn < 12; ++turn) {
+        const std::string message = "Turn " + std::to_string(turn) + ": tell me more about the weather.";
+        if (!plain_failed) {
+            try {
+                plain.send(message, params);
+            } catch (const smol::Error& e) {
+                plain_failed = true;
+                CHECK(std::string(e.what()).find("context holds 160 tokens") != std::string::npos);
+            }
+        }
+        const GenerationResult r = shifting.send(message, params);
+        dropped_total += r.dropped_messages;
+        CHECK(r.usage.completion_tokens > 0);
+        const auto& messages = shifting.messages();
+        REQUIRE(messages.size() >= 3);
+        CHECK(messages[0]["role"] == "system");
+        CHECK(messages[0]["content"] == system);
+        CHECK(messages[messages.size() - 2]["content"] == message);  // the newest turn stays whole
+        // Whole turns go: after the system message comes a user message.
+        CHECK(messages[1]["role"] == "user");
+        // What is left leaves a quarter of the context (or max_tokens) for the reply.
+        const int n_prompt = int(prompt_tokens(engine, messages, false).size());
+        CHECK(n_prompt <= 160);
+    }
+    CHECK(plain_failed);  // without the policy the same chat runs out of context
+    CHECK(dropped_total > 0);
+    CHECK(dropped_total % 2 == 0);  // user + assistant pairs
+}
+
 TEST_CASE("session: cancel from another thread stops within one token") {
     Engine& engine = float_engine();  // its no-think answer is visible text from the first token
     ChatSession session(engine, 4096);

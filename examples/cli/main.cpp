@@ -408,7 +408,7 @@ void report_stop(const smol::GenerationResult& r, const smol::ChatSession& sessi
     std::string text;
     if (r.finish_reason == smol::FinishReason::context_full)
         text = "[ context full (" + std::to_string(session.context_size()) + " tokens)" +
-               (interactive ? ": /clear to start over, or raise -c ]" : ": raise -c ]");
+               (interactive ? ": the reply was cut; the next turn drops the oldest ones, or raise -c ]" : ": raise -c ]");
     else if (r.finish_reason == smol::FinishReason::cancelled)
         text = "[ stopped ]";
     if (text.empty()) return;
@@ -444,9 +444,16 @@ void chat_loop(smol::ChatSession& session, smol::ChatOptions chat, const smol::G
     if (stdin_tty)
         std::fprintf(stderr, "Chat: /help lists the commands, /exit quits; a line ending in \\ continues on the "
                              "next line; Ctrl-C stops a reply.\n");
+    // A long chat goes on past a full context by dropping its oldest turns; said once.
+    session.set_drop_oldest_turns(true);
+    bool told_dropping = false;
     auto turn = [&](const ReplyGenerator& generate) {
         try {
             const smol::GenerationResult r = stream_reply(session, generate, /*show_reasoning=*/true, color);
+            if (r.dropped_messages > 0 && !told_dropping) {
+                note("[ context full: the oldest turns were dropped to make room; the system prompt stays ]", color);
+                told_dropping = true;
+            }
             report_stop(r, session, true, color);
             if (!r.tool_calls.empty()) note("[ answer with /tool RESULT ]", color);
             note(timings_line(r.usage), color);

@@ -39,6 +39,9 @@ struct GenerationResult {
     std::vector<ToolCall> tool_calls;  // when the template rendered tools (ChatOptions::xml_tools)
     FinishReason finish_reason = FinishReason::end_of_generation;
     GenerationUsage usage;
+    // Messages dropped from the start of the conversation to make room before this reply
+    // (ChatSession::set_drop_oldest_turns); 0 when everything fit.
+    int dropped_messages = 0;
 };
 
 // One streamed step; either part may be empty (never both). Views into the loop's buffers,
@@ -138,6 +141,12 @@ public:
     // The tokens the KV cache holds, in order.
     std::span<const std::int32_t> cached_tokens() const { return cached_tokens_; }
 
+    // When on, a conversation that no longer fits drops its oldest turns before the next reply
+    // (a turn: a message and everything up to the next user message), never the system message
+    // or the newest turn, until the prompt leaves room for the reply: max_tokens when it is set,
+    // at most a quarter of the context. Off (the default), a conversation too long is an error.
+    void set_drop_oldest_turns(bool on) { drop_oldest_turns_ = on; }
+
     // Reasoning mode, date and tool definitions for rendering (add_generation_prompt is set by
     // each call).
     void set_template_options(ChatOptions options) { template_options_ = std::move(options); }
@@ -168,7 +177,9 @@ private:
     // Generates the reply to the conversation and adds it without its reasoning; tool calls
     // go in as OpenAI-style tool_calls, which the template writes back the way the model did.
     GenerationResult add_reply(const GenerationParams& params, const PieceCallback& on_piece) {
+        const int dropped = drop_oldest_turns_ ? fit_to_context(params) : 0;
         GenerationResult result = complete(messages_, params, on_piece);
+        result.dropped_messages = dropped;
         nlohmann::ordered_json reply = {{"role", "assistant"}, {"content", result.answer}};
         if (!result.tool_calls.empty()) {
             reply["tool_calls"] = nlohmann::ordered_json::array();
@@ -181,6 +192,29 @@ private:
     }
 
     bool cancelled() const { return cancel_requested_.load(std::memory_order_relaxed); }
+
+    // Drops the oldest turns (see set_drop_oldest_turns) until the prompt leaves room for the
+    // reply; returns how many messages went. Stops when only the system message and the newest
+    // turn are left: if those do not fit, generate() reports it.
+    int fit_to_context(const GenerationParams& params) {
+        const int capacity = cache_.capacity();
+        const int room = params.max_tokens > 0 ? std::min(params.max_tokens, capacity / 4) : capacity / 4;
+        ChatOptions options = template_options_;
+        options.add_generation_prompt = true;
+        options.continue_final_message = false;
+        const auto role = [&](std::size_t i) { return messages_[i].value("role", std::string()); };
+        int dropped = 0;
+        while (true) {
+            const std::size_t n_prompt = engine_->tokenizer().encode(render_chat(messages_, options).text, true).size();
+            if (long(n_prompt) + room <= capacity) return dropped;
+            const std::size_t first = !messages_.empty() && role(0) == "system" ? 1 : 0;
+            std::size_t next = first + 1;
+            while (next < messages_.size() && role(next) != "user") ++next;
+            if (next >= messages_.size()) return dropped;  // only the newest turn is left
+            messages_.erase(messages_.begin() + std::ptrdiff_t(first), messages_.begin() + std::ptrdiff_t(next));
+            dropped += int(next - first);
+        }
+    }
 
     GenerationResult generate(const ChatPrompt& chat, const GenerationParams& params, const PieceCallback& on_piece) {
         const text::Tokenizer& tokenizer = engine_->tokenizer();
@@ -260,6 +294,7 @@ private:
     ChatOptions template_options_;
     std::vector<float> logits_;  // [n_vocab] logits of the last token run
     std::atomic<bool> cancel_requested_{false};
+    bool drop_oldest_turns_ = false;
     static_assert(std::atomic<bool>::is_always_lock_free, "cancel() must be safe to call from a signal handler");
 };
 
