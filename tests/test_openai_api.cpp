@@ -45,6 +45,17 @@ json with(json body, const std::string& field, json value) {
 
 }  // namespace
 
+TEST_CASE("API keys are compared in full: equal only when every byte and the length agree") {
+    using smol_server::equal_in_constant_time;
+    CHECK(equal_in_constant_time("Bearer abc", "Bearer abc"));
+    CHECK(equal_in_constant_time("", ""));
+    CHECK_FALSE(equal_in_constant_time("Bearer abd", "Bearer abc"));
+    CHECK_FALSE(equal_in_constant_time("Bearer ab", "Bearer abc"));
+    CHECK_FALSE(equal_in_constant_time(std::string_view("Bearer abc\0", 11), "Bearer abc"));  // a trailing NUL is not equal
+    CHECK_FALSE(equal_in_constant_time("", "Bearer abc"));
+    CHECK_FALSE(equal_in_constant_time("xearer abc", "Bearer abc"));
+}
+
 TEST_CASE("a chat request becomes the prompt the template renders and the sampling it asks for") {
     json body = hello();
     body["temperature"] = 0.5;

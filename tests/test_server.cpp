@@ -806,6 +806,21 @@ TEST_CASE("smol-server: bad input gets the right 4xx with an OpenAI-style error 
     const int port = server.port();
     const std::string path = "/v1/chat/completions";
     check_error(http(port, "POST", path, "{not json"), 400, "invalid_json");
+    // Invalid UTF-8 anywhere in the JSON is a 400 on every endpoint, never a 500; the message
+    // quotes the bytes as U+FFFD.
+    const std::pair<const char*, std::string> invalid_utf8[] = {
+        {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi \xff\xfe there\"}]}"},
+        {"/v1/chat/completions", "{\"messages\": [{\"role\": \"us\xc3\", \"content\": \"hi\"}]}"},
+        {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"stop\": [\"\xed\xa0\x80\"]}"},
+        {"/v1/completions", "{\"prompt\": \"hi \xc3 there\"}"},
+        {"/tokenize", "{\"content\": \"\xff\"}"},
+    };
+    for (const auto& [endpoint, body] : invalid_utf8) {
+        CAPTURE(endpoint);
+        const Response r = http(port, "POST", endpoint, body);
+        check_error(r, 400, "invalid_json");
+        CHECK(r.body.find("\xef\xbf\xbd") != std::string::npos);
+    }
     check_error(http(port, "POST", path, "[1, 2]"), 400, "invalid_request");
     check_error(http(port, "POST", path, R"({"max_tokens": 5})"), 400, "missing_messages");
     check_error(http(port, "POST", path, R"({"messages": "hello"})"), 400, "invalid_type");

@@ -166,14 +166,17 @@ ServerOptions parse_options(int argc, char** argv) {
 
 // ---- HTTP helpers ----------------------------------------------------------------------------
 
+// Messages may quote what the client sent, invalid UTF-8 included; it goes out as U+FFFD.
+std::string to_wire(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 void send_error(httplib::Response& res, const ApiError& e) {
     res.status = e.status;
-    res.set_content(error_body(e).dump(), "application/json");
+    res.set_content(to_wire(error_body(e)), "application/json");
 }
 
 void send_json(httplib::Response& res, const json& body, int status = 200) {
     res.status = status;
-    res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+    res.set_content(to_wire(body), "application/json");
 }
 
 json parse_body(const httplib::Request& req) { return parse_json_body(req.body); }
@@ -383,7 +386,7 @@ std::optional<ApiError> generation_error(const smol::StreamEvent& event, Metrics
 }
 
 std::string sse(const json& chunk) {
-    return "data: " + chunk.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+    return "data: " + to_wire(chunk) + "\n\n";
 }
 
 // One call of the chunked content provider: waits briefly for output and writes it as SSE.
@@ -497,7 +500,7 @@ bool completion_step(CompletionState& st, httplib::DataSink& sink) {
         body["usage"] = usage_json(event->usage);
         body["timings"] = timings_json(event->usage);
     }
-    const std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+    const std::string text = to_wire(body);
     if (!sink.write(text.data(), text.size())) return false;
     sink.done();
     return true;
@@ -641,7 +644,8 @@ void Server::routes(httplib::Server& http) {
         }
         if (options_.api_key.empty() || public_request(req)) return httplib::Server::HandlerResponse::Unhandled;
         const std::string expected = "Bearer " + options_.api_key;
-        if (req.get_header_value("Authorization") == expected) return httplib::Server::HandlerResponse::Unhandled;
+        if (equal_in_constant_time(req.get_header_value("Authorization"), expected))
+            return httplib::Server::HandlerResponse::Unhandled;
         send_error(res, ApiError{401,
                                  req.has_header("Authorization")
                                      ? "invalid API key"

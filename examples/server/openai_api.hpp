@@ -4,6 +4,7 @@
 // llama-server's extensions that chat front ends read). main.cpp carries them over HTTP; the
 // unit tests (tests/test_openai_api.cpp) call them directly.
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cctype>
@@ -77,6 +78,19 @@ struct ApiError {
 
 inline json error_body(const ApiError& e) {
     return json{{"error", {{"message", e.message}, {"type", e.type}, {"code", e.code}}}};
+}
+
+// Whether a presented API key equals the expected one, in time that depends only on the
+// longer length, so response times do not tell an attacker how much of a guess was right.
+inline bool equal_in_constant_time(std::string_view presented, std::string_view expected) {
+    unsigned difference = presented.size() != expected.size() ? 1u : 0u;
+    const std::size_t n = std::max(presented.size(), expected.size());
+    for (std::size_t i = 0; i < n; ++i) {
+        const unsigned char a = i < presented.size() ? static_cast<unsigned char>(presented[i]) : 0;
+        const unsigned char b = i < expected.size() ? static_cast<unsigned char>(expected[i]) : 0;
+        difference |= unsigned(a ^ b);
+    }
+    return difference == 0;
 }
 
 // The request body as a JSON object, or a 400 saying why not.
