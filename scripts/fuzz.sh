@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) in their own build folder, seeds a
 # corpus for each and fuzzes them one after the other, the given time split evenly: the GGUF
-# reader (fuzz_gguf) and the tokenizer on the real vocabulary (fuzz_tokenizer). Exits non-zero
+# reader (fuzz_gguf), the tokenizer on the real vocabulary (fuzz_tokenizer) and smol-server's
+# request parsing, OpenAI mapping and chat-template rendering (fuzz_request). Exits non-zero
 # on any finding (crash, sanitizer report, an exception the target does not allow, a broken
 # round trip, a timeout or running out of memory).
 #
-# usage: scripts/fuzz.sh [seconds=60]   (total for both targets)
+# usage: scripts/fuzz.sh [seconds=60]   (total for all three targets)
 # env:   BUILD_DIR (default build-fuzz), JOBS (build jobs, default 2), CC/CXX (default clang).
 # needs: clang and its fuzzer runtime (Debian: clang-14 and libclang-rt-14-dev), python3.
 set -euo pipefail
@@ -20,9 +21,9 @@ echo "==> configuring $build_dir with $CXX (SMOL_FUZZ=ON)"
 cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSMOL_FUZZ=ON -DSMOL_BUILD_TESTS=OFF -DSMOL_BUILD_TOOLS=OFF -DSMOL_BUILD_EXAMPLES=OFF
-echo "==> building fuzz_gguf and fuzz_tokenizer"
-cmake --build "$build_dir" -j "$jobs" --target fuzz_gguf fuzz_tokenizer
-per_target=$(( seconds / 2 > 0 ? seconds / 2 : 1 ))
+echo "==> building fuzz_gguf, fuzz_tokenizer and fuzz_request"
+cmake --build "$build_dir" -j "$jobs" --target fuzz_gguf fuzz_tokenizer fuzz_request
+per_target=$(( seconds / 3 > 0 ? seconds / 3 : 1 ))
 
 # usage: run_fuzzer NAME MAX_LEN [more libFuzzer flags]. Corpora are kept between runs, so
 # coverage accumulates; seeds are rewritten each time.
@@ -208,3 +209,60 @@ DICT
 
 # Pieces are at most a few hundred bytes; 4 KB keeps runs fast while holding several of them.
 run_fuzzer tokenizer 4096 -dict="$build_dir/tokenizer.dict"
+
+# Request seeds: every chat case of the template references as a chat request (first byte 0:
+# chat, 1: text completion), and requests using each field the mapping reads.
+seeds="$build_dir/seeds-request"
+mkdir -p "$seeds"
+rm -f "$seeds"/*
+python3 - "$seeds" tests/data/chat/cases.json tests/data/chat/extra_cases.json <<'PY'
+import json, os, sys
+
+out_dir, case_files = sys.argv[1], sys.argv[2:]
+bodies = []
+for path in case_files:
+    for case in json.load(open(path, encoding='utf-8')):
+        bodies.append(b'\x00' + json.dumps({'messages': case['messages'], 'max_tokens': 8}).encode())
+tool = {'type': 'function', 'function': {'name': 'f', 'parameters': {'type': 'object', 'properties': {'x': {'type': 'integer'}}}}}
+chat = [{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 'hi'}]
+for extra in [{'tools': [tool], 'tool_choice': 'required'}, {'tools': [tool], 'tool_choice': {'type': 'function', 'function': {'name': 'f'}}},
+              {'response_format': {'type': 'json_object'}},
+              {'response_format': {'type': 'json_schema', 'json_schema': {'schema': {'type': 'object', 'properties': {'a': {'type': 'array', 'items': {'enum': [1, 'b']}, 'maxItems': 3}}, 'required': ['a']}}}},
+              {'logprobs': True, 'top_logprobs': 3, 'logit_bias': {'15': -100}}, {'stop': ['\n', 'END'], 'seed': 4, 'temperature': 0.2, 'top_k': 5},
+              {'grammar': 'root ::= [a-z]+ ("," [a-z]+)*'}, {'chat_template_kwargs': {'enable_thinking': False}},
+              {'messages': chat + [{'role': 'assistant', 'content': 'Sure'}]}]:
+    bodies.append(b'\x00' + json.dumps({'messages': chat, **extra}).encode())
+for extra in [{'prompt': '<|im_start|>user\nhi<|im_end|>\n'}, {'prompt': [1, 2, 3], 'logprobs': 2}, {'prompt': 'Once', 'grammar': 'root ::= "a"'}]:
+    bodies.append(b'\x01' + json.dumps(extra).encode())
+bodies += [b'\x00{"messages": [{"role": "user", "content": "\xff"}]}', b'\x00[', b'\x01{}']
+for i, body in enumerate(bodies):
+    with open(os.path.join(out_dir, f'request-{i:03d}.json'), 'wb') as f:
+        f.write(body)
+PY
+echo "==> $(ls "$seeds" | wc -l) request seeds in $seeds"
+
+cat > "$build_dir/request.dict" <<'DICT'
+messages="\"messages\""
+role="\"role\""
+content="\"content\""
+tools="\"tools\""
+tool_calls="\"tool_calls\""
+tool_choice="\"tool_choice\""
+response_format="\"response_format\""
+json_schema="\"json_schema\""
+schema="\"schema\""
+grammar="\"grammar\""
+logit_bias="\"logit_bias\""
+stop="\"stop\""
+prompt="\"prompt\""
+anyof="\"anyOf\""
+ref="\"$ref\""
+defs="\"$defs\""
+user="\"user\""
+assistant="\"assistant\""
+system="\"system\""
+tool="\"tool\""
+DICT
+
+# Request bodies of a few KB cover every field; a chat case with a long system prompt is larger.
+run_fuzzer request 8192 -dict="$build_dir/request.dict"

@@ -98,7 +98,7 @@ inline json parse_json_body(const std::string& text) {
     json body;
     try {
         body = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
         reject(400, std::string("the request body is not valid JSON: ") + e.what(), "invalid_json");
     }
     if (!body.is_object()) reject(400, std::string("expected a JSON object, found ") + body.type_name(), "invalid_request");
