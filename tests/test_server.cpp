@@ -16,12 +16,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -254,6 +257,14 @@ public:
         fs::remove(log_path_, ec);
     }
     int port() const { return port_; }
+    // The server's resident memory now, from /proc (bytes).
+    std::uint64_t rss_bytes() const {
+        std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+        std::string line;
+        while (std::getline(status, line))
+            if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+        return 0;
+    }
     // Waits for the process to exit; its exit status, or -1 if it is still running after `seconds`.
     int wait_exit(int seconds) {
         for (int i = 0; i < seconds * 50; ++i) {
@@ -815,9 +826,10 @@ TEST_CASE("smol-server: bad input gets the right 4xx with an OpenAI-style error 
         {"/v1/completions", "{\"prompt\": \"hi \xc3 there\"}"},
         {"/tokenize", "{\"content\": \"\xff\"}"},
     };
-    for (const auto& [endpoint, body] : invalid_utf8) {
+    for (const auto& endpoint_and_body : invalid_utf8) {
+        const std::string endpoint = endpoint_and_body.first;  // a named copy: clang 14 cannot capture a binding
         CAPTURE(endpoint);
-        const Response r = http(port, "POST", endpoint, body);
+        const Response r = http(port, "POST", endpoint, endpoint_and_body.second);
         check_error(r, 400, "invalid_json");
         CHECK(r.body.find("\xef\xbf\xbd") != std::string::npos);
     }
@@ -1143,4 +1155,145 @@ TEST_CASE("smol-server: tools are rendered, <tool_call> blocks come back as tool
     both["tools"] = tools;
     both["chat_template_kwargs"] = {{"xml_tools", json::array({{{"name", "g"}}})}};
     check_error(http(port, "POST", path, both.dump()), 400, "invalid_value");
+}
+
+// ---- soak: many users at once, some hanging up ---------------------------------------------------
+
+namespace {
+
+// One client's exchange, without doctest assertions (they run on many threads): the raw
+// reply, or what went wrong.
+struct Exchange {
+    enum Kind { chat, chat_stream, chat_hang_up, text } kind = chat;
+    int status = 0;
+    std::string body;  // de-chunked
+    bool hung_up = false;
+    std::string problem;  // empty when the reply is whole: a complete 200, or a JSON error
+};
+
+Exchange soak_exchange(int port, Exchange::Kind kind, int prompt_words, int max_tokens) {
+    Exchange e;
+    e.kind = kind;
+    std::string words;
+    for (int i = 0; i < prompt_words; ++i) words += i % 7 ? "word " : "story ";
+    json body = kind == Exchange::text ? json{{"prompt", words}, {"max_tokens", max_tokens}}
+                                       : chat(words, max_tokens, kind != Exchange::chat);
+    body["temperature"] = 1.0;
+    const std::string request = request_text("POST", kind == Exchange::text ? "/v1/completions" : "/v1/chat/completions",
+                                             body.dump(), kKey);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(std::uint16_t(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        if (fd >= 0) ::close(fd);
+        e.problem = "cannot connect";
+        return e;
+    }
+    send_all(fd, request);
+    std::string raw;
+    char buffer[16384];
+    ssize_t n;
+    while ((n = ::recv(fd, buffer, sizeof buffer, 0)) > 0) {
+        raw.append(buffer, std::size_t(n));
+        if (kind == Exchange::chat_hang_up && raw.find("data: {") != std::string::npos) {
+            e.hung_up = true;  // leave mid-stream: the server must cancel the generation
+            break;
+        }
+    }
+    ::close(fd);
+    const std::size_t header_end = raw.find("\r\n\r\n");
+    if (raw.size() < 12 || header_end == std::string::npos) {
+        e.problem = "no HTTP reply (" + std::to_string(raw.size()) + " bytes)";
+        return e;
+    }
+    e.status = std::atoi(raw.substr(9, 3).c_str());
+    if (e.hung_up) return e;
+    const std::string rest = raw.substr(header_end + 4);
+    const bool chunked = raw.substr(0, header_end).find("Transfer-Encoding: chunked") != std::string::npos;
+    e.body = chunked ? dechunk(rest) : rest;
+    if (e.status != 200) {
+        const json error = json::parse(e.body, nullptr, false);
+        if (!error.is_object() || !error.contains("error")) e.problem = "a " + std::to_string(e.status) + " without a JSON error";
+        else if (e.status != 503) e.problem = "unexpected " + std::to_string(e.status) + ": " + e.body.substr(0, 200);
+        return e;
+    }
+    if (kind == Exchange::chat || kind == Exchange::text) {
+        const json reply = json::parse(e.body, nullptr, false);
+        if (!reply.is_object() || !reply.contains("choices") || reply["usage"]["completion_tokens"].get<int>() < 1)
+            e.problem = "an incomplete reply: " + e.body.substr(0, 200);
+        return e;
+    }
+    const std::vector<std::string> events = sse_data(e.body);
+    if (events.empty() || events.back() != "[DONE]") e.problem = "a stream without [DONE]: ..." + e.body.substr(e.body.size() > 200 ? e.body.size() - 200 : 0);
+    for (std::size_t i = 0; i + 1 < events.size() && e.problem.empty(); ++i) {
+        const json chunk = json::parse(events[i], nullptr, false);
+        if (!chunk.is_object() || chunk.contains("error")) e.problem = "a bad stream event: " + events[i].substr(0, 200);
+    }
+    return e;
+}
+
+}  // namespace
+
+TEST_CASE("smol-server soak: 32 users with hang-ups; replies whole or JSON errors, metrics add up, RSS levels off") {
+    // SMOL_SOAK_SECONDS sets the length (CI: 20 s; a few minutes for the long version).
+    const char* env = std::getenv("SMOL_SOAK_SECONDS");
+    const int seconds = env ? std::max(4, std::atoi(env)) : 20;
+    ServerProcess server({"--api-key", kKey, "-c", "1024", "--parallel", "4", "--queue", "12"});
+    const int port = server.port();
+    constexpr int kUsers = 32;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    std::vector<std::vector<Exchange>> done(kUsers);
+    std::vector<std::thread> users;
+    for (int u = 0; u < kUsers; ++u)
+        users.emplace_back([&, u] {
+            std::mt19937 rng(1000u + unsigned(u));
+            while (std::chrono::steady_clock::now() < deadline) {
+                const auto kind = Exchange::Kind(rng() % 4);
+                done[std::size_t(u)].push_back(soak_exchange(port, kind, 1 + int(rng() % 120), 4 + int(rng() % 40)));
+                // A busy server asks clients to come back later, as real ones do.
+                if (done[std::size_t(u)].back().status == 503)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 200));
+            }
+        });
+    // RSS once a second; the second half must not keep climbing over the first.
+    std::vector<std::uint64_t> rss;
+    while (std::chrono::steady_clock::now() < deadline) {
+        rss.push_back(server.rss_bytes());
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    for (auto& t : users) t.join();
+
+    int complete = 0, rejected = 0, hung_up = 0;
+    std::vector<std::string> problems;
+    for (const auto& list : done)
+        for (const Exchange& e : list) {
+            if (!e.problem.empty()) problems.push_back(e.problem);
+            else if (e.hung_up) ++hung_up;
+            else if (e.status == 503) ++rejected;
+            else ++complete;
+        }
+    for (std::size_t i = 0; i < std::min<std::size_t>(problems.size(), 5); ++i) MESSAGE(problems[i]);
+    CHECK(problems.empty());
+    CHECK(complete > kUsers);
+    CHECK(hung_up > 0);
+    MESSAGE(complete, " complete replies, ", rejected, " busy (503), ", hung_up, " hung up, in ", seconds, " s");
+
+    // The server's own count: every accepted request finished, was cancelled or was refused.
+    const auto m = server.settled_metrics();
+    const double finished = m.at("smol_requests_finished_total"), cancelled = m.at("smol_requests_cancelled_total");
+    CHECK(m.at("smol_requests_rejected_total") == rejected);
+    CHECK(finished + cancelled == complete + hung_up);
+    CHECK(m.at("smol_chat_completions_total") + m.at("smol_text_completions_total") == complete + hung_up);
+    CHECK(cancelled >= 1);  // hang-ups mid-stream cancel their generation
+    CHECK(m.at("smol_http_server_errors_total") == rejected);  // the 503s, and no other 5xx
+    CHECK(m.at("smol_active_sessions") == 0);
+
+    REQUIRE(rss.size() >= 4);
+    const std::size_t half = rss.size() / 2;
+    const std::uint64_t first_peak = *std::max_element(rss.begin(), rss.begin() + std::ptrdiff_t(half));
+    const std::uint64_t second_peak = *std::max_element(rss.begin() + std::ptrdiff_t(half), rss.end());
+    MESSAGE("server RSS: first half peak ", first_peak >> 20, " MiB, second half peak ", second_peak >> 20, " MiB");
+    CHECK(second_peak <= first_peak + first_peak / 10 + (16u << 20));
 }
