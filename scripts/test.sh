@@ -4,9 +4,11 @@
 #      against an installed smol and through add_subdirectory (scripts/test-embed.sh); README's
 #      main command against a local stand-in for the Hub (scripts/test-serve.sh);
 #   2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. the GGUF reader and the tokenizer fuzzed with libFuzzer, 30 seconds each, seeded with the fixtures.
+#   3. the scheduler, session and server tests under ThreadSanitizer (smol-server built with it too);
+#   4. the GGUF reader, the tokenizer and the server's request handling fuzzed with libFuzzer,
+#      20 seconds each, seeded with the fixtures.
 # env: JOBS (build jobs, default: number of cores), FUZZ_SECONDS (default 60), SKIP_SANITIZE=1,
-#      SKIP_FUZZ=1 (for quick local runs; CI runs everything).
+#      SKIP_TSAN=1, SKIP_FUZZ=1 (for quick local runs; CI runs everything).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs=${JOBS:-$(nproc)}
@@ -25,6 +27,10 @@ bash scripts/test-serve.sh
 if [[ "${SKIP_SANITIZE:-0}" != 1 ]]; then
   JOBS=$jobs bash scripts/sanitize.sh
   echo "==> sanitized suite passed after $((SECONDS - start)) s"
+fi
+if [[ "${SKIP_TSAN:-0}" != 1 ]]; then
+  JOBS=$jobs bash scripts/tsan.sh
+  echo "==> ThreadSanitizer suite passed after $((SECONDS - start)) s"
 fi
 if [[ "${SKIP_FUZZ:-0}" != 1 ]]; then
   bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
