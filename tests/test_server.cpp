@@ -257,6 +257,7 @@ public:
         fs::remove(log_path_, ec);
     }
     int port() const { return port_; }
+    pid_t pid() const { return pid_; }
     // The server's resident memory now, from /proc (bytes).
     std::uint64_t rss_bytes() const {
         std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
@@ -1296,4 +1297,47 @@ TEST_CASE("smol-server soak: 32 users with hang-ups; replies whole or JSON error
     const std::uint64_t second_peak = *std::max_element(rss.begin() + std::ptrdiff_t(half), rss.end());
     MESSAGE("server RSS: first half peak ", first_peak >> 20, " MiB, second half peak ", second_peak >> 20, " MiB");
     CHECK(second_peak <= first_peak + first_peak / 10 + (16u << 20));
+}
+
+TEST_CASE("smol-load drives the server and reports what its users saw") {
+    ServerProcess server({"--api-key", kKey, "-c", "1024", "--parallel", "2"});
+    const std::string load = std::string(SMOL_BIN_DIR) + "/smol-load";
+    REQUIRE_MESSAGE(fs::exists(load), load << " is missing: build the smol-load target first");
+    const auto run_load = [&](const std::string& args) {
+        const std::string command = load + " --url http://127.0.0.1:" + std::to_string(server.port()) + " --api-key " + kKey +
+                                    " --pid " + std::to_string(server.pid()) + " -o json " + args + " 2>&1";
+        std::FILE* pipe = ::popen(command.c_str(), "r");
+        REQUIRE(pipe);
+        std::string out;
+        char buffer[4096];
+        while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+        const int status = ::pclose(pipe);
+        return std::pair<int, std::string>{WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+    };
+    const auto [status, out] = run_load("-u 1,3 -d 2 --max-tokens 12 --prompt-words 4,32 --hang-up 0.3");
+    REQUIRE_MESSAGE(status == 0, out);
+    const json runs = json::parse(out);
+    REQUIRE(runs.size() == 2);
+    CHECK(runs[0]["users"] == 1);
+    CHECK(runs[1]["users"] == 3);
+    for (const json& r : runs) {
+        CAPTURE(r.dump());
+        CHECK(r["errors"] == 0);
+        CHECK(r["requests_completed"].get<int>() + r["requests_hung_up"].get<int>() > 0);
+        CHECK(r["generated_tokens_per_s"].get<double>() > 0);
+        CHECK(r["ttft_ms_p50"].get<double>() > 0);
+        CHECK(r["ttft_ms_p99"].get<double>() >= r["ttft_ms_p50"].get<double>());
+        CHECK(r["itl_ms_p99"].get<double>() >= r["itl_ms_p50"].get<double>());
+        CHECK(r["server_rss_max_bytes"].get<double>() > 1e6);
+    }
+    // The server counted the same requests: completed ones finished, hang-ups were cancelled
+    // or finished first.
+    const auto m = server.settled_metrics();
+    const int sent = runs[0]["requests_completed"].get<int>() + runs[0]["requests_hung_up"].get<int>() +
+                     runs[1]["requests_completed"].get<int>() + runs[1]["requests_hung_up"].get<int>();
+    CHECK(m.at("smol_requests_finished_total") + m.at("smol_requests_cancelled_total") == sent);
+    // A refused request (a wrong key) is an error, and the exit status says so.
+    const auto [bad_status, bad_out] = run_load("-u 1 -d 1 --api-key wrong");
+    CHECK(bad_status == 1);
+    CHECK(bad_out.find("HTTP 401") != std::string::npos);
 }
