@@ -110,6 +110,24 @@ void check_rows(const Fixture& f, const std::vector<float>& ours, const std::vec
     MESSAGE(f.dir, " ", path_name, ": ", n_rows, " rows, worst NMSE ", worst, ", argmax checked on ", argmax_checked);
 }
 
+// The prompt through the batched path and the one-token decode path, each checked against the
+// reference rows; returns the batched logits ([n, n_vocab]) and leaves `cache` after the prompt.
+std::vector<float> check_both_paths(smol::Model& model, smol::KvCache& cache, const std::vector<std::int32_t>& prompt,
+                                    const std::vector<float>& ref, const Fixture& f, const std::string& label) {
+    const int n = int(prompt.size()), n_vocab = model.n_vocab();
+    REQUIRE(ref.size() == std::size_t(n) * n_vocab);
+    std::vector<float> batched(std::size_t(n) * n_vocab);
+    model.forward(cache, prompt, batched.data(), true);
+    check_rows(f, batched, ref, n, n_vocab, label + "batched");
+    auto step_cache = model.make_cache(cache.capacity());
+    std::vector<float> stepped(std::size_t(n) * n_vocab);
+    for (int t = 0; t < n; ++t)
+        model.forward(step_cache, std::span(prompt).subspan(std::size_t(t), 1), stepped.data() + std::size_t(t) * n_vocab,
+                      false);
+    check_rows(f, stepped, ref, n, n_vocab, label + "one-token");
+    return batched;
+}
+
 void check_fixture(const Fixture& f) {
     auto model = smol::load_model(path_of(f, f.model_file));
     CHECK(model->info().config_name == f.config_name);
@@ -118,24 +136,12 @@ void check_fixture(const Fixture& f) {
     REQUIRE(!prompts.empty());
     for (std::size_t p = 0; p < prompts.size(); ++p) {
         const auto& prompt = prompts[p];
-        const int n = int(prompt.size());
         CAPTURE(p);
         const auto ref = read_floats(path_of(f, "ref-p" + std::to_string(p) + ".logits.f32"));
-        REQUIRE(ref.size() == std::size_t(n) * n_vocab);
 
-        // 1. The whole prompt in one batched call.
+        // 1-2. The whole prompt in one batched call, and one token at a time (the decode path).
         auto cache = model->make_cache(512);
-        std::vector<float> batched(std::size_t(n) * n_vocab);
-        model->forward(cache, prompt, batched.data(), true);
-        check_rows(f, batched, ref, n, n_vocab, "batched");
-
-        // 2. The same prompt one token at a time through the KV cache (the decode path).
-        auto step_cache = model->make_cache(512);
-        std::vector<float> stepped(std::size_t(n) * n_vocab);
-        for (int t = 0; t < n; ++t)
-            model->forward(step_cache, std::span(prompt).subspan(std::size_t(t), 1), stepped.data() + std::size_t(t) * n_vocab,
-                           false);
-        check_rows(f, stepped, ref, n, n_vocab, "one-token");
+        const std::vector<float> batched = check_both_paths(*model, cache, prompt, ref, f, "");
 
         // 3. Greedy decoding after the prompt, one token at a time.
         const auto greedy = read_json(path_of(f, "ref-p" + std::to_string(p) + ".greedy.json"));
@@ -176,17 +182,8 @@ TEST_CASE("YaRN fixture: logits past the original context match the reference") 
         const auto& prompt = prompts[std::size_t(p)];
         const int n = int(prompt.size());
         const auto ref = read_floats(std::string(SMOL_TEST_DATA_DIR) + "/yarn/ref-p" + std::to_string(p) + "-yarn4-orig64.logits.f32");
-        REQUIRE(ref.size() == std::size_t(n) * n_vocab);
         auto cache = model->make_cache(256);
-        std::vector<float> batched(std::size_t(n) * n_vocab);
-        model->forward(cache, prompt, batched.data(), true);
-        check_rows(kFloat, batched, ref, n, n_vocab, "yarn batched");
-        auto step_cache = model->make_cache(256);
-        std::vector<float> stepped(std::size_t(n) * n_vocab);
-        for (int t = 0; t < n; ++t)
-            model->forward(step_cache, std::span(prompt).subspan(std::size_t(t), 1), stepped.data() + std::size_t(t) * n_vocab,
-                           false);
-        check_rows(kFloat, stepped, ref, n, n_vocab, "yarn one-token");
+        check_both_paths(*model, cache, prompt, ref, kFloat, "yarn ");
         // Without YaRN the last row is far from the reference: the scaling is what matches.
         auto plain_cache = unscaled->make_cache(256);
         std::vector<float> plain(std::size_t(n) * n_vocab);
