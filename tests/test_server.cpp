@@ -593,6 +593,22 @@ TEST_CASE("smol-server: /v1/completions continues a raw prompt, streamed and not
     }
 }
 
+TEST_CASE("smol-server: prompts reach the log only with --log-prompts, the key never") {
+    for (const bool logged : {false, true}) {
+        CAPTURE(logged);
+        std::vector<std::string> flags = {"--api-key", kKey, "-c", "512", "--parallel", "1"};
+        if (logged) flags.push_back("--log-prompts");
+        ServerProcess server(flags);
+        CHECK(http(server.port(), "POST", "/v1/chat/completions", chat("my-private-prompt-42", 2, false).dump()).status == 200);
+        CHECK(http(server.port(), "POST", "/v1/completions", R"({"prompt": "another-private-text", "max_tokens": 2})").status == 200);
+        const std::string log = server.log();
+        CHECK(log.find("POST /v1/chat/completions 200") != std::string::npos);
+        CHECK((log.find("my-private-prompt-42") != std::string::npos) == logged);
+        CHECK((log.find("another-private-text") != std::string::npos) == logged);
+        CHECK(log.find(kKey) == std::string::npos);
+    }
+}
+
 TEST_CASE("smol-server: the RoPE scaling flags turn YaRN on and say so") {
     ServerProcess server({"-c", "512", "--parallel", "1", "--rope-scaling", "yarn", "--rope-scale", "2", "--yarn-orig-ctx", "256"});
     CHECK(server.log().find("RoPE scaling: YaRN, factor 2 over 256 tokens") != std::string::npos);

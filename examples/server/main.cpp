@@ -67,6 +67,7 @@ struct ServerOptions {
     std::vector<std::string> cors_origins;  // browser origins allowed to call the API ("*": any)
     std::size_t max_body_bytes = 4u << 20;
     std::size_t cache_budget_mib = 0;
+    bool log_prompts = false;  // completion request bodies in the log (never the key)
     smol::RopeScalingRequest rope_scaling;  // --rope-scaling, --rope-scale, --yarn-orig-ctx
 };
 
@@ -89,6 +90,8 @@ struct ServerOptions {
                  "      --cors ORIGINS      comma-separated origins whose pages may call the API (* for any)\n"
                  "      --max-body BYTES    largest accepted request body (default 4 MiB)\n"
                  "      --cache-budget MIB  memory for KV caches kept between requests (default: one per slot)\n"
+                 "      --log-prompts       also log the body of each completion request (prompts are private:\n"
+                 "                          off by default; the API key is never logged)\n"
                  "%s",
                  smol::kRopeScalingUsage);
     std::exit(code);
@@ -131,6 +134,7 @@ ServerOptions parse_options(int argc, char** argv) {
         else if (a == "--alias") o.alias = value(i);
         else if (a == "--cors") o.cors_origins = smol::split_commas(value(i));
         else if (a == "--max-body") o.max_body_bytes = std::size_t(number(i, 1024, 1ll << 32));
+        else if (a == "--log-prompts") o.log_prompts = true;
         else if (a == "--cache-budget") o.cache_budget_mib = std::size_t(number(i, 0, 1ll << 24));
         else if (smol::is_rope_scaling_flag(a)) {
             try {
@@ -671,6 +675,8 @@ void Server::routes(httplib::Server& http) {
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - request_start).count();
         std::fprintf(stderr, "%s %s %s %d %.1fms\n", req.remote_addr.c_str(), req.method.c_str(), req.path.c_str(),
                      res.status, ms);
+        if (options_.log_prompts && req.method == "POST" && (req.path == "/v1/chat/completions" || req.path == "/v1/completions"))
+            std::fprintf(stderr, "  body: %s\n", req.body.c_str());
     });
 
     for (std::size_t i = 0; i < smol_server_assets::count; ++i) {
