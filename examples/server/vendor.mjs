@@ -6,8 +6,11 @@ import { copyFileSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+// [file in node_modules, file in web/vendor]. Each is a browser build that needs no bundler.
+// Since v16 marked ships its minified browser build as lib/marked.umd.js (it defines the
+// global `marked`).
 export const vendored = [
-  ['marked/marked.min.js', 'marked.min.js'],
+  ['marked/lib/marked.umd.js', 'marked.min.js'],
   ['dompurify/dist/purify.min.js', 'purify.min.js'],
 ];
 
