@@ -32,12 +32,21 @@ if (args.web) {
 
 const { url, server } = await startServer(args.server, ['-m', args.model, '-c', '8192', '--parallel', '2']);
 
+// ...and the server serves each of them, compiled in (CMakeLists.txt lists them).
+if (args.web) {
+  for (const [, to] of vendored) {
+    const served = Buffer.from(await (await fetch(`${url}/vendor/${to}`)).arrayBuffer());
+    check(served.equals(readFileSync(join(args.web, 'vendor', to))), `the server serves /vendor/${to}`);
+  }
+}
+
 const profile = mkdtempSync(join(tmpdir(), 'smol-chromium-'));
 // A fresh profile directory (playwright passes it as --user-data-dir).
 const browser = await chromium.launchPersistentContext(profile, {
   executablePath,
   headless: true,
   acceptDownloads: true,
+  permissions: ['clipboard-read', 'clipboard-write'],
   viewport: { width: 1200, height: 800 },
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
          '--disable-background-networking', '--disable-component-update', '--disable-sync'],
@@ -53,8 +62,8 @@ try {
 
   await page.goto(url);
   await page.waitForSelector('#input');
-  check(await page.evaluate(() => typeof marked === 'object' && typeof DOMPurify === 'function'),
-        'marked and DOMPurify load from the server');
+  check(await page.evaluate(() => typeof marked === 'object' && typeof DOMPurify === 'function' && typeof hljs === 'object'),
+        'marked, DOMPurify and highlight.js load from the server');
 
   // Model output goes through marked then DOMPurify: markdown renders, script never runs.
   const rendered = await page.evaluate(async () => {
@@ -166,6 +175,7 @@ try {
     { choices: [{ index: 0, delta: { reasoning_content: 'I will make one.' }, finish_reason: null }] },
     { choices: [{ index: 0, delta: { content: 'Here it is:\n\n| model | params |\n|---|---|\n| SmolLM3 | 3B |\n\n' }, finish_reason: null }] },
     { choices: [{ index: 0, delta: { content: '```cpp\nint main() { return 0; }\n```\n<img src=x onerror="window.__pwned=4">' }, finish_reason: null }] },
+    { choices: [{ index: 0, delta: { content: '\n\n```html\n<b onclick="window.__pwned=5">hi</b><script>window.__pwned=6</script>\n```\n' }, finish_reason: null }] },
     { choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], timings: { predicted_n: 20, predicted_per_second: 42.5 } },
     { choices: [], usage: { prompt_tokens: 30, completion_tokens: 20, total_tokens: 50, prompt_tokens_details: { cached_tokens: 0 } } },
   ];
@@ -184,8 +194,41 @@ try {
   check(await page.$('.message.assistant .content table') !== null && await page.$('.message.assistant .content pre code') !== null,
         'the answer renders its markdown table and code block');
   check((await page.textContent('.message.assistant .stats')).startsWith('20 tokens · 42.5 tok/s'), 'tokens/s from the server timings');
+
+  // Code blocks are highlighted by highlight.js (its spans inside the block) under a bar naming
+  // the language; HTML inside a fence stays text, highlighted as html.
+  const blocks = await page.$$eval('.message.assistant .code-block', (bs) => bs.map((b) => ({
+    language: b.querySelector('.code-bar span').textContent,
+    spans: b.querySelectorAll('pre > code.hljs span[class^="hljs-"]').length,
+    text: b.querySelector('pre > code').textContent,
+    elements: b.querySelector('pre > code').querySelectorAll(':not(span)').length,
+  })));
+  check(blocks.length === 2 && blocks[0].language === 'cpp' && blocks[0].spans > 0 &&
+        blocks[0].text === 'int main() { return 0; }\n', `the cpp block is highlighted (${JSON.stringify(blocks[0])})`);
+  check(blocks[1]?.language === 'html' && blocks[1].spans > 0 && blocks[1].elements === 0 &&
+        blocks[1].text.includes('<script>window.__pwned=6</script>'), 'HTML in a fenced block is highlighted as text, not markup');
+
+  // Each block's copy button puts its code on the clipboard (granted to the page above), and
+  // says so; without navigator.clipboard (plain http beyond localhost) it falls back to
+  // execCommand('copy').
+  await page.click('.message.assistant .copy-code');
+  check(await page.waitForFunction(() => document.querySelector('.message.assistant .copy-code').textContent === 'Copied',
+                                   null, { timeout: 5000 }).then(() => true, () => false), 'the copy button says Copied');
+  check(await page.evaluate(() => navigator.clipboard.readText()) === 'int main() { return 0; }',
+        'the copy button puts the code on the clipboard');
+  await page.evaluate(() => {
+    window.__clipboard = navigator.clipboard;
+    window.__clipboardProperty = Object.getOwnPropertyDescriptor(Navigator.prototype, 'clipboard');
+    Object.defineProperty(Navigator.prototype, 'clipboard', { get: () => undefined, configurable: true });
+  });
+  await page.locator('.message.assistant .copy-code').nth(1).click();
+  await page.waitForFunction(() => document.querySelectorAll('.message.assistant .copy-code')[1].textContent !== 'Copy', null,
+                             { timeout: 5000 }).catch(() => {});
+  check(await page.evaluate(() => window.__clipboard.readText()) === '<b onclick="window.__pwned=5">hi</b><script>window.__pwned=6</script>',
+        'without navigator.clipboard, copying falls back to execCommand');
+  await page.evaluate(() => Object.defineProperty(Navigator.prototype, 'clipboard', window.__clipboardProperty));
   await page.click('details.thinking summary');
-  check(await page.evaluate(() => window.__pwned ?? null) === null, 'model output with an onerror handler runs nothing');
+  check(await page.evaluate(() => window.__pwned ?? null) === null, 'model output with an onerror handler or a script runs nothing');
   await page.screenshot({ path: join(out, 'smol-server-chat-thinking.png') });
   await page.click('#delete-chat');
 

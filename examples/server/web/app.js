@@ -1,6 +1,7 @@
 // The smol chat page: conversations kept in localStorage, replies streamed from
 // /v1/chat/completions as Server-Sent Events, answers rendered with marked and sanitized by
-// DOMPurify so model output can never run script in the page.
+// DOMPurify so model output can never run script in the page; code blocks are then
+// highlighted by highlight.js from their text.
 'use strict';
 
 (() => {
@@ -55,6 +56,78 @@
     return DOMPurify.sanitize(marked.parse(text ?? ''), { USE_PROFILES: { html: true } });
   }
 
+  // Code blocks are highlighted after sanitising: highlight.js reads each block's text (not
+  // HTML) and escapes it, and its output goes through DOMPurify again all the same. A streaming
+  // reply repaints every frame, so results are kept per (language, code).
+  const highlighted = new Map();
+  function highlight(code, language) {
+    const key = `${language}\n${code}`;
+    let html = highlighted.get(key);
+    if (html === undefined) {
+      const result = language && hljs.getLanguage(language)
+        ? hljs.highlight(code, { language, ignoreIllegals: true })
+        : hljs.highlightAuto(code);
+      html = DOMPurify.sanitize(result.value);
+      if (highlighted.size >= 256) highlighted.delete(highlighted.keys().next().value);
+      highlighted.set(key, html);
+    }
+    return html;
+  }
+
+  // navigator.clipboard needs a secure context (https or localhost); elsewhere, the older
+  // execCommand('copy') on a hidden textarea.
+  async function copyText(text) {
+    try {
+      await navigator.clipboard.writeText(text);
+      return true;
+    } catch { /* no clipboard API here, or no permission */ }
+    const area = document.createElement('textarea');
+    area.value = text;
+    area.setAttribute('readonly', '');
+    area.style.position = 'fixed';
+    area.style.opacity = '0';
+    document.body.append(area);
+    area.select();
+    let copied = false;
+    try { copied = document.execCommand('copy'); } catch { /* not allowed */ }
+    area.remove();
+    return copied;
+  }
+
+  // Markdown into el, then each code block highlighted under a bar with its language and a
+  // copy button.
+  function renderContent(el, text) {
+    el.innerHTML = renderMarkdown(text);
+    for (const code of el.querySelectorAll('pre > code')) {
+      const language = /\blanguage-(\S+)/.exec(code.className)?.[1] ?? '';
+      const source = code.textContent;
+      if (window.hljs) {
+        code.innerHTML = highlight(source, language);
+        code.classList.add('hljs');
+      }
+      const pre = code.parentElement;
+      const block = document.createElement('div');
+      block.className = 'code-block';
+      const bar = document.createElement('div');
+      bar.className = 'code-bar';
+      const label = document.createElement('span');
+      label.textContent = language || 'code';
+      const copy = document.createElement('button');
+      copy.type = 'button';
+      copy.className = 'small copy-code';
+      copy.textContent = 'Copy';
+      copy.title = 'Copy this code to the clipboard';
+      copy.setAttribute('aria-label', `Copy ${language || 'code'} block`);
+      copy.addEventListener('click', async () => {
+        copy.textContent = await copyText(source.replace(/\n$/, '')) ? 'Copied' : 'Copy failed';
+        setTimeout(() => { copy.textContent = 'Copy'; }, 1500);
+      });
+      bar.append(label, copy);
+      pre.replaceWith(block);
+      block.append(bar, pre);
+    }
+  }
+
   function renderSidebar() {
     const nav = $('conversations');
     nav.replaceChildren();
@@ -102,7 +175,7 @@
     }
     const content = document.createElement('div');
     content.className = 'content';
-    content.innerHTML = renderMarkdown(message.content);
+    renderContent(content, message.content);
     el.append(content);
     if (message.error) {
       const error = document.createElement('div');
