@@ -15,6 +15,15 @@ const here = dirname(fileURLToPath(import.meta.url));
 const executablePath = args.chromium ?? '/usr/bin/chromium';
 const out = args.out ?? here;
 
+// A reply as the server streams it (chat.completion.chunk events, then [DONE]), for
+// page.route to answer with: the tiny random-weight model never writes what some checks need.
+const cannedReply = (chunks) => ({
+  status: 200,
+  contentType: 'text/event-stream',
+  body: chunks.map((c) => `data: ${JSON.stringify({ object: 'chat.completion.chunk', ...c })}\n\n`).join('') + 'data: [DONE]\n\n',
+});
+const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+
 let failures = 0;
 let passes = 0;
 function check(condition, what) {
@@ -145,6 +154,8 @@ try {
                              null, { timeout: 10000 }).catch(() => {});
   check((await page.$$eval('.message.assistant .stats', (s) => s.map((x) => x.textContent))).includes('stopped'),
         'the stop button ends the reply');
+  await page.fill('#max-tokens', '48');
+  await page.dispatchEvent('#max-tokens', 'change');
 
   // A second conversation has its own (empty) history; switching back restores the first.
   await page.click('#new-chat');
@@ -154,6 +165,44 @@ try {
   await page.fill('#input', 'Second chat here');
   await page.press('#input', 'Enter');
   await page.waitForFunction(() => document.querySelector('.message.assistant .stats'), null, { timeout: 180000 });
+
+  // Regenerate replaces the last reply with a new sample of the same history. The new reply is
+  // canned so the check does not hang on what the random model says.
+  const turns = () => page.evaluate(() => [...document.querySelectorAll('.message.user .text, .message.assistant .content')]
+    .map((e) => `${e.closest('.message').classList.contains('user') ? 'user' : 'assistant'}: ${e.textContent.trim()}`));
+  const sent = chatBodies.length;
+  await page.route('**/v1/chat/completions', (route) => route.fulfill(cannedReply([
+    { choices: [{ index: 0, delta: { role: 'assistant', content: 'A regenerated ' }, finish_reason: null }] },
+    { choices: [{ index: 0, delta: { content: 'answer.' }, finish_reason: 'stop' }], timings: { predicted_n: 3, predicted_per_second: 9 } },
+  ])), { times: 1 });
+  check((await page.$$('.message.assistant .regenerate')).length === 1 && (await page.$$('.message.user .edit')).length === 1,
+        'the last reply has a Regenerate button and the last user turn an Edit button');
+  await page.click('.message.assistant .regenerate');
+  await page.waitForFunction(() => document.querySelector('.message.assistant .stats'), null, { timeout: 10000 });
+  check(chatBodies.length === sent + 1 && same(chatBodies[sent].messages, chatBodies[sent - 1].messages) &&
+        same(chatBodies[sent].messages, [{ role: 'user', content: 'Second chat here' }]),
+        'regenerate sends the same history again');
+  check(same(await turns(), ['user: Second chat here', 'assistant: A regenerated answer.']),
+        `the regenerated reply replaces the last one (one assistant message): ${JSON.stringify(await turns())}`);
+
+  // Edit: Escape leaves the turn as it was; an edited turn is sent again and its new reply
+  // (from the model) replaces the old one.
+  await page.click('.message.user .edit');
+  check(await page.inputValue('.message.user.editing .edit-input') === 'Second chat here', 'Edit opens the last user turn for editing');
+  await page.press('.edit-input', 'Escape');
+  check(!(await page.$('.edit-input')) && chatBodies.length === sent + 1 && (await turns())[0] === 'user: Second chat here',
+        'Escape cancels the edit');
+  await page.click('.message.user .edit');
+  await page.fill('.edit-input', 'Second chat, edited');
+  await page.screenshot({ path: join(out, 'smol-server-chat-edit.png') });
+  await page.press('.edit-input', 'Enter');
+  await page.waitForFunction(() => document.querySelector('.message.assistant .stats'), null, { timeout: 180000 });
+  check(chatBodies.length === sent + 2 && same(chatBodies[sent + 1].messages, [{ role: 'user', content: 'Second chat, edited' }]),
+        'the edited turn is sent in place of the old one');
+  const afterEdit = await turns();
+  check(afterEdit.length === 2 && afterEdit[0] === 'user: Second chat, edited' && afterEdit[1] !== 'assistant: A regenerated answer.',
+        'the old reply is replaced by the new one');
+  check(await page.textContent('#chat-title') === 'Second chat, edited', 'editing the first turn renames the conversation');
   await page.click(`.conversation[data-id="${firstId}"]`);
   check((await page.textContent('#messages')).includes('Hello! Write a list.'), 'switching back shows the first history');
   await page.screenshot({ path: join(out, 'smol-server-chat-2.png') });
@@ -179,11 +228,7 @@ try {
     { choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], timings: { predicted_n: 20, predicted_per_second: 42.5 } },
     { choices: [], usage: { prompt_tokens: 30, completion_tokens: 20, total_tokens: 50, prompt_tokens_details: { cached_tokens: 0 } } },
   ];
-  await page.route('**/v1/chat/completions', (route) => route.fulfill({
-    status: 200,
-    contentType: 'text/event-stream',
-    body: canned.map((c) => `data: ${JSON.stringify({ object: 'chat.completion.chunk', ...c })}\n\n`).join('') + 'data: [DONE]\n\n',
-  }));
+  await page.route('**/v1/chat/completions', (route) => route.fulfill(cannedReply(canned)));
   await page.fill('#input', 'Show me a table');
   await page.press('#input', 'Enter');
   await page.waitForSelector('.message.assistant .stats');
@@ -240,7 +285,8 @@ try {
 
   check(pageErrors.length === 0, `no page errors ${pageErrors.join('; ')}`);
   check(offsite.length === 0, `no requests beyond the server ${offsite.join(' ')}`);
-  console.log(`screenshots in ${out}: smol-server-chat.png, smol-server-chat-2.png, smol-server-chat-thinking.png`);
+  console.log(`screenshots in ${out}: smol-server-chat.png, smol-server-chat-2.png, smol-server-chat-edit.png, ` +
+              'smol-server-chat-thinking.png');
 } finally {
   await browser.close();
   server.kill('SIGTERM');

@@ -32,12 +32,15 @@
   let conversations = load(STORAGE_KEY, []);  // [{id, title, messages: [{role, content, reasoning, stats}]}]
   let currentId = null;
   const running = new Map();  // conversation id -> AbortController of its reply in progress
+  let editing = null;  // {id, draft}: the last user turn of conversation id is being edited
 
   function save() {
     localStorage.setItem(STORAGE_KEY, JSON.stringify(conversations));
     localStorage.setItem(SETTINGS_KEY, JSON.stringify(settings));
   }
   const current = () => conversations.find((c) => c.id === currentId);
+  const titleFrom = (text) => text.slice(0, 48) || 'New chat';
+  const lastIndexOf = (c, role) => c.messages.findLastIndex((m) => m.role === role);
 
   function newConversation() {
     const conversation = { id: uuidv7(), title: 'New chat', messages: [] };
@@ -145,6 +148,7 @@
       }
       button.addEventListener('click', () => {
         currentId = c.id;
+        editing = null;
         $('app').classList.remove('sidebar-open');
         renderAll();
       });
@@ -152,11 +156,56 @@
     }
   }
 
-  function messageElement(message) {
+  function actionButton(label, title, className, onClick) {
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.className = `small ${className}`;
+    button.textContent = label;
+    button.title = title;
+    button.addEventListener('click', onClick);
+    return button;
+  }
+
+  function actions(...buttons) {
+    const row = document.createElement('div');
+    row.className = 'actions';
+    row.append(...buttons);
+    return row;
+  }
+
+  // The last user turn, edited in place: Enter (or Send) resubmits it, Escape cancels.
+  function editElement() {
+    const el = document.createElement('div');
+    el.className = 'message user editing';
+    const area = document.createElement('textarea');
+    area.className = 'edit-input';
+    area.value = editing.draft;
+    area.rows = Math.min(10, editing.draft.split('\n').length + 1);
+    area.setAttribute('aria-label', 'Edit your message');
+    area.addEventListener('input', () => { editing.draft = area.value; });
+    area.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); resubmitEdit(); }
+      if (e.key === 'Escape') { e.preventDefault(); cancelEdit(); }
+    });
+    el.append(area, actions(
+      actionButton('Send', 'Send the edited message; the reply after it is replaced', 'primary save-edit', resubmitEdit),
+      actionButton('Cancel', 'Keep the message as it was', 'cancel-edit', cancelEdit)));
+    return el;
+  }
+
+  // last: the message is the last of its role, so it may be edited (user) or regenerated
+  // (assistant) when the conversation is idle.
+  function messageElement(message, last, idle) {
     const el = document.createElement('div');
     el.className = `message ${message.role}`;
     if (message.role === 'user') {
-      el.textContent = message.content;
+      const text = document.createElement('div');
+      text.className = 'text';
+      text.textContent = message.content;
+      el.append(text);
+      if (last && idle) {
+        el.append(actions(actionButton('Edit', 'Edit this message and send it again', 'edit', startEdit)));
+      }
       return el;
     }
     if (message.reasoning) {
@@ -189,6 +238,9 @@
       stats.textContent = message.stats;
       el.append(stats);
     }
+    if (last && idle) {
+      el.append(actions(actionButton('↻ Regenerate', 'Sample a new reply to the same conversation', 'regenerate', regenerate)));
+    }
     return el;
   }
 
@@ -203,7 +255,19 @@
       empty.textContent = 'Ask anything. Type /help for commands.';
       box.append(empty);
     } else {
-      for (const m of c.messages) box.append(m.role === 'notice' ? noticeElement(m.content) : messageElement(m));
+      const idle = !running.has(c.id);
+      const lastUser = lastIndexOf(c, 'user');
+      const lastReply = lastIndexOf(c, 'assistant');
+      // Repaints rebuild the list; an edit in progress keeps its text, focus and caret.
+      const area = document.activeElement?.classList.contains('edit-input') ? document.activeElement : null;
+      const caret = area && [area.selectionStart, area.selectionEnd];
+      c.messages.forEach((m, i) => {
+        if (m.role === 'notice') box.append(noticeElement(m.content));
+        else if (i === lastUser && idle && editing?.id === c.id) box.append(editElement());
+        else box.append(messageElement(m, i === (m.role === 'user' ? lastUser : lastReply) && lastReply > lastUser, idle));
+      });
+      const edit = box.querySelector('.edit-input');
+      if (edit && caret) { edit.focus(); edit.setSelectionRange(...caret); }
     }
     if (atBottom) box.scrollTop = box.scrollHeight;
   }
@@ -274,11 +338,60 @@
     }
   }
 
-  async function send(text) {
+  function send(text) {
     const c = current() ?? newConversation();
     if (running.has(c.id)) return;
     c.messages.push({ role: 'user', content: text });
-    if (c.title === 'New chat') c.title = text.slice(0, 48) || 'New chat';
+    if (c.title === 'New chat') c.title = titleFrom(text);
+    generate(c);
+  }
+
+  // A new sample for the last user turn: the reply (and any notices after it) is dropped and
+  // the same history sent again.
+  function regenerate() {
+    const c = current();
+    if (!c || running.has(c.id)) return;
+    const lastUser = lastIndexOf(c, 'user');
+    if (lastUser < 0) return;
+    c.messages.splice(lastUser + 1);
+    generate(c);
+  }
+
+  function startEdit() {
+    const c = current();
+    const lastUser = c ? lastIndexOf(c, 'user') : -1;
+    if (lastUser < 0 || running.has(c.id)) return;
+    editing = { id: c.id, draft: c.messages[lastUser].content };
+    renderMessages();
+    const area = document.querySelector('.edit-input');
+    area?.focus();
+    area?.setSelectionRange(area.value.length, area.value.length);
+  }
+
+  function cancelEdit() {
+    editing = null;
+    renderMessages();
+  }
+
+  // The edited text replaces the last user turn, everything after it goes, and it is sent again.
+  function resubmitEdit() {
+    const c = current();
+    const text = editing?.draft.trim();
+    if (!c || editing.id !== c.id || !text || running.has(c.id)) return;
+    const lastUser = lastIndexOf(c, 'user');
+    const turn = c.messages[lastUser];
+    if (lastUser === c.messages.findIndex((m) => m.role === 'user') && c.title === titleFrom(turn.content)) {
+      c.title = titleFrom(text);
+    }
+    turn.content = text;
+    c.messages.splice(lastUser + 1);
+    editing = null;
+    generate(c);
+  }
+
+  // Streams the assistant's reply to c's messages into a new message at their end.
+  async function generate(c) {
+    if (editing?.id === c.id) editing = null;
     const reply = { role: 'assistant', content: '', reasoning: '', streaming: true };
     c.messages.push(reply);
     const controller = new AbortController();
