@@ -203,6 +203,24 @@ try {
   check(afterEdit.length === 2 && afterEdit[0] === 'user: Second chat, edited' && afterEdit[1] !== 'assistant: A regenerated answer.',
         'the old reply is replaced by the new one');
   check(await page.textContent('#chat-title') === 'Second chat, edited', 'editing the first turn renames the conversation');
+
+  // A system prompt goes first, with the system role, in every request while it is set; it is
+  // kept across a reload, and an empty one sends none.
+  await page.fill('#system-prompt', 'You are a terse assistant.');
+  await page.fill('#input', 'Hi again');
+  await page.press('#input', 'Enter');
+  await page.waitForFunction(() => document.querySelectorAll('.message.assistant .stats').length === 2, null, { timeout: 180000 });
+  const withSystem = chatBodies.at(-1).messages;
+  check(same(withSystem[0], { role: 'system', content: 'You are a terse assistant.' }) && withSystem.length === 4 &&
+        same(withSystem.slice(1).map((m) => m.role), ['user', 'assistant', 'user']), 'the system prompt is sent as messages[0]');
+  await page.reload();
+  await page.waitForSelector('#input');
+  check(await page.inputValue('#system-prompt') === 'You are a terse assistant.', 'the system prompt survives a reload');
+  await page.fill('#system-prompt', '');
+  await page.click('.message.assistant .regenerate');
+  await page.waitForFunction(() => document.querySelectorAll('.message.assistant .stats').length === 2, null, { timeout: 180000 });
+  check(chatBodies.at(-1).messages[0].role === 'user' && chatBodies.at(-1).messages.length === 3,
+        'with the system prompt emptied, no system message is sent');
   await page.click(`.conversation[data-id="${firstId}"]`);
   check((await page.textContent('#messages')).includes('Hello! Write a list.'), 'switching back shows the first history');
   await page.screenshot({ path: join(out, 'smol-server-chat-2.png') });

@@ -27,16 +27,19 @@
     try { return JSON.parse(localStorage.getItem(key)) ?? fallback; } catch { return fallback; }
   }
 
-  const settings = Object.assign({ thinking: true, temperature: 0.6, maxTokens: 1024, apiKey: '' },
+  const settings = Object.assign({ thinking: true, temperature: 0.6, maxTokens: 1024, apiKey: '', systemPrompt: '' },
                                  load(SETTINGS_KEY, {}));
   let conversations = load(STORAGE_KEY, []);  // [{id, title, messages: [{role, content, reasoning, stats}]}]
   let currentId = null;
   const running = new Map();  // conversation id -> AbortController of its reply in progress
   let editing = null;  // {id, draft}: the last user turn of conversation id is being edited
 
+  function saveSettings() {
+    localStorage.setItem(SETTINGS_KEY, JSON.stringify(settings));
+  }
   function save() {
     localStorage.setItem(STORAGE_KEY, JSON.stringify(conversations));
-    localStorage.setItem(SETTINGS_KEY, JSON.stringify(settings));
+    saveSettings();
   }
   const current = () => conversations.find((c) => c.id === currentId);
   const titleFrom = (text) => text.slice(0, 48) || 'New chat';
@@ -288,6 +291,8 @@
     $('thinking').checked = settings.thinking;
     $('temperature').value = settings.temperature;
     $('max-tokens').value = settings.maxTokens;
+    // Only when it differs: setting a textarea's value moves its caret to the end.
+    if ($('system-prompt').value !== settings.systemPrompt) $('system-prompt').value = settings.systemPrompt;
   }
 
   function renderAll() {
@@ -399,9 +404,13 @@
     save();
     renderAll();
 
-    const history = c.messages
-      .filter((m) => (m.role === 'user' || m.role === 'assistant') && m !== reply)
-      .map((m) => ({ role: m.role, content: m.content }));
+    const system = settings.systemPrompt.trim();
+    const history = [
+      ...(system ? [{ role: 'system', content: system }] : []),
+      ...c.messages
+        .filter((m) => (m.role === 'user' || m.role === 'assistant') && m !== reply)
+        .map((m) => ({ role: m.role, content: m.content })),
+    ];
     const started = performance.now();
     let firstToken = 0;
     try {
@@ -565,6 +574,7 @@
   $('thinking').addEventListener('change', (e) => setThinking(e.target.checked));
   $('temperature').addEventListener('change', (e) => { settings.temperature = Number(e.target.value); save(); });
   $('max-tokens').addEventListener('change', (e) => { settings.maxTokens = Math.max(1, Number(e.target.value) | 0); save(); });
+  $('system-prompt').addEventListener('input', (e) => { settings.systemPrompt = e.target.value; saveSettings(); });
   $('toggle-sidebar').addEventListener('click', () => $('app').classList.toggle('sidebar-open'));
 
   fetch('/v1/models', { headers: headers() })
