@@ -293,6 +293,49 @@ try {
   await page.click('details.thinking summary');
   check(await page.evaluate(() => window.__pwned ?? null) === null, 'model output with an onerror handler or a script runs nothing');
   await page.screenshot({ path: join(out, 'smol-server-chat-thinking.png') });
+
+  // Export .json, then Import (its button opens a file chooser): the file opens as a new
+  // conversation with the same title and messages, reasoning included.
+  const cannedId = await page.evaluate(() => window.smolChat.currentId());
+  const [jsonDownload] = await Promise.all([page.waitForEvent('download'), page.click('#export-json')]);
+  const jsonPath = await jsonDownload.path();
+  const exportedJson = JSON.parse(readFileSync(jsonPath, 'utf8'));
+  check(jsonDownload.suggestedFilename().endsWith(`${cannedId}.json`) && exportedJson.format === 'smol-chat' &&
+        same(exportedJson.messages.map((m) => m.role), ['user', 'assistant']) &&
+        exportedJson.messages[1].reasoning === 'The user wants a table. I will make one.',
+        'Export .json downloads the messages with their reasoning');
+  const [chooser] = await Promise.all([page.waitForEvent('filechooser'), page.click('#import-chat')]);
+  await chooser.setFiles(jsonPath);
+  await page.waitForFunction((id) => window.smolChat.currentId() !== id, cannedId, { timeout: 5000 }).catch(() => {});
+  const [original, imported] = await page.evaluate((id) => {
+    const strip = (c) => c && ({ title: c.title, messages: c.messages.map((m) => ({ role: m.role, content: m.content, reasoning: m.reasoning || undefined })) });
+    const all = window.smolChat.conversations();
+    return [strip(all.find((c) => c.id === id)), strip(all.find((c) => c.id === window.smolChat.currentId() && c.id !== id))];
+  }, cannedId);
+  check(imported && same(original, imported), 'Import opens the exported file as a new conversation with the same messages');
+  check(await page.textContent('.conversation.active') === 'Show me a table' &&
+        (await page.textContent('details.thinking .reasoning')) === 'The user wants a table. I will make one.' &&
+        await page.$$eval('.message.assistant .code-block code.hljs span', (s) => s.length) > 0,
+        'the imported conversation shows its reasoning and highlighted code');
+
+  // A file that is not a conversation is an error notice; nothing else changes.
+  const before = await page.evaluate(() => [window.smolChat.currentId(), window.smolChat.conversations().length]);
+  for (const [name, text, why] of [
+    ['broken.json', '{"messages": [', 'it is not JSON'],
+    ['robot.json', '{"messages": [{"role": "robot", "content": "hi"}]}', 'message 1 has role "robot"'],
+    ['other.json', '{"title": "x", "turns": []}', 'it has no "messages" list'],
+    ['numbers.json', '{"messages": [{"role": "user", "content": 5}]}', 'message 1 has no text content'],
+  ]) {
+    await page.setInputFiles('#import-file', { name, mimeType: 'application/json', buffer: Buffer.from(text) });
+    await page.waitForFunction((n) => [...document.querySelectorAll('.notice.error')].some((e) => e.textContent.includes(n)), name,
+                               { timeout: 5000 }).catch(() => {});
+    const shown = await page.$$eval('.notice.error', (ns) => ns.map((n) => n.textContent));
+    check(shown.some((n) => n.startsWith(`Import failed: ${name}: ${why}`)), `a malformed import shows an error (${shown.at(-1)})`);
+  }
+  check(same(await page.evaluate(() => [window.smolChat.currentId(), window.smolChat.conversations().length]), before),
+        'a malformed import opens no conversation');
+  await page.screenshot({ path: join(out, 'smol-server-chat-import.png') });
+  await page.click('#delete-chat');
   await page.click('#delete-chat');
 
   // Clear empties a conversation; delete removes it.
@@ -304,7 +347,7 @@ try {
   check(pageErrors.length === 0, `no page errors ${pageErrors.join('; ')}`);
   check(offsite.length === 0, `no requests beyond the server ${offsite.join(' ')}`);
   console.log(`screenshots in ${out}: smol-server-chat.png, smol-server-chat-2.png, smol-server-chat-edit.png, ` +
-              'smol-server-chat-thinking.png');
+              'smol-server-chat-thinking.png, smol-server-chat-import.png');
 } finally {
   await browser.close();
   server.kill('SIGTERM');

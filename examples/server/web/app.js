@@ -265,7 +265,7 @@
       const area = document.activeElement?.classList.contains('edit-input') ? document.activeElement : null;
       const caret = area && [area.selectionStart, area.selectionEnd];
       c.messages.forEach((m, i) => {
-        if (m.role === 'notice') box.append(noticeElement(m.content));
+        if (m.role === 'notice') box.append(noticeElement(m));
         else if (i === lastUser && idle && editing?.id === c.id) box.append(editElement());
         else box.append(messageElement(m, i === (m.role === 'user' ? lastUser : lastReply) && lastReply > lastUser, idle));
       });
@@ -275,10 +275,11 @@
     if (atBottom) box.scrollTop = box.scrollHeight;
   }
 
-  function noticeElement(text) {
+  function noticeElement(message) {
     const el = document.createElement('div');
-    el.className = 'notice';
-    el.textContent = text;
+    el.className = message.error ? 'notice error' : 'notice';
+    el.setAttribute('role', message.error ? 'alert' : 'status');
+    el.textContent = message.content;
     return el;
   }
 
@@ -309,9 +310,9 @@
     requestAnimationFrame(() => { repaintQueued = false; renderMessages(); });
   }
 
-  function notice(text) {
+  function notice(text, { error = false } = {}) {
     const c = current() ?? newConversation();
-    c.messages.push({ role: 'notice', content: text });
+    c.messages.push({ role: 'notice', content: text, ...(error ? { error } : {}) });
     save();
     renderMessages();
   }
@@ -525,12 +526,83 @@
         parts.push(`${m.content}\n`);
       }
     }
-    const blob = new Blob([parts.join('\n')], { type: 'text/markdown' });
+    download(parts.join('\n'), 'text/markdown', `${fileStem(c)}.md`);
+  }
+
+  const fileStem = (c) => `${c.title.replace(/[^\w.-]+/g, '_').slice(0, 40) || 'chat'}-${c.id}`;
+  function download(text, type, name) {
     const link = document.createElement('a');
-    link.href = URL.createObjectURL(blob);
-    link.download = `${c.title.replace(/[^\w.-]+/g, '_').slice(0, 40) || 'chat'}-${c.id}.md`;
+    link.href = URL.createObjectURL(new Blob([text], { type }));
+    link.download = name;
     link.click();
     setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+  }
+
+  // The JSON export, which Import reads back: the title and the user and assistant messages
+  // (content, and the reasoning of replies that have one). Notices, stats and errors are the
+  // page's, not the conversation's, and stay out.
+  const EXPORT_FORMAT = 'smol-chat';
+  function exportJson() {
+    const c = current();
+    if (!c) return;
+    const messages = c.messages
+      .filter((m) => m.role === 'user' || m.role === 'assistant')
+      .map((m) => ({ role: m.role, content: m.content, ...(m.reasoning ? { reasoning: m.reasoning } : {}) }));
+    const data = { format: EXPORT_FORMAT, version: 1, title: c.title, exported: new Date().toISOString(), messages };
+    download(`${JSON.stringify(data, null, 2)}\n`, 'application/json', `${fileStem(c)}.json`);
+  }
+
+  // Reads a JSON export back into {title, messages}, or throws an Error saying what is wrong.
+  // Besides this page's exports it takes any {messages: [...]} (such as an OpenAI request body)
+  // or a bare list whose messages are user or assistant turns with string content.
+  const MAX_IMPORT_BYTES = 8 << 20;
+  function parseConversation(text) {
+    let data;
+    try { data = JSON.parse(text); } catch (e) { throw new Error(`it is not JSON (${e.message})`); }
+    if (data?.format !== undefined && data.format !== EXPORT_FORMAT) {
+      throw new Error(`its format is ${JSON.stringify(data.format)}, expected "${EXPORT_FORMAT}"`);
+    }
+    const list = Array.isArray(data) ? data : data?.messages;
+    if (!Array.isArray(list)) throw new Error('it has no "messages" list');
+    if (list.length === 0) throw new Error('its "messages" list is empty');
+    const messages = list.map((m, i) => {
+      const where = `message ${i + 1}`;
+      if (typeof m !== 'object' || m === null || Array.isArray(m)) throw new Error(`${where} is not an object`);
+      if (m.role === 'system') throw new Error(`${where} is a system message; set it as the System prompt instead`);
+      if (m.role !== 'user' && m.role !== 'assistant') {
+        throw new Error(`${where} has role ${JSON.stringify(m.role)}, expected "user" or "assistant"`);
+      }
+      if (typeof m.content !== 'string') throw new Error(`${where} has no text content (a string)`);
+      const reasoning = m.reasoning ?? m.reasoning_content ?? '';
+      if (typeof reasoning !== 'string') throw new Error(`${where} has a reasoning that is not a string`);
+      return { role: m.role, content: m.content, ...(reasoning ? { reasoning } : {}) };
+    });
+    const title = typeof data.title === 'string' && data.title.trim()
+      ? data.title.trim().slice(0, 80)
+      : titleFrom(messages.find((m) => m.role === 'user')?.content ?? '');
+    return { title, messages };
+  }
+
+  // Opens a file as a new conversation; a file that is not a conversation is a notice saying
+  // why, and changes nothing else.
+  async function importConversation(file) {
+    try {
+      if (file.size > MAX_IMPORT_BYTES) throw new Error(`it is ${(file.size / 1048576).toFixed(1)} MB, over the 8 MB limit`);
+      const { title, messages } = parseConversation(await file.text());
+      const conversation = { id: uuidv7(), title, messages };
+      conversations.unshift(conversation);
+      try {
+        save();
+      } catch (e) {
+        conversations.shift();
+        throw new Error(`the browser's storage has no room for it (${e.message})`);
+      }
+      currentId = conversation.id;
+      editing = null;
+      renderAll();
+    } catch (error) {
+      notice(`Import failed: ${file.name}: ${error.message}`, { error: true });
+    }
   }
 
   function deleteConversation() {
@@ -571,6 +643,13 @@
   $('clear-chat').addEventListener('click', clearConversation);
   $('delete-chat').addEventListener('click', deleteConversation);
   $('export-chat').addEventListener('click', exportConversation);
+  $('export-json').addEventListener('click', exportJson);
+  $('import-chat').addEventListener('click', () => $('import-file').click());
+  $('import-file').addEventListener('change', (e) => {
+    const file = e.target.files[0];
+    e.target.value = '';  // so choosing the same file again is a change too
+    if (file) importConversation(file);
+  });
   $('thinking').addEventListener('change', (e) => setThinking(e.target.checked));
   $('temperature').addEventListener('change', (e) => { settings.temperature = Number(e.target.value); save(); });
   $('max-tokens').addEventListener('change', (e) => { settings.maxTokens = Math.max(1, Number(e.target.value) | 0); save(); });
