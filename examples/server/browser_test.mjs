@@ -325,6 +325,7 @@ try {
     ['robot.json', '{"messages": [{"role": "robot", "content": "hi"}]}', 'message 1 has role "robot"'],
     ['other.json', '{"title": "x", "turns": []}', 'it has no "messages" list'],
     ['numbers.json', '{"messages": [{"role": "user", "content": 5}]}', 'message 1 has no text content'],
+    ['future.json', '{"format": "smol-chat", "version": 2, "messages": []}', 'it is version 2 of the format'],
   ]) {
     await page.setInputFiles('#import-file', { name, mimeType: 'application/json', buffer: Buffer.from(text) });
     await page.waitForFunction((n) => [...document.querySelectorAll('.notice.error')].some((e) => e.textContent.includes(n)), name,

@@ -382,8 +382,9 @@
   // The edited text replaces the last user turn, everything after it goes, and it is sent again.
   function resubmitEdit() {
     const c = current();
-    const text = editing?.draft.trim();
-    if (!c || editing.id !== c.id || !text || running.has(c.id)) return;
+    if (!c || editing?.id !== c.id || running.has(c.id)) return;
+    const text = editing.draft.trim();
+    if (!text) return;
     const lastUser = lastIndexOf(c, 'user');
     const turn = c.messages[lastUser];
     if (lastUser === c.messages.findIndex((m) => m.role === 'user') && c.title === titleFrom(turn.content)) {
@@ -561,6 +562,9 @@
     try { data = JSON.parse(text); } catch (e) { throw new Error(`it is not JSON (${e.message})`); }
     if (data?.format !== undefined && data.format !== EXPORT_FORMAT) {
       throw new Error(`its format is ${JSON.stringify(data.format)}, expected "${EXPORT_FORMAT}"`);
+    }
+    if (data?.format === EXPORT_FORMAT && data.version !== 1) {
+      throw new Error(`it is version ${JSON.stringify(data.version)} of the format; this page reads version 1`);
     }
     const list = Array.isArray(data) ? data : data?.messages;
     if (!Array.isArray(list)) throw new Error('it has no "messages" list');
