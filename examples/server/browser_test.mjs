@@ -15,6 +15,15 @@ const here = dirname(fileURLToPath(import.meta.url));
 const executablePath = args.chromium ?? '/usr/bin/chromium';
 const out = args.out ?? here;
 
+// A reply as the server streams it (chat.completion.chunk events, then [DONE]), for
+// page.route to answer with: the tiny random-weight model never writes what some checks need.
+const cannedReply = (chunks) => ({
+  status: 200,
+  contentType: 'text/event-stream',
+  body: chunks.map((c) => `data: ${JSON.stringify({ object: 'chat.completion.chunk', ...c })}\n\n`).join('') + 'data: [DONE]\n\n',
+});
+const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+
 let failures = 0;
 let passes = 0;
 function check(condition, what) {
@@ -32,12 +41,21 @@ if (args.web) {
 
 const { url, server } = await startServer(args.server, ['-m', args.model, '-c', '8192', '--parallel', '2']);
 
+// ...and the server serves each of them, compiled in (CMakeLists.txt lists them).
+if (args.web) {
+  for (const [, to] of vendored) {
+    const served = Buffer.from(await (await fetch(`${url}/vendor/${to}`)).arrayBuffer());
+    check(served.equals(readFileSync(join(args.web, 'vendor', to))), `the server serves /vendor/${to}`);
+  }
+}
+
 const profile = mkdtempSync(join(tmpdir(), 'smol-chromium-'));
 // A fresh profile directory (playwright passes it as --user-data-dir).
 const browser = await chromium.launchPersistentContext(profile, {
   executablePath,
   headless: true,
   acceptDownloads: true,
+  permissions: ['clipboard-read', 'clipboard-write'],
   viewport: { width: 1200, height: 800 },
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
          '--disable-background-networking', '--disable-component-update', '--disable-sync'],
@@ -53,8 +71,8 @@ try {
 
   await page.goto(url);
   await page.waitForSelector('#input');
-  check(await page.evaluate(() => typeof marked === 'object' && typeof DOMPurify === 'function'),
-        'marked and DOMPurify load from the server');
+  check(await page.evaluate(() => typeof marked === 'object' && typeof DOMPurify === 'function' && typeof hljs === 'object'),
+        'marked, DOMPurify and highlight.js load from the server');
 
   // Model output goes through marked then DOMPurify: markdown renders, script never runs.
   const rendered = await page.evaluate(async () => {
@@ -136,6 +154,8 @@ try {
                              null, { timeout: 10000 }).catch(() => {});
   check((await page.$$eval('.message.assistant .stats', (s) => s.map((x) => x.textContent))).includes('stopped'),
         'the stop button ends the reply');
+  await page.fill('#max-tokens', '48');
+  await page.dispatchEvent('#max-tokens', 'change');
 
   // A second conversation has its own (empty) history; switching back restores the first.
   await page.click('#new-chat');
@@ -145,6 +165,62 @@ try {
   await page.fill('#input', 'Second chat here');
   await page.press('#input', 'Enter');
   await page.waitForFunction(() => document.querySelector('.message.assistant .stats'), null, { timeout: 180000 });
+
+  // Regenerate replaces the last reply with a new sample of the same history. The new reply is
+  // canned so the check does not hang on what the random model says.
+  const turns = () => page.evaluate(() => [...document.querySelectorAll('.message.user .text, .message.assistant .content')]
+    .map((e) => `${e.closest('.message').classList.contains('user') ? 'user' : 'assistant'}: ${e.textContent.trim()}`));
+  const sent = chatBodies.length;
+  await page.route('**/v1/chat/completions', (route) => route.fulfill(cannedReply([
+    { choices: [{ index: 0, delta: { role: 'assistant', content: 'A regenerated ' }, finish_reason: null }] },
+    { choices: [{ index: 0, delta: { content: 'answer.' }, finish_reason: 'stop' }], timings: { predicted_n: 3, predicted_per_second: 9 } },
+  ])), { times: 1 });
+  check((await page.$$('.message.assistant .regenerate')).length === 1 && (await page.$$('.message.user .edit')).length === 1,
+        'the last reply has a Regenerate button and the last user turn an Edit button');
+  await page.click('.message.assistant .regenerate');
+  await page.waitForFunction(() => document.querySelector('.message.assistant .stats'), null, { timeout: 10000 });
+  check(chatBodies.length === sent + 1 && same(chatBodies[sent].messages, chatBodies[sent - 1].messages) &&
+        same(chatBodies[sent].messages, [{ role: 'user', content: 'Second chat here' }]),
+        'regenerate sends the same history again');
+  check(same(await turns(), ['user: Second chat here', 'assistant: A regenerated answer.']),
+        `the regenerated reply replaces the last one (one assistant message): ${JSON.stringify(await turns())}`);
+
+  // Edit: Escape leaves the turn as it was; an edited turn is sent again and its new reply
+  // (from the model) replaces the old one.
+  await page.click('.message.user .edit');
+  check(await page.inputValue('.message.user.editing .edit-input') === 'Second chat here', 'Edit opens the last user turn for editing');
+  await page.press('.edit-input', 'Escape');
+  check(!(await page.$('.edit-input')) && chatBodies.length === sent + 1 && (await turns())[0] === 'user: Second chat here',
+        'Escape cancels the edit');
+  await page.click('.message.user .edit');
+  await page.fill('.edit-input', 'Second chat, edited');
+  await page.screenshot({ path: join(out, 'smol-server-chat-edit.png') });
+  await page.press('.edit-input', 'Enter');
+  await page.waitForFunction(() => document.querySelector('.message.assistant .stats'), null, { timeout: 180000 });
+  check(chatBodies.length === sent + 2 && same(chatBodies[sent + 1].messages, [{ role: 'user', content: 'Second chat, edited' }]),
+        'the edited turn is sent in place of the old one');
+  const afterEdit = await turns();
+  check(afterEdit.length === 2 && afterEdit[0] === 'user: Second chat, edited' && afterEdit[1] !== 'assistant: A regenerated answer.',
+        'the old reply is replaced by the new one');
+  check(await page.textContent('#chat-title') === 'Second chat, edited', 'editing the first turn renames the conversation');
+
+  // A system prompt goes first, with the system role, in every request while it is set; it is
+  // kept across a reload, and an empty one sends none.
+  await page.fill('#system-prompt', 'You are a terse assistant.');
+  await page.fill('#input', 'Hi again');
+  await page.press('#input', 'Enter');
+  await page.waitForFunction(() => document.querySelectorAll('.message.assistant .stats').length === 2, null, { timeout: 180000 });
+  const withSystem = chatBodies.at(-1).messages;
+  check(same(withSystem[0], { role: 'system', content: 'You are a terse assistant.' }) && withSystem.length === 4 &&
+        same(withSystem.slice(1).map((m) => m.role), ['user', 'assistant', 'user']), 'the system prompt is sent as messages[0]');
+  await page.reload();
+  await page.waitForSelector('#input');
+  check(await page.inputValue('#system-prompt') === 'You are a terse assistant.', 'the system prompt survives a reload');
+  await page.fill('#system-prompt', '');
+  await page.click('.message.assistant .regenerate');
+  await page.waitForFunction(() => document.querySelectorAll('.message.assistant .stats').length === 2, null, { timeout: 180000 });
+  check(chatBodies.at(-1).messages[0].role === 'user' && chatBodies.at(-1).messages.length === 3,
+        'with the system prompt emptied, no system message is sent');
   await page.click(`.conversation[data-id="${firstId}"]`);
   check((await page.textContent('#messages')).includes('Hello! Write a list.'), 'switching back shows the first history');
   await page.screenshot({ path: join(out, 'smol-server-chat-2.png') });
@@ -166,14 +242,11 @@ try {
     { choices: [{ index: 0, delta: { reasoning_content: 'I will make one.' }, finish_reason: null }] },
     { choices: [{ index: 0, delta: { content: 'Here it is:\n\n| model | params |\n|---|---|\n| SmolLM3 | 3B |\n\n' }, finish_reason: null }] },
     { choices: [{ index: 0, delta: { content: '```cpp\nint main() { return 0; }\n```\n<img src=x onerror="window.__pwned=4">' }, finish_reason: null }] },
+    { choices: [{ index: 0, delta: { content: '\n\n```html\n<b onclick="window.__pwned=5">hi</b><script>window.__pwned=6</script>\n```\n' }, finish_reason: null }] },
     { choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], timings: { predicted_n: 20, predicted_per_second: 42.5 } },
     { choices: [], usage: { prompt_tokens: 30, completion_tokens: 20, total_tokens: 50, prompt_tokens_details: { cached_tokens: 0 } } },
   ];
-  await page.route('**/v1/chat/completions', (route) => route.fulfill({
-    status: 200,
-    contentType: 'text/event-stream',
-    body: canned.map((c) => `data: ${JSON.stringify({ object: 'chat.completion.chunk', ...c })}\n\n`).join('') + 'data: [DONE]\n\n',
-  }));
+  await page.route('**/v1/chat/completions', (route) => route.fulfill(cannedReply(canned)));
   await page.fill('#input', 'Show me a table');
   await page.press('#input', 'Enter');
   await page.waitForSelector('.message.assistant .stats');
@@ -184,9 +257,86 @@ try {
   check(await page.$('.message.assistant .content table') !== null && await page.$('.message.assistant .content pre code') !== null,
         'the answer renders its markdown table and code block');
   check((await page.textContent('.message.assistant .stats')).startsWith('20 tokens · 42.5 tok/s'), 'tokens/s from the server timings');
+
+  // Code blocks are highlighted by highlight.js (its spans inside the block) under a bar naming
+  // the language; HTML inside a fence stays text, highlighted as html.
+  const blocks = await page.$$eval('.message.assistant .code-block', (bs) => bs.map((b) => ({
+    language: b.querySelector('.code-bar span').textContent,
+    spans: b.querySelectorAll('pre > code.hljs span[class^="hljs-"]').length,
+    text: b.querySelector('pre > code').textContent,
+    elements: b.querySelector('pre > code').querySelectorAll(':not(span)').length,
+  })));
+  check(blocks.length === 2 && blocks[0].language === 'cpp' && blocks[0].spans > 0 &&
+        blocks[0].text === 'int main() { return 0; }\n', `the cpp block is highlighted (${JSON.stringify(blocks[0])})`);
+  check(blocks[1]?.language === 'html' && blocks[1].spans > 0 && blocks[1].elements === 0 &&
+        blocks[1].text.includes('<script>window.__pwned=6</script>'), 'HTML in a fenced block is highlighted as text, not markup');
+
+  // Each block's copy button puts its code on the clipboard (granted to the page above), and
+  // says so; without navigator.clipboard (plain http beyond localhost) it falls back to
+  // execCommand('copy').
+  await page.click('.message.assistant .copy-code');
+  check(await page.waitForFunction(() => document.querySelector('.message.assistant .copy-code').textContent === 'Copied',
+                                   null, { timeout: 5000 }).then(() => true, () => false), 'the copy button says Copied');
+  check(await page.evaluate(() => navigator.clipboard.readText()) === 'int main() { return 0; }',
+        'the copy button puts the code on the clipboard');
+  await page.evaluate(() => {
+    window.__clipboard = navigator.clipboard;
+    window.__clipboardProperty = Object.getOwnPropertyDescriptor(Navigator.prototype, 'clipboard');
+    Object.defineProperty(Navigator.prototype, 'clipboard', { get: () => undefined, configurable: true });
+  });
+  await page.locator('.message.assistant .copy-code').nth(1).click();
+  await page.waitForFunction(() => document.querySelectorAll('.message.assistant .copy-code')[1].textContent !== 'Copy', null,
+                             { timeout: 5000 }).catch(() => {});
+  check(await page.evaluate(() => window.__clipboard.readText()) === '<b onclick="window.__pwned=5">hi</b><script>window.__pwned=6</script>',
+        'without navigator.clipboard, copying falls back to execCommand');
+  await page.evaluate(() => Object.defineProperty(Navigator.prototype, 'clipboard', window.__clipboardProperty));
   await page.click('details.thinking summary');
-  check(await page.evaluate(() => window.__pwned ?? null) === null, 'model output with an onerror handler runs nothing');
+  check(await page.evaluate(() => window.__pwned ?? null) === null, 'model output with an onerror handler or a script runs nothing');
   await page.screenshot({ path: join(out, 'smol-server-chat-thinking.png') });
+
+  // Export .json, then Import (its button opens a file chooser): the file opens as a new
+  // conversation with the same title and messages, reasoning included.
+  const cannedId = await page.evaluate(() => window.smolChat.currentId());
+  const [jsonDownload] = await Promise.all([page.waitForEvent('download'), page.click('#export-json')]);
+  const jsonPath = await jsonDownload.path();
+  const exportedJson = JSON.parse(readFileSync(jsonPath, 'utf8'));
+  check(jsonDownload.suggestedFilename().endsWith(`${cannedId}.json`) && exportedJson.format === 'smol-chat' &&
+        same(exportedJson.messages.map((m) => m.role), ['user', 'assistant']) &&
+        exportedJson.messages[1].reasoning === 'The user wants a table. I will make one.',
+        'Export .json downloads the messages with their reasoning');
+  const [chooser] = await Promise.all([page.waitForEvent('filechooser'), page.click('#import-chat')]);
+  await chooser.setFiles(jsonPath);
+  await page.waitForFunction((id) => window.smolChat.currentId() !== id, cannedId, { timeout: 5000 }).catch(() => {});
+  const [original, imported] = await page.evaluate((id) => {
+    const strip = (c) => c && ({ title: c.title, messages: c.messages.map((m) => ({ role: m.role, content: m.content, reasoning: m.reasoning || undefined })) });
+    const all = window.smolChat.conversations();
+    return [strip(all.find((c) => c.id === id)), strip(all.find((c) => c.id === window.smolChat.currentId() && c.id !== id))];
+  }, cannedId);
+  check(imported && same(original, imported), 'Import opens the exported file as a new conversation with the same messages');
+  check(await page.textContent('.conversation.active') === 'Show me a table' &&
+        (await page.textContent('details.thinking .reasoning')) === 'The user wants a table. I will make one.' &&
+        await page.$$eval('.message.assistant .code-block code.hljs span', (s) => s.length) > 0,
+        'the imported conversation shows its reasoning and highlighted code');
+
+  // A file that is not a conversation is an error notice; nothing else changes.
+  const before = await page.evaluate(() => [window.smolChat.currentId(), window.smolChat.conversations().length]);
+  for (const [name, text, why] of [
+    ['broken.json', '{"messages": [', 'it is not JSON'],
+    ['robot.json', '{"messages": [{"role": "robot", "content": "hi"}]}', 'message 1 has role "robot"'],
+    ['other.json', '{"title": "x", "turns": []}', 'it has no "messages" list'],
+    ['numbers.json', '{"messages": [{"role": "user", "content": 5}]}', 'message 1 has no text content'],
+    ['future.json', '{"format": "smol-chat", "version": 2, "messages": []}', 'it is version 2 of the format'],
+  ]) {
+    await page.setInputFiles('#import-file', { name, mimeType: 'application/json', buffer: Buffer.from(text) });
+    await page.waitForFunction((n) => [...document.querySelectorAll('.notice.error')].some((e) => e.textContent.includes(n)), name,
+                               { timeout: 5000 }).catch(() => {});
+    const shown = await page.$$eval('.notice.error', (ns) => ns.map((n) => n.textContent));
+    check(shown.some((n) => n.startsWith(`Import failed: ${name}: ${why}`)), `a malformed import shows an error (${shown.at(-1)})`);
+  }
+  check(same(await page.evaluate(() => [window.smolChat.currentId(), window.smolChat.conversations().length]), before),
+        'a malformed import opens no conversation');
+  await page.screenshot({ path: join(out, 'smol-server-chat-import.png') });
+  await page.click('#delete-chat');
   await page.click('#delete-chat');
 
   // Clear empties a conversation; delete removes it.
@@ -197,7 +347,8 @@ try {
 
   check(pageErrors.length === 0, `no page errors ${pageErrors.join('; ')}`);
   check(offsite.length === 0, `no requests beyond the server ${offsite.join(' ')}`);
-  console.log(`screenshots in ${out}: smol-server-chat.png, smol-server-chat-2.png, smol-server-chat-thinking.png`);
+  console.log(`screenshots in ${out}: smol-server-chat.png, smol-server-chat-2.png, smol-server-chat-edit.png, ` +
+              'smol-server-chat-thinking.png, smol-server-chat-import.png');
 } finally {
   await browser.close();
   server.kill('SIGTERM');

@@ -1,6 +1,7 @@
 // The smol chat page: conversations kept in localStorage, replies streamed from
 // /v1/chat/completions as Server-Sent Events, answers rendered with marked and sanitized by
-// DOMPurify so model output can never run script in the page.
+// DOMPurify so model output can never run script in the page; code blocks are then
+// highlighted by highlight.js from their text.
 'use strict';
 
 (() => {
@@ -26,17 +27,23 @@
     try { return JSON.parse(localStorage.getItem(key)) ?? fallback; } catch { return fallback; }
   }
 
-  const settings = Object.assign({ thinking: true, temperature: 0.6, maxTokens: 1024, apiKey: '' },
+  const settings = Object.assign({ thinking: true, temperature: 0.6, maxTokens: 1024, apiKey: '', systemPrompt: '' },
                                  load(SETTINGS_KEY, {}));
   let conversations = load(STORAGE_KEY, []);  // [{id, title, messages: [{role, content, reasoning, stats}]}]
   let currentId = null;
   const running = new Map();  // conversation id -> AbortController of its reply in progress
+  let editing = null;  // {id, draft}: the last user turn of conversation id is being edited
 
-  function save() {
-    localStorage.setItem(STORAGE_KEY, JSON.stringify(conversations));
+  function saveSettings() {
     localStorage.setItem(SETTINGS_KEY, JSON.stringify(settings));
   }
+  function save() {
+    localStorage.setItem(STORAGE_KEY, JSON.stringify(conversations));
+    saveSettings();
+  }
   const current = () => conversations.find((c) => c.id === currentId);
+  const titleFrom = (text) => text.slice(0, 48) || 'New chat';
+  const lastIndexOf = (c, role) => c.messages.findLastIndex((m) => m.role === role);
 
   function newConversation() {
     const conversation = { id: uuidv7(), title: 'New chat', messages: [] };
@@ -53,6 +60,78 @@
   marked.setOptions({ gfm: true, breaks: false });
   function renderMarkdown(text) {
     return DOMPurify.sanitize(marked.parse(text ?? ''), { USE_PROFILES: { html: true } });
+  }
+
+  // Code blocks are highlighted after sanitising: highlight.js reads each block's text (not
+  // HTML) and escapes it, and its output goes through DOMPurify again all the same. A streaming
+  // reply repaints every frame, so results are kept per (language, code).
+  const highlighted = new Map();
+  function highlight(code, language) {
+    const key = `${language}\n${code}`;
+    let html = highlighted.get(key);
+    if (html === undefined) {
+      const result = language && hljs.getLanguage(language)
+        ? hljs.highlight(code, { language, ignoreIllegals: true })
+        : hljs.highlightAuto(code);
+      html = DOMPurify.sanitize(result.value);
+      if (highlighted.size >= 256) highlighted.delete(highlighted.keys().next().value);
+      highlighted.set(key, html);
+    }
+    return html;
+  }
+
+  // navigator.clipboard needs a secure context (https or localhost); elsewhere, the older
+  // execCommand('copy') on a hidden textarea.
+  async function copyText(text) {
+    try {
+      await navigator.clipboard.writeText(text);
+      return true;
+    } catch { /* no clipboard API here, or no permission */ }
+    const area = document.createElement('textarea');
+    area.value = text;
+    area.setAttribute('readonly', '');
+    area.style.position = 'fixed';
+    area.style.opacity = '0';
+    document.body.append(area);
+    area.select();
+    let copied = false;
+    try { copied = document.execCommand('copy'); } catch { /* not allowed */ }
+    area.remove();
+    return copied;
+  }
+
+  // Markdown into el, then each code block highlighted under a bar with its language and a
+  // copy button.
+  function renderContent(el, text) {
+    el.innerHTML = renderMarkdown(text);
+    for (const code of el.querySelectorAll('pre > code')) {
+      const language = /\blanguage-(\S+)/.exec(code.className)?.[1] ?? '';
+      const source = code.textContent;
+      if (window.hljs) {
+        code.innerHTML = highlight(source, language);
+        code.classList.add('hljs');
+      }
+      const pre = code.parentElement;
+      const block = document.createElement('div');
+      block.className = 'code-block';
+      const bar = document.createElement('div');
+      bar.className = 'code-bar';
+      const label = document.createElement('span');
+      label.textContent = language || 'code';
+      const copy = document.createElement('button');
+      copy.type = 'button';
+      copy.className = 'small copy-code';
+      copy.textContent = 'Copy';
+      copy.title = 'Copy this code to the clipboard';
+      copy.setAttribute('aria-label', `Copy ${language || 'code'} block`);
+      copy.addEventListener('click', async () => {
+        copy.textContent = await copyText(source.replace(/\n$/, '')) ? 'Copied' : 'Copy failed';
+        setTimeout(() => { copy.textContent = 'Copy'; }, 1500);
+      });
+      bar.append(label, copy);
+      pre.replaceWith(block);
+      block.append(bar, pre);
+    }
   }
 
   function renderSidebar() {
@@ -72,6 +151,7 @@
       }
       button.addEventListener('click', () => {
         currentId = c.id;
+        editing = null;
         $('app').classList.remove('sidebar-open');
         renderAll();
       });
@@ -79,11 +159,56 @@
     }
   }
 
-  function messageElement(message) {
+  function actionButton(label, title, className, onClick) {
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.className = `small ${className}`;
+    button.textContent = label;
+    button.title = title;
+    button.addEventListener('click', onClick);
+    return button;
+  }
+
+  function actions(...buttons) {
+    const row = document.createElement('div');
+    row.className = 'actions';
+    row.append(...buttons);
+    return row;
+  }
+
+  // The last user turn, edited in place: Enter (or Send) resubmits it, Escape cancels.
+  function editElement() {
+    const el = document.createElement('div');
+    el.className = 'message user editing';
+    const area = document.createElement('textarea');
+    area.className = 'edit-input';
+    area.value = editing.draft;
+    area.rows = Math.min(10, editing.draft.split('\n').length + 1);
+    area.setAttribute('aria-label', 'Edit your message');
+    area.addEventListener('input', () => { editing.draft = area.value; });
+    area.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); resubmitEdit(); }
+      if (e.key === 'Escape') { e.preventDefault(); cancelEdit(); }
+    });
+    el.append(area, actions(
+      actionButton('Send', 'Send the edited message; the reply after it is replaced', 'primary save-edit', resubmitEdit),
+      actionButton('Cancel', 'Keep the message as it was', 'cancel-edit', cancelEdit)));
+    return el;
+  }
+
+  // last: the message is the last of its role, so it may be edited (user) or regenerated
+  // (assistant) when the conversation is idle.
+  function messageElement(message, last, idle) {
     const el = document.createElement('div');
     el.className = `message ${message.role}`;
     if (message.role === 'user') {
-      el.textContent = message.content;
+      const text = document.createElement('div');
+      text.className = 'text';
+      text.textContent = message.content;
+      el.append(text);
+      if (last && idle) {
+        el.append(actions(actionButton('Edit', 'Edit this message and send it again', 'edit', startEdit)));
+      }
       return el;
     }
     if (message.reasoning) {
@@ -102,7 +227,7 @@
     }
     const content = document.createElement('div');
     content.className = 'content';
-    content.innerHTML = renderMarkdown(message.content);
+    renderContent(content, message.content);
     el.append(content);
     if (message.error) {
       const error = document.createElement('div');
@@ -115,6 +240,9 @@
       stats.className = 'stats';
       stats.textContent = message.stats;
       el.append(stats);
+    }
+    if (last && idle) {
+      el.append(actions(actionButton('↻ Regenerate', 'Sample a new reply to the same conversation', 'regenerate', regenerate)));
     }
     return el;
   }
@@ -130,15 +258,28 @@
       empty.textContent = 'Ask anything. Type /help for commands.';
       box.append(empty);
     } else {
-      for (const m of c.messages) box.append(m.role === 'notice' ? noticeElement(m.content) : messageElement(m));
+      const idle = !running.has(c.id);
+      const lastUser = lastIndexOf(c, 'user');
+      const lastReply = lastIndexOf(c, 'assistant');
+      // Repaints rebuild the list; an edit in progress keeps its text, focus and caret.
+      const area = document.activeElement?.classList.contains('edit-input') ? document.activeElement : null;
+      const caret = area && [area.selectionStart, area.selectionEnd];
+      c.messages.forEach((m, i) => {
+        if (m.role === 'notice') box.append(noticeElement(m));
+        else if (i === lastUser && idle && editing?.id === c.id) box.append(editElement());
+        else box.append(messageElement(m, i === (m.role === 'user' ? lastUser : lastReply) && lastReply > lastUser, idle));
+      });
+      const edit = box.querySelector('.edit-input');
+      if (edit && caret) { edit.focus(); edit.setSelectionRange(...caret); }
     }
     if (atBottom) box.scrollTop = box.scrollHeight;
   }
 
-  function noticeElement(text) {
+  function noticeElement(message) {
     const el = document.createElement('div');
-    el.className = 'notice';
-    el.textContent = text;
+    el.className = message.error ? 'notice error' : 'notice';
+    el.setAttribute('role', message.error ? 'alert' : 'status');
+    el.textContent = message.content;
     return el;
   }
 
@@ -151,6 +292,8 @@
     $('thinking').checked = settings.thinking;
     $('temperature').value = settings.temperature;
     $('max-tokens').value = settings.maxTokens;
+    // Only when it differs: setting a textarea's value moves its caret to the end.
+    if ($('system-prompt').value !== settings.systemPrompt) $('system-prompt').value = settings.systemPrompt;
   }
 
   function renderAll() {
@@ -167,9 +310,9 @@
     requestAnimationFrame(() => { repaintQueued = false; renderMessages(); });
   }
 
-  function notice(text) {
+  function notice(text, { error = false } = {}) {
     const c = current() ?? newConversation();
-    c.messages.push({ role: 'notice', content: text });
+    c.messages.push({ role: 'notice', content: text, ...(error ? { error } : {}) });
     save();
     renderMessages();
   }
@@ -201,11 +344,61 @@
     }
   }
 
-  async function send(text) {
+  function send(text) {
     const c = current() ?? newConversation();
     if (running.has(c.id)) return;
     c.messages.push({ role: 'user', content: text });
-    if (c.title === 'New chat') c.title = text.slice(0, 48) || 'New chat';
+    if (c.title === 'New chat') c.title = titleFrom(text);
+    generate(c);
+  }
+
+  // A new sample for the last user turn: the reply (and any notices after it) is dropped and
+  // the same history sent again.
+  function regenerate() {
+    const c = current();
+    if (!c || running.has(c.id)) return;
+    const lastUser = lastIndexOf(c, 'user');
+    if (lastUser < 0) return;
+    c.messages.splice(lastUser + 1);
+    generate(c);
+  }
+
+  function startEdit() {
+    const c = current();
+    const lastUser = c ? lastIndexOf(c, 'user') : -1;
+    if (lastUser < 0 || running.has(c.id)) return;
+    editing = { id: c.id, draft: c.messages[lastUser].content };
+    renderMessages();
+    const area = document.querySelector('.edit-input');
+    area?.focus();
+    area?.setSelectionRange(area.value.length, area.value.length);
+  }
+
+  function cancelEdit() {
+    editing = null;
+    renderMessages();
+  }
+
+  // The edited text replaces the last user turn, everything after it goes, and it is sent again.
+  function resubmitEdit() {
+    const c = current();
+    if (!c || editing?.id !== c.id || running.has(c.id)) return;
+    const text = editing.draft.trim();
+    if (!text) return;
+    const lastUser = lastIndexOf(c, 'user');
+    const turn = c.messages[lastUser];
+    if (lastUser === c.messages.findIndex((m) => m.role === 'user') && c.title === titleFrom(turn.content)) {
+      c.title = titleFrom(text);
+    }
+    turn.content = text;
+    c.messages.splice(lastUser + 1);
+    editing = null;
+    generate(c);
+  }
+
+  // Streams the assistant's reply to c's messages into a new message at their end.
+  async function generate(c) {
+    if (editing?.id === c.id) editing = null;
     const reply = { role: 'assistant', content: '', reasoning: '', streaming: true };
     c.messages.push(reply);
     const controller = new AbortController();
@@ -213,9 +406,13 @@
     save();
     renderAll();
 
-    const history = c.messages
-      .filter((m) => (m.role === 'user' || m.role === 'assistant') && m !== reply)
-      .map((m) => ({ role: m.role, content: m.content }));
+    const system = settings.systemPrompt.trim();
+    const history = [
+      ...(system ? [{ role: 'system', content: system }] : []),
+      ...c.messages
+        .filter((m) => (m.role === 'user' || m.role === 'assistant') && m !== reply)
+        .map((m) => ({ role: m.role, content: m.content })),
+    ];
     const started = performance.now();
     let firstToken = 0;
     try {
@@ -330,12 +527,86 @@
         parts.push(`${m.content}\n`);
       }
     }
-    const blob = new Blob([parts.join('\n')], { type: 'text/markdown' });
+    download(parts.join('\n'), 'text/markdown', `${fileStem(c)}.md`);
+  }
+
+  const fileStem = (c) => `${c.title.replace(/[^\w.-]+/g, '_').slice(0, 40) || 'chat'}-${c.id}`;
+  function download(text, type, name) {
     const link = document.createElement('a');
-    link.href = URL.createObjectURL(blob);
-    link.download = `${c.title.replace(/[^\w.-]+/g, '_').slice(0, 40) || 'chat'}-${c.id}.md`;
+    link.href = URL.createObjectURL(new Blob([text], { type }));
+    link.download = name;
     link.click();
     setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+  }
+
+  // The JSON export, which Import reads back: the title and the user and assistant messages
+  // (content, and the reasoning of replies that have one). Notices, stats and errors are the
+  // page's, not the conversation's, and stay out.
+  const EXPORT_FORMAT = 'smol-chat';
+  function exportJson() {
+    const c = current();
+    if (!c) return;
+    const messages = c.messages
+      .filter((m) => m.role === 'user' || m.role === 'assistant')
+      .map((m) => ({ role: m.role, content: m.content, ...(m.reasoning ? { reasoning: m.reasoning } : {}) }));
+    const data = { format: EXPORT_FORMAT, version: 1, title: c.title, exported: new Date().toISOString(), messages };
+    download(`${JSON.stringify(data, null, 2)}\n`, 'application/json', `${fileStem(c)}.json`);
+  }
+
+  // Reads a JSON export back into {title, messages}, or throws an Error saying what is wrong.
+  // Besides this page's exports it takes any {messages: [...]} (such as an OpenAI request body)
+  // or a bare list whose messages are user or assistant turns with string content.
+  const MAX_IMPORT_BYTES = 8 << 20;
+  function parseConversation(text) {
+    let data;
+    try { data = JSON.parse(text); } catch (e) { throw new Error(`it is not JSON (${e.message})`); }
+    if (data?.format !== undefined && data.format !== EXPORT_FORMAT) {
+      throw new Error(`its format is ${JSON.stringify(data.format)}, expected "${EXPORT_FORMAT}"`);
+    }
+    if (data?.format === EXPORT_FORMAT && data.version !== 1) {
+      throw new Error(`it is version ${JSON.stringify(data.version)} of the format; this page reads version 1`);
+    }
+    const list = Array.isArray(data) ? data : data?.messages;
+    if (!Array.isArray(list)) throw new Error('it has no "messages" list');
+    if (list.length === 0) throw new Error('its "messages" list is empty');
+    const messages = list.map((m, i) => {
+      const where = `message ${i + 1}`;
+      if (typeof m !== 'object' || m === null || Array.isArray(m)) throw new Error(`${where} is not an object`);
+      if (m.role === 'system') throw new Error(`${where} is a system message; set it as the System prompt instead`);
+      if (m.role !== 'user' && m.role !== 'assistant') {
+        throw new Error(`${where} has role ${JSON.stringify(m.role)}, expected "user" or "assistant"`);
+      }
+      if (typeof m.content !== 'string') throw new Error(`${where} has no text content (a string)`);
+      const reasoning = m.reasoning ?? m.reasoning_content ?? '';
+      if (typeof reasoning !== 'string') throw new Error(`${where} has a reasoning that is not a string`);
+      return { role: m.role, content: m.content, ...(reasoning ? { reasoning } : {}) };
+    });
+    const title = typeof data.title === 'string' && data.title.trim()
+      ? data.title.trim().slice(0, 80)
+      : titleFrom(messages.find((m) => m.role === 'user')?.content ?? '');
+    return { title, messages };
+  }
+
+  // Opens a file as a new conversation; a file that is not a conversation is a notice saying
+  // why, and changes nothing else.
+  async function importConversation(file) {
+    try {
+      if (file.size > MAX_IMPORT_BYTES) throw new Error(`it is ${(file.size / 1048576).toFixed(1)} MB, over the 8 MB limit`);
+      const { title, messages } = parseConversation(await file.text());
+      const conversation = { id: uuidv7(), title, messages };
+      conversations.unshift(conversation);
+      try {
+        save();
+      } catch (e) {
+        conversations.shift();
+        throw new Error(`the browser's storage has no room for it (${e.message})`);
+      }
+      currentId = conversation.id;
+      editing = null;
+      renderAll();
+    } catch (error) {
+      notice(`Import failed: ${file.name}: ${error.message}`, { error: true });
+    }
   }
 
   function deleteConversation() {
@@ -376,9 +647,17 @@
   $('clear-chat').addEventListener('click', clearConversation);
   $('delete-chat').addEventListener('click', deleteConversation);
   $('export-chat').addEventListener('click', exportConversation);
+  $('export-json').addEventListener('click', exportJson);
+  $('import-chat').addEventListener('click', () => $('import-file').click());
+  $('import-file').addEventListener('change', (e) => {
+    const file = e.target.files[0];
+    e.target.value = '';  // so choosing the same file again is a change too
+    if (file) importConversation(file);
+  });
   $('thinking').addEventListener('change', (e) => setThinking(e.target.checked));
   $('temperature').addEventListener('change', (e) => { settings.temperature = Number(e.target.value); save(); });
   $('max-tokens').addEventListener('change', (e) => { settings.maxTokens = Math.max(1, Number(e.target.value) | 0); save(); });
+  $('system-prompt').addEventListener('input', (e) => { settings.systemPrompt = e.target.value; saveSettings(); });
   $('toggle-sidebar').addEventListener('click', () => $('app').classList.toggle('sidebar-open'));
 
   fetch('/v1/models', { headers: headers() })
