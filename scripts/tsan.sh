@@ -27,9 +27,9 @@ cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -fsanitize=thread" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
-  -DSMOL_BUILD_TESTS=ON -DSMOL_BUILD_TOOLS=OFF -DSMOL_BUILD_EXAMPLES=ON \
+  -DSMOL_BUILD_TESTS=ON -DSMOL_BUILD_TOOLS=ON -DSMOL_BUILD_EXAMPLES=ON \
   -DSMOL_TEST_BIN_DIR="$PWD/$build_dir/bin"
-targets=(test_scheduler test_session test_server smol-server)
+targets=(test_scheduler test_session test_server smol-server smol-load)
 echo "==> building ${targets[*]} with -j$jobs"
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
 
