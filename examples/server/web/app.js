@@ -198,14 +198,19 @@
 
   // last: the message is the last of its role, so it may be edited (user) or regenerated
   // (assistant) when the conversation is idle.
+  // A <div> of the given class holding plain text (set as text, never parsed as HTML).
+  function textElement(className, text) {
+    const el = document.createElement('div');
+    el.className = className;
+    el.textContent = text;
+    return el;
+  }
+
   function messageElement(message, last, idle) {
     const el = document.createElement('div');
     el.className = `message ${message.role}`;
     if (message.role === 'user') {
-      const text = document.createElement('div');
-      text.className = 'text';
-      text.textContent = message.content;
-      el.append(text);
+      el.append(textElement('text', message.content));
       if (last && idle) {
         el.append(actions(actionButton('Edit', 'Edit this message and send it again', 'edit', startEdit)));
       }
@@ -219,28 +224,15 @@
       const summary = document.createElement('summary');
       summary.addEventListener('click', () => { message.reasoningOpen = !details.open; });
       summary.textContent = message.streaming && !message.content ? 'Thinking…' : 'Reasoning';
-      const reasoning = document.createElement('div');
-      reasoning.className = 'reasoning';
-      reasoning.textContent = message.reasoning;
-      details.append(summary, reasoning);
+      details.append(summary, textElement('reasoning', message.reasoning));
       el.append(details);
     }
     const content = document.createElement('div');
     content.className = 'content';
     renderContent(content, message.content);
     el.append(content);
-    if (message.error) {
-      const error = document.createElement('div');
-      error.className = 'message error';
-      error.textContent = message.error;
-      el.append(error);
-    }
-    if (message.stats) {
-      const stats = document.createElement('div');
-      stats.className = 'stats';
-      stats.textContent = message.stats;
-      el.append(stats);
-    }
+    if (message.error) el.append(textElement('message error', message.error));
+    if (message.stats) el.append(textElement('stats', message.stats));
     if (last && idle) {
       el.append(actions(actionButton('↻ Regenerate', 'Sample a new reply to the same conversation', 'regenerate', regenerate)));
     }
@@ -253,10 +245,7 @@
     const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
     box.replaceChildren();
     if (!c || c.messages.length === 0) {
-      const empty = document.createElement('div');
-      empty.className = 'empty';
-      empty.textContent = 'Ask anything. Type /help for commands.';
-      box.append(empty);
+      box.append(textElement('empty', 'Ask anything. Type /help for commands.'));
     } else {
       const idle = !running.has(c.id);
       const lastUser = lastIndexOf(c, 'user');
@@ -276,10 +265,8 @@
   }
 
   function noticeElement(message) {
-    const el = document.createElement('div');
-    el.className = message.error ? 'notice error' : 'notice';
+    const el = textElement(message.error ? 'notice error' : 'notice', message.content);
     el.setAttribute('role', message.error ? 'alert' : 'status');
-    el.textContent = message.content;
     return el;
   }
 
