@@ -51,11 +51,12 @@ void usage(std::FILE* out) {
                  "                             a GBNF grammar (json: any JSON object), to show what the\n"
                  "                             constraint costs beside the free tg\n"
                  "  -o, --output md|json       output format (default md)\n"
-                 "%s"
-                 "GB/s is the weight bytes one token reads (every matrix, LM head included) times tokens/s;\n"
-                 "it is printed for tg only, where each token streams all weights from memory, beside its share\n"
-                 "of the machine's read limit (measured first, in a child process).\n",
-                 omp_get_max_threads(), smol::kRopeScalingUsage);
+                 "%s%s"
+                 "GB/s is the bytes one generated token reads (every weight matrix, LM head included, plus the\n"
+                 "KV cache rows it attends over at its test's depth) times tokens/s; it is printed for tg only,\n"
+                 "where each token streams all of them from memory, beside its share of the machine's read\n"
+                 "limit (measured first, in a child process).\n",
+                 omp_get_max_threads(), smol::kRopeScalingUsage, smol::kKvCacheTypeUsage);
 }
 
 // The list flags' values as ints; no token count or thread count comes near the cap.
@@ -237,6 +238,7 @@ int main(int argc, char** argv) {
     smol::hub::ModelSource hf;  // -hf and --hf-file, when no -m is given
     std::vector<int> prompts = {512}, gens = {128}, threads = {omp_get_max_threads()}, depths = {0};
     smol::RopeScalingRequest rope_scaling;
+    smol::KvCacheTypes cache_types;
     int repetitions = 5, batch = 512;
     bool warmup = true, bandwidth = true;
     std::string format = "md";
@@ -255,6 +257,7 @@ int main(int argc, char** argv) {
             else if (a == "-n" || a == "--n-gen") gens = parse_list(a, value(), 0);
             else if (a == "-d" || a == "--n-depth") depths = parse_list(a, value(), 0);
             else if (smol::is_rope_scaling_flag(a)) smol::apply_rope_scaling_flag(rope_scaling, a, value());
+            else if (smol::is_kv_cache_type_flag(a)) smol::apply_kv_cache_type_flag(cache_types, a, value());
             else if (a == "-t" || a == "--threads") threads = parse_list(a, value(), 1);
             else if (a == "-r" || a == "--repetitions") repetitions = parse_list(a, value(), 1).at(0);
             else if (a == "-b" || a == "--batch-size") batch = parse_list(a, value(), 1).at(0);
@@ -322,6 +325,7 @@ int main(int argc, char** argv) {
             smol::LoadOptions options;
             options.max_batch = batch;
             options.rope_scaling = rope_scaling;
+            options.cache_types = cache_types;
             options.context = *std::max_element(depths.begin(), depths.end()) +
                               std::max(*std::max_element(prompts.begin(), prompts.end()),
                                        *std::max_element(gens.begin(), gens.end()) + 1);
@@ -330,7 +334,11 @@ int main(int argc, char** argv) {
             const double load_ms =
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
             const smol::ModelInfo& info = model->info();
-            const std::string model_type = info.architecture + " " + info.config_name + " " + ftype_name(model->file());
+            std::string model_type = info.architecture + " " + info.config_name + " " + ftype_name(model->file());
+            if (cache_types != smol::KvCacheTypes{})  // as llama-bench names non-default cache types
+                model_type += std::string(" K ") + smol::kv_type_name(cache_types.keys) + " V " +
+                              smol::kv_type_name(cache_types.values);
+            const std::size_t kv_bytes_per_token = model->make_cache(1).bytes_per_token();
             Runner runner(*model);
             if (!grammar.empty()) runner.use_grammar(grammar);
 
@@ -361,10 +369,12 @@ int main(int argc, char** argv) {
                     sample.ts.push_back(1e9 * double(n_tokens) / ns);
                 }
                 const double avg_ts = mean(sample.ts), sd_ts = stddev(sample.ts);
-                // Bytes of weights each token reads times tokens/s: meaningful for tg, where every
-                // token streams all matrices; a pp batch reads each weight once for many tokens.
+                // Bytes each token reads times tokens/s: meaningful for tg, where every token streams
+                // all matrices and the cache rows before it (on average the depth, the start token
+                // and half the generated ones); a pp batch reads each weight once for many tokens.
                 const bool is_gen = test.n_gen > 0;
-                const double gbps = double(info.matrix_bytes) * avg_ts / 1e9;
+                const double kv_read = double(kv_bytes_per_token) * (test.depth + 1 + 0.5 * (test.n_gen + 1));
+                const double gbps = (double(info.matrix_bytes) + (is_gen ? kv_read : 0.0)) * avg_ts / 1e9;
                 const std::uint64_t rss = peak_rss_bytes();  // of the process so far, not of this test alone
 
                 if (markdown) {
@@ -391,6 +401,9 @@ int main(int argc, char** argv) {
                     {"n_prompt", test.n_prompt},
                     {"n_gen", test.n_gen},
                     {"n_depth", test.depth},
+                    {"type_k", smol::kv_type_name(cache_types.keys)},
+                    {"type_v", smol::kv_type_name(cache_types.values)},
+                    {"kv_bytes_per_token", kv_bytes_per_token},
                     {"test", test.name()},
                     {"test_time", iso_time_now()},
                     {"avg_ns", std::llround(mean(sample.ns))},

@@ -1,14 +1,17 @@
-// Attention over the fp16 KV cache: the F16C helpers against their scalar references, and
-// attention() against a double-precision softmax over the same fp16 keys and values, batched and
-// one token at a time (which must agree bit for bit: a token's output cannot depend on its batch).
+// Attention over the KV cache in every cache type: the AVX2 kernels against their scalar
+// references on random data, and attention() against a double-precision softmax over the values
+// the cache holds, batched, one token at a time and on 1-3 threads, which must agree bit for bit
+// (a token's output cannot depend on its batch or on the thread count).
 
 #include <doctest/doctest.h>
 #include <omp.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "smol/core/half.hpp"
@@ -26,120 +29,221 @@ std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float scale 
     return v;
 }
 
-std::vector<std::uint16_t> to_fp16(const std::vector<float>& x) {
-    std::vector<std::uint16_t> h(x.size());
-    kv_kernels::store_f16_scalar(x.data(), h.data(), int(x.size()));
-    return h;
-}
+constexpr KvType kAllTypes[] = {KvType::f16, KvType::q8_0, KvType::q4_0};
 
-// A cache layer owned by the test: [n_kv, capacity, head_dim] keys and values.
+// A cache layer owned by the test, [n_kv, capacity, row] keys and values, filled with 0xff bytes
+// (a NaN scale or value) so that reading an unwritten position poisons the output.
 struct TestLayer {
     int n_kv, capacity, head_dim;
-    std::vector<std::uint16_t> keys, values;
-    TestLayer(int n_kv_, int capacity_, int head_dim_)
-        : n_kv(n_kv_), capacity(capacity_), head_dim(head_dim_),
-          keys(std::size_t(n_kv_) * capacity_ * head_dim_, 0x7e00), values(keys.size(), 0x7e00) {}  // NaN: unwritten
+    KvCacheTypes types;
+    std::vector<std::byte> keys, values;
+    TestLayer(int n_kv_, int capacity_, int head_dim_, KvCacheTypes types_)
+        : n_kv(n_kv_), capacity(capacity_), head_dim(head_dim_), types(types_),
+          keys(std::size_t(n_kv_) * capacity_ * kv_row_bytes(types_.keys, head_dim_), std::byte{0xff}),
+          values(std::size_t(n_kv_) * capacity_ * kv_row_bytes(types_.values, head_dim_), std::byte{0xff}) {}
     KvLayer view() {
-        return KvLayer{keys.data(), values.data(), std::size_t(capacity) * head_dim, n_kv, head_dim};
+        return KvLayer{keys.data(), values.data(), std::size_t(capacity) * kv_row_bytes(types.keys, head_dim),
+                       std::size_t(capacity) * kv_row_bytes(types.values, head_dim), types.keys, types.values, n_kv,
+                       head_dim};
     }
 };
 
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 }  // namespace
 
-TEST_CASE("F16C attention helpers match their scalar references") {
-#ifndef SMOL_HAVE_F16C_KERNELS
-    MESSAGE("skipped: this build has no F16C kernels (compiled without -mf16c -mavx2 -mfma)");
-#else
-    for (int n : {8, 16, 24, 64, 128, 136}) {
-        CAPTURE(n);
-        const std::vector<float> q = random_floats(std::size_t(n), 1u + n);
-        const std::vector<std::uint16_t> k = to_fp16(random_floats(std::size_t(n), 100u + n));
-        double magnitude = 0.0;
-        for (int i = 0; i < n; ++i) magnitude += std::fabs(double(q[i]) * fp16_to_f32(k[i]));
-        const float simd = kv_kernels::dot_f32_f16_f16c(q.data(), k.data(), n);
-        const float scalar = kv_kernels::dot_f32_f16_scalar(q.data(), k.data(), n);
-        CHECK(std::fabs(double(simd) - double(scalar)) <= 1e-6 * magnitude + 1e-30);
+TEST_CASE("cache rows: every type stores and loads back within its rounding, SIMD equal to scalar") {
+    const int head_dim = 128;
+    for (KvType type : kAllTypes) {
+        const std::string type_name = kv_type_name(type);
+        CAPTURE(type_name);
+        std::vector<float> x = random_floats(head_dim, 3, 2.0f);
+        x[5] = 0.0f;
+        x[40] = -7.5f;  // the block's largest magnitude, negative: Q4_0 maps it to -8 exactly
+        std::vector<std::byte> fast(kv_row_bytes(type, head_dim)), ref(fast.size());
+        kv_kernels::store_row(type, x.data(), fast.data(), head_dim);
+        kv_kernels::store_row_scalar(type, x.data(), ref.data(), head_dim);
+        CHECK(fast == ref);
+        std::vector<float> back(head_dim), back_ref(head_dim);
+        kv_kernels::load_row(type, fast.data(), back.data(), head_dim);
+        kv_kernels::load_row_scalar(type, fast.data(), back_ref.data(), head_dim);
+        CHECK(same_bits(back, back_ref));
+        for (int b = 0; b < head_dim / 32; ++b) {
+            float amax = 0.0f;
+            for (int i = 32 * b; i < 32 * b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+            // fp16: half an ulp; Q8_0: half a step of amax/127; Q4_0: one step of amax/8 (the
+            // positive end is clamped to 7 steps)
+            for (int i = 32 * b; i < 32 * b + 32; ++i) {
+                const double bound = type == KvType::f16 ? std::fabs(x[i]) * 4.9e-4 + 6e-8
+                                     : type == KvType::q8_0 ? amax / 127.0 * 0.5 * 1.002 + 1e-6
+                                                            : amax / 8.0 * 1.002 + 1e-6;
+                CHECK_MESSAGE(std::fabs(double(back[i]) - x[i]) <= bound, "value ", i, ": ", x[i], " came back as ", back[i]);
+            }
+        }
+    }
+    // fp16 rounds to nearest even in both, also at the edges of the format.
+    std::vector<float> edges = {0.0f, -0.0f, 65504.0f, 65519.0f, 65520.0f, -70000.0f, 6.1e-5f, 5.96e-8f, 2.9e-8f,
+                                1e-10f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+    edges.resize(16, 1.0f);
+    std::vector<std::byte> fast(32), ref(32);
+    kv_kernels::store_row(KvType::f16, edges.data(), fast.data(), 16);
+    kv_kernels::store_row_scalar(KvType::f16, edges.data(), ref.data(), 16);
+    CHECK(fast == ref);
+}
 
-        std::vector<float> acc_simd = random_floats(std::size_t(n), 200u + n), acc_scalar = acc_simd;
-        kv_kernels::axpy_f16_f16c(0.37f, k.data(), acc_simd.data(), n);
-        kv_kernels::axpy_f16_scalar(0.37f, k.data(), acc_scalar.data(), n);
-        for (int i = 0; i < n; ++i) CHECK(acc_simd[i] == doctest::Approx(acc_scalar[i]).epsilon(1e-6));
+TEST_CASE("AVX2 score, softmax and accumulate kernels match their scalar references") {
+#ifndef SMOL_HAVE_KV_AVX2
+    MESSAGE("skipped: this build has no AVX2 KV kernels (compiled without -mavx2 -mfma -mf16c)");
+#else
+    const int head_dim = 64, n_keys = 37;
+    for (int n_rows : {1, 3, 4, 6, 9}) {
+        CAPTURE(n_rows);
+        const std::vector<float> q = random_floats(std::size_t(n_rows) * head_dim, 10u + n_rows);
+        const std::vector<float> k = random_floats(std::size_t(n_keys) * head_dim, 20u + n_rows);
+        const int stride = 40;
+        std::vector<float> fast(std::size_t(n_rows) * stride, -1.0f), ref(fast.size(), -1.0f);
+        kv_kernels::avx2::scores(q.data(), n_rows, k.data(), n_keys, head_dim, 0.125f, fast.data(), stride);
+        kv_kernels::scores_scalar(q.data(), n_rows, k.data(), n_keys, head_dim, 0.125f, ref.data(), stride);
+        for (int r = 0; r < n_rows; ++r)
+            for (int j = 0; j < stride; ++j) {
+                const std::size_t i = std::size_t(r) * stride + j;
+                if (j >= n_keys) {
+                    CHECK(fast[i] == -1.0f);  // nothing past n_keys is written
+                    continue;
+                }
+                double magnitude = 0.0;
+                for (int d = 0; d < head_dim; ++d) magnitude += std::fabs(double(q[r * head_dim + d]) * k[j * head_dim + d]);
+                CHECK(std::fabs(double(fast[i]) - ref[i]) <= 1e-6 * 0.125 * magnitude);
+            }
+        // A row's scores do not depend on the rows computed beside it.
+        std::vector<float> alone(stride, -1.0f);
+        kv_kernels::avx2::scores(q.data() + std::size_t(n_rows - 1) * head_dim, 1, k.data(), n_keys, head_dim, 0.125f,
+                                 alone.data(), stride);
+        CHECK(std::memcmp(alone.data(), fast.data() + std::size_t(n_rows - 1) * stride, n_keys * sizeof(float)) == 0);
+
+        // Softmax weights: the vector exp against std::exp, -inf giving exactly 0.
+        for (int n : {1, 7, 8, 37}) {
+            std::vector<float> s = random_floats(std::size_t(n), 30u + n, 20.0f), s_ref;
+            if (n > 3) s[2] = -INFINITY;
+            s.push_back(-200.0f);
+            s_ref = s;
+            const float max = 25.0f;
+            const float sum = kv_kernels::avx2::softmax_weights(s.data(), n + 1, max);
+            const float sum_ref = kv_kernels::softmax_weights_scalar(s_ref.data(), n + 1, max);
+            // (std::exp goes on into subnormals below -87.3, where the kernel gives 0)
+            for (int j = 0; j <= n; ++j) CHECK(std::fabs(s[j] - s_ref[j]) <= 3e-7f * s_ref[j] + 1e-37f);
+            if (n > 3) CHECK(s[2] == 0.0f);
+            CHECK(s[n] == 0.0f);
+            CHECK(sum == doctest::Approx(sum_ref).epsilon(1e-6));
+        }
+
+        // Accumulate: acc += p . V, per row.
+        const std::vector<float> p = random_floats(std::size_t(n_rows) * stride, 40u + n_rows);
+        const std::vector<float> v = random_floats(std::size_t(n_keys) * head_dim, 50u + n_rows);
+        std::vector<float> acc = random_floats(std::size_t(n_rows) * head_dim, 60u + n_rows), acc_ref = acc;
+        kv_kernels::avx2::accumulate(p.data(), stride, n_rows, v.data(), n_keys, head_dim, acc.data());
+        kv_kernels::accumulate_scalar(p.data(), stride, n_rows, v.data(), n_keys, head_dim, acc_ref.data());
+        // The same FMA chain per element: equal up to the fused rounding of each step.
+        for (std::size_t i = 0; i < acc.size(); ++i) CHECK(acc[i] == doctest::Approx(acc_ref[i]).epsilon(1e-5));
     }
-    // Conversion to fp16 rounds to nearest even in both, also at the edges of the format.
-    std::vector<float> x = random_floats(4096, 7, 1000.0f);
-    for (float edge : {0.0f, -0.0f, 65504.0f, 65519.0f, 65520.0f, -70000.0f, 6.1e-5f, 5.96e-8f, 2.9e-8f, 1e-10f,
-                       std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()})
-        x.push_back(edge);
-    while (x.size() % 8) x.push_back(1.0f);
-    std::vector<std::uint16_t> simd(x.size()), scalar(x.size());
-    kv_kernels::store_f16_f16c(x.data(), simd.data(), int(x.size()));
-    kv_kernels::store_f16_scalar(x.data(), scalar.data(), int(x.size()));
-    for (std::size_t i = 0; i < x.size(); ++i) {
-        CAPTURE(x[i]);
-        CHECK(simd[i] == scalar[i]);
+    // exp over its whole domain, against std::exp.
+    for (float x = -87.3f; x <= 0.0f; x += 0.0137f) {
+        alignas(32) float in[8], got[8];
+        for (int i = 0; i < 8; ++i) in[i] = x * (1.0f - 0.01f * float(i));
+        _mm256_store_ps(got, kv_kernels::avx2::exp_nonpositive(_mm256_load_ps(in)));
+        for (int i = 0; i < 8; ++i)
+            CHECK_MESSAGE(std::fabs(got[i] - std::exp(double(in[i]))) <= 3e-7 * std::exp(double(in[i])), "exp(", in[i],
+                          ") = ", got[i]);
     }
+    alignas(32) float below[8] = {-87.34f, -88.0f, -100.0f, -1e30f, -INFINITY, -INFINITY, -200.0f, -90.0f}, got[8];
+    _mm256_store_ps(got, kv_kernels::avx2::exp_nonpositive(_mm256_load_ps(below)));
+    for (float g : got) CHECK(g == 0.0f);
 #endif
 }
 
-TEST_CASE("attention matches a double-precision softmax and does not depend on the batch") {
-    for (const int head_dim : {64, 12}) {  // 12: not a multiple of 8, the scalar helpers
-        for (const int threads : {1, 2}) {
-            CAPTURE(head_dim);
-            CAPTURE(threads);
-            omp_set_num_threads(threads);
-            const int n_kv = 2, n_heads = 6, capacity = 32, prefix = 5, batch = 9;
-            const int n_tokens = prefix + batch;
-            const std::vector<float> k = random_floats(std::size_t(n_tokens) * n_kv * head_dim, 11);
-            const std::vector<float> v = random_floats(std::size_t(n_tokens) * n_kv * head_dim, 12);
-            const std::vector<float> q = random_floats(std::size_t(n_tokens) * n_heads * head_dim, 13, 0.5f);
-            const std::size_t q_row = std::size_t(n_heads) * head_dim, kv_row = std::size_t(n_kv) * head_dim;
+TEST_CASE("attention matches a double-precision softmax in every cache type and does not depend on batch or threads") {
+    struct Shape {
+        int head_dim, n_kv, n_heads, prefix, batch;
+    };
+    // 600 positions span three chunks of 256; head_dim 12 runs the scalar kernels (f16 only:
+    // the block types need whole blocks of 32).
+    const Shape shapes[] = {{64, 2, 6, 300, 300}, {128, 1, 4, 5, 19}, {12, 2, 6, 5, 9}};
+    for (const Shape& sh : shapes)
+        for (KvType key_type : kAllTypes)
+            for (KvType value_type : kAllTypes) {
+                if (sh.head_dim % 32 != 0 && (key_type != KvType::f16 || value_type != KvType::f16)) continue;
+                CAPTURE(sh.head_dim);
+                const std::string key_name = kv_type_name(key_type), value_name = kv_type_name(value_type);
+                CAPTURE(key_name);
+                CAPTURE(value_name);
+                const KvCacheTypes types{key_type, value_type};
+                const int hd = sh.head_dim, n_kv = sh.n_kv, n_heads = sh.n_heads;
+                const int n_tokens = sh.prefix + sh.batch, capacity = n_tokens + 3;
+                const std::vector<float> k = random_floats(std::size_t(n_tokens) * n_kv * hd, 11);
+                const std::vector<float> v = random_floats(std::size_t(n_tokens) * n_kv * hd, 12);
+                const std::vector<float> q = random_floats(std::size_t(n_tokens) * n_heads * hd, 13, 0.5f);
+                const std::size_t q_row = std::size_t(n_heads) * hd, kv_row = std::size_t(n_kv) * hd;
 
-            // The prefix, then the rest in one batch.
-            TestLayer batched(n_kv, capacity, head_dim);
-            std::vector<float> out_batched(std::size_t(n_tokens) * q_row);
-            kv_store(batched.view(), 0, k.data(), v.data(), prefix);
-            attention(batched.view(), 0, q.data(), out_batched.data(), prefix, n_heads);
-            kv_store(batched.view(), prefix, k.data() + prefix * kv_row, v.data() + prefix * kv_row, batch);
-            attention(batched.view(), prefix, q.data() + prefix * q_row, out_batched.data() + prefix * q_row, batch, n_heads);
+                // The prefix, then the rest in one batch, on 2 threads.
+                omp_set_num_threads(2);
+                TestLayer batched(n_kv, capacity, hd, types);
+                std::vector<float> out_batched(std::size_t(n_tokens) * q_row);
+                kv_store(batched.view(), 0, k.data(), v.data(), sh.prefix);
+                attention(batched.view(), 0, q.data(), out_batched.data(), sh.prefix, n_heads);
+                kv_store(batched.view(), sh.prefix, k.data() + sh.prefix * kv_row, v.data() + sh.prefix * kv_row, sh.batch);
+                attention(batched.view(), sh.prefix, q.data() + sh.prefix * q_row, out_batched.data() + sh.prefix * q_row,
+                          sh.batch, n_heads);
 
-            // Every token alone, as decoding runs it.
-            TestLayer single(n_kv, capacity, head_dim);
-            std::vector<float> out_single(out_batched.size());
-            for (int t = 0; t < n_tokens; ++t) {
-                kv_store(single.view(), t, k.data() + t * kv_row, v.data() + t * kv_row, 1);
-                attention(single.view(), t, q.data() + t * q_row, out_single.data() + t * q_row, 1, n_heads);
-            }
-            CHECK(single.keys == batched.keys);
-            CHECK(single.values == batched.values);
-            CHECK(out_single == out_batched);
-
-            // The reference: causal softmax over the fp16-rounded keys and values, in double.
-            const std::vector<std::uint16_t> k16 = to_fp16(k), v16 = to_fp16(v);
-            double worst = 0.0;
-            for (int t = 0; t < n_tokens; ++t)
-                for (int h = 0; h < n_heads; ++h) {
-                    const int g = h / (n_heads / n_kv);
-                    std::vector<double> scores(std::size_t(t) + 1);
-                    double max_score = -INFINITY;
-                    for (int j = 0; j <= t; ++j) {
-                        double dot = 0.0;
-                        for (int i = 0; i < head_dim; ++i)
-                            dot += double(q[t * q_row + h * head_dim + i]) * fp16_to_f32(k16[j * kv_row + g * head_dim + i]);
-                        scores[j] = dot / std::sqrt(double(head_dim));
-                        max_score = std::max(max_score, scores[j]);
+                // Every token alone, as decoding runs it, on 1 and on 3 threads.
+                for (int threads : {1, 3}) {
+                    CAPTURE(threads);
+                    omp_set_num_threads(threads);
+                    TestLayer single(n_kv, capacity, hd, types);
+                    std::vector<float> out_single(out_batched.size());
+                    for (int t = 0; t < n_tokens; ++t) {
+                        kv_store(single.view(), t, k.data() + t * kv_row, v.data() + t * kv_row, 1);
+                        attention(single.view(), t, q.data() + t * q_row, out_single.data() + t * q_row, 1, n_heads);
                     }
-                    double sum = 0.0;
-                    for (double& s : scores) sum += (s = std::exp(s - max_score));
-                    for (int i = 0; i < head_dim; ++i) {
-                        double expected = 0.0;
-                        for (int j = 0; j <= t; ++j) expected += scores[j] / sum * fp16_to_f32(v16[j * kv_row + g * head_dim + i]);
-                        worst = std::max(worst, std::fabs(expected - out_batched[t * q_row + h * head_dim + i]));
-                    }
+                    CHECK(single.keys == batched.keys);
+                    CHECK(single.values == batched.values);
+                    CHECK(same_bits(out_single, out_batched));
                 }
-            CHECK(worst < 2e-5);
-            // Positions beyond the filled ones were never written.
-            CHECK(batched.keys[std::size_t(n_tokens) * head_dim] == 0x7e00);
-        }
-    }
-    omp_set_num_threads(2);
+                omp_set_num_threads(2);
+
+                // The reference: causal softmax in double over the values the cache holds.
+                std::vector<float> k_held(k.size()), v_held(v.size());
+                for (std::size_t r = 0; r < k.size() / hd; ++r) {
+                    std::vector<std::byte> row(kv_row_bytes(KvType::q8_0, 256) * 8);
+                    kv_kernels::store_row_scalar(key_type, k.data() + r * hd, row.data(), hd);
+                    kv_kernels::load_row_scalar(key_type, row.data(), k_held.data() + r * hd, hd);
+                    kv_kernels::store_row_scalar(value_type, v.data() + r * hd, row.data(), hd);
+                    kv_kernels::load_row_scalar(value_type, row.data(), v_held.data() + r * hd, hd);
+                }
+                double worst = 0.0;
+                for (int t = 0; t < n_tokens; ++t)
+                    for (int h = 0; h < n_heads; ++h) {
+                        const int g = h / (n_heads / n_kv);
+                        std::vector<double> scores(std::size_t(t) + 1);
+                        double max_score = -INFINITY;
+                        for (int j = 0; j <= t; ++j) {
+                            double dot = 0.0;
+                            for (int i = 0; i < hd; ++i)
+                                dot += double(q[t * q_row + h * hd + i]) * k_held[j * kv_row + g * hd + i];
+                            scores[j] = dot / std::sqrt(double(hd));
+                            max_score = std::max(max_score, scores[j]);
+                        }
+                        double sum = 0.0;
+                        for (double& s : scores) sum += (s = std::exp(s - max_score));
+                        for (int i = 0; i < hd; ++i) {
+                            double expected = 0.0;
+                            for (int j = 0; j <= t; ++j) expected += scores[j] / sum * v_held[j * kv_row + g * hd + i];
+                            worst = std::max(worst, std::fabs(expected - out_batched[t * q_row + h * hd + i]));
+                        }
+                    }
+                CHECK(worst < 2e-5);
+                // Positions beyond the filled ones were never written.
+                CHECK(batched.keys[std::size_t(n_tokens) * kv_row_bytes(key_type, hd)] == std::byte{0xff});
+            }
 }

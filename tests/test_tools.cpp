@@ -472,9 +472,14 @@ TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
     CHECK(json[1].at("test") == "tg4");
     CHECK(json[1].at("n_prompt") == 0);
     CHECK(json[1].at("n_gen") == 4);
-    // GB/s is the per-token weight bytes times the mean tokens/s.
+    // GB/s: the bytes a token reads (weights, and the cache rows before it: the 1-token start and
+    // on average half of the 4 generated) times the mean tokens/s.
+    const auto kv_per_token = json[1].at("kv_bytes_per_token").get<double>();
+    CHECK(kv_per_token == double(smol::load_model(synthesized_tiny())->make_cache(1).bytes_per_token()));
+    CHECK(json[1].at("type_k") == "f16");
+    CHECK(json[1].at("type_v") == "f16");
     CHECK(json[1].at("gbps").get<double>() ==
-          doctest::Approx(double(info.matrix_bytes) * json[1].at("avg_ts").get<double>() / 1e9));
+          doctest::Approx((double(info.matrix_bytes) + kv_per_token * (1 + 0.5 * 5)) * json[1].at("avg_ts").get<double>() / 1e9));
     // The machine's own read limit, measured before the tests, and tg's share of it.
     REQUIRE(json[1].at("read_gbps").is_number());
     CHECK(json[1].at("read_gbps").get<double>() > 0.1);
@@ -482,6 +487,21 @@ TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
     CHECK(json[0].at("bandwidth_fraction").is_null());              // pp reads each weight once per batch
     CHECK(json[1].at("bandwidth_fraction").get<double>() ==
           doctest::Approx(json[1].at("gbps").get<double>() / json[1].at("read_gbps").get<double>()));
+
+    // Quantized cache types: named in the model column as llama-bench does, and in the JSON.
+    const auto typed = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) +
+                                                  " -o json -p 8 -n 2 -d 40 -r 1 -t 1 --no-bandwidth -ctk q8_0 -ctv q4_0");
+    REQUIRE(typed.exit_code == 0);
+    const auto typed_json = nlohmann::json::parse(typed.output);
+    REQUIRE(typed_json.size() == 2);
+    CHECK(typed_json[1].at("type_k") == "q8_0");
+    CHECK(typed_json[1].at("type_v") == "q4_0");
+    CHECK(typed_json[1].at("n_depth") == 40);
+    CHECK(typed_json[1].at("model_type").get<std::string>().find("K q8_0 V q4_0") != std::string::npos);
+    CHECK(typed_json[1].at("kv_bytes_per_token").get<double>() < kv_per_token / 2);
+    const auto bad_type = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) + " -p 8 -n 0 -ctk q5_1");
+    CHECK(bad_type.exit_code == 2);
+    CHECK(bad_type.output.find("-ctk: expected f16, q8_0 or q4_0, found 'q5_1'") != std::string::npos);
 
     const auto table = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) + " -p 8 -n 2 -r 1 -t 1 --no-warmup");
     CHECK(table.exit_code == 0);

@@ -19,11 +19,11 @@ namespace {
 
 void usage(std::FILE* out) {
     std::fprintf(out,
-                 "usage: smol-logits -m MODEL --tokens ID,ID,... [-o OUT.f32] [-t THREADS] [--batch N] [RoPE flags]\n"
+                 "usage: smol-logits -m MODEL --tokens ID,ID,... [-o OUT.f32] [-t THREADS] [--batch N] [RoPE flags] [-ctk T] [-ctv T]\n"
                  "  Runs the tokens through the model in one batch and writes the logits of every position\n"
                  "  as little-endian float32 [n_tokens][n_vocab] to OUT (default: print the top tokens).\n"
-                 "%s",
-                 smol::kRopeScalingUsage);
+                 "%s%s",
+                 smol::kRopeScalingUsage, smol::kKvCacheTypeUsage);
 }
 
 std::vector<std::int32_t> parse_tokens(const std::string& list) {
@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
     std::string model_path, tokens_arg, out_path;
     int threads = 0, batch = 512;
     smol::RopeScalingRequest rope_scaling;
+    smol::KvCacheTypes cache_types;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&]() -> std::string {
@@ -52,9 +53,10 @@ int main(int argc, char** argv) {
         else if (a == "-o" || a == "--output") out_path = value();
         else if (a == "-t" || a == "--threads") threads = std::atoi(value().c_str());
         else if (a == "--batch") batch = std::atoi(value().c_str());
-        else if (smol::is_rope_scaling_flag(a)) {
+        else if (smol::is_rope_scaling_flag(a) || smol::is_kv_cache_type_flag(a)) {
             try {
-                smol::apply_rope_scaling_flag(rope_scaling, a, value());
+                if (smol::is_rope_scaling_flag(a)) smol::apply_rope_scaling_flag(rope_scaling, a, value());
+                else smol::apply_kv_cache_type_flag(cache_types, a, value());
             } catch (const smol::Error& e) {
                 std::fprintf(stderr, "smol-logits: %s\n", e.what());
                 return 2;
@@ -79,6 +81,7 @@ int main(int argc, char** argv) {
         smol::LoadOptions options;
         options.max_batch = batch;
         options.rope_scaling = rope_scaling;
+        options.cache_types = cache_types;
         options.context = std::max<int>(int(tokens.size()), smol::kDefaultContext);
         auto model = smol::load_model(model_path, options);
         const int n_vocab = model->n_vocab();

@@ -72,6 +72,8 @@ constexpr const char* kUsage =
     "  --rope-scaling none|yarn   RoPE frequency scaling (default: YaRN when -c is past the trained context)\n"
     "  --rope-scale F             YaRN context factor (default: context / original context)\n"
     "  --yarn-orig-ctx N          YaRN: the context the model was trained at (default: the model's)\n"
+    "  -ctk, --cache-type-k T     KV cache type for keys: f16 (default), q8_0, q4_0\n"
+    "  -ctv, --cache-type-v T     KV cache type for values: f16 (default), q8_0, q4_0\n"
     "  -t, --threads N            CPU threads (default: OpenMP's choice)\n"
     "  -s, --seed N               sampling seed (-1: random; default -1)\n"
     "  --temp T                   temperature, 0 = greedy (default 0.6)\n"
@@ -122,6 +124,7 @@ struct Options {
     int context = 0;
     int threads = 0;
     smol::RopeScalingRequest rope_scaling;
+    smol::KvCacheTypes cache_types;
     smol::SamplerParams sampling;
     std::vector<std::string> stops;
     std::optional<bool> think;
@@ -172,6 +175,12 @@ Options parse_args(int argc, char** argv) {
         else if (smol::is_rope_scaling_flag(a)) {
             try {
                 smol::apply_rope_scaling_flag(o.rope_scaling, a, value());
+            } catch (const smol::Error& e) {
+                throw UsageError{e.what()};
+            }
+        } else if (smol::is_kv_cache_type_flag(a)) {
+            try {
+                smol::apply_kv_cache_type_flag(o.cache_types, a, value());
             } catch (const smol::Error& e) {
                 throw UsageError{e.what()};
             }
@@ -557,6 +566,7 @@ int run_chat(const Options& o) {
     smol::LoadOptions load;
     load.context = o.context;
     load.rope_scaling = o.rope_scaling;
+    load.cache_types = o.cache_types;
     if (::isatty(STDERR_FILENO))  // a bar while the weights are read; the line below reports the load otherwise
         load.on_progress = smol::stderr_load_progress(std::filesystem::path(o.model).filename().string());
     smol::Engine engine(o.model, load);

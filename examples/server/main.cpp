@@ -69,6 +69,7 @@ struct ServerOptions {
     std::size_t cache_budget_mib = 0;
     bool log_prompts = false;  // completion request bodies in the log (never the key)
     smol::RopeScalingRequest rope_scaling;  // --rope-scaling, --rope-scale, --yarn-orig-ctx
+    smol::KvCacheTypes cache_types;         // -ctk, -ctv
 };
 
 [[noreturn]] void usage(int code) {
@@ -89,11 +90,12 @@ struct ServerOptions {
                  "      --alias NAME        the model's id in the API (default: the file name)\n"
                  "      --cors ORIGINS      comma-separated origins whose pages may call the API (* for any)\n"
                  "      --max-body BYTES    largest accepted request body (default 4 MiB)\n"
-                 "      --cache-budget MIB  memory for KV caches kept between requests (default: one per slot)\n"
+                 "      --cache-budget MIB  memory for KV caches kept between requests, counted in the\n"
+                 "                          cache types (default: one per slot)\n"
                  "      --log-prompts       also log the body of each completion request (prompts are private:\n"
                  "                          off by default; the API key is never logged)\n"
-                 "%s",
-                 smol::kRopeScalingUsage);
+                 "%s%s",
+                 smol::kRopeScalingUsage, smol::kKvCacheTypeUsage);
     std::exit(code);
 }
 
@@ -136,9 +138,10 @@ ServerOptions parse_options(int argc, char** argv) {
         else if (a == "--max-body") o.max_body_bytes = std::size_t(number(i, 1024, 1ll << 32));
         else if (a == "--log-prompts") o.log_prompts = true;
         else if (a == "--cache-budget") o.cache_budget_mib = std::size_t(number(i, 0, 1ll << 24));
-        else if (smol::is_rope_scaling_flag(a)) {
+        else if (smol::is_rope_scaling_flag(a) || smol::is_kv_cache_type_flag(a)) {
             try {
-                smol::apply_rope_scaling_flag(o.rope_scaling, a, value(i));
+                if (smol::is_rope_scaling_flag(a)) smol::apply_rope_scaling_flag(o.rope_scaling, a, value(i));
+                else smol::apply_kv_cache_type_flag(o.cache_types, a, value(i));
             } catch (const smol::Error& e) {
                 std::fprintf(stderr, "smol-server: %s\n", e.what());
                 usage(2);
@@ -273,6 +276,7 @@ public:
         load.on_progress = smol::stderr_load_progress(std::filesystem::path(options_.model_path).filename().string());
         load.context = options_.context;
         load.rope_scaling = options_.rope_scaling;
+        load.cache_types = options_.cache_types;
         auto engine = std::make_unique<smol::Engine>(options_.model_path, load);
         const smol::ModelInfo& info = engine->info();
         if (info.rope_scaling.yarn())

@@ -1,9 +1,19 @@
 #pragma once
 // The key/value cache of one sequence: for every layer, the keys and values of every position
-// processed so far, stored as fp16 (half the memory traffic of f32 at long contexts).
+// processed so far, each row in its cache type (fp16 by default; Q8_0 or Q4_0 blocks to fit
+// long contexts, as llama.cpp's -ctk/-ctv).
+//
+// The memory is reserved for the whole context but not touched: an anonymous mapping whose
+// pages become resident only when positions are written, so a 64K-token context costs what
+// the conversation has used so far, not what it might use.
 
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <cstring>
+#include <utility>
 
 #include "smol/core/error.hpp"
 #include "smol/ops/kv_layout.hpp"
@@ -12,25 +22,67 @@ namespace smol {
 
 inline constexpr int kDefaultContext = 4096;
 
+// Zero-filled memory that stays untouched (not resident) until written.
+class LazyBytes {
+public:
+    LazyBytes() = default;
+    explicit LazyBytes(std::size_t n) : size_(n) {
+        if (n == 0) return;
+        void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) fail("KV cache: cannot reserve ", n, " bytes: ", std::strerror(errno));
+        data_ = static_cast<std::byte*>(p);
+    }
+    LazyBytes(LazyBytes&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+    LazyBytes& operator=(LazyBytes&& o) noexcept {
+        if (this != &o) {
+            release();
+            data_ = std::exchange(o.data_, nullptr);
+            size_ = std::exchange(o.size_, 0);
+        }
+        return *this;
+    }
+    LazyBytes(const LazyBytes&) = delete;
+    LazyBytes& operator=(const LazyBytes&) = delete;
+    ~LazyBytes() { release(); }
+
+    std::byte* data() const { return data_; }
+    std::size_t size() const { return size_; }
+
+private:
+    void release() {
+        if (data_) ::munmap(data_, size_);
+        data_ = nullptr;
+    }
+    std::byte* data_ = nullptr;
+    std::size_t size_ = 0;
+};
+
 class KvCache {
 public:
-    KvCache(int n_layers, int n_kv_heads, int head_dim, int capacity)
-        : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), capacity_(capacity) {
+    KvCache(int n_layers, int n_kv_heads, int head_dim, int capacity, KvCacheTypes types = {})
+        : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), capacity_(capacity), types_(types) {
         if (capacity <= 0) fail("KV cache: expected a positive context size, found ", capacity);
-        const std::size_t per_layer = std::size_t(n_kv_heads) * std::size_t(capacity) * std::size_t(head_dim);
-        keys_.resize(per_layer * std::size_t(n_layers));
-        values_.resize(per_layer * std::size_t(n_layers));
+        check_kv_head_dim(types.keys, head_dim);
+        check_kv_head_dim(types.values, head_dim);
+        keys_ = LazyBytes(rows() * kv_row_bytes(types.keys, head_dim));
+        values_ = LazyBytes(rows() * kv_row_bytes(types.values, head_dim));
     }
     KvCache(const KvCache&) = delete;
     KvCache& operator=(const KvCache&) = delete;
     KvCache(KvCache&&) = default;
     KvCache& operator=(KvCache&&) = default;
 
-    // An explicit copy (a cache can be hundreds of megabytes).
+    // An explicit copy (a cache can be gigabytes); only the filled positions are copied, so the
+    // copy's resident memory is what the original has used.
     KvCache copy() const {
-        KvCache c(n_layers_, n_kv_heads_, head_dim_, capacity_);
-        c.keys_ = keys_;
-        c.values_ = values_;
+        KvCache c(n_layers_, n_kv_heads_, head_dim_, capacity_, types_);
+        const std::size_t key_row = kv_row_bytes(types_.keys, head_dim_), value_row = kv_row_bytes(types_.values, head_dim_);
+        for (std::size_t head = 0; head < std::size_t(n_layers_) * std::size_t(n_kv_heads_); ++head) {
+            const std::size_t first_row = head * std::size_t(capacity_);
+            std::memcpy(c.keys_.data() + first_row * key_row, keys_.data() + first_row * key_row, std::size_t(size_) * key_row);
+            std::memcpy(c.values_.data() + first_row * value_row, values_.data() + first_row * value_row,
+                        std::size_t(size_) * value_row);
+        }
         c.size_ = size_;
         return c;
     }
@@ -40,7 +92,14 @@ public:
     int n_layers() const { return n_layers_; }
     int n_kv_heads() const { return n_kv_heads_; }
     int head_dim() const { return head_dim_; }
-    std::size_t bytes() const { return (keys_.size() + values_.size()) * sizeof(std::uint16_t); }
+    const KvCacheTypes& types() const { return types_; }
+    // Keys and values of one position over all layers and heads, in the cache types.
+    std::size_t bytes_per_token() const {
+        return std::size_t(n_layers_) * std::size_t(n_kv_heads_) *
+               (kv_row_bytes(types_.keys, head_dim_) + kv_row_bytes(types_.values, head_dim_));
+    }
+    // The whole context's worth: what a full cache occupies.
+    std::size_t bytes() const { return bytes_per_token() * std::size_t(capacity_); }
 
     // Forgets every position from `n` on, so a conversation can continue from a shared prefix.
     void truncate(int n) {
@@ -58,26 +117,23 @@ public:
     }
     void commit_positions(int n) { size_ += n; }
 
-    // [n_kv_heads, capacity, head_dim] for one layer
-    std::uint16_t* keys(int layer) { return keys_.data() + layer_offset(layer); }
-    std::uint16_t* values(int layer) { return values_.data() + layer_offset(layer); }
-    const std::uint16_t* keys(int layer) const { return keys_.data() + layer_offset(layer); }
-    const std::uint16_t* values(int layer) const { return values_.data() + layer_offset(layer); }
-    std::size_t head_stride() const { return std::size_t(capacity_) * std::size_t(head_dim_); }
     // One layer as attention reads and writes it.
-    KvLayer layer(int layer) {
-        return KvLayer{keys(layer), values(layer), head_stride(), n_kv_heads_, head_dim_};
+    KvLayer layer(int layer) const {
+        const std::size_t key_head = std::size_t(capacity_) * kv_row_bytes(types_.keys, head_dim_);
+        const std::size_t value_head = std::size_t(capacity_) * kv_row_bytes(types_.values, head_dim_);
+        const std::size_t heads_before = std::size_t(layer) * std::size_t(n_kv_heads_);
+        return KvLayer{keys_.data() + heads_before * key_head, values_.data() + heads_before * value_head, key_head,
+                       value_head, types_.keys, types_.values, n_kv_heads_, head_dim_};
     }
 
 private:
-    std::size_t layer_offset(int layer) const {
-        return std::size_t(layer) * std::size_t(n_kv_heads_) * head_stride();
-    }
+    std::size_t rows() const { return std::size_t(n_layers_) * std::size_t(n_kv_heads_) * std::size_t(capacity_); }
 
     int n_layers_, n_kv_heads_, head_dim_, capacity_;
+    KvCacheTypes types_;
     int size_ = 0;
-    std::vector<std::uint16_t> keys_;    // [n_layers, n_kv_heads, capacity, head_dim] fp16
-    std::vector<std::uint16_t> values_;  // [n_layers, n_kv_heads, capacity, head_dim] fp16
+    LazyBytes keys_;    // [n_layers, n_kv_heads, capacity, key row]
+    LazyBytes values_;  // [n_layers, n_kv_heads, capacity, value row]
 };
 
 }  // namespace smol

@@ -35,6 +35,7 @@ struct LoadOptions {
     // context it turns YaRN on unless rope_scaling says otherwise (SmolLM3's model card recipe).
     int context = 0;
     RopeScalingRequest rope_scaling;
+    KvCacheTypes cache_types;  // what make_cache(context) stores keys and values as (-ctk / -ctv)
     // When set, the weights are paged in at load and this hears how far (model/load_progress.hpp).
     std::function<void(std::uint64_t done, std::uint64_t total)> on_progress;
 };
@@ -52,6 +53,7 @@ struct ModelInfo {
     RopeScaling rope_scaling;        // as resolved at load
     bool rope_scaling_automatic = false;  // YaRN was turned on because the context asked for it
     int max_context = 0;             // the longest cache make_cache gives: trained, or YaRN's limit
+    KvCacheTypes cache_types;        // make_cache's default, from LoadOptions
 };
 
 // What a request comes to for a model with these sizes and a context of `context` tokens.
@@ -137,8 +139,10 @@ public:
     const gguf::File& file() const { return file_; }
     int n_vocab() const { return info_.hp.n_vocab; }
 
-    // A KV cache for `context` tokens (0: the default, 4096).
-    virtual KvCache make_cache(int context) const = 0;
+    // A KV cache for `context` tokens (0: the default, 4096), in the types the model was
+    // loaded with or in `types`.
+    KvCache make_cache(int context) const { return make_cache(context, info_.cache_types); }
+    virtual KvCache make_cache(int context, KvCacheTypes types) const = 0;
 
     // Runs every sequence's tokens through the network, appending to their caches, and writes
     // the wanted logit rows in batch order to `logits`: [n_rows, n_vocab], where each sequence

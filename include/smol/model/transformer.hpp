@@ -36,6 +36,9 @@ public:
         info_.rope_scaling = resolve_rope_scaling(Config::hp, options.rope_scaling, options.context,
                                                   &info_.rope_scaling_automatic);
         info_.max_context = info_.rope_scaling.yarn() ? Config::hp.max_yarn_context : Config::hp.max_context;
+        check_kv_head_dim(options.cache_types.keys, Config::head_dim);
+        check_kv_head_dim(options.cache_types.values, Config::head_dim);
+        info_.cache_types = options.cache_types;
         const std::size_t n = std::size_t(max_batch_);
         x_.resize(n * Config::d_model);
         xn_.resize(n * Config::d_model);
@@ -49,7 +52,8 @@ public:
         logit_rows_.resize(n * Config::d_model);
     }
 
-    KvCache make_cache(int context) const override {
+    using Model::make_cache;
+    KvCache make_cache(int context, KvCacheTypes types) const override {
         if (context <= 0) context = kDefaultContext;
         if (context > info_.max_context) {
             if (!info_.rope_scaling.yarn() && context <= Config::hp.max_yarn_context)
@@ -62,7 +66,7 @@ public:
             fail("context of ", context, " tokens requested, but ", Config::name, " supports at most ", info_.max_context,
                  info_.rope_scaling.yarn() ? " with YaRN" : "");
         }
-        return KvCache(Config::n_layers, Config::n_kv_heads, Config::head_dim, context);
+        return KvCache(Config::n_layers, Config::n_kv_heads, Config::head_dim, context, types);
     }
 
     void forward(std::span<const SequenceBatch> batch, float* logits) override {

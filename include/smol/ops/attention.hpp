@@ -1,136 +1,220 @@
 #pragma once
-// Causal grouped-query attention of new tokens over a sequence's fp16 KV cache.
+// Causal grouped-query attention of new tokens over a sequence's KV cache (any cache type).
+//
+// Positions are cut into fixed chunks of kAttentionChunk, counted from position 0. For each
+// query row a chunk gives a partial softmax (its max score, the sum of its weights and the
+// weighted sum of its values), and the partials are merged in chunk order, as flash attention
+// does; no score matrix longer than one chunk is ever held. Prompts run blocks of tokens x KV
+// heads in parallel, each walking its chunks in turn; decoding, with too few rows to keep the
+// threads busy, runs every (KV head, chunk) in parallel (flash decoding) and merges after. Both
+// do the same arithmetic for a row, so a token's output is the same whatever its batch, and
+// whatever the number of threads.
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
-#if defined(__F16C__) && defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define SMOL_HAVE_F16C_KERNELS 1
-#endif
-
-#include "smol/core/half.hpp"
+#include "smol/ops/kv_kernels.hpp"
 #include "smol/ops/kv_layout.hpp"
 
 namespace smol {
 
-// fp16 vector helpers: the scalar versions are the reference the F16C versions are tested against.
-namespace kv_kernels {
-
-inline float dot_f32_f16_scalar(const float* q, const std::uint16_t* k, int n) {
-    float sum = 0.0f;
-    for (int i = 0; i < n; ++i) sum += q[i] * fp16_to_f32(k[i]);
-    return sum;
-}
-inline void axpy_f16_scalar(float a, const std::uint16_t* v, float* acc, int n) {
-    for (int i = 0; i < n; ++i) acc[i] += a * fp16_to_f32(v[i]);
-}
-inline void store_f16_scalar(const float* x, std::uint16_t* out, int n) {
-    for (int i = 0; i < n; ++i) out[i] = f32_to_fp16(x[i]);
-}
-
-#ifdef SMOL_HAVE_F16C_KERNELS
-// n must be a multiple of 8.
-inline float dot_f32_f16_f16c(const float* q, const std::uint16_t* k, int n) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(k + i))), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(k + i + 8))), acc1);
-    }
-    for (; i < n; i += 8)
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(k + i))), acc0);
-    const __m256 acc = _mm256_add_ps(acc0, acc1);
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-inline void axpy_f16_f16c(float a, const std::uint16_t* v, float* acc, int n) {
-    const __m256 va = _mm256_set1_ps(a);
-    for (int i = 0; i < n; i += 8)
-        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(va, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(v + i))),
-                                                  _mm256_loadu_ps(acc + i)));
-}
-inline void store_f16_f16c(const float* x, std::uint16_t* out, int n) {
-    for (int i = 0; i < n; i += 8)
-        _mm_storeu_si128((__m128i*)(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-}
-#endif
-
-inline float dot_f32_f16(const float* q, const std::uint16_t* k, int n) {
-#ifdef SMOL_HAVE_F16C_KERNELS
-    if (n % 8 == 0) return dot_f32_f16_f16c(q, k, n);
-#endif
-    return dot_f32_f16_scalar(q, k, n);
-}
-inline void axpy_f16(float a, const std::uint16_t* v, float* acc, int n) {
-#ifdef SMOL_HAVE_F16C_KERNELS
-    if (n % 8 == 0) return axpy_f16_f16c(a, v, acc, n);
-#endif
-    axpy_f16_scalar(a, v, acc, n);
-}
-inline void store_f16(const float* x, std::uint16_t* out, int n) {
-#ifdef SMOL_HAVE_F16C_KERNELS
-    if (n % 8 == 0) return store_f16_f16c(x, out, n);
-#endif
-    store_f16_scalar(x, out, n);
-}
-
-}  // namespace kv_kernels
+inline constexpr int kAttentionChunk = 256;    // positions per partial softmax
+inline constexpr int kAttentionTokenBlock = 8;  // prompt tokens whose rows share each key and value read
+inline constexpr int kAttentionStep = 32;       // cache rows turned into floats at a time (16 KB at head_dim 128)
 
 // Writes the keys and values of `n_tokens` new tokens at positions first..first+n-1.
 // k, v: [n_tokens, n_kv_heads * head_dim]
 inline void kv_store(const KvLayer& cache, int first, const float* k, const float* v, std::int64_t n_tokens) {
     const int n_kv = cache.n_kv_heads, hd = cache.head_dim;
-    std::uint16_t* keys = cache.keys;
-    std::uint16_t* values = cache.values;
 #pragma omp parallel for collapse(2) schedule(static) if (n_tokens > 1)
     for (std::int64_t t = 0; t < n_tokens; ++t)
         for (int g = 0; g < n_kv; ++g) {
-            const std::size_t at = std::size_t(g) * cache.head_stride + std::size_t(first + t) * hd;
-            kv_kernels::store_f16(k + (t * n_kv + g) * hd, keys + at, hd);
-            kv_kernels::store_f16(v + (t * n_kv + g) * hd, values + at, hd);
+            kv_kernels::store_row(cache.key_type, k + (t * n_kv + g) * hd, cache.key_row(g, first + int(t)), hd);
+            kv_kernels::store_row(cache.value_type, v + (t * n_kv + g) * hd, cache.value_row(g, first + int(t)), hd);
         }
 }
+
+namespace attention_detail {
+
+// One thread's buffers, grown on demand and kept between calls.
+struct Scratch {
+    std::vector<float> q;       // [rows, head_dim] the query rows of one work item
+    std::vector<float> scores;  // [rows, kAttentionChunk] scores, then softmax weights
+    std::vector<float> rows;    // [kAttentionStep, head_dim] cache rows as floats
+    std::vector<float> acc;     // [rows, head_dim] one chunk's weighted sum of values
+    std::vector<float> max, sum;  // [rows] one chunk's max score and sum of weights
+    std::vector<float> run_acc, run_max, run_sum;  // the same, merged over the chunks so far
+    std::vector<int> visible;   // [rows] how many of the chunk's positions each row sees
+    void fit(int n_rows, int head_dim) {
+        const std::size_t r = std::size_t(n_rows), hd = std::size_t(head_dim);
+        if (q.size() < r * hd) {
+            q.resize(r * hd);
+            acc.resize(r * hd);
+            run_acc.resize(r * hd);
+        }
+        if (scores.size() < r * kAttentionChunk) scores.resize(r * kAttentionChunk);
+        if (rows.size() < kAttentionStep * hd) rows.resize(kAttentionStep * hd);
+        if (max.size() < r) {
+            max.resize(r);
+            sum.resize(r);
+            run_max.resize(r);
+            run_sum.resize(r);
+            visible.resize(r);
+        }
+    }
+};
+
+inline Scratch& thread_scratch() {
+    thread_local Scratch scratch;
+    return scratch;
+}
+
+// The partial softmax of chunk `chunk` for n_rows query rows of KV head g: row r sees the
+// chunk's first visible[r] positions (at least 1). q: [n_rows, head_dim];
+// max, sum: [n_rows]; acc: [n_rows, head_dim].
+inline void attend_chunk(const KvLayer& cache, int g, int chunk, const float* q, int n_rows, const int* visible,
+                         float scale, Scratch& s, float* max, float* sum, float* acc) {
+    const int hd = cache.head_dim, first = chunk * kAttentionChunk;
+    const int n = *std::max_element(visible, visible + n_rows);
+    float* scores = s.scores.data();  // [n_rows, kAttentionChunk]
+    for (int j = 0; j < n; j += kAttentionStep) {
+        const int step = std::min(kAttentionStep, n - j);
+        for (int i = 0; i < step; ++i)
+            kv_kernels::load_row(cache.key_type, cache.key_row(g, first + j + i), s.rows.data() + std::size_t(i) * hd, hd);
+        kv_kernels::scores(q, n_rows, s.rows.data(), step, hd, scale, scores + j, kAttentionChunk);
+    }
+    for (int r = 0; r < n_rows; ++r) {
+        float* sr = scores + std::size_t(r) * kAttentionChunk;
+        max[r] = *std::max_element(sr, sr + visible[r]);
+        sum[r] = kv_kernels::softmax_weights(sr, visible[r], max[r]);
+        std::fill(sr + visible[r], sr + n, 0.0f);  // positions this row may not see weigh nothing
+    }
+    std::fill(acc, acc + std::size_t(n_rows) * hd, 0.0f);
+    for (int j = 0; j < n; j += kAttentionStep) {
+        const int step = std::min(kAttentionStep, n - j);
+        for (int i = 0; i < step; ++i)
+            kv_kernels::load_row(cache.value_type, cache.value_row(g, first + j + i), s.rows.data() + std::size_t(i) * hd, hd);
+        kv_kernels::accumulate(scores + j, kAttentionChunk, n_rows, s.rows.data(), step, hd, acc);
+    }
+}
+
+// Folds one chunk's partial (max, sum, acc) into a row's running state, rescaling both to the
+// larger max. The first fold, from max = -inf, copies the partial exactly.
+inline void merge_partial(float& run_max, float& run_sum, float* run_acc, float max, float sum, const float* acc,
+                          int head_dim) {
+    const float m = std::max(run_max, max);
+    const float a = std::exp(run_max - m), b = std::exp(max - m);
+    run_sum = run_sum * a + sum * b;
+    for (int i = 0; i < head_dim; ++i) run_acc[i] = run_acc[i] * a + acc[i] * b;
+    run_max = m;
+}
+
+inline void start_rows(Scratch& s, int n_rows, int head_dim) {
+    std::fill(s.run_max.begin(), s.run_max.begin() + n_rows, -INFINITY);
+    std::fill(s.run_sum.begin(), s.run_sum.begin() + n_rows, 0.0f);
+    std::fill(s.run_acc.begin(), s.run_acc.begin() + std::size_t(n_rows) * head_dim, 0.0f);
+}
+
+inline void finish_row(float run_sum, const float* run_acc, float* out, int head_dim) {
+    const float inv = 1.0f / run_sum;
+    for (int i = 0; i < head_dim; ++i) out[i] = run_acc[i] * inv;
+}
+
+}  // namespace attention_detail
 
 // out[t, h] = softmax_j(q[t, h] . K[g, j] * scale) . V[g, j] for j <= first + t, g = h / (n_heads / n_kv_heads).
 // q, out: [n_tokens, n_heads * head_dim]. The new tokens' keys and values must already be stored.
 inline void attention(const KvLayer& cache, int first, const float* q, float* out, std::int64_t n_tokens,
                       int n_heads) {
+    using namespace attention_detail;
     const int n_kv = cache.n_kv_heads, hd = cache.head_dim;
-    const int group = n_heads / n_kv;
+    const int group = n_heads / n_kv;  // query heads per KV head: rows that share every cache read
     const float scale = 1.0f / std::sqrt(float(hd));
-    const std::uint16_t* keys = cache.keys;
-    const std::uint16_t* values = cache.values;
+    const auto chunks_for = [&](std::int64_t t) { return (first + int(t)) / kAttentionChunk + 1; };
+    // The rows of token t and KV head g: q[t, g * group .. (g + 1) * group - 1]
+    const auto q_rows = [&](std::int64_t t, int g) { return q + (t * n_heads + std::int64_t(g) * group) * hd; };
+
+    if (n_tokens >= kAttentionTokenBlock) {
+        // Prompt: each (block of tokens, KV head) walks its chunks, merging as it goes.
+        const std::int64_t n_blocks = (n_tokens + kAttentionTokenBlock - 1) / kAttentionTokenBlock;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+        for (std::int64_t b = 0; b < n_blocks; ++b)
+            for (int g = 0; g < n_kv; ++g) {
+                Scratch& s = thread_scratch();
+                const std::int64_t t0 = b * kAttentionTokenBlock;
+                const int n_tok = int(std::min<std::int64_t>(kAttentionTokenBlock, n_tokens - t0));
+                const int n_rows = n_tok * group;
+                s.fit(n_rows, hd);
+                for (int i = 0; i < n_tok; ++i)
+                    std::copy(q_rows(t0 + i, g), q_rows(t0 + i, g) + std::size_t(group) * hd,
+                              s.q.begin() + std::ptrdiff_t(i) * group * hd);
+                start_rows(s, n_rows, hd);
+                int* visible = s.visible.data();
+                for (int c = 0; c < chunks_for(t0 + n_tok - 1); ++c) {
+                    // Tokens before t_from see none of this chunk; the rest see part or all of it.
+                    int t_from = 0;
+                    while (chunks_for(t0 + t_from) <= c) ++t_from;
+                    const int row_from = t_from * group, rows = n_rows - row_from;
+                    for (int i = t_from; i < n_tok; ++i)
+                        std::fill_n(visible + (i - t_from) * group, group,
+                                    std::min(kAttentionChunk, first + int(t0) + i + 1 - c * kAttentionChunk));
+                    attend_chunk(cache, g, c, s.q.data() + std::size_t(row_from) * hd, rows, visible, scale, s,
+                                 s.max.data(), s.sum.data(), s.acc.data());
+                    for (int r = 0; r < rows; ++r)
+                        merge_partial(s.run_max[row_from + r], s.run_sum[row_from + r],
+                                      s.run_acc.data() + std::size_t(row_from + r) * hd, s.max[r], s.sum[r],
+                                      s.acc.data() + std::size_t(r) * hd, hd);
+                }
+                for (int r = 0; r < n_rows; ++r)
+                    finish_row(s.run_sum[r], s.run_acc.data() + std::size_t(r) * hd,
+                               out + (t0 * n_heads + std::int64_t(g) * group) * hd + std::size_t(r / group) * n_heads * hd +
+                                   std::size_t(r % group) * hd,
+                               hd);
+            }
+        return;
+    }
+
+    // Decode: every (token, KV head, chunk) is a work item; partials land in `partials`, then
+    // each row merges its chunks in order.
+    const std::size_t partial_floats = std::size_t(group) * (hd + 2);  // per item: max, sum, acc of each row
+    std::vector<std::int64_t> item_start(std::size_t(n_tokens) + 1, 0);  // items before token t
+    for (std::int64_t t = 0; t < n_tokens; ++t) item_start[t + 1] = item_start[t] + std::int64_t(n_kv) * chunks_for(t);
+    thread_local std::vector<float> partials;
+    if (partials.size() < std::size_t(item_start.back()) * partial_floats)
+        partials.resize(std::size_t(item_start.back()) * partial_floats);
+    float* const partial_base = partials.data();
+    const std::int64_t n_items = item_start.back();
+
 #pragma omp parallel
     {
-        thread_local std::vector<float> scores;  // [context] reused across calls
-#pragma omp for collapse(2) schedule(dynamic, 1)
+        Scratch& s = thread_scratch();
+        s.fit(group, hd);
+#pragma omp for schedule(dynamic, 1)
+        for (std::int64_t item = 0; item < n_items; ++item) {
+            const std::int64_t t = std::upper_bound(item_start.begin(), item_start.end(), item) - item_start.begin() - 1;
+            const int n_chunks = chunks_for(t);
+            const int g = int((item - item_start[t]) / n_chunks), c = int((item - item_start[t]) % n_chunks);
+            int* visible = s.visible.data();
+            std::fill_n(visible, group, std::min(kAttentionChunk, first + int(t) + 1 - c * kAttentionChunk));
+            float* p = partial_base + std::size_t(item) * partial_floats;  // [max x group, sum x group, acc x group]
+            attend_chunk(cache, g, c, q_rows(t, g), group, visible, scale, s, p, p + group, p + 2 * group);
+        }
+#pragma omp for collapse(2) schedule(static)
         for (std::int64_t t = 0; t < n_tokens; ++t)
-            for (int h = 0; h < n_heads; ++h) {
-                const int n_ctx = first + int(t) + 1;
-                if (scores.size() < std::size_t(n_ctx)) scores.resize(std::size_t(n_ctx));
-                const float* qh = q + (t * n_heads + h) * hd;
-                const std::uint16_t* kh = keys + std::size_t(h / group) * cache.head_stride;
-                const std::uint16_t* vh = values + std::size_t(h / group) * cache.head_stride;
-                float max_score = -INFINITY;
-                for (int j = 0; j < n_ctx; ++j) {
-                    scores[j] = kv_kernels::dot_f32_f16(qh, kh + std::size_t(j) * hd, hd) * scale;
-                    max_score = std::max(max_score, scores[j]);
+            for (int g = 0; g < n_kv; ++g) {
+                start_rows(s, group, hd);
+                const int n_chunks = chunks_for(t);
+                for (int c = 0; c < n_chunks; ++c) {
+                    const float* p = partial_base + std::size_t(item_start[t] + std::int64_t(g) * n_chunks + c) * partial_floats;
+                    for (int r = 0; r < group; ++r)
+                        merge_partial(s.run_max[r], s.run_sum[r], s.run_acc.data() + std::size_t(r) * hd, p[r],
+                                      p[group + r], p + 2 * group + std::size_t(r) * hd, hd);
                 }
-                float sum = 0.0f;
-                for (int j = 0; j < n_ctx; ++j) {
-                    scores[j] = std::exp(scores[j] - max_score);
-                    sum += scores[j];
-                }
-                float* oh = out + (t * n_heads + h) * hd;
-                std::fill(oh, oh + hd, 0.0f);
-                const float inv_sum = 1.0f / sum;
-                for (int j = 0; j < n_ctx; ++j)
-                    kv_kernels::axpy_f16(scores[j] * inv_sum, vh + std::size_t(j) * hd, oh, hd);
+                for (int r = 0; r < group; ++r)
+                    finish_row(s.run_sum[r], s.run_acc.data() + std::size_t(r) * hd,
+                               out + (t * n_heads + std::int64_t(g) * group + r) * hd, hd);
             }
     }
 }

@@ -51,4 +51,13 @@ struct BlockQ8_0 {
 };
 static_assert(sizeof(BlockQ8_0) == 34);
 
+// 4.5 bits per value: 32 values with one fp16 scale, quants 0..15 stored offset by 8. Byte l
+// holds value l in its low nibble and value l + 16 in its high nibble (ggml's layout).
+inline constexpr int QK4_0 = 32;
+struct BlockQ4_0 {
+    std::uint16_t d;  // fp16
+    std::uint8_t qs[QK4_0 / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
 }  // namespace smol

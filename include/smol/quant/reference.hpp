@@ -4,6 +4,7 @@
 // Integer sums are formed exactly as ggml forms them, so results agree with ggml's up to the
 // order in which the per-block float terms are added.
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -107,6 +108,16 @@ inline void dequantize_row_q8_0(const BlockQ8_0* blocks, float* out, std::int64_
     }
 }
 
+inline void dequantize_row_q4_0(const BlockQ4_0* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK4_0; ++b, out += QK4_0) {
+        const float d = fp16_to_f32(blocks[b].d);
+        for (int l = 0; l < QK4_0 / 2; ++l) {
+            out[l] = d * float((blocks[b].qs[l] & 0x0f) - 8);
+            out[l + QK4_0 / 2] = d * float((blocks[b].qs[l] >> 4) - 8);
+        }
+    }
+}
+
 // Dequantizes the first n weights of one row. n must be a whole number of blocks.
 inline void dequantize_row(TensorType type, const void* row, float* out, std::int64_t n) {
     const std::size_t block = traits_of(type).block_elements;
@@ -125,6 +136,7 @@ inline void dequantize_row(TensorType type, const void* row, float* out, std::in
             return;
         }
         case TensorType::Q8_0: dequantize_row_q8_0(static_cast<const BlockQ8_0*>(row), out, n); return;
+        case TensorType::Q4_0: dequantize_row_q4_0(static_cast<const BlockQ4_0*>(row), out, n); return;
         case TensorType::Q4_K: dequantize_row_q4_k(static_cast<const BlockQ4K*>(row), out, n); return;
         case TensorType::Q6_K: dequantize_row_q6_k(static_cast<const BlockQ6K*>(row), out, n); return;
         default: fail("dequantize_row: no dequantizer for tensor type ", type_name(type));
@@ -178,6 +190,28 @@ inline void quantize_row_q8_0(const float* x, BlockQ8_0* out, std::int64_t n) { 
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         out[b].d = f32_to_fp16(d);
         for (int j = 0; j < QK8_0; ++j) out[b].qs[j] = std::int8_t(std::round(x[j] * id));
+    }
+}
+
+// ggml's quantize_row_q4_0_ref: the value of largest magnitude maps to -8, so d = max / -8 keeps
+// its sign; quants are truncated after adding 8.5 and clamped to 15.
+inline void quantize_row_q4_0(const float* x, BlockQ4_0* out, std::int64_t n) {  // x: [n]
+    if (n % QK4_0 != 0) fail("quantize_row_q4_0: row length must be a multiple of ", QK4_0, ", got ", n);
+    for (std::int64_t b = 0; b < n / QK4_0; ++b, x += QK4_0) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK4_0; ++j)
+            if (amax < std::fabs(x[j])) {
+                amax = std::fabs(x[j]);
+                max = x[j];
+            }
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        out[b].d = f32_to_fp16(d);
+        for (int j = 0; j < QK4_0 / 2; ++j) {
+            const int lo = std::min(15, int(x[j] * id + 8.5f));
+            const int hi = std::min(15, int(x[j + QK4_0 / 2] * id + 8.5f));
+            out[b].qs[j] = std::uint8_t(lo | (hi << 4));
+        }
     }
 }
 

@@ -1,0 +1,307 @@
+#pragma once
+// The kernels attention runs over a KV cache: a row written in the cache type (fp16, Q8_0,
+// Q4_0) and read back as floats, query-key scores for several query rows at once, the softmax
+// weights, and the weighted sum of value rows. Each has a scalar reference (the `_scalar`
+// functions) that the AVX2 versions are tested against; the unsuffixed functions pick the AVX2
+// version when the build has it (x86-64-v3 is smol's baseline) and the row length allows.
+//
+// Every result a kernel writes for one query row depends only on that row and the cache rows,
+// never on which other rows or how many shared the call: that is what keeps attention's output
+// for a token the same whatever its batch.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__F16C__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define SMOL_HAVE_KV_AVX2 1
+#endif
+
+#include "smol/core/half.hpp"
+#include "smol/ops/kv_layout.hpp"
+#include "smol/quant/blocks.hpp"
+#include "smol/quant/reference.hpp"
+
+namespace smol::kv_kernels {
+
+// ---- scalar references ------------------------------------------------------------------------
+
+// One position's head_dim values written in the cache type (round to nearest even for fp16,
+// ggml's reference quantizers for Q8_0 and Q4_0).
+inline void store_row_scalar(KvType type, const float* x, std::byte* row, int head_dim) {
+    switch (type) {
+        case KvType::f16: {
+            auto* h = reinterpret_cast<std::uint16_t*>(row);
+            for (int i = 0; i < head_dim; ++i) h[i] = f32_to_fp16(x[i]);
+            return;
+        }
+        case KvType::q8_0: return quantize_row_q8_0(x, reinterpret_cast<BlockQ8_0*>(row), head_dim);
+        case KvType::q4_0: return quantize_row_q4_0(x, reinterpret_cast<BlockQ4_0*>(row), head_dim);
+    }
+}
+
+// The row back as floats: exactly the values the cache holds (d * q for the block types).
+inline void load_row_scalar(KvType type, const std::byte* row, float* out, int head_dim) {
+    switch (type) {
+        case KvType::f16: {
+            const auto* h = reinterpret_cast<const std::uint16_t*>(row);
+            for (int i = 0; i < head_dim; ++i) out[i] = fp16_to_f32(h[i]);
+            return;
+        }
+        case KvType::q8_0: return dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(row), out, head_dim);
+        case KvType::q4_0: return dequantize_row_q4_0(reinterpret_cast<const BlockQ4_0*>(row), out, head_dim);
+    }
+}
+
+// scores[r * score_stride + j] = scale * (q_r . k_j) for r < n_rows, j < n_keys.
+// q: [n_rows, head_dim], keys: [n_keys, head_dim] floats.
+inline void scores_scalar(const float* q, int n_rows, const float* keys, int n_keys, int head_dim, float scale,
+                          float* scores, int score_stride) {
+    for (int r = 0; r < n_rows; ++r)
+        for (int j = 0; j < n_keys; ++j) {
+            float dot = 0.0f;
+            for (int i = 0; i < head_dim; ++i) dot += q[std::size_t(r) * head_dim + i] * keys[std::size_t(j) * head_dim + i];
+            scores[std::size_t(r) * score_stride + j] = dot * scale;
+        }
+}
+
+// p[j] = exp(s[j] - max) for j < n, returns the sum of the p[j] (s[j] may be -inf: p[j] = 0).
+inline float softmax_weights_scalar(float* s, int n, float max) {
+    float sum = 0.0f;
+    for (int j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - max));
+    return sum;
+}
+
+// acc[r, :] += sum_j p[r * p_stride + j] * values[j, :] for r < n_rows, j < n_values, in order of j.
+inline void accumulate_scalar(const float* p, int p_stride, int n_rows, const float* values, int n_values,
+                              int head_dim, float* acc) {
+    for (int r = 0; r < n_rows; ++r)
+        for (int j = 0; j < n_values; ++j) {
+            const float w = p[std::size_t(r) * p_stride + j];
+            for (int i = 0; i < head_dim; ++i)
+                acc[std::size_t(r) * head_dim + i] += w * values[std::size_t(j) * head_dim + i];
+        }
+}
+
+// ---- AVX2 + FMA + F16C ------------------------------------------------------------------------
+#ifdef SMOL_HAVE_KV_AVX2
+namespace avx2 {
+
+// Eight sums of eight accumulators, each summed by the same tree ((0+1)+(2+3))+((4+5)+(6+7)),
+// so a score's value does not depend on the slot it was computed in.
+inline __m256 sum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6, __m256 a7) {
+    const __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
+    const __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
+    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    // u0 = [a0 a1 a2 a3 (low halves) | a0 a1 a2 a3 (high halves)], u1 likewise for a4..a7
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+inline void store_row_f16(const float* x, std::uint16_t* out, int n) {  // n: multiple of 8
+    for (int i = 0; i < n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+}
+
+inline void load_row(KvType type, const std::byte* row, float* out, int head_dim) {  // head_dim: multiple of 32
+    switch (type) {
+        case KvType::f16: {
+            const auto* h = reinterpret_cast<const std::uint16_t*>(row);
+            for (int i = 0; i < head_dim; i += 8)
+                _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+            return;
+        }
+        case KvType::q8_0: {
+            const auto* b = reinterpret_cast<const BlockQ8_0*>(row);
+            for (int k = 0; k < head_dim / QK8_0; ++k, out += QK8_0) {
+                const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[k].d));
+                for (int i = 0; i < QK8_0; i += 8) {
+                    const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b[k].qs + i)));
+                    _mm256_storeu_ps(out + i, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
+                }
+            }
+            return;
+        }
+        case KvType::q4_0: {
+            const auto* b = reinterpret_cast<const BlockQ4_0*>(row);
+            const __m128i low4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+            for (int k = 0; k < head_dim / QK4_0; ++k, out += QK4_0) {
+                const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[k].d));
+                const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[k].qs));
+                const __m128i lo = _mm_sub_epi8(_mm_and_si128(packed, low4), eight);                      // values 0..15
+                const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), low4), eight);  // values 16..31
+                const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+                for (int p = 0; p < 4; ++p)
+                    _mm256_storeu_ps(out + 8 * p, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[p]))));
+            }
+            return;
+        }
+    }
+}
+
+// 4 query rows x 2 keys: eight dot products over head_dim (a multiple of 8), each accumulated
+// in one register in order of i and summed by sum8's fixed tree.
+inline void scores_4x2(const float* const q[4], const float* k0, const float* k1, int head_dim, float scale,
+                       float out[8]) {
+    __m256 a[8];
+    for (__m256& x : a) x = _mm256_setzero_ps();
+    for (int i = 0; i < head_dim; i += 8) {
+        const __m256 x0 = _mm256_loadu_ps(k0 + i), x1 = _mm256_loadu_ps(k1 + i);
+        for (int r = 0; r < 4; ++r) {
+            const __m256 qr = _mm256_loadu_ps(q[r] + i);
+            a[2 * r] = _mm256_fmadd_ps(qr, x0, a[2 * r]);
+            a[2 * r + 1] = _mm256_fmadd_ps(qr, x1, a[2 * r + 1]);
+        }
+    }
+    _mm256_storeu_ps(out, _mm256_mul_ps(sum8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]), _mm256_set1_ps(scale)));
+}
+
+inline void scores(const float* q, int n_rows, const float* keys, int n_keys, int head_dim, float scale, float* scores,
+                   int score_stride) {
+    float out[8];
+    for (int j = 0; j < n_keys; j += 2) {
+        const float* k0 = keys + std::size_t(j) * head_dim;
+        const float* k1 = j + 1 < n_keys ? k0 + head_dim : k0;  // an odd last key is computed twice
+        for (int r = 0; r < n_rows; r += 4) {
+            const float* rows[4];
+            for (int i = 0; i < 4; ++i) rows[i] = q + std::size_t(std::min(r + i, n_rows - 1)) * head_dim;
+            scores_4x2(rows, k0, k1, head_dim, scale, out);
+            for (int i = 0; i < 4 && r + i < n_rows; ++i) {
+                float* s = scores + std::size_t(r + i) * score_stride + j;
+                s[0] = out[2 * i];
+                if (j + 1 < n_keys) s[1] = out[2 * i + 1];
+            }
+        }
+    }
+}
+
+// exp(x) for x <= 0 (softmax weights), within 2 ulp of std::exp; -inf and anything below
+// -87.3 give exactly 0. Cody-Waite range reduction and a degree-6 polynomial on [-ln2/2, ln2/2].
+inline __m256 exp_nonpositive(__m256 x) {
+    const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.33654f));
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    // 2^k for k in [-126, 0]: the exponent field built directly
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
+}
+
+// Eight lanes summed j by j, then the lanes by a fixed tree; n is padded to a multiple of 8 with
+// zero weights, which add nothing.
+inline float softmax_weights(float* s, int n, float max) {
+    const __m256 m = _mm256_set1_ps(max);
+    __m256 sum = _mm256_setzero_ps();
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 p = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
+        _mm256_storeu_ps(s + j, p);
+        sum = _mm256_add_ps(sum, p);
+    }
+    if (j < n) {
+        alignas(32) float tail[8];
+        for (int i = 0; i < 8; ++i) tail[i] = j + i < n ? s[j + i] : -INFINITY;
+        const __m256 p = exp_nonpositive(_mm256_sub_ps(_mm256_load_ps(tail), m));
+        _mm256_store_ps(tail, p);
+        for (int i = 0; j + i < n; ++i) s[j + i] = tail[i];
+        sum = _mm256_add_ps(sum, p);
+    }
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+// acc rows += p . values for 4 rows (a dummy row repeats the last) and 16 columns at a time,
+// the 8 accumulators held in registers over every value row.
+inline void accumulate(const float* p, int p_stride, int n_rows, const float* values, int n_values, int head_dim,
+                       float* acc) {
+    for (int r = 0; r < n_rows; r += 4) {
+        const float* pr[4];
+        float* ar[4];
+        const float dummy[16] = {};  // a dummy row's accumulators: computed, never stored
+        for (int i = 0; i < 4; ++i) {
+            pr[i] = p + std::size_t(std::min(r + i, n_rows - 1)) * p_stride;
+            ar[i] = r + i < n_rows ? acc + std::size_t(r + i) * head_dim : nullptr;
+        }
+        for (int c = 0; c < head_dim; c += 16) {
+            __m256 a[8];
+            for (int i = 0; i < 4; ++i) {
+                const float* src = ar[i] ? ar[i] + c : dummy;
+                a[2 * i] = _mm256_loadu_ps(src);
+                a[2 * i + 1] = _mm256_loadu_ps(src + 8);
+            }
+            const float* v = values + c;
+            for (int j = 0; j < n_values; ++j, v += head_dim) {
+                const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+                for (int i = 0; i < 4; ++i) {
+                    const __m256 w = _mm256_broadcast_ss(pr[i] + j);
+                    a[2 * i] = _mm256_fmadd_ps(w, v0, a[2 * i]);
+                    a[2 * i + 1] = _mm256_fmadd_ps(w, v1, a[2 * i + 1]);
+                }
+            }
+            for (int i = 0; i < 4; ++i)
+                if (ar[i]) {
+                    _mm256_storeu_ps(ar[i] + c, a[2 * i]);
+                    _mm256_storeu_ps(ar[i] + c + 8, a[2 * i + 1]);
+                }
+        }
+    }
+}
+
+}  // namespace avx2
+#endif
+
+// ---- the versions attention calls -----------------------------------------------------------
+
+inline void store_row(KvType type, const float* x, std::byte* row, int head_dim) {
+#ifdef SMOL_HAVE_KV_AVX2
+    if (type == KvType::f16 && head_dim % 8 == 0)
+        return avx2::store_row_f16(x, reinterpret_cast<std::uint16_t*>(row), head_dim);
+#endif
+    store_row_scalar(type, x, row, head_dim);
+}
+
+inline void load_row(KvType type, const std::byte* row, float* out, int head_dim) {
+#ifdef SMOL_HAVE_KV_AVX2
+    if (head_dim % 32 == 0) return avx2::load_row(type, row, out, head_dim);
+#endif
+    load_row_scalar(type, row, out, head_dim);
+}
+
+inline void scores(const float* q, int n_rows, const float* keys, int n_keys, int head_dim, float scale, float* out,
+                   int score_stride) {
+#ifdef SMOL_HAVE_KV_AVX2
+    if (head_dim % 8 == 0) return avx2::scores(q, n_rows, keys, n_keys, head_dim, scale, out, score_stride);
+#endif
+    scores_scalar(q, n_rows, keys, n_keys, head_dim, scale, out, score_stride);
+}
+
+inline float softmax_weights(float* s, int n, float max) {
+#ifdef SMOL_HAVE_KV_AVX2
+    return avx2::softmax_weights(s, n, max);
+#else
+    return softmax_weights_scalar(s, n, max);
+#endif
+}
+
+inline void accumulate(const float* p, int p_stride, int n_rows, const float* values, int n_values, int head_dim,
+                       float* acc) {
+#ifdef SMOL_HAVE_KV_AVX2
+    if (head_dim % 16 == 0) return avx2::accumulate(p, p_stride, n_rows, values, n_values, head_dim, acc);
+#endif
+    accumulate_scalar(p, p_stride, n_rows, values, n_values, head_dim, acc);
+}
+
+}  // namespace smol::kv_kernels

@@ -1,0 +1,81 @@
+// The KV cache: its size per token in each cache type, memory that becomes resident only as
+// positions are written, copies of the filled positions, and the -ctk/-ctv flags.
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "smol/model/kv_cache.hpp"
+#include "smol/ops/attention.hpp"
+
+using namespace smol;
+
+namespace {
+
+// Resident memory of this process (VmRSS), in bytes.
+std::size_t resident_bytes() {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    FAIL("no VmRSS in /proc/self/status");
+    return 0;
+}
+
+}  // namespace
+
+TEST_CASE("bytes per token follow the cache types, as llama.cpp sizes them") {
+    // SmolLM3-3B: 36 layers x 4 KV heads x 128 values, keys and values.
+    const auto per_token = [](KvCacheTypes t) { return KvCache(36, 4, 128, 16, t).bytes_per_token(); };
+    CHECK(per_token({}) == 73728);                                  // 72 KiB: 4.5 GiB at 65536 tokens
+    CHECK(per_token({KvType::q8_0, KvType::q8_0}) == 39168);        // 34 bytes per 32 values
+    CHECK(per_token({KvType::q4_0, KvType::q4_0}) == 20736);        // 18 bytes per 32 values
+    CHECK(per_token({KvType::q8_0, KvType::f16}) == 39168 / 2 + 73728 / 2);
+    CHECK(KvCache(36, 4, 128, 65536, {KvType::q4_0, KvType::q4_0}).bytes() == 20736ull * 65536);
+    CHECK_THROWS_WITH_AS(KvCache(2, 2, 48, 16, {KvType::q4_0, KvType::f16}),
+                         doctest::Contains("q4_0: expected a head size that is a multiple of 32, found 48"), Error);
+}
+
+TEST_CASE("a large cache costs memory only for the positions written, and copies only those") {
+    // 8 layers x 8 heads x 128 x 65536 positions of f16 keys and values: 2 GiB reserved.
+    const int n_layers = 8, n_kv = 8, head_dim = 128, capacity = 65536;
+    const std::size_t before = resident_bytes();
+    KvCache cache(n_layers, n_kv, head_dim, capacity);
+    CHECK(cache.bytes() == std::size_t(2) << 30);
+    const std::size_t made = resident_bytes();
+    CHECK(made - std::min(made, before) < (std::size_t(8) << 20));  // nothing touched yet
+
+    // Write 1024 positions in every layer: 1024 x 32 KiB = 32 MiB of rows.
+    const int written = 1024;
+    std::vector<float> k(std::size_t(written) * n_kv * head_dim, 0.5f), v(k.size(), -0.25f);
+    for (int l = 0; l < n_layers; ++l) kv_store(cache.layer(l), 0, k.data(), v.data(), written);
+    cache.commit_positions(written);
+    const std::size_t filled = resident_bytes();
+    const std::size_t rows = cache.bytes_per_token() * written;
+    CHECK(filled - made >= rows * 9 / 10);
+    CHECK(filled - made < rows + (std::size_t(16) << 20));
+
+    KvCache twin = cache.copy();
+    CHECK(twin.size() == written);
+    CHECK(resident_bytes() - filled < rows + (std::size_t(16) << 20));
+    const KvLayer a = cache.layer(n_layers - 1), b = twin.layer(n_layers - 1);
+    CHECK(std::memcmp(a.key_row(n_kv - 1, 0), b.key_row(n_kv - 1, 0), written * head_dim * 2) == 0);
+    CHECK(std::memcmp(a.value_row(3, 0), b.value_row(3, 0), written * head_dim * 2) == 0);
+}
+
+TEST_CASE("the cache-type flags take llama.cpp's names and values") {
+    KvCacheTypes t;
+    CHECK(is_kv_cache_type_flag("-ctk"));
+    CHECK(is_kv_cache_type_flag("--cache-type-v"));
+    CHECK_FALSE(is_kv_cache_type_flag("-ct"));
+    apply_kv_cache_type_flag(t, "-ctk", "q8_0");
+    apply_kv_cache_type_flag(t, "--cache-type-v", "q4_0");
+    CHECK(t == KvCacheTypes{KvType::q8_0, KvType::q4_0});
+    CHECK_THROWS_WITH_AS(apply_kv_cache_type_flag(t, "-ctv", "q5_1"),
+                         doctest::Contains("-ctv: expected f16, q8_0 or q4_0, found 'q5_1'"), Error);
+    CHECK(t.values == KvType::q4_0);  // a bad value changes nothing
+}
