@@ -1,5 +1,5 @@
-// Attention over the KV cache in every cache type: the AVX2 kernels against their scalar
-// references on random data, and attention() against a double-precision softmax over the values
+// Attention over the KV cache in every cache type: each SIMD kernel set (AVX2, AVX-512) against
+// the scalar references on random data, and attention() against a double-precision softmax over the values
 // the cache holds, batched, one token at a time and on 1-3 threads, which must agree bit for bit
 // (a token's output cannot depend on its batch or on the thread count).
 
@@ -66,10 +66,8 @@ TEST_CASE("cache rows: every type stores and loads back within its rounding, SIM
         kv_kernels::store_row(type, x.data(), fast.data(), head_dim);
         kv_kernels::store_row_scalar(type, x.data(), ref.data(), head_dim);
         CHECK(fast == ref);
-        std::vector<float> back(head_dim), back_ref(head_dim);
-        kv_kernels::load_row(type, fast.data(), back.data(), head_dim);
-        kv_kernels::load_row_scalar(type, fast.data(), back_ref.data(), head_dim);
-        CHECK(same_bits(back, back_ref));
+        std::vector<float> back(head_dim);
+        kv_kernels::load_row_scalar(type, fast.data(), back.data(), head_dim);
         for (int b = 0; b < head_dim / 32; ++b) {
             float amax = 0.0f;
             for (int i = 32 * b; i < 32 * b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
@@ -93,83 +91,104 @@ TEST_CASE("cache rows: every type stores and loads back within its rounding, SIM
     CHECK(fast == ref);
 }
 
-TEST_CASE("AVX2 score, softmax and accumulate kernels match their scalar references") {
-#ifndef SMOL_HAVE_KV_AVX2
-    MESSAGE("skipped: this build has no AVX2 KV kernels (compiled without -mavx2 -mfma -mf16c)");
-#else
-    const int head_dim = 64, n_keys = 37;
-    for (int n_rows : {1, 3, 4, 6, 9}) {
-        CAPTURE(n_rows);
-        const std::vector<float> q = random_floats(std::size_t(n_rows) * head_dim, 10u + n_rows);
-        const std::vector<float> k = random_floats(std::size_t(n_keys) * head_dim, 20u + n_rows);
-        const int stride = 40;
-        std::vector<float> fast(std::size_t(n_rows) * stride, -1.0f), ref(fast.size(), -1.0f);
-        kv_kernels::avx2::scores(q.data(), n_rows, k.data(), n_keys, head_dim, 0.125f, fast.data(), stride);
-        kv_kernels::scores_scalar(q.data(), n_rows, k.data(), n_keys, head_dim, 0.125f, ref.data(), stride);
-        for (int r = 0; r < n_rows; ++r)
-            for (int j = 0; j < stride; ++j) {
-                const std::size_t i = std::size_t(r) * stride + j;
-                if (j >= n_keys) {
-                    CHECK(fast[i] == -1.0f);  // nothing past n_keys is written
-                    continue;
-                }
-                double magnitude = 0.0;
-                for (int d = 0; d < head_dim; ++d) magnitude += std::fabs(double(q[r * head_dim + d]) * k[j * head_dim + d]);
-                CHECK(std::fabs(double(fast[i]) - ref[i]) <= 1e-6 * 0.125 * magnitude);
-            }
-        // A row's scores do not depend on the rows computed beside it.
-        std::vector<float> alone(stride, -1.0f);
-        kv_kernels::avx2::scores(q.data() + std::size_t(n_rows - 1) * head_dim, 1, k.data(), n_keys, head_dim, 0.125f,
-                                 alone.data(), stride);
-        CHECK(std::memcmp(alone.data(), fast.data() + std::size_t(n_rows - 1) * stride, n_keys * sizeof(float)) == 0);
+// The SIMD kernel sets of this build that this CPU runs; the others are named as skipped.
+std::vector<const kv_kernels::AttentionKernels*> runnable_simd_sets() {
+    std::vector<const kv_kernels::AttentionKernels*> sets;
+    for (Isa isa : {Isa::avx2, Isa::avx512}) {
+        const kv_kernels::AttentionKernels* k = kv_kernels::attention_kernels_for(isa);
+        if (!k) MESSAGE("skipped: this build has no ", std::string(isa_name(isa)), " attention kernels");
+        else if (!cpu_features().supports(isa)) MESSAGE("skipped: this CPU cannot run ", std::string(isa_name(isa)));
+        else sets.push_back(k);
+    }
+    return sets;
+}
 
+TEST_CASE("SIMD score, softmax, row and accumulate kernels match their scalar references") {
+    for (const kv_kernels::AttentionKernels* set : runnable_simd_sets()) {
+        const std::string isa(isa_name(set->isa));
+        CAPTURE(isa);
+        const int head_dim = 64, n_keys = 37;
+        for (KvType type : kAllTypes) {  // rows back to floats: exactly the scalar values
+            const std::vector<float> x = random_floats(head_dim, 5, 3.0f);
+            std::vector<std::byte> row(kv_row_bytes(type, head_dim));
+            kv_kernels::store_row_scalar(type, x.data(), row.data(), head_dim);
+            std::vector<float> fast(head_dim), ref(head_dim);
+            set->load_row(type, row.data(), fast.data(), head_dim);
+            kv_kernels::load_row_scalar(type, row.data(), ref.data(), head_dim);
+            CHECK(same_bits(fast, ref));
+        }
+        for (int n_rows : {1, 3, 4, 6, 9}) {
+            CAPTURE(n_rows);
+            const std::vector<float> q = random_floats(std::size_t(n_rows) * head_dim, 10u + n_rows);
+            const std::vector<float> k = random_floats(std::size_t(n_keys) * head_dim, 20u + n_rows);
+            const int stride = 40;
+            std::vector<float> fast(std::size_t(n_rows) * stride, -1.0f), ref(fast.size(), -1.0f);
+            set->scores(q.data(), n_rows, k.data(), n_keys, head_dim, 0.125f, fast.data(), stride);
+            kv_kernels::scores_scalar(q.data(), n_rows, k.data(), n_keys, head_dim, 0.125f, ref.data(), stride);
+            for (int r = 0; r < n_rows; ++r)
+                for (int j = 0; j < stride; ++j) {
+                    const std::size_t i = std::size_t(r) * stride + j;
+                    if (j >= n_keys) {
+                        CHECK(fast[i] == -1.0f);  // nothing past n_keys is written
+                        continue;
+                    }
+                    double magnitude = 0.0;
+                    for (int d = 0; d < head_dim; ++d) magnitude += std::fabs(double(q[r * head_dim + d]) * k[j * head_dim + d]);
+                    CHECK(std::fabs(double(fast[i]) - ref[i]) <= 1e-6 * 0.125 * magnitude);
+                }
+            // A row's scores do not depend on the rows or keys computed beside it.
+            std::vector<float> alone(stride, -1.0f);
+            set->scores(q.data() + std::size_t(n_rows - 1) * head_dim, 1, k.data() + 5 * head_dim, n_keys - 5, head_dim,
+                        0.125f, alone.data(), stride);
+            CHECK(std::memcmp(alone.data(), fast.data() + std::size_t(n_rows - 1) * stride + 5,
+                              (n_keys - 5) * sizeof(float)) == 0);
+
+            // Accumulate: acc += p . V per row, the same FMA chain per element as the reference.
+            const std::vector<float> p = random_floats(std::size_t(n_rows) * stride, 40u + n_rows);
+            const std::vector<float> v = random_floats(std::size_t(n_keys) * head_dim, 50u + n_rows);
+            std::vector<float> acc = random_floats(std::size_t(n_rows) * head_dim, 60u + n_rows), acc_ref = acc;
+            set->accumulate(p.data(), stride, n_rows, v.data(), n_keys, head_dim, acc.data());
+            kv_kernels::accumulate_scalar(p.data(), stride, n_rows, v.data(), n_keys, head_dim, acc_ref.data());
+            for (std::size_t i = 0; i < acc.size(); ++i) CHECK(acc[i] == doctest::Approx(acc_ref[i]).epsilon(1e-5));
+        }
         // Softmax weights: the vector exp against std::exp, -inf giving exactly 0.
-        for (int n : {1, 7, 8, 37}) {
+        for (int n : {1, 7, 8, 16, 37}) {
             std::vector<float> s = random_floats(std::size_t(n), 30u + n, 20.0f), s_ref;
             if (n > 3) s[2] = -INFINITY;
             s.push_back(-200.0f);
             s_ref = s;
             const float max = 25.0f;
-            const float sum = kv_kernels::avx2::softmax_weights(s.data(), n + 1, max);
+            const float sum = set->softmax_weights(s.data(), n + 1, max);
             const float sum_ref = kv_kernels::softmax_weights_scalar(s_ref.data(), n + 1, max);
-            // (std::exp goes on into subnormals below -87.3, where the kernel gives 0)
+            // (std::exp goes on into subnormals below -87.3, where the kernels give 0)
             for (int j = 0; j <= n; ++j) CHECK(std::fabs(s[j] - s_ref[j]) <= 3e-7f * s_ref[j] + 1e-37f);
             if (n > 3) CHECK(s[2] == 0.0f);
             CHECK(s[n] == 0.0f);
             CHECK(sum == doctest::Approx(sum_ref).epsilon(1e-6));
         }
-
-        // Accumulate: acc += p . V, per row.
-        const std::vector<float> p = random_floats(std::size_t(n_rows) * stride, 40u + n_rows);
-        const std::vector<float> v = random_floats(std::size_t(n_keys) * head_dim, 50u + n_rows);
-        std::vector<float> acc = random_floats(std::size_t(n_rows) * head_dim, 60u + n_rows), acc_ref = acc;
-        kv_kernels::avx2::accumulate(p.data(), stride, n_rows, v.data(), n_keys, head_dim, acc.data());
-        kv_kernels::accumulate_scalar(p.data(), stride, n_rows, v.data(), n_keys, head_dim, acc_ref.data());
-        // The same FMA chain per element: equal up to the fused rounding of each step.
-        for (std::size_t i = 0; i < acc.size(); ++i) CHECK(acc[i] == doctest::Approx(acc_ref[i]).epsilon(1e-5));
+        // exp over its whole range (weights exp(x - 0)), and exactly 0 below it.
+        std::vector<float> x;
+        for (float v = -87.3f; v <= 0.0f; v += 0.0137f) x.push_back(v);
+        std::vector<float> e = x;
+        set->softmax_weights(e.data(), int(e.size()), 0.0f);
+        for (std::size_t i = 0; i < x.size(); ++i)
+            CHECK_MESSAGE(std::fabs(e[i] - std::exp(double(x[i]))) <= 3e-7 * std::exp(double(x[i])), "exp(", x[i], ") = ", e[i]);
+        std::vector<float> below = {-87.34f, -88.0f, -100.0f, -1e30f, -INFINITY, -200.0f, -90.0f};
+        set->softmax_weights(below.data(), int(below.size()), 0.0f);
+        for (float b : below) CHECK(b == 0.0f);
     }
-    // exp over its whole domain, against std::exp.
-    for (float x = -87.3f; x <= 0.0f; x += 0.0137f) {
-        alignas(32) float in[8], got[8];
-        for (int i = 0; i < 8; ++i) in[i] = x * (1.0f - 0.01f * float(i));
-        _mm256_store_ps(got, kv_kernels::avx2::exp_nonpositive(_mm256_load_ps(in)));
-        for (int i = 0; i < 8; ++i)
-            CHECK_MESSAGE(std::fabs(got[i] - std::exp(double(in[i]))) <= 3e-7 * std::exp(double(in[i])), "exp(", in[i],
-                          ") = ", got[i]);
-    }
-    alignas(32) float below[8] = {-87.34f, -88.0f, -100.0f, -1e30f, -INFINITY, -INFINITY, -200.0f, -90.0f}, got[8];
-    _mm256_store_ps(got, kv_kernels::avx2::exp_nonpositive(_mm256_load_ps(below)));
-    for (float g : got) CHECK(g == 0.0f);
-#endif
 }
 
 TEST_CASE("attention matches a double-precision softmax in every cache type and does not depend on batch or threads") {
     struct Shape {
         int head_dim, n_kv, n_heads, prefix, batch;
     };
-    // 600 positions span three chunks of 256; head_dim 12 runs the scalar kernels (f16 only:
-    // the block types need whole blocks of 32).
-    const Shape shapes[] = {{64, 2, 6, 300, 300}, {128, 1, 4, 5, 19}, {12, 2, 6, 5, 9}};
+    // 530 positions span three chunks of 256, and 3 query heads per KV head leave a dummy row in
+    // every 4-row kernel call; head_dim 12 runs the scalar kernels whatever the set (f16 only: the
+    // block types need whole blocks of 32).
+    const Shape shapes[] = {{64, 1, 3, 270, 260}, {128, 1, 4, 5, 19}, {12, 2, 6, 5, 9}};
+    std::vector<const kv_kernels::AttentionKernels*> sets = runnable_simd_sets();
+    sets.push_back(kv_kernels::attention_kernels_for(Isa::scalar));
     for (const Shape& sh : shapes)
         for (KvType key_type : kAllTypes)
             for (KvType value_type : kAllTypes) {
@@ -186,42 +205,16 @@ TEST_CASE("attention matches a double-precision softmax in every cache type and 
                 const std::vector<float> q = random_floats(std::size_t(n_tokens) * n_heads * hd, 13, 0.5f);
                 const std::size_t q_row = std::size_t(n_heads) * hd, kv_row = std::size_t(n_kv) * hd;
 
-                // The prefix, then the rest in one batch, on 2 threads.
-                omp_set_num_threads(2);
-                TestLayer batched(n_kv, capacity, hd, types);
-                std::vector<float> out_batched(std::size_t(n_tokens) * q_row);
-                kv_store(batched.view(), 0, k.data(), v.data(), sh.prefix);
-                attention(batched.view(), 0, q.data(), out_batched.data(), sh.prefix, n_heads);
-                kv_store(batched.view(), sh.prefix, k.data() + sh.prefix * kv_row, v.data() + sh.prefix * kv_row, sh.batch);
-                attention(batched.view(), sh.prefix, q.data() + sh.prefix * q_row, out_batched.data() + sh.prefix * q_row,
-                          sh.batch, n_heads);
-
-                // Every token alone, as decoding runs it, on 1 and on 3 threads.
-                for (int threads : {1, 3}) {
-                    CAPTURE(threads);
-                    omp_set_num_threads(threads);
-                    TestLayer single(n_kv, capacity, hd, types);
-                    std::vector<float> out_single(out_batched.size());
-                    for (int t = 0; t < n_tokens; ++t) {
-                        kv_store(single.view(), t, k.data() + t * kv_row, v.data() + t * kv_row, 1);
-                        attention(single.view(), t, q.data() + t * q_row, out_single.data() + t * q_row, 1, n_heads);
-                    }
-                    CHECK(single.keys == batched.keys);
-                    CHECK(single.values == batched.values);
-                    CHECK(same_bits(out_single, out_batched));
-                }
-                omp_set_num_threads(2);
-
                 // The reference: causal softmax in double over the values the cache holds.
                 std::vector<float> k_held(k.size()), v_held(v.size());
+                std::vector<std::byte> row(kv_row_bytes(KvType::f16, hd));
                 for (std::size_t r = 0; r < k.size() / hd; ++r) {
-                    std::vector<std::byte> row(kv_row_bytes(KvType::q8_0, 256) * 8);
                     kv_kernels::store_row_scalar(key_type, k.data() + r * hd, row.data(), hd);
                     kv_kernels::load_row_scalar(key_type, row.data(), k_held.data() + r * hd, hd);
                     kv_kernels::store_row_scalar(value_type, v.data() + r * hd, row.data(), hd);
                     kv_kernels::load_row_scalar(value_type, row.data(), v_held.data() + r * hd, hd);
                 }
-                double worst = 0.0;
+                std::vector<double> expected(std::size_t(n_tokens) * q_row);
                 for (int t = 0; t < n_tokens; ++t)
                     for (int h = 0; h < n_heads; ++h) {
                         const int g = h / (n_heads / n_kv);
@@ -229,21 +222,51 @@ TEST_CASE("attention matches a double-precision softmax in every cache type and 
                         double max_score = -INFINITY;
                         for (int j = 0; j <= t; ++j) {
                             double dot = 0.0;
-                            for (int i = 0; i < hd; ++i)
-                                dot += double(q[t * q_row + h * hd + i]) * k_held[j * kv_row + g * hd + i];
+                            for (int i = 0; i < hd; ++i) dot += double(q[t * q_row + h * hd + i]) * k_held[j * kv_row + g * hd + i];
                             scores[j] = dot / std::sqrt(double(hd));
                             max_score = std::max(max_score, scores[j]);
                         }
                         double sum = 0.0;
-                        for (double& s : scores) sum += (s = std::exp(s - max_score));
-                        for (int i = 0; i < hd; ++i) {
-                            double expected = 0.0;
-                            for (int j = 0; j <= t; ++j) expected += scores[j] / sum * v_held[j * kv_row + g * hd + i];
-                            worst = std::max(worst, std::fabs(expected - out_batched[t * q_row + h * hd + i]));
-                        }
+                        for (double& x : scores) sum += (x = std::exp(x - max_score));
+                        for (int j = 0; j <= t; ++j)
+                            for (int i = 0; i < hd; ++i)
+                                expected[t * q_row + h * hd + i] += scores[j] / sum * v_held[j * kv_row + g * hd + i];
                     }
-                CHECK(worst < 2e-5);
-                // Positions beyond the filled ones were never written.
-                CHECK(batched.keys[std::size_t(n_tokens) * kv_row_bytes(key_type, hd)] == std::byte{0xff});
+
+                for (const kv_kernels::AttentionKernels* set : sets) {
+                    const std::string isa(isa_name(set->isa));
+                    CAPTURE(isa);
+                    // The prefix, then the rest in one batch, on 2 threads.
+                    omp_set_num_threads(2);
+                    TestLayer batched(n_kv, capacity, hd, types);
+                    std::vector<float> out_batched(std::size_t(n_tokens) * q_row);
+                    kv_store(batched.view(), 0, k.data(), v.data(), sh.prefix);
+                    attention(batched.view(), 0, q.data(), out_batched.data(), sh.prefix, n_heads, *set);
+                    kv_store(batched.view(), sh.prefix, k.data() + sh.prefix * kv_row, v.data() + sh.prefix * kv_row, sh.batch);
+                    attention(batched.view(), sh.prefix, q.data() + sh.prefix * q_row, out_batched.data() + sh.prefix * q_row,
+                              sh.batch, n_heads, *set);
+                    double worst = 0.0;
+                    for (std::size_t i = 0; i < expected.size(); ++i)
+                        worst = std::max(worst, std::fabs(expected[i] - out_batched[i]));
+                    CHECK(worst < 2e-5);
+                    // Positions beyond the filled ones were never written.
+                    CHECK(batched.keys[std::size_t(n_tokens) * kv_row_bytes(key_type, hd)] == std::byte{0xff});
+
+                    // Every token alone, as decoding runs it, on 1 and on 3 threads: the same bits.
+                    for (int threads : {1, 3}) {
+                        CAPTURE(threads);
+                        omp_set_num_threads(threads);
+                        TestLayer single(n_kv, capacity, hd, types);
+                        std::vector<float> out_single(out_batched.size());
+                        for (int t = 0; t < n_tokens; ++t) {
+                            kv_store(single.view(), t, k.data() + t * kv_row, v.data() + t * kv_row, 1);
+                            attention(single.view(), t, q.data() + t * q_row, out_single.data() + t * q_row, 1, n_heads, *set);
+                        }
+                        CHECK(single.keys == batched.keys);
+                        CHECK(single.values == batched.values);
+                        CHECK(same_bits(out_single, out_batched));
+                    }
+                    omp_set_num_threads(2);
+                }
             }
 }

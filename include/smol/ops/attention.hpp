@@ -74,29 +74,29 @@ inline Scratch& thread_scratch() {
 // The partial softmax of chunk `chunk` for n_rows query rows of KV head g: row r sees the
 // chunk's first visible[r] positions (at least 1). q: [n_rows, head_dim];
 // max, sum: [n_rows]; acc: [n_rows, head_dim].
-inline void attend_chunk(const KvLayer& cache, int g, int chunk, const float* q, int n_rows, const int* visible,
-                         float scale, Scratch& s, float* max, float* sum, float* acc) {
+inline void attend_chunk(const kv_kernels::AttentionKernels& k, const KvLayer& cache, int g, int chunk, const float* q,
+                         int n_rows, const int* visible, float scale, Scratch& s, float* max, float* sum, float* acc) {
     const int hd = cache.head_dim, first = chunk * kAttentionChunk;
     const int n = *std::max_element(visible, visible + n_rows);
     float* scores = s.scores.data();  // [n_rows, kAttentionChunk]
     for (int j = 0; j < n; j += kAttentionStep) {
         const int step = std::min(kAttentionStep, n - j);
         for (int i = 0; i < step; ++i)
-            kv_kernels::load_row(cache.key_type, cache.key_row(g, first + j + i), s.rows.data() + std::size_t(i) * hd, hd);
-        kv_kernels::scores(q, n_rows, s.rows.data(), step, hd, scale, scores + j, kAttentionChunk);
+            k.load_row(cache.key_type, cache.key_row(g, first + j + i), s.rows.data() + std::size_t(i) * hd, hd);
+        k.scores(q, n_rows, s.rows.data(), step, hd, scale, scores + j, kAttentionChunk);
     }
     for (int r = 0; r < n_rows; ++r) {
         float* sr = scores + std::size_t(r) * kAttentionChunk;
         max[r] = *std::max_element(sr, sr + visible[r]);
-        sum[r] = kv_kernels::softmax_weights(sr, visible[r], max[r]);
+        sum[r] = k.softmax_weights(sr, visible[r], max[r]);
         std::fill(sr + visible[r], sr + n, 0.0f);  // positions this row may not see weigh nothing
     }
     std::fill(acc, acc + std::size_t(n_rows) * hd, 0.0f);
     for (int j = 0; j < n; j += kAttentionStep) {
         const int step = std::min(kAttentionStep, n - j);
         for (int i = 0; i < step; ++i)
-            kv_kernels::load_row(cache.value_type, cache.value_row(g, first + j + i), s.rows.data() + std::size_t(i) * hd, hd);
-        kv_kernels::accumulate(scores + j, kAttentionChunk, n_rows, s.rows.data(), step, hd, acc);
+            k.load_row(cache.value_type, cache.value_row(g, first + j + i), s.rows.data() + std::size_t(i) * hd, hd);
+        k.accumulate(scores + j, kAttentionChunk, n_rows, s.rows.data(), step, hd, acc);
     }
 }
 
@@ -126,10 +126,12 @@ inline void finish_row(float run_sum, const float* run_acc, float* out, int head
 
 // out[t, h] = softmax_j(q[t, h] . K[g, j] * scale) . V[g, j] for j <= first + t, g = h / (n_heads / n_kv_heads).
 // q, out: [n_tokens, n_heads * head_dim]. The new tokens' keys and values must already be stored.
-inline void attention(const KvLayer& cache, int first, const float* q, float* out, std::int64_t n_tokens,
-                      int n_heads) {
+// `kernels`: this CPU's set unless a test asks for another.
+inline void attention(const KvLayer& cache, int first, const float* q, float* out, std::int64_t n_tokens, int n_heads,
+                      const kv_kernels::AttentionKernels& kernels = kv_kernels::attention_kernels()) {
     using namespace attention_detail;
     const int n_kv = cache.n_kv_heads, hd = cache.head_dim;
+    const kv_kernels::AttentionKernels& k = hd % 32 == 0 ? kernels : *kv_kernels::attention_kernels_for(Isa::scalar);
     const int group = n_heads / n_kv;  // query heads per KV head: rows that share every cache read
     const float scale = 1.0f / std::sqrt(float(hd));
     const auto chunks_for = [&](std::int64_t t) { return (first + int(t)) / kAttentionChunk + 1; };
@@ -160,7 +162,7 @@ inline void attention(const KvLayer& cache, int first, const float* q, float* ou
                     for (int i = t_from; i < n_tok; ++i)
                         std::fill_n(visible + (i - t_from) * group, group,
                                     std::min(kAttentionChunk, first + int(t0) + i + 1 - c * kAttentionChunk));
-                    attend_chunk(cache, g, c, s.q.data() + std::size_t(row_from) * hd, rows, visible, scale, s,
+                    attend_chunk(k, cache, g, c, s.q.data() + std::size_t(row_from) * hd, rows, visible, scale, s,
                                  s.max.data(), s.sum.data(), s.acc.data());
                     for (int r = 0; r < rows; ++r)
                         merge_partial(s.run_max[row_from + r], s.run_sum[row_from + r],
@@ -199,7 +201,7 @@ inline void attention(const KvLayer& cache, int first, const float* q, float* ou
             int* visible = s.visible.data();
             std::fill_n(visible, group, std::min(kAttentionChunk, first + int(t) + 1 - c * kAttentionChunk));
             float* p = partial_base + std::size_t(item) * partial_floats;  // [max x group, sum x group, acc x group]
-            attend_chunk(cache, g, c, q_rows(t, g), group, visible, scale, s, p, p + group, p + 2 * group);
+            attend_chunk(k, cache, g, c, q_rows(t, g), group, visible, scale, s, p, p + group, p + 2 * group);
         }
 #pragma omp for collapse(2) schedule(static)
         for (std::int64_t t = 0; t < n_tokens; ++t)

@@ -2,8 +2,8 @@
 // The kernels attention runs over a KV cache: a row written in the cache type (fp16, Q8_0,
 // Q4_0) and read back as floats, query-key scores for several query rows at once, the softmax
 // weights, and the weighted sum of value rows. Each has a scalar reference (the `_scalar`
-// functions) that the AVX2 versions are tested against; the unsuffixed functions pick the AVX2
-// version when the build has it (x86-64-v3 is smol's baseline) and the row length allows.
+// functions) that the AVX2 and AVX-512 versions are tested against; AttentionKernels gathers
+// one instruction set's versions, and attention_kernels() is the set this CPU runs.
 //
 // Every result a kernel writes for one query row depends only on that row and the cache rows,
 // never on which other rows or how many shared the call: that is what keeps attention's output
@@ -20,6 +20,7 @@
 #define SMOL_HAVE_KV_AVX2 1
 #endif
 
+#include "smol/core/cpu.hpp"
 #include "smol/core/half.hpp"
 #include "smol/ops/kv_layout.hpp"
 #include "smol/quant/blocks.hpp"
@@ -263,7 +264,222 @@ inline void accumulate(const float* p, int p_stride, int n_rows, const float* va
 }  // namespace avx2
 #endif
 
-// ---- the versions attention calls -----------------------------------------------------------
+// ---- AVX-512 (F, BW, VL, DQ), compiled per function and run only where the CPU has it ------
+#if defined(SMOL_HAVE_KV_AVX2) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SMOL_HAVE_KV_AVX512 1
+#define SMOL_KV_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+// GCC 12's intrinsics seed masked forms with _mm512_undefined_*(), which its -Wuninitialized
+// reports once inlined (GCC bug 105593); the values are never read.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+namespace avx512 {
+
+SMOL_KV_TARGET_AVX512 inline __m256 halves(__m512 a) {
+    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+}
+
+SMOL_KV_TARGET_AVX512 inline void load_row(KvType type, const std::byte* row, float* out, int head_dim) {
+    switch (type) {
+        case KvType::f16: {
+            const auto* h = reinterpret_cast<const std::uint16_t*>(row);
+            for (int i = 0; i < head_dim; i += 16)
+                _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
+            return;
+        }
+        case KvType::q8_0: {
+            const auto* b = reinterpret_cast<const BlockQ8_0*>(row);
+            for (int k = 0; k < head_dim / QK8_0; ++k, out += QK8_0) {
+                const __m512 d = _mm512_set1_ps(_cvtsh_ss(b[k].d));
+                for (int i = 0; i < QK8_0; i += 16) {
+                    const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[k].qs + i)));
+                    _mm512_storeu_ps(out + i, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q)));
+                }
+            }
+            return;
+        }
+        case KvType::q4_0: {
+            const auto* b = reinterpret_cast<const BlockQ4_0*>(row);
+            const __m128i low4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+            for (int k = 0; k < head_dim / QK4_0; ++k, out += QK4_0) {
+                const __m512 d = _mm512_set1_ps(_cvtsh_ss(b[k].d));
+                const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[k].qs));
+                const __m128i lo = _mm_sub_epi8(_mm_and_si128(packed, low4), eight);
+                const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), low4), eight);
+                _mm512_storeu_ps(out, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo))));
+                _mm512_storeu_ps(out + 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi))));
+            }
+            return;
+        }
+    }
+}
+
+// 4 query rows x 4 keys: sixteen dot products, each in one register in order of i, folded to
+// 8 lanes and summed by avx2::sum8's tree, so no score depends on its slot.
+SMOL_KV_TARGET_AVX512 inline void scores_4x4(const float* const q[4], const float* const k[4], int head_dim,
+                                             float scale, float out[16]) {
+    __m512 a[16];
+    for (__m512& x : a) x = _mm512_setzero_ps();
+    for (int i = 0; i < head_dim; i += 16) {
+        __m512 x[4];
+        for (int j = 0; j < 4; ++j) x[j] = _mm512_loadu_ps(k[j] + i);
+        for (int r = 0; r < 4; ++r) {
+            const __m512 qr = _mm512_loadu_ps(q[r] + i);
+            for (int j = 0; j < 4; ++j) a[4 * r + j] = _mm512_fmadd_ps(qr, x[j], a[4 * r + j]);
+        }
+    }
+    const __m256 s = _mm256_set1_ps(scale);
+    for (int h = 0; h < 2; ++h) {  // slots 8h .. 8h + 7: rows 2h, 2h + 1
+        const __m512* b = a + 8 * h;
+        _mm256_storeu_ps(out + 8 * h, _mm256_mul_ps(avx2::sum8(halves(b[0]), halves(b[1]), halves(b[2]), halves(b[3]),
+                                                               halves(b[4]), halves(b[5]), halves(b[6]), halves(b[7])),
+                                                    s));
+    }
+}
+
+SMOL_KV_TARGET_AVX512 inline void scores(const float* q, int n_rows, const float* keys, int n_keys, int head_dim,
+                                         float scale, float* scores, int score_stride) {
+    float out[16];
+    for (int j = 0; j < n_keys; j += 4) {
+        const float* k[4];
+        for (int i = 0; i < 4; ++i) k[i] = keys + std::size_t(std::min(j + i, n_keys - 1)) * head_dim;
+        for (int r = 0; r < n_rows; r += 4) {
+            const float* rows[4];
+            for (int i = 0; i < 4; ++i) rows[i] = q + std::size_t(std::min(r + i, n_rows - 1)) * head_dim;
+            scores_4x4(rows, k, head_dim, scale, out);
+            for (int i = 0; i < 4 && r + i < n_rows; ++i)
+                for (int c = 0; c < 4 && j + c < n_keys; ++c) scores[std::size_t(r + i) * score_stride + j + c] = out[4 * i + c];
+        }
+    }
+}
+
+// avx2::exp_nonpositive on 16 lanes.
+SMOL_KV_TARGET_AVX512 inline __m512 exp_nonpositive(__m512 x) {
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_GE_OQ);
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.33654f));
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mul_ps(keep, p, _mm512_castsi512_ps(bits));
+}
+
+SMOL_KV_TARGET_AVX512 inline float softmax_weights(float* s, int n, float max) {
+    const __m512 m = _mm512_set1_ps(max);
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 lanes = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+        const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), lanes, s + j);
+        const __m512 p = exp_nonpositive(_mm512_sub_ps(x, m));
+        _mm512_mask_storeu_ps(s + j, lanes, p);
+        sum = _mm512_add_ps(sum, p);
+    }
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(halves(sum)), _mm256_extractf128_ps(halves(sum), 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+// acc rows += p . values for 4 rows and 32 columns at a time (8 accumulators in registers).
+SMOL_KV_TARGET_AVX512 inline void accumulate(const float* p, int p_stride, int n_rows, const float* values, int n_values,
+                                             int head_dim, float* acc) {
+    for (int r = 0; r < n_rows; r += 4) {
+        const float* pr[4];
+        float* ar[4];
+        const float dummy[32] = {};  // a dummy row's accumulators: computed, never stored
+        for (int i = 0; i < 4; ++i) {
+            pr[i] = p + std::size_t(std::min(r + i, n_rows - 1)) * p_stride;
+            ar[i] = r + i < n_rows ? acc + std::size_t(r + i) * head_dim : nullptr;
+        }
+        for (int c = 0; c < head_dim; c += 32) {
+            __m512 a[8];
+            for (int i = 0; i < 4; ++i) {
+                const float* src = ar[i] ? ar[i] + c : dummy;
+                a[2 * i] = _mm512_loadu_ps(src);
+                a[2 * i + 1] = _mm512_loadu_ps(src + 16);
+            }
+            const float* v = values + c;
+            for (int j = 0; j < n_values; ++j, v += head_dim) {
+                const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
+                for (int i = 0; i < 4; ++i) {
+                    const __m512 w = _mm512_set1_ps(pr[i][j]);
+                    a[2 * i] = _mm512_fmadd_ps(w, v0, a[2 * i]);
+                    a[2 * i + 1] = _mm512_fmadd_ps(w, v1, a[2 * i + 1]);
+                }
+            }
+            for (int i = 0; i < 4; ++i)
+                if (ar[i]) {
+                    _mm512_storeu_ps(ar[i] + c, a[2 * i]);
+                    _mm512_storeu_ps(ar[i] + c + 16, a[2 * i + 1]);
+                }
+        }
+    }
+}
+
+}  // namespace avx512
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+// ---- the set attention runs -------------------------------------------------------------------
+
+// One instruction set's attention kernels. The SIMD sets need head_dim to be a multiple of 32;
+// attention falls back to the scalar set otherwise.
+struct AttentionKernels {
+    Isa isa;
+    void (*load_row)(KvType type, const std::byte* row, float* out, int head_dim);
+    void (*scores)(const float* q, int n_rows, const float* keys, int n_keys, int head_dim, float scale, float* out,
+                   int score_stride);
+    float (*softmax_weights)(float* s, int n, float max);
+    void (*accumulate)(const float* p, int p_stride, int n_rows, const float* values, int n_values, int head_dim,
+                       float* acc);
+};
+
+// The set for `isa`, or nullptr where this build has none.
+inline const AttentionKernels* attention_kernels_for(Isa isa) {
+    static constexpr AttentionKernels scalar{Isa::scalar, load_row_scalar, scores_scalar, softmax_weights_scalar,
+                                             accumulate_scalar};
+    switch (isa) {
+        case Isa::scalar: return &scalar;
+#ifdef SMOL_HAVE_KV_AVX2
+        case Isa::avx2: {
+            static constexpr AttentionKernels set{Isa::avx2, avx2::load_row, avx2::scores, avx2::softmax_weights,
+                                                  avx2::accumulate};
+            return &set;
+        }
+#endif
+#ifdef SMOL_HAVE_KV_AVX512
+        case Isa::avx512: {
+            static constexpr AttentionKernels set{Isa::avx512, avx512::load_row, avx512::scores,
+                                                  avx512::softmax_weights, avx512::accumulate};
+            return &set;
+        }
+#endif
+        default: return nullptr;
+    }
+}
+
+// The set this process runs: the one of the quantized matmuls (selected_isa(): the best the CPU
+// has, or SMOL_ISA's), falling back to narrower ones this build lacks.
+inline const AttentionKernels& attention_kernels() {
+    static const AttentionKernels* chosen = [] {
+        for (int isa = int(selected_isa()); isa > 0; --isa)
+            if (const AttentionKernels* k = attention_kernels_for(Isa(isa))) return k;
+        return attention_kernels_for(Isa::scalar);
+    }();
+    return *chosen;
+}
 
 inline void store_row(KvType type, const float* x, std::byte* row, int head_dim) {
 #ifdef SMOL_HAVE_KV_AVX2
@@ -271,37 +487,6 @@ inline void store_row(KvType type, const float* x, std::byte* row, int head_dim)
         return avx2::store_row_f16(x, reinterpret_cast<std::uint16_t*>(row), head_dim);
 #endif
     store_row_scalar(type, x, row, head_dim);
-}
-
-inline void load_row(KvType type, const std::byte* row, float* out, int head_dim) {
-#ifdef SMOL_HAVE_KV_AVX2
-    if (head_dim % 32 == 0) return avx2::load_row(type, row, out, head_dim);
-#endif
-    load_row_scalar(type, row, out, head_dim);
-}
-
-inline void scores(const float* q, int n_rows, const float* keys, int n_keys, int head_dim, float scale, float* out,
-                   int score_stride) {
-#ifdef SMOL_HAVE_KV_AVX2
-    if (head_dim % 8 == 0) return avx2::scores(q, n_rows, keys, n_keys, head_dim, scale, out, score_stride);
-#endif
-    scores_scalar(q, n_rows, keys, n_keys, head_dim, scale, out, score_stride);
-}
-
-inline float softmax_weights(float* s, int n, float max) {
-#ifdef SMOL_HAVE_KV_AVX2
-    return avx2::softmax_weights(s, n, max);
-#else
-    return softmax_weights_scalar(s, n, max);
-#endif
-}
-
-inline void accumulate(const float* p, int p_stride, int n_rows, const float* values, int n_values, int head_dim,
-                       float* acc) {
-#ifdef SMOL_HAVE_KV_AVX2
-    if (head_dim % 16 == 0) return avx2::accumulate(p, p_stride, n_rows, values, n_values, head_dim, acc);
-#endif
-    accumulate_scalar(p, p_stride, n_rows, values, n_values, head_dim, acc);
 }
 
 }  // namespace smol::kv_kernels
