@@ -87,8 +87,23 @@ inline void accumulate_scalar(const float* p, int p_stride, int n_rows, const fl
         }
 }
 
+// exp(x) for x <= 0 as the SIMD sets compute it (Cephes' expf): k = round(x log2 e), Cody-Waite
+// reduction r = x - k ln 2 in two parts, exp(r) by a degree-6 polynomial on [-ln2/2, ln2/2], and
+// 2^k put into the exponent field. Within 2 ulp of std::exp; below kMin the result is 0.
+namespace exp_poly {
+inline constexpr float kMin = -87.33654f;  // ln of the smallest normal float
+inline constexpr float kLog2e = 1.44269504088896341f;
+inline constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+inline constexpr float kCoefficients[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                           4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+}  // namespace exp_poly
+
 // ---- AVX2 + FMA + F16C ------------------------------------------------------------------------
 #ifdef SMOL_HAVE_KV_AVX2
+// The register tiles below are arrays of vectors indexed by constant loops; unrolled, they live
+// in registers. GCC unrolls them by itself only at -O3, and at -O2 (RelWithDebInfo) spilled
+// them to the stack, 2.6x slower, hence the pragma.
+#define SMOL_KV_UNROLL _Pragma("GCC unroll 16")
 namespace avx2 {
 
 // Eight sums of eight accumulators, each summed by the same tree ((0+1)+(2+3))+((4+5)+(6+7)),
@@ -147,9 +162,11 @@ inline void load_row(KvType type, const std::byte* row, float* out, int head_dim
 inline void scores_4x2(const float* const q[4], const float* k0, const float* k1, int head_dim, float scale,
                        float out[8]) {
     __m256 a[8];
+    SMOL_KV_UNROLL
     for (__m256& x : a) x = _mm256_setzero_ps();
     for (int i = 0; i < head_dim; i += 8) {
         const __m256 x0 = _mm256_loadu_ps(k0 + i), x1 = _mm256_loadu_ps(k1 + i);
+        SMOL_KV_UNROLL
         for (int r = 0; r < 4; ++r) {
             const __m256 qr = _mm256_loadu_ps(q[r] + i);
             a[2 * r] = _mm256_fmadd_ps(qr, x0, a[2 * r]);
@@ -178,21 +195,15 @@ inline void scores(const float* q, int n_rows, const float* keys, int n_keys, in
     }
 }
 
-// exp(x) for x <= 0 (softmax weights), within 2 ulp of std::exp; -inf and anything below
-// -87.3 give exactly 0. Cody-Waite range reduction and a degree-6 polynomial on [-ln2/2, ln2/2].
+// exp_poly on 8 lanes; -inf and anything below exp_poly::kMin give exactly 0.
 inline __m256 exp_nonpositive(__m256 x) {
-    const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.33654f));
-    const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    using namespace exp_poly;
+    const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(kMin), _CMP_LT_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(kMin));
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Lo), _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Hi), x));
+    __m256 p = _mm256_set1_ps(kCoefficients[0]);
+    for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kCoefficients[i]));
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     // 2^k for k in [-126, 0]: the exponent field built directly
     const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
@@ -232,12 +243,14 @@ inline void accumulate(const float* p, int p_stride, int n_rows, const float* va
         const float* pr[4];
         float* ar[4];
         const float dummy[16] = {};  // a dummy row's accumulators: computed, never stored
+        SMOL_KV_UNROLL
         for (int i = 0; i < 4; ++i) {
             pr[i] = p + std::size_t(std::min(r + i, n_rows - 1)) * p_stride;
             ar[i] = r + i < n_rows ? acc + std::size_t(r + i) * head_dim : nullptr;
         }
         for (int c = 0; c < head_dim; c += 16) {
             __m256 a[8];
+            SMOL_KV_UNROLL
             for (int i = 0; i < 4; ++i) {
                 const float* src = ar[i] ? ar[i] + c : dummy;
                 a[2 * i] = _mm256_loadu_ps(src);
@@ -246,12 +259,14 @@ inline void accumulate(const float* p, int p_stride, int n_rows, const float* va
             const float* v = values + c;
             for (int j = 0; j < n_values; ++j, v += head_dim) {
                 const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+                SMOL_KV_UNROLL
                 for (int i = 0; i < 4; ++i) {
                     const __m256 w = _mm256_broadcast_ss(pr[i] + j);
                     a[2 * i] = _mm256_fmadd_ps(w, v0, a[2 * i]);
                     a[2 * i + 1] = _mm256_fmadd_ps(w, v1, a[2 * i + 1]);
                 }
             }
+            SMOL_KV_UNROLL
             for (int i = 0; i < 4; ++i)
                 if (ar[i]) {
                     _mm256_storeu_ps(ar[i] + c, a[2 * i]);
@@ -321,16 +336,21 @@ SMOL_KV_TARGET_AVX512 inline void load_row(KvType type, const std::byte* row, fl
 SMOL_KV_TARGET_AVX512 inline void scores_4x4(const float* const q[4], const float* const k[4], int head_dim,
                                              float scale, float out[16]) {
     __m512 a[16];
+    SMOL_KV_UNROLL
     for (__m512& x : a) x = _mm512_setzero_ps();
     for (int i = 0; i < head_dim; i += 16) {
         __m512 x[4];
+        SMOL_KV_UNROLL
         for (int j = 0; j < 4; ++j) x[j] = _mm512_loadu_ps(k[j] + i);
+        SMOL_KV_UNROLL
         for (int r = 0; r < 4; ++r) {
             const __m512 qr = _mm512_loadu_ps(q[r] + i);
+            SMOL_KV_UNROLL
             for (int j = 0; j < 4; ++j) a[4 * r + j] = _mm512_fmadd_ps(qr, x[j], a[4 * r + j]);
         }
     }
     const __m256 s = _mm256_set1_ps(scale);
+    SMOL_KV_UNROLL
     for (int h = 0; h < 2; ++h) {  // slots 8h .. 8h + 7: rows 2h, 2h + 1
         const __m512* b = a + 8 * h;
         _mm256_storeu_ps(out + 8 * h, _mm256_mul_ps(avx2::sum8(halves(b[0]), halves(b[1]), halves(b[2]), halves(b[3]),
@@ -355,20 +375,15 @@ SMOL_KV_TARGET_AVX512 inline void scores(const float* q, int n_rows, const float
     }
 }
 
-// avx2::exp_nonpositive on 16 lanes.
+// exp_poly on 16 lanes, as avx2::exp_nonpositive.
 SMOL_KV_TARGET_AVX512 inline __m512 exp_nonpositive(__m512 x) {
-    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_GE_OQ);
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.33654f));
-    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    using namespace exp_poly;
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kMin), _CMP_GE_OQ);
+    x = _mm512_max_ps(x, _mm512_set1_ps(kMin));
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Lo), _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Hi), x));
+    __m512 p = _mm512_set1_ps(kCoefficients[0]);
+    for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kCoefficients[i]));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
     return _mm512_maskz_mul_ps(keep, p, _mm512_castsi512_ps(bits));
@@ -397,12 +412,14 @@ SMOL_KV_TARGET_AVX512 inline void accumulate(const float* p, int p_stride, int n
         const float* pr[4];
         float* ar[4];
         const float dummy[32] = {};  // a dummy row's accumulators: computed, never stored
+        SMOL_KV_UNROLL
         for (int i = 0; i < 4; ++i) {
             pr[i] = p + std::size_t(std::min(r + i, n_rows - 1)) * p_stride;
             ar[i] = r + i < n_rows ? acc + std::size_t(r + i) * head_dim : nullptr;
         }
         for (int c = 0; c < head_dim; c += 32) {
             __m512 a[8];
+            SMOL_KV_UNROLL
             for (int i = 0; i < 4; ++i) {
                 const float* src = ar[i] ? ar[i] + c : dummy;
                 a[2 * i] = _mm512_loadu_ps(src);
@@ -411,12 +428,14 @@ SMOL_KV_TARGET_AVX512 inline void accumulate(const float* p, int p_stride, int n
             const float* v = values + c;
             for (int j = 0; j < n_values; ++j, v += head_dim) {
                 const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
+                SMOL_KV_UNROLL
                 for (int i = 0; i < 4; ++i) {
                     const __m512 w = _mm512_set1_ps(pr[i][j]);
                     a[2 * i] = _mm512_fmadd_ps(w, v0, a[2 * i]);
                     a[2 * i + 1] = _mm512_fmadd_ps(w, v1, a[2 * i + 1]);
                 }
             }
+            SMOL_KV_UNROLL
             for (int i = 0; i < 4; ++i)
                 if (ar[i]) {
                     _mm512_storeu_ps(ar[i] + c, a[2 * i]);
