@@ -164,9 +164,11 @@ std::string read_to_end(int fd, int seconds) {
     }
 }
 
-// Reads one response with a Content-Length body from a connection that stays open.
-Response read_one_response(int fd) {
+// Reads one response with a Content-Length body from a connection that stays open. Bytes after
+// it (the next of pipelined responses) are left in `rest`, where the next call starts.
+Response read_one_response(int fd, std::string* rest = nullptr) {
     std::string raw;
+    if (rest) raw.swap(*rest);
     char buffer[4096];
     while (true) {
         const std::size_t header_end = raw.find("\r\n\r\n");
@@ -174,7 +176,11 @@ Response read_one_response(int fd) {
             const Response head = parse_response(raw.substr(0, header_end + 4));
             const auto length = head.headers.find("content-length");
             REQUIRE(length != head.headers.end());
-            if (raw.size() >= header_end + 4 + std::stoul(length->second)) return parse_response(raw);
+            const std::size_t end = header_end + 4 + std::stoul(length->second);
+            if (raw.size() >= end) {
+                if (rest) *rest = raw.substr(end);
+                return parse_response(raw.substr(0, end));
+            }
         }
         const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
         REQUIRE(n > 0);
@@ -1378,10 +1384,12 @@ TEST_CASE("smol-server: the gate keeps connections alive, pipelines, takes chunk
                          "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
                          "Transfer-Encoding: chunked\r\n\r\n" + chunk(body.substr(0, 5)) + chunk(body.substr(5)) +
                          "0\r\n\r\n");
-        const Response first = read_one_response(fd);
+        std::string rest;
+        const Response first = read_one_response(fd, &rest);
         REQUIRE(first.status == 200);
-        const Response second = read_one_response(fd);
+        const Response second = read_one_response(fd, &rest);
         REQUIRE(second.status == 200);
+        CHECK(rest.empty());
         CHECK(second.json_body() == first.json_body());
         // Expect: 100-continue is answered before the body is sent.
         send_all(fd, "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + "Expect: 100-continue\r\nContent-Length: " +

@@ -78,8 +78,6 @@ struct GateStats {
     std::atomic<std::uint64_t> refused{0};         // turned away at max_connections
     std::atomic<std::uint64_t> timed_out{0};       // closed because a header or body was not whole in time
     std::atomic<std::uint64_t> idle_closed{0};     // kept-alive connections closed after keep_alive_timeout
-    std::atomic<std::uint64_t> forwarded{0};       // whole requests passed to the server
-    std::atomic<std::uint64_t> replies_waiting{0}; // requests forwarded whose reply is not yet through
 };
 
 // What the gate needs from its owner; called on the gate's thread.
@@ -340,6 +338,12 @@ private:
         c.up_events = up_want;
     }
 
+    // Adds bytes for the client; the send timeout counts from when output starts waiting.
+    static void queue(Conn& c, std::string_view bytes) {
+        if (c.pending() == 0) c.last_progress = GateClock::now();
+        c.out.append(bytes);
+    }
+
     void set_deadline(Conn& c, GateClock::time_point t) {
         c.deadline = t;
         next_check_ = std::min(next_check_, t);
@@ -351,7 +355,6 @@ private:
         c.up = -1;
         c.up_registered = false;
         c.up_events = 0;
-        stats_.replies_waiting--;
     }
 
     // Closes a client connection (and its server connection, which cancels a generation).
@@ -498,7 +501,7 @@ private:
             c.phase = Phase::body;
             set_deadline(c, GateClock::now() + options_.body_timeout);
             if (c.head.expect_continue && c.in.size() == c.head.size) {
-                c.out += "HTTP/1.1 100 Continue\r\n\r\n";
+                queue(c, "HTTP/1.1 100 Continue\r\n\r\n");
                 if (!flush(c)) return;
             }
         }
@@ -529,8 +532,7 @@ private:
         c.in.shrink_to_fit();
         c.out.erase(0, c.out_sent);
         c.out_sent = 0;
-        c.out += http::gate_response(r.status, "application/json", hooks_.error_body(r));
-        c.last_progress = GateClock::now();
+        queue(c, http::gate_response(r.status, "application/json", hooks_.error_body(r)));
         set_deadline(c, GateClock::now() + std::chrono::seconds(2));
         if (!flush(c)) return;
         watch(c);
@@ -579,7 +581,6 @@ private:
         c.in.erase(0, end);
         c.searched = 0;
         c.requests++;
-        stats_.forwarded++;
         c.keep_alive = c.head.keep_alive && options_.keep_alive_timeout.count() > 0 &&
                        c.requests < options_.max_requests_per_connection && !draining_.load();
         c.phase = Phase::upstream;
@@ -596,7 +597,6 @@ private:
         if (fd >= 0 && (::connect(fd, reinterpret_cast<const sockaddr*>(&upstream_), sizeof upstream_) == 0 ||
                         errno == EINPROGRESS)) {
             c.up = fd;
-            stats_.replies_waiting++;
             watch(c);
             return;
         }
@@ -684,8 +684,8 @@ private:
                 (framing->kind == http::BodyFraming::Kind::chunked && c.head.version != "HTTP/1.1"))
                 c.keep_alive = false;
             const int seconds = int((options_.keep_alive_timeout.count() + 999) / 1000);
-            c.out += http::client_response_head(p.head, c.keep_alive ? seconds : 0,
-                                                options_.max_requests_per_connection - c.requests);
+            queue(c, http::client_response_head(p.head, c.keep_alive ? seconds : 0,
+                                                options_.max_requests_per_connection - c.requests));
             c.reply_body = http::BodyScanner(*framing, UINT64_MAX);
             const std::string rest = c.reply_head.substr(p.head.size);
             c.reply_head.clear();
@@ -697,7 +697,7 @@ private:
             return rest.empty() || relay(c, rest);
         }
         const auto step = c.reply_body.feed(bytes);
-        c.out.append(bytes.data(), step.used);
+        queue(c, bytes.substr(0, step.used));
         if (step.status == http::BodyScanner::Status::done) c.reply_done = true;
         else if (step.status != http::BodyScanner::Status::more) {
             drop(c);  // the server's reply does not parse: nothing sensible to pass on
