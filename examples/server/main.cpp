@@ -1088,6 +1088,13 @@ int main(int argc, char** argv) {
         }
         if (why == kWakeSignal) break;
     }
+    // A signal that came between the model becoming ready and the loader's wake-up (a client
+    // may already have been served) is a shutdown of a loaded server: the loader has only its
+    // message left to print.
+    if (loading && server.scheduler()) {
+        loader.join();
+        loading = false;
+    }
 
     // Graceful shutdown: chat requests get 503 from now on, running generations are cancelled
     // (each ends within a token and its client gets an error event or body saying why), the
