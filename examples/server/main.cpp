@@ -420,6 +420,7 @@ ApiError shutting_down_error() {
 std::optional<ApiError> generation_error(const smol::StreamEvent& event, Metrics* metrics) {
     if (event.finish == smol::FinishReason::error) {
         if (metrics) metrics->http_server_errors++;
+        std::fprintf(stderr, "smol-server: generation failed: %s\n", event.error.c_str());
         return ApiError{500, "generation failed: " + event.error, "server_error", "generation_failed"};
     }
     if (event.finish == smol::FinishReason::cancelled) return shutting_down_error();
