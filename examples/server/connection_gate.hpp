@@ -710,7 +710,10 @@ private:
     void upstream_ended(Conn& c) {
         close_upstream(c);
         if (!c.reply_started) {
-            // Nothing of a reply came: the server could not take the request (shutting down?).
+            // Nothing of a reply came. For a client that shut down its sending side that is
+            // httplib taking it for gone (it writes nothing to a connection it sees closed), as
+            // when clients reached it directly; otherwise the server could not take the request.
+            if (c.client_eof) return drop(c);
             c.phase = Phase::body;
             return refuse(c, {502, "no_reply", "the server closed the request without a reply"});
         }
