@@ -893,9 +893,12 @@ char wait_for_wake() {
 
 // ---- connections -----------------------------------------------------------------------------
 
-// The Unix socket httplib listens on behind the gate, in a directory of its own that only this
-// user may enter (so nobody else can reach httplib around the gate, or claim to be a client
-// through its X-Smol-Client field). Removed on the way out.
+// The Unix socket httplib listens on behind the gate, bound in a directory of its own that only
+// this user may enter (so nobody else can reach httplib around the gate, or claim to be a client
+// through its X-Smol-Client field). Once bound, detach() keeps a handle on the socket and
+// removes its name and directory at once, so nothing is left behind however the process ends
+// (a second signal, a crash); the gate then connects through /proc/self/fd/N, which only this
+// process can use. Without /proc the name stays and goes on the way out.
 class InternalSocket {
 public:
     InternalSocket() {
@@ -913,8 +916,30 @@ public:
     ~InternalSocket() { remove(); }
 
     bool ok() const { return !path_.empty() && path_.size() < sizeof(sockaddr_un::sun_path); }
-    const std::string& path() const { return path_; }
+    const std::string& path() const { return path_; }  // to bind
     const std::string& dir() const { return dir_; }
+    // Where the gate connects.
+    const std::string& connect_path() const { return handle_path_.empty() ? path_ : handle_path_; }
+
+    void detach() {
+        const int handle = ::open(path_.c_str(), O_PATH | O_CLOEXEC);
+        if (handle < 0) return;
+        const std::string via = "/proc/self/fd/" + std::to_string(handle);
+        // A trial connection, which httplib accepts and closes once it runs.
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::memcpy(addr.sun_path, via.c_str(), via.size() + 1);
+        const int trial = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        const bool works = trial >= 0 && ::connect(trial, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+        if (trial >= 0) ::close(trial);
+        if (!works) {
+            ::close(handle);
+            return;
+        }
+        remove();
+        handle_path_ = via;  // the handle stays open for the life of the process
+    }
+
     void remove() {
         if (path_.empty()) return;
         ::unlink(path_.c_str());
@@ -925,6 +950,7 @@ public:
 private:
     std::string dir_;
     std::string path_;
+    std::string handle_path_;
 };
 
 // Raises the open-file limit to the most allowed: every connection is a descriptor, and 1,000
@@ -990,6 +1016,7 @@ int main(int argc, char** argv) {
         return 1;
     }
     ::listen(internal_fd, SOMAXCONN);
+    internal.detach();
 
     int port = 0;
     std::string listen_error;
@@ -1012,7 +1039,7 @@ int main(int argc, char** argv) {
     };
     hooks.answered = [&server](const std::string& client, const std::string& method, const std::string& target,
                                const http::Refusal& r) { server.gate_answered(client, method, target, r); };
-    ConnectionGate gate(listen_fd, internal.path(), gate_options, std::move(hooks));
+    ConnectionGate gate(listen_fd, internal.connect_path(), gate_options, std::move(hooks));
     server.show_gate(&gate.stats());
 
     std::fprintf(stderr, "smol-server: listening on http://%s:%d (loading %s)\n", options.host.c_str(), port,
