@@ -179,6 +179,45 @@ TEST_CASE("SIMD score, softmax, row and accumulate kernels match their scalar re
     }
 }
 
+TEST_CASE("in-place score and accumulate kernels give the bits of rows loaded first") {
+    // Decode reads cache rows in place and prompts copy them to floats first; a token's output
+    // is the same either way only if these agree to the bit.
+    for (const kv_kernels::AttentionKernels* set : runnable_simd_sets()) {
+        if (!set->scores_cache) continue;
+        const std::string isa(isa_name(set->isa));
+        CAPTURE(isa);
+        for (int head_dim : {64, 128}) {
+            CAPTURE(head_dim);
+            for (KvType type : kAllTypes) {
+                CAPTURE(kv_type_name(type));
+                const int n_keys = 37, stride = 40;
+                const std::size_t row_bytes = kv_row_bytes(type, head_dim);
+                const std::vector<float> x = random_floats(std::size_t(n_keys) * head_dim, 70u + head_dim, 2.0f);
+                std::vector<std::byte> rows(row_bytes * n_keys);
+                std::vector<float> loaded(x.size());
+                for (int j = 0; j < n_keys; ++j) {
+                    kv_kernels::store_row_scalar(type, x.data() + std::size_t(j) * head_dim, rows.data() + j * row_bytes, head_dim);
+                    set->load_row(type, rows.data() + j * row_bytes, loaded.data() + std::size_t(j) * head_dim, head_dim);
+                }
+                for (int n_rows : {1, 3, 4, 6, 9}) {
+                    CAPTURE(n_rows);
+                    const std::vector<float> q = random_floats(std::size_t(n_rows) * head_dim, 80u + n_rows);
+                    std::vector<float> in_place(std::size_t(n_rows) * stride, -1.0f), copied = in_place;
+                    set->scores_cache(type, q.data(), n_rows, rows.data(), n_keys, head_dim, 0.09f, in_place.data(), stride);
+                    set->scores(q.data(), n_rows, loaded.data(), n_keys, head_dim, 0.09f, copied.data(), stride);
+                    CHECK(same_bits(in_place, copied));  // also: nothing past n_keys written by either
+
+                    const std::vector<float> p = random_floats(std::size_t(n_rows) * stride, 90u + n_rows);
+                    std::vector<float> acc = random_floats(std::size_t(n_rows) * head_dim, 100u + n_rows), acc_copied = acc;
+                    set->accumulate_cache(type, p.data(), stride, n_rows, rows.data(), n_keys, head_dim, acc.data());
+                    set->accumulate(p.data(), stride, n_rows, loaded.data(), n_keys, head_dim, acc_copied.data());
+                    CHECK(same_bits(acc, acc_copied));
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("attention matches a double-precision softmax in every cache type and does not depend on batch or threads") {
     struct Shape {
         int head_dim, n_kv, n_heads, prefix, batch;

@@ -6,9 +6,10 @@
 // weighted sum of its values), and the partials are merged in chunk order, as flash attention
 // does; no score matrix longer than one chunk is ever held. Prompts run blocks of tokens x KV
 // heads in parallel, each walking its chunks in turn; decoding, with too few rows to keep the
-// threads busy, runs every (KV head, chunk) in parallel (flash decoding) and merges after. Both
-// do the same arithmetic for a row, so a token's output is the same whatever its batch, and
-// whatever the number of threads.
+// threads busy, runs every (KV head, chunk) in parallel (flash decoding) and merges after, reading
+// the cache rows in place where prompts first turn a step of them into floats for all their
+// rows. Both do the same arithmetic for a row, so a token's output is the same whatever its
+// batch, and whatever the number of threads.
 
 #include <algorithm>
 #include <cmath>
@@ -23,6 +24,7 @@ namespace smol {
 inline constexpr int kAttentionChunk = 256;    // positions per partial softmax
 inline constexpr int kAttentionTokenBlock = 8;  // prompt tokens whose rows share each key and value read
 inline constexpr int kAttentionStep = 32;       // cache rows turned into floats at a time (16 KB at head_dim 128)
+inline constexpr int kInPlaceRows = 4;          // query rows up to which cache rows are read in place
 
 // Writes the keys and values of `n_tokens` new tokens at positions first..first+n-1.
 // k, v: [n_tokens, n_kv_heads * head_dim]
@@ -79,7 +81,11 @@ inline void attend_chunk(const kv_kernels::AttentionKernels& k, const KvLayer& c
     const int hd = cache.head_dim, first = chunk * kAttentionChunk;
     const int n = *std::max_element(visible, visible + n_rows);
     float* scores = s.scores.data();  // [n_rows, kAttentionChunk]
-    for (int j = 0; j < n; j += kAttentionStep) {
+    // A single register tile of rows (decoding) reads the cache rows in place; more rows share
+    // one float copy of each step of rows. Both give the same bits.
+    const bool in_place = n_rows <= kInPlaceRows && k.scores_cache && k.accumulate_cache;
+    if (in_place) k.scores_cache(cache.key_type, q, n_rows, cache.key_row(g, first), n, hd, scale, scores, kAttentionChunk);
+    else for (int j = 0; j < n; j += kAttentionStep) {
         const int step = std::min(kAttentionStep, n - j);
         for (int i = 0; i < step; ++i)
             k.load_row(cache.key_type, cache.key_row(g, first + j + i), s.rows.data() + std::size_t(i) * hd, hd);
@@ -92,7 +98,8 @@ inline void attend_chunk(const kv_kernels::AttentionKernels& k, const KvLayer& c
         std::fill(sr + visible[r], sr + n, 0.0f);  // positions this row may not see weigh nothing
     }
     std::fill(acc, acc + std::size_t(n_rows) * hd, 0.0f);
-    for (int j = 0; j < n; j += kAttentionStep) {
+    if (in_place) k.accumulate_cache(cache.value_type, scores, kAttentionChunk, n_rows, cache.value_row(g, first), n, hd, acc);
+    else for (int j = 0; j < n; j += kAttentionStep) {
         const int step = std::min(kAttentionStep, n - j);
         for (int i = 0; i < step; ++i)
             k.load_row(cache.value_type, cache.value_row(g, first + j + i), s.rows.data() + std::size_t(i) * hd, hd);

@@ -3,7 +3,11 @@
 // Q4_0) and read back as floats, query-key scores for several query rows at once, the softmax
 // weights, and the weighted sum of value rows. Each has a scalar reference (the `_scalar`
 // functions) that the AVX2 and AVX-512 versions are tested against; AttentionKernels gathers
-// one instruction set's versions, and attention_kernels() is the set this CPU runs.
+// one instruction set's versions, and attention_kernels() is the set this CPU runs. The SIMD
+// sets also score and accumulate straight from the cache rows (`scores_cache`,
+// `accumulate_cache`), converting each block in registers: decoding, whose 4 query rows per KV
+// head share too little to pay for a float copy of every row, runs those, and they give the
+// bits of the copy-first kernels.
 //
 // Every result a kernel writes for one query row depends only on that row and the cache rows,
 // never on which other rows or how many shared the call: that is what keeps attention's output
@@ -276,6 +280,137 @@ inline void accumulate(const float* p, int p_stride, int n_rows, const float* va
     }
 }
 
+// Values 16 * half .. 16 * half + 15 of a cache row as floats, in two vectors: the same bits
+// load_row writes there.
+template <KvType T>
+inline void row_half16(const std::byte* row, int half, __m256& v0, __m256& v1) {
+    if constexpr (T == KvType::f16) {
+        const auto* h = reinterpret_cast<const std::uint16_t*>(row) + 16 * half;
+        v0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+        v1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 8)));
+    } else if constexpr (T == KvType::q8_0) {
+        const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[half / 2];
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
+        const std::int8_t* qs = b.qs + 16 * (half % 2);
+        v0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)))));
+        v1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)))));
+    } else {
+        const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(row)[half / 2];
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+        const __m128i nibbles = half % 2 ? _mm_srli_epi16(packed, 4) : packed;  // low nibbles: values 0..15
+        const __m128i x = _mm_sub_epi8(_mm_and_si128(nibbles, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
+        v0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)));
+        v1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(x, 8))));
+    }
+}
+
+// scores_4x2 with the keys read straight from their cache rows (the same products in the same
+// order, so the same bits).
+template <KvType T>
+inline void scores_4x2_cache(const float* const q[4], const std::byte* k0, const std::byte* k1, int head_dim,
+                             float scale, float out[8]) {
+    __m256 a[8];
+    SMOL_KV_UNROLL
+    for (__m256& x : a) x = _mm256_setzero_ps();
+    for (int h = 0; h < head_dim / 16; ++h) {
+        __m256 x0[2], x1[2];
+        row_half16<T>(k0, h, x0[0], x0[1]);
+        row_half16<T>(k1, h, x1[0], x1[1]);
+        SMOL_KV_UNROLL
+        for (int part = 0; part < 2; ++part)
+            SMOL_KV_UNROLL
+            for (int r = 0; r < 4; ++r) {
+                const __m256 qr = _mm256_loadu_ps(q[r] + 16 * h + 8 * part);
+                a[2 * r] = _mm256_fmadd_ps(qr, x0[part], a[2 * r]);
+                a[2 * r + 1] = _mm256_fmadd_ps(qr, x1[part], a[2 * r + 1]);
+            }
+    }
+    _mm256_storeu_ps(out, _mm256_mul_ps(sum8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]), _mm256_set1_ps(scale)));
+}
+
+template <KvType T>
+inline void scores_cache_typed(const float* q, int n_rows, const std::byte* keys, int n_keys, int head_dim, float scale,
+                               float* scores, int score_stride) {
+    const std::size_t row_bytes = kv_row_bytes(T, head_dim);
+    float out[8];
+    for (int j = 0; j < n_keys; j += 2) {
+        const std::byte* k0 = keys + std::size_t(j) * row_bytes;
+        const std::byte* k1 = j + 1 < n_keys ? k0 + row_bytes : k0;
+        for (int r = 0; r < n_rows; r += 4) {
+            const float* rows[4];
+            for (int i = 0; i < 4; ++i) rows[i] = q + std::size_t(std::min(r + i, n_rows - 1)) * head_dim;
+            scores_4x2_cache<T>(rows, k0, k1, head_dim, scale, out);
+            for (int i = 0; i < 4 && r + i < n_rows; ++i) {
+                float* s = scores + std::size_t(r + i) * score_stride + j;
+                s[0] = out[2 * i];
+                if (j + 1 < n_keys) s[1] = out[2 * i + 1];
+            }
+        }
+    }
+}
+
+// accumulate with the values read straight from their cache rows, 16 columns at a time.
+template <KvType T>
+inline void accumulate_cache_typed(const float* p, int p_stride, int n_rows, const std::byte* values, int n_values,
+                                   int head_dim, float* acc) {
+    const std::size_t row_bytes = kv_row_bytes(T, head_dim);
+    for (int r = 0; r < n_rows; r += 4) {
+        const float* pr[4];
+        float* ar[4];
+        const float dummy[16] = {};
+        SMOL_KV_UNROLL
+        for (int i = 0; i < 4; ++i) {
+            pr[i] = p + std::size_t(std::min(r + i, n_rows - 1)) * p_stride;
+            ar[i] = r + i < n_rows ? acc + std::size_t(r + i) * head_dim : nullptr;
+        }
+        for (int c = 0; c < head_dim; c += 16) {
+            __m256 a[8];
+            SMOL_KV_UNROLL
+            for (int i = 0; i < 4; ++i) {
+                const float* src = ar[i] ? ar[i] + c : dummy;
+                a[2 * i] = _mm256_loadu_ps(src);
+                a[2 * i + 1] = _mm256_loadu_ps(src + 8);
+            }
+            const std::byte* v = values;
+            for (int j = 0; j < n_values; ++j, v += row_bytes) {
+                __m256 v0, v1;
+                row_half16<T>(v, c / 16, v0, v1);
+                SMOL_KV_UNROLL
+                for (int i = 0; i < 4; ++i) {
+                    const __m256 w = _mm256_broadcast_ss(pr[i] + j);
+                    a[2 * i] = _mm256_fmadd_ps(w, v0, a[2 * i]);
+                    a[2 * i + 1] = _mm256_fmadd_ps(w, v1, a[2 * i + 1]);
+                }
+            }
+            SMOL_KV_UNROLL
+            for (int i = 0; i < 4; ++i)
+                if (ar[i]) {
+                    _mm256_storeu_ps(ar[i] + c, a[2 * i]);
+                    _mm256_storeu_ps(ar[i] + c + 8, a[2 * i + 1]);
+                }
+        }
+    }
+}
+
+inline void scores_cache(KvType type, const float* q, int n_rows, const std::byte* keys, int n_keys, int head_dim,
+                         float scale, float* scores, int score_stride) {
+    switch (type) {
+        case KvType::f16: return scores_cache_typed<KvType::f16>(q, n_rows, keys, n_keys, head_dim, scale, scores, score_stride);
+        case KvType::q8_0: return scores_cache_typed<KvType::q8_0>(q, n_rows, keys, n_keys, head_dim, scale, scores, score_stride);
+        case KvType::q4_0: return scores_cache_typed<KvType::q4_0>(q, n_rows, keys, n_keys, head_dim, scale, scores, score_stride);
+    }
+}
+
+inline void accumulate_cache(KvType type, const float* p, int p_stride, int n_rows, const std::byte* values,
+                             int n_values, int head_dim, float* acc) {
+    switch (type) {
+        case KvType::f16: return accumulate_cache_typed<KvType::f16>(p, p_stride, n_rows, values, n_values, head_dim, acc);
+        case KvType::q8_0: return accumulate_cache_typed<KvType::q8_0>(p, p_stride, n_rows, values, n_values, head_dim, acc);
+        case KvType::q4_0: return accumulate_cache_typed<KvType::q4_0>(p, p_stride, n_rows, values, n_values, head_dim, acc);
+    }
+}
+
 }  // namespace avx2
 #endif
 
@@ -445,6 +580,146 @@ SMOL_KV_TARGET_AVX512 inline void accumulate(const float* p, int p_stride, int n
     }
 }
 
+// Values 32 * block .. 32 * block + 31 of a cache row as floats, in two vectors: the same bits
+// load_row writes there (the same conversion and the same one multiply by the block's scale).
+template <KvType T>
+SMOL_KV_TARGET_AVX512 inline void row_block32(const std::byte* row, int block, __m512& lo, __m512& hi) {
+    if constexpr (T == KvType::f16) {
+        const auto* h = reinterpret_cast<const std::uint16_t*>(row) + 32 * block;
+        lo = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
+        hi = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + 16)));
+    } else if constexpr (T == KvType::q8_0) {
+        const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[block];
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(b.d));
+        lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)))));
+        hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16)))));
+    } else {
+        const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(row)[block];
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(b.d));
+        const __m128i low4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+        const __m128i l = _mm_sub_epi8(_mm_and_si128(packed, low4), eight);
+        const __m128i h = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), low4), eight);
+        lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(l)));
+        hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(h)));
+    }
+}
+
+// scores_4x4 with the keys read straight from their cache rows: the same products in the same
+// order, so the same bits as load_row followed by scores_4x4.
+template <KvType T>
+SMOL_KV_TARGET_AVX512 inline void scores_4x4_cache(const float* const q[4], const std::byte* const k[4], int head_dim,
+                                                   float scale, float out[16]) {
+    __m512 a[16];
+    SMOL_KV_UNROLL
+    for (__m512& x : a) x = _mm512_setzero_ps();
+    for (int b = 0; b < head_dim / 32; ++b) {
+        __m512 lo[4], hi[4];
+        SMOL_KV_UNROLL
+        for (int j = 0; j < 4; ++j) row_block32<T>(k[j], b, lo[j], hi[j]);
+        SMOL_KV_UNROLL
+        for (int r = 0; r < 4; ++r) {
+            const __m512 qr = _mm512_loadu_ps(q[r] + 32 * b);
+            SMOL_KV_UNROLL
+            for (int j = 0; j < 4; ++j) a[4 * r + j] = _mm512_fmadd_ps(qr, lo[j], a[4 * r + j]);
+        }
+        SMOL_KV_UNROLL
+        for (int r = 0; r < 4; ++r) {
+            const __m512 qr = _mm512_loadu_ps(q[r] + 32 * b + 16);
+            SMOL_KV_UNROLL
+            for (int j = 0; j < 4; ++j) a[4 * r + j] = _mm512_fmadd_ps(qr, hi[j], a[4 * r + j]);
+        }
+    }
+    const __m256 s = _mm256_set1_ps(scale);
+    SMOL_KV_UNROLL
+    for (int h = 0; h < 2; ++h) {
+        const __m512* b = a + 8 * h;
+        _mm256_storeu_ps(out + 8 * h, _mm256_mul_ps(avx2::sum8(halves(b[0]), halves(b[1]), halves(b[2]), halves(b[3]),
+                                                               halves(b[4]), halves(b[5]), halves(b[6]), halves(b[7])),
+                                                    s));
+    }
+}
+
+template <KvType T>
+SMOL_KV_TARGET_AVX512 inline void scores_cache_typed(const float* q, int n_rows, const std::byte* keys, int n_keys,
+                                                     int head_dim, float scale, float* scores, int score_stride) {
+    const std::size_t row_bytes = kv_row_bytes(T, head_dim);
+    float out[16];
+    for (int j = 0; j < n_keys; j += 4) {
+        const std::byte* k[4];
+        for (int i = 0; i < 4; ++i) k[i] = keys + std::size_t(std::min(j + i, n_keys - 1)) * row_bytes;
+        for (int r = 0; r < n_rows; r += 4) {
+            const float* rows[4];
+            for (int i = 0; i < 4; ++i) rows[i] = q + std::size_t(std::min(r + i, n_rows - 1)) * head_dim;
+            scores_4x4_cache<T>(rows, k, head_dim, scale, out);
+            for (int i = 0; i < 4 && r + i < n_rows; ++i)
+                for (int c = 0; c < 4 && j + c < n_keys; ++c) scores[std::size_t(r + i) * score_stride + j + c] = out[4 * i + c];
+        }
+    }
+}
+
+// accumulate with the values read straight from their cache rows, 32 columns (one block) at a
+// time: the same FMA chain per element as load_row followed by accumulate.
+template <KvType T>
+SMOL_KV_TARGET_AVX512 inline void accumulate_cache_typed(const float* p, int p_stride, int n_rows,
+                                                         const std::byte* values, int n_values, int head_dim, float* acc) {
+    const std::size_t row_bytes = kv_row_bytes(T, head_dim);
+    for (int r = 0; r < n_rows; r += 4) {
+        const float* pr[4];
+        float* ar[4];
+        const float dummy[32] = {};
+        SMOL_KV_UNROLL
+        for (int i = 0; i < 4; ++i) {
+            pr[i] = p + std::size_t(std::min(r + i, n_rows - 1)) * p_stride;
+            ar[i] = r + i < n_rows ? acc + std::size_t(r + i) * head_dim : nullptr;
+        }
+        for (int c = 0; c < head_dim; c += 32) {
+            __m512 a[8];
+            SMOL_KV_UNROLL
+            for (int i = 0; i < 4; ++i) {
+                const float* src = ar[i] ? ar[i] + c : dummy;
+                a[2 * i] = _mm512_loadu_ps(src);
+                a[2 * i + 1] = _mm512_loadu_ps(src + 16);
+            }
+            const std::byte* v = values;
+            for (int j = 0; j < n_values; ++j, v += row_bytes) {
+                __m512 v0, v1;
+                row_block32<T>(v, c / 32, v0, v1);
+                SMOL_KV_UNROLL
+                for (int i = 0; i < 4; ++i) {
+                    const __m512 w = _mm512_set1_ps(pr[i][j]);
+                    a[2 * i] = _mm512_fmadd_ps(w, v0, a[2 * i]);
+                    a[2 * i + 1] = _mm512_fmadd_ps(w, v1, a[2 * i + 1]);
+                }
+            }
+            SMOL_KV_UNROLL
+            for (int i = 0; i < 4; ++i)
+                if (ar[i]) {
+                    _mm512_storeu_ps(ar[i] + c, a[2 * i]);
+                    _mm512_storeu_ps(ar[i] + c + 16, a[2 * i + 1]);
+                }
+        }
+    }
+}
+
+SMOL_KV_TARGET_AVX512 inline void scores_cache(KvType type, const float* q, int n_rows, const std::byte* keys, int n_keys,
+                                               int head_dim, float scale, float* scores, int score_stride) {
+    switch (type) {
+        case KvType::f16: return scores_cache_typed<KvType::f16>(q, n_rows, keys, n_keys, head_dim, scale, scores, score_stride);
+        case KvType::q8_0: return scores_cache_typed<KvType::q8_0>(q, n_rows, keys, n_keys, head_dim, scale, scores, score_stride);
+        case KvType::q4_0: return scores_cache_typed<KvType::q4_0>(q, n_rows, keys, n_keys, head_dim, scale, scores, score_stride);
+    }
+}
+
+SMOL_KV_TARGET_AVX512 inline void accumulate_cache(KvType type, const float* p, int p_stride, int n_rows,
+                                                   const std::byte* values, int n_values, int head_dim, float* acc) {
+    switch (type) {
+        case KvType::f16: return accumulate_cache_typed<KvType::f16>(p, p_stride, n_rows, values, n_values, head_dim, acc);
+        case KvType::q8_0: return accumulate_cache_typed<KvType::q8_0>(p, p_stride, n_rows, values, n_values, head_dim, acc);
+        case KvType::q4_0: return accumulate_cache_typed<KvType::q4_0>(p, p_stride, n_rows, values, n_values, head_dim, acc);
+    }
+}
+
 }  // namespace avx512
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -463,25 +738,34 @@ struct AttentionKernels {
     float (*softmax_weights)(float* s, int n, float max);
     void (*accumulate)(const float* p, int p_stride, int n_rows, const float* values, int n_values, int head_dim,
                        float* acc);
+    // scores and accumulate reading n consecutive cache rows in place, for calls with too few
+    // query rows to share a float copy of them (decoding). The same bits as load_row of each row
+    // followed by scores / accumulate; nullptr where the set has none (attention then copies).
+    void (*scores_cache)(KvType type, const float* q, int n_rows, const std::byte* keys, int n_keys, int head_dim,
+                         float scale, float* out, int score_stride);
+    void (*accumulate_cache)(KvType type, const float* p, int p_stride, int n_rows, const std::byte* values,
+                             int n_values, int head_dim, float* acc);
 };
 
 // The set for `isa`, or nullptr where this build has none.
 inline const AttentionKernels* attention_kernels_for(Isa isa) {
-    static constexpr AttentionKernels scalar{Isa::scalar, load_row_scalar, scores_scalar, softmax_weights_scalar,
-                                             accumulate_scalar};
+    static constexpr AttentionKernels scalar{Isa::scalar,  load_row_scalar, scores_scalar, softmax_weights_scalar,
+                                             accumulate_scalar, nullptr,         nullptr};
     switch (isa) {
         case Isa::scalar: return &scalar;
 #ifdef SMOL_HAVE_KV_AVX2
         case Isa::avx2: {
-            static constexpr AttentionKernels set{Isa::avx2, avx2::load_row, avx2::scores, avx2::softmax_weights,
-                                                  avx2::accumulate};
+            static constexpr AttentionKernels set{Isa::avx2,           avx2::load_row,   avx2::scores,
+                                                  avx2::softmax_weights, avx2::accumulate, avx2::scores_cache,
+                                                  avx2::accumulate_cache};
             return &set;
         }
 #endif
 #ifdef SMOL_HAVE_KV_AVX512
         case Isa::avx512: {
-            static constexpr AttentionKernels set{Isa::avx512, avx512::load_row, avx512::scores,
-                                                  avx512::softmax_weights, avx512::accumulate};
+            static constexpr AttentionKernels set{Isa::avx512,           avx512::load_row,   avx512::scores,
+                                                  avx512::softmax_weights, avx512::accumulate, avx512::scores_cache,
+                                                  avx512::accumulate_cache};
             return &set;
         }
 #endif
