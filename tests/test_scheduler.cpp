@@ -221,6 +221,51 @@ TEST_CASE("max_tokens and stop strings end generation with the right finish reas
     CHECK(stopped.usage.completion_tokens == 3);
 }
 
+TEST_CASE("prompts are read in the order their requests were admitted, not in slot order") {
+    // A reads briefly in slot 0, B a long prompt in slot 1; C then takes slot 0. Read in slot
+    // order, C would have the whole budget of every step until its prompt was done, and B (older)
+    // would wait behind it.
+    smol::SchedulerOptions options;
+    options.slots = 2;
+    options.context = 512;
+    options.prompt_chunk = 4;
+    smol::Scheduler scheduler(q4_engine(), options);
+    const smol::text::Tokenizer& tokenizer = scheduler.tokenizer();
+    std::string long_text;
+    for (int i = 0; i < 60; ++i) long_text += "word" + std::to_string(i) + " ";
+    const auto long_prompt = tokenizer.encode(long_text, true);
+    REQUIRE(long_prompt.size() > 100);
+
+    const auto a = scheduler.submit(request_for(tokenizer.encode("Hi", true), 1));
+    const auto b = scheduler.submit(request_for(long_prompt, 1));
+    CHECK(a->collect().error == "");
+    REQUIRE(scheduler.stats().active_slots == 1);  // B is still reading
+    const auto c = scheduler.submit(request_for(long_prompt, 1));
+    struct Seen {
+        std::chrono::steady_clock::time_point first;  // the stream's first event
+        std::string error;
+    };
+    const auto watch = [](const std::shared_ptr<smol::GenerationStream>& s) {
+        Seen seen;
+        bool any = false;
+        while (true) {
+            const std::optional<smol::StreamEvent> e = s->next(std::chrono::milliseconds(1000));
+            if (!e) continue;
+            if (!any) seen.first = std::chrono::steady_clock::now();
+            any = true;
+            seen.error += e->error;
+            if (e->finished) return seen;
+        }
+    };
+    Seen seen_c;
+    std::thread watch_c([&] { seen_c = watch(c); });
+    const Seen seen_b = watch(b);
+    watch_c.join();
+    CHECK(seen_b.error == "");
+    CHECK(seen_c.error == "");
+    CHECK(seen_b.first < seen_c.first);
+}
+
 TEST_CASE("a cancelled request stops within a token and frees its slot") {
     smol::SchedulerOptions options;
     options.slots = 1;

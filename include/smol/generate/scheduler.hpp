@@ -7,8 +7,9 @@
 //      the longest prefix with the new prompt (a continued conversation only runs its new
 //      tokens);
 //   2. builds one batch: the next chunk of each prompt still being read (at most prompt_chunk
-//      tokens in total per step, so a long new prompt stalls the others by a bounded amount)
-//      and one token for every slot that is generating;
+//      tokens in total per step, so a long new prompt stalls the others by a bounded amount;
+//      prompts take the budget in the order their requests were admitted, so a request that
+//      came later never starves an earlier one) and one token for every slot that is generating;
 //   3. runs Model::forward once for the whole batch (one pass over the weights for everyone);
 //   4. samples per slot through the request's GenerationPipeline (the one a ChatSession uses
 //      too) and streams the text, split into reasoning and answer, to the request's
@@ -289,6 +290,7 @@ private:
         Pending job;
         std::size_t prompt_done = 0;       // prompt tokens in the cache
         std::int32_t next_token = -1;      // sampled, to be fed in the next step
+        std::uint64_t admitted = 0;        // when the request was admitted (a count of admissions)
     };
 
     static std::size_t common_prefix(const std::vector<std::int32_t>& a, const std::vector<std::int32_t>& b) {
@@ -368,6 +370,7 @@ private:
         slot.active = true;
         slot.prompt_done = reuse;
         slot.next_token = -1;
+        slot.admitted = ++admissions_;
         p.pipeline->begin_prompt(int(reuse));
         stats_.cached_tokens += reuse;
         slot.job = std::move(p);
@@ -380,6 +383,7 @@ private:
         std::vector<Slot*> batched;        // the slot of each batch entry
         std::vector<bool> wants_token;     // whether the entry's logits are sampled
         std::vector<std::int32_t> single;  // [slots] storage for decode tokens
+        std::vector<Slot*> reading;        // slots still reading their prompt, first admitted first
         single.resize(slots_.size());
         double recent_tokens = 0, recent_seconds = 0;
         while (true) {
@@ -404,7 +408,7 @@ private:
             wants_token.clear();
             int prompt_budget = options_.prompt_chunk;
             // Decoding slots first: they are always in the batch. Prompts share the budget in
-            // slot order.
+            // the order their requests were admitted.
             for (std::size_t i = 0; i < slots_.size(); ++i) {
                 Slot& slot = slots_[i];
                 if (!slot.active || slot.next_token < 0) continue;
@@ -413,8 +417,13 @@ private:
                 batched.push_back(&slot);
                 wants_token.push_back(true);
             }
-            for (Slot& slot : slots_) {
-                if (!slot.active || slot.next_token >= 0 || prompt_budget == 0) continue;
+            reading.clear();
+            for (Slot& slot : slots_)
+                if (slot.active && slot.next_token < 0) reading.push_back(&slot);
+            std::sort(reading.begin(), reading.end(), [](const Slot* a, const Slot* b) { return a->admitted < b->admitted; });
+            for (Slot* reader : reading) {
+                Slot& slot = *reader;
+                if (prompt_budget == 0) break;
                 const auto& prompt = slot.job.request.prompt;
                 const std::size_t take = std::min(prompt.size() - slot.prompt_done, std::size_t(prompt_budget));
                 batch.push_back({&*slot.cache, std::span<const std::int32_t>(prompt).subspan(slot.prompt_done, take),
@@ -537,6 +546,7 @@ private:
     std::vector<Slot> slots_;
     SchedulerStats stats_;
     std::uint64_t next_id_ = 0;
+    std::uint64_t admissions_ = 0;  // requests admitted into slots so far
     bool stopping_ = false;
     std::thread worker_;
 };
