@@ -678,6 +678,20 @@ TEST_CASE("smol-server: --alias, /props, /slots, --cors, and the key on everythi
     CHECK(preflight.headers.at("access-control-allow-origin") == "https://a.example");
     CHECK(preflight.headers.at("access-control-allow-methods").find("POST") != std::string::npos);
     CHECK(preflight.headers.at("access-control-allow-headers").find("Authorization") != std::string::npos);
+    // Errors the connection gate answers itself carry the same fields, so a page sees a 413
+    // rather than an opaque CORS failure.
+    const auto too_large_from = [&](const std::string& origin) {
+        return raw_http(port, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: " + origin +
+                                  "\r\nContent-Type: application/json\r\nContent-Length: 999999999999\r\n\r\n{");
+    };
+    Response allowed = too_large_from("https://b.example");
+    CHECK(allowed.status == 413);
+    CHECK(allowed.headers["access-control-allow-origin"] == "https://b.example");
+    CHECK(allowed.headers["vary"] == "Origin");
+    CHECK(allowed.json_body()["error"]["code"] == "payload_too_large");
+    const Response refused = too_large_from("https://evil.example");
+    CHECK(refused.status == 413);
+    CHECK(refused.headers.count("access-control-allow-origin") == 0);
 }
 
 TEST_CASE("smol-server: a follow-up turn reuses the cached conversation") {

@@ -84,6 +84,9 @@ struct GateStats {
 struct GateHooks {
     // The JSON body of an error the gate answers itself.
     std::function<std::string(const http::Refusal&)> error_body;
+    // Header lines (each ending in CRLF) that let a page from `origin` read an error the gate
+    // answers, or "" where it may not; called only for requests whose header arrived whole.
+    std::function<std::string(std::string_view origin)> cors_fields;
     // A request the gate answered itself rather than forwarding ("-" for what it never learnt).
     std::function<void(const std::string& client, const std::string& method, const std::string& target,
                        const http::Refusal&)>
@@ -490,7 +493,13 @@ private:
             }
             http::RequestHeadParse p =
                 http::parse_request_head(c.in, options_.max_header_bytes, options_.max_body_bytes, &c.searched);
-            if (p.state == http::RequestHeadParse::State::refused) return refuse(c, p.refusal);
+            if (p.state == http::RequestHeadParse::State::refused) {
+                if (!p.head.fields.empty()) {  // a whole header refused for what it says (413, 501, ...)
+                    c.head = std::move(p.head);
+                    c.phase = Phase::body;  // so the log names the request and CORS sees its origin
+                }
+                return refuse(c, p.refusal);
+            }
             if (p.state == http::RequestHeadParse::State::incomplete) {
                 if (c.client_eof) drop(c);
                 return;
@@ -526,13 +535,20 @@ private:
 
     // Answers a request with an error of the gate's own and closes the connection.
     void refuse(Conn& c, const http::Refusal& r) {
-        hooks_.answered(c.client, c.phase == Phase::body ? c.head.method : "-", c.phase == Phase::body ? c.head.target : "-", r);
+        const bool head_known = c.phase == Phase::body;
+        hooks_.answered(c.client, head_known ? c.head.method : "-", head_known ? c.head.target : "-", r);
+        // A browser shows a page its cross-origin error only with the CORS fields a reply from
+        // the server behind would carry.
+        std::string cors;
+        if (head_known && hooks_.cors_fields)
+            for (const http::Field& f : c.head.fields)
+                if (http::detail::iequals(f.name, "Origin")) cors = hooks_.cors_fields(f.value);
         c.phase = Phase::closing;
         c.in.clear();
         c.in.shrink_to_fit();
         c.out.erase(0, c.out_sent);
         c.out_sent = 0;
-        queue(c, http::gate_response(r.status, "application/json", hooks_.error_body(r)));
+        queue(c, http::gate_response(r.status, "application/json", hooks_.error_body(r), cors));
         set_deadline(c, GateClock::now() + std::chrono::seconds(2));
         if (!flush(c)) return;
         watch(c);

@@ -513,8 +513,11 @@ inline const char* reason_phrase(int status) {
 }
 
 // A whole response the gate writes itself (always closing the connection).
-inline std::string gate_response(int status, std::string_view content_type, std::string_view body) {
+// `extra_fields`: more header lines, each ending in CRLF.
+inline std::string gate_response(int status, std::string_view content_type, std::string_view body,
+                                 std::string_view extra_fields = {}) {
     std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) + "\r\n";
+    out += extra_fields;
     out += "Content-Type: ";
     out += content_type;
     out += "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";

@@ -326,17 +326,22 @@ public:
 
     void routes(httplib::Server& http);
 
+    // With --cors, what Access-Control-Allow-Origin says to a page from `origin`: "*", the
+    // origin itself, or "" where that origin is not allowed.
+    std::string allowed_origin(std::string_view origin) const {
+        for (const std::string& allowed : options_.cors_origins)
+            if (allowed == "*" || allowed == origin) return allowed == "*" ? "*" : std::string(origin);
+        return "";
+    }
+
     // With --cors, lets a page from an allowed origin read the reply; whether it did.
     bool allow_origin(const httplib::Request& req, httplib::Response& res) const {
-        if (options_.cors_origins.empty() || !req.has_header("Origin")) return false;
-        const std::string origin = req.get_header_value("Origin");
-        for (const std::string& allowed : options_.cors_origins)
-            if (allowed == "*" || allowed == origin) {
-                res.set_header("Access-Control-Allow-Origin", allowed == "*" ? "*" : origin);
-                res.set_header("Vary", "Origin");
-                return true;
-            }
-        return false;
+        if (!req.has_header("Origin")) return false;
+        const std::string allowed = allowed_origin(req.get_header_value("Origin"));
+        if (allowed.empty()) return false;
+        res.set_header("Access-Control-Allow-Origin", allowed);
+        res.set_header("Vary", "Origin");
+        return true;
     }
 
     const ServerOptions& options() const { return options_; }
@@ -1040,6 +1045,10 @@ int main(int argc, char** argv) {
     hooks.error_body = [](const http::Refusal& r) {
         const std::string type = r.status == 503 ? "unavailable_error" : r.status >= 500 ? "server_error" : "invalid_request_error";
         return to_wire(error_body(ApiError{r.status, r.message, type, r.code}));
+    };
+    hooks.cors_fields = [&server](std::string_view origin) {
+        const std::string allowed = server.allowed_origin(origin);
+        return allowed.empty() ? std::string() : "Access-Control-Allow-Origin: " + allowed + "\r\nVary: Origin\r\n";
     };
     hooks.answered = [&server](const std::string& client, const std::string& method, const std::string& target,
                                const http::Refusal& r) { server.gate_answered(client, method, target, r); };
