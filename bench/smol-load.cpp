@@ -4,10 +4,13 @@
 // errors, hang-ups, and the server's RSS over time when its pid is given.
 //
 //   smol-load --url http://127.0.0.1:8080 -u 1,4,16 -d 60 [--max-tokens 128] [--hang-up 0.05]
-//             [--prompt-words 16,128,512] [--ban-tokens ID,ID] [--api-key KEY] [--pid PID] [-o md|json]
+//             [--prompt-words 16,128,512] [--ban-tokens ID,ID] [--api-key KEY] [--pid PID]
+//             [--endpoint chat|completions] [-o md|json]
 //
-// Every request is a streamed chat completion (thinking off, temperature 1, a per-request seed)
-// whose prompt is drawn from the --prompt-words lengths; a --hang-up share of them closes the
+// Every request is a streamed chat completion (thinking off, temperature 1, a per-request seed),
+// or with --endpoint completions a streamed text completion of the bare prompt (no chat template
+// and no parser of the reply: what servers that refuse a random-weight model's chat output still
+// answer), whose prompt is drawn from the --prompt-words lengths; a --hang-up share of them closes the
 // connection after a few tokens, as a user who leaves. Tokens are counted from the stream's own
 // usage chunk (stream_options.include_usage); a streamed delta is taken as one token for the
 // timings. Plain sockets and HTTP/1.1 with Connection: close, so both servers are measured the
@@ -61,6 +64,8 @@ void usage(std::FILE* out) {
                  "  --ban-tokens ID[,ID]    logit_bias -100 on these ids (end-of-turn tokens: fixed-length replies)\n"
                  "  --api-key KEY           sent as 'Authorization: Bearer KEY'\n"
                  "  --model NAME            the request's model field (default 'default')\n"
+                 "  --endpoint chat|completions  /v1/chat/completions (default) or /v1/completions with the bare\n"
+                 "                          prompt\n"
                  "  --pid PID               the server's process, for its RSS over time (/proc/PID/status)\n"
                  "  --seed N                request seeds and prompt choice (default 1)\n"
                  "  -o, --output md|json    output format (default md)\n");
@@ -77,6 +82,7 @@ struct Options {
     std::vector<std::int64_t> ban_tokens;
     std::string api_key;
     std::string model = "default";
+    bool chat = true;  // /v1/chat/completions, else /v1/completions
     int pid = 0;
     std::uint64_t seed = 1;
     std::string format = "md";
@@ -188,20 +194,24 @@ RequestResult run_request(const Options& o, std::mt19937_64& rng, Clock::time_po
     const bool hang_up = std::uniform_real_distribution<double>(0, 1)(rng) < o.hang_up;
     const int leave_after = 1 + int(rng() % 8);
     json body = {{"model", o.model},
-                 {"messages", json::array({{{"role", "user"}, {"content", random_prompt(rng, words)}}})},
                  {"max_tokens", o.max_tokens},
                  {"temperature", 1.0},
                  {"seed", rng() % 1000000},
                  {"stream", true},
-                 {"stream_options", {{"include_usage", true}}},
-                 {"chat_template_kwargs", {{"enable_thinking", false}}}};
+                 {"stream_options", {{"include_usage", true}}}};
+    if (o.chat) {
+        body["messages"] = json::array({{{"role", "user"}, {"content", random_prompt(rng, words)}}});
+        body["chat_template_kwargs"] = {{"enable_thinking", false}};
+    } else {
+        body["prompt"] = random_prompt(rng, words);
+    }
     if (!o.ban_tokens.empty()) {
         json bias = json::object();
         for (const auto id : o.ban_tokens) bias[std::to_string(id)] = -100;
         body["logit_bias"] = bias;
     }
     const std::string payload = body.dump();
-    std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: " + o.host + "\r\nConnection: close\r\n" +
+    std::string request = std::string("POST ") + (o.chat ? "/v1/chat/completions" : "/v1/completions") + " HTTP/1.1\r\nHost: " + o.host + "\r\nConnection: close\r\n" +
                           "Content-Type: application/json\r\nContent-Length: " + std::to_string(payload.size()) + "\r\n";
     if (!o.api_key.empty()) request += "Authorization: Bearer " + o.api_key + "\r\n";
     request += "\r\n" + payload;
@@ -282,12 +292,14 @@ RequestResult run_request(const Options& o, std::mt19937_64& rng, Clock::time_po
             if (chunk.contains("usage") && chunk["usage"].is_object())
                 r.completion_tokens = chunk["usage"].value("completion_tokens", 0);
             const json& choices = chunk.contains("choices") ? chunk["choices"] : json::array();
-            if (choices.empty() || !choices[0].contains("delta")) continue;
-            const json& delta = choices[0]["delta"];
-            const bool text = (delta.contains("content") && delta["content"].is_string() &&
-                               !delta["content"].get<std::string>().empty()) ||
-                              (delta.contains("reasoning_content") && delta["reasoning_content"].is_string() &&
-                               !delta["reasoning_content"].get<std::string>().empty());
+            if (choices.empty() || !choices[0].is_object()) continue;
+            const auto non_empty = [](const json& object, const char* key) {
+                return object.contains(key) && object[key].is_string() && !object[key].get<std::string>().empty();
+            };
+            const json& choice = choices[0];
+            const bool text = o.chat ? choice.contains("delta") && (non_empty(choice["delta"], "content") ||
+                                                                    non_empty(choice["delta"], "reasoning_content"))
+                                     : non_empty(choice, "text");
             if (!text) continue;
             if (deltas == 0) r.ttft_ms = std::chrono::duration<double, std::milli>(now - sent_at).count();
             else r.itl_ms.push_back(std::chrono::duration<double, std::milli>(now - last_delta).count());
@@ -405,6 +417,12 @@ int main(int argc, char** argv) {
             else if (a == "--ban-tokens") o.ban_tokens = smol::parse_int_list(a, value(), 0, 1 << 30, "token ids");
             else if (a == "--api-key") o.api_key = value();
             else if (a == "--model") o.model = value();
+            else if (a == "--endpoint") {
+                const std::string endpoint = value();
+                if (endpoint != "chat" && endpoint != "completions")
+                    smol::fail("--endpoint: expected chat or completions, found '", endpoint, "'");
+                o.chat = endpoint == "chat";
+            }
             else if (a == "--pid") o.pid = int(smol::parse_int_list(a, value(), 1, 1 << 30).at(0));
             else if (a == "--seed") o.seed = std::uint64_t(smol::parse_int_list(a, value(), 0, 1ll << 40).at(0));
             else if (a == "--hang-up") {

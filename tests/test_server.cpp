@@ -1666,6 +1666,17 @@ TEST_CASE("smol-load drives the server and reports what its users saw") {
     const int sent = runs[0]["requests_completed"].get<int>() + runs[0]["requests_hung_up"].get<int>() +
                      runs[1]["requests_completed"].get<int>() + runs[1]["requests_hung_up"].get<int>();
     CHECK(m.at("smol_requests_finished_total") + m.at("smol_requests_cancelled_total") == sent);
+    // Text completions: the bare prompt to /v1/completions, its streamed `text` counted as tokens.
+    const std::pair<int, std::string> text = run_load("-u 2 -d 2 --max-tokens 8 --prompt-words 4 --hang-up 0 --endpoint completions");
+    REQUIRE_MESSAGE(text.first == 0, text.second);
+    const json text_runs = json::parse(text.second);
+    REQUIRE(text_runs.size() == 1);
+    CHECK(text_runs[0]["errors"] == 0);
+    CHECK(text_runs[0]["requests_completed"].get<int>() > 0);
+    CHECK(text_runs[0]["ttft_ms_p50"].get<double>() > 0);
+    CHECK(text_runs[0]["generated_tokens_per_s"].get<double>() > 0);
+    CHECK(server.settled_metrics().at("smol_text_completions_total") == text_runs[0]["requests_completed"].get<int>());
+    CHECK(run_load("-u 1 -d 1 --endpoint embeddings").first != 0);
     // A refused request (a wrong key) is an error, and the exit status says so.
     const std::pair<int, std::string> bad = run_load("-u 1 -d 1 --api-key wrong");
     CHECK(bad.first == 1);
