@@ -8,12 +8,13 @@
 //             [--endpoint chat|completions] [-o md|json]
 //
 // Every request is a streamed chat completion (thinking off, temperature 1, a per-request seed),
-// or with --endpoint completions a streamed text completion of the bare prompt (no chat template
-// and no parser of the reply: what servers that refuse a random-weight model's chat output still
-// answer), whose prompt is drawn from the --prompt-words lengths; a --hang-up share of them closes the
-// connection after a few tokens, as a user who leaves. Tokens are counted from the stream's own
-// usage chunk (stream_options.include_usage); a streamed delta is taken as one token for the
-// timings. Plain sockets and HTTP/1.1 with Connection: close, so both servers are measured the
+// or with --endpoint completions a streamed text completion of the bare prompt (no chat
+// template), whose prompt is drawn from the --prompt-words lengths; a --hang-up share of them
+// closes the connection after a few tokens, as a user who leaves. Tokens of complete replies are
+// counted from the stream's own usage chunk (stream_options.include_usage), giving "gen t/s";
+// every streamed delta is taken as one token for "streamed t/s" and the timings, from all
+// streams, including those that end in an error after their tokens (llama-server ends some
+// replies of a random-weight model so, its output parser refusing the text it generated). Plain sockets and HTTP/1.1 with Connection: close, so both servers are measured the
 // same way, with no client library in between.
 
 #include <arpa/inet.h>
@@ -113,6 +114,7 @@ struct RequestResult {
     double ttft_ms = -1;      // send to first delta
     std::vector<double> itl_ms;  // between consecutive deltas
     int completion_tokens = 0;   // from the usage chunk (deltas seen, for hang-ups)
+    int streamed = 0;            // deltas received, whatever became of the request
     double end_s = 0;            // seconds since the run started, when the request ended
 };
 
@@ -305,6 +307,7 @@ RequestResult run_request(const Options& o, std::mt19937_64& rng, Clock::time_po
             else r.itl_ms.push_back(std::chrono::duration<double, std::milli>(now - last_delta).count());
             last_delta = now;
             ++deltas;
+            r.streamed = deltas;
             if (hang_up && deltas >= leave_after) {
                 ::close(fd);
                 r.hung_up = true;
@@ -362,11 +365,16 @@ json run(const Options& o, int users) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
 
     int completed = 0, hung_up = 0, errors = 0;
-    long tokens = 0;
+    long tokens = 0, streamed = 0;
     std::vector<double> ttft, itl;
     json error_samples = json::array();
     for (const auto& list : results)
         for (const RequestResult& r : list) {
+            // What a user saw while tokens came counts for every stream, one that failed after
+            // them included.
+            streamed += r.streamed;
+            if (r.ttft_ms >= 0) ttft.push_back(r.ttft_ms);
+            itl.insert(itl.end(), r.itl_ms.begin(), r.itl_ms.end());
             if (!r.ok) {
                 ++errors;
                 if (error_samples.size() < 5) error_samples.push_back(r.error);
@@ -374,8 +382,6 @@ json run(const Options& o, int users) {
             }
             (r.hung_up ? hung_up : completed)++;
             tokens += r.completion_tokens;
-            if (r.ttft_ms >= 0) ttft.push_back(r.ttft_ms);
-            itl.insert(itl.end(), r.itl_ms.begin(), r.itl_ms.end());
         }
     std::uint64_t rss_max = 0;
     for (const auto& s : rss) rss_max = std::max<std::uint64_t>(rss_max, s["rss_bytes"]);
@@ -387,6 +393,7 @@ json run(const Options& o, int users) {
             {"error_samples", error_samples},
             {"requests_per_s", double(completed) / elapsed},
             {"generated_tokens_per_s", double(tokens) / elapsed},
+            {"streamed_tokens_per_s", double(streamed) / elapsed},
             {"ttft_ms_p50", percentile(ttft, 50)},
             {"ttft_ms_p99", percentile(ttft, 99)},
             {"itl_ms_p50", percentile(itl, 50)},
@@ -450,8 +457,8 @@ int main(int argc, char** argv) {
 
     json runs = json::array();
     if (o.format == "md") {
-        std::printf("| users | requests | req/s | gen t/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | errors | hung up | server RSS |\n");
-        std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        std::printf("| users | requests | req/s | gen t/s | streamed t/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | errors | hung up | server RSS |\n");
+        std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         std::fflush(stdout);
     }
     int total_errors = 0;
@@ -462,9 +469,10 @@ int main(int argc, char** argv) {
             char rss[32] = "-";
             if (r["server_rss_max_bytes"].is_number())
                 std::snprintf(rss, sizeof rss, "%.0f MiB", r["server_rss_max_bytes"].get<double>() / (1 << 20));
-            std::printf("| %d | %d | %.2f | %.2f | %.0f | %.0f | %.1f | %.1f | %d | %d | %s |\n", int(users),
+            std::printf("| %d | %d | %.2f | %.2f | %.2f | %.0f | %.0f | %.1f | %.1f | %d | %d | %s |\n", int(users),
                         r["requests_completed"].get<int>(), r["requests_per_s"].get<double>(),
-                        r["generated_tokens_per_s"].get<double>(), r["ttft_ms_p50"].get<double>(),
+                        r["generated_tokens_per_s"].get<double>(), r["streamed_tokens_per_s"].get<double>(),
+                        r["ttft_ms_p50"].get<double>(),
                         r["ttft_ms_p99"].get<double>(), r["itl_ms_p50"].get<double>(), r["itl_ms_p99"].get<double>(),
                         r["errors"].get<int>(), r["requests_hung_up"].get<int>(), rss);
             std::fflush(stdout);

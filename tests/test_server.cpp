@@ -1655,6 +1655,10 @@ TEST_CASE("smol-load drives the server and reports what its users saw") {
         CHECK(r["errors"] == 0);
         CHECK(r["requests_completed"].get<int>() + r["requests_hung_up"].get<int>() > 0);
         CHECK(r["generated_tokens_per_s"].get<double>() > 0);
+        // Without errors every streamed delta belongs to a counted reply, and holds one token or
+        // (a character split over tokens) a few.
+        CHECK(r["streamed_tokens_per_s"].get<double>() <= r["generated_tokens_per_s"].get<double>() * 1.0001);
+        CHECK(r["streamed_tokens_per_s"].get<double>() > r["generated_tokens_per_s"].get<double>() * 0.5);
         CHECK(r["ttft_ms_p50"].get<double>() > 0);
         CHECK(r["ttft_ms_p99"].get<double>() >= r["ttft_ms_p50"].get<double>());
         CHECK(r["itl_ms_p99"].get<double>() >= r["itl_ms_p50"].get<double>());
