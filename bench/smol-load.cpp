@@ -14,8 +14,9 @@
 // counted from the stream's own usage chunk (stream_options.include_usage), giving "gen t/s";
 // every streamed delta is taken as one token for "streamed t/s" and the timings, from all
 // streams, including those that end in an error after their tokens (llama-server ends some
-// replies of a random-weight model so, its output parser refusing the text it generated). Plain sockets and HTTP/1.1 with Connection: close, so both servers are measured the
-// same way, with no client library in between.
+// replies of a random-weight model so, its output parser refusing the text it generated). Plain
+// sockets and HTTP/1.1 with Connection: close, so both servers are measured the same way, with no
+// client library in between.
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -213,7 +214,8 @@ RequestResult run_request(const Options& o, std::mt19937_64& rng, Clock::time_po
         body["logit_bias"] = bias;
     }
     const std::string payload = body.dump();
-    std::string request = std::string("POST ") + (o.chat ? "/v1/chat/completions" : "/v1/completions") + " HTTP/1.1\r\nHost: " + o.host + "\r\nConnection: close\r\n" +
+    const char* path = o.chat ? "/v1/chat/completions" : "/v1/completions";
+    std::string request = std::string("POST ") + path + " HTTP/1.1\r\nHost: " + o.host + "\r\nConnection: close\r\n" +
                           "Content-Type: application/json\r\nContent-Length: " + std::to_string(payload.size()) + "\r\n";
     if (!o.api_key.empty()) request += "Authorization: Bearer " + o.api_key + "\r\n";
     request += "\r\n" + payload;
@@ -240,7 +242,6 @@ RequestResult run_request(const Options& o, std::mt19937_64& rng, Clock::time_po
     bool in_body = false, chunked = false, saw_done = false;
     Dechunker dechunker;
     Clock::time_point last_delta{};
-    int deltas = 0;
     char buffer[16384];
     while (true) {
         const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
@@ -303,15 +304,14 @@ RequestResult run_request(const Options& o, std::mt19937_64& rng, Clock::time_po
                                                                     non_empty(choice["delta"], "reasoning_content"))
                                      : non_empty(choice, "text");
             if (!text) continue;
-            if (deltas == 0) r.ttft_ms = std::chrono::duration<double, std::milli>(now - sent_at).count();
+            if (r.streamed == 0) r.ttft_ms = std::chrono::duration<double, std::milli>(now - sent_at).count();
             else r.itl_ms.push_back(std::chrono::duration<double, std::milli>(now - last_delta).count());
             last_delta = now;
-            ++deltas;
-            r.streamed = deltas;
-            if (hang_up && deltas >= leave_after) {
+            ++r.streamed;
+            if (hang_up && r.streamed >= leave_after) {
                 ::close(fd);
                 r.hung_up = true;
-                r.completion_tokens = deltas;
+                r.completion_tokens = r.streamed;
                 return finish("");
             }
         }
@@ -320,7 +320,7 @@ RequestResult run_request(const Options& o, std::mt19937_64& rng, Clock::time_po
     if (r.status == 0) return finish("no HTTP reply");
     if (r.status != 200) return finish("HTTP " + std::to_string(r.status) + ": " + body_text.substr(0, 160));
     if (!saw_done) return finish("the stream ended without [DONE]");
-    if (r.completion_tokens == 0) r.completion_tokens = deltas;
+    if (r.completion_tokens == 0) r.completion_tokens = r.streamed;
     return finish("");
 }
 
