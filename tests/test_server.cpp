@@ -1592,7 +1592,10 @@ TEST_CASE("smol-server soak: 32 users with hang-ups; replies whole or JSON error
         }
     for (std::size_t i = 0; i < std::min<std::size_t>(problems.size(), 5); ++i) MESSAGE(problems[i]);
     CHECK(problems.empty());
-    CHECK(complete > kUsers);
+    // Replies keep coming throughout. Under TSan on 2 cores a CI run saw 36 in 20 s, and one on a
+    // busier host 28 (2026-11-25), so the bound is half the users; a stalled server finishes a
+    // handful.
+    CHECK(complete >= kUsers / 2);
     CHECK(hung_up > 0);
     MESSAGE(complete, " complete replies, ", rejected, " busy (503), ", hung_up, " hung up, in ", seconds, " s");
 
@@ -1656,9 +1659,10 @@ TEST_CASE("smol-load drives the server and reports what its users saw") {
         CHECK(r["requests_completed"].get<int>() + r["requests_hung_up"].get<int>() > 0);
         CHECK(r["generated_tokens_per_s"].get<double>() > 0);
         // Without errors every streamed delta belongs to a counted reply, and holds one token or
-        // (a character split over tokens) a few.
+        // (a character split over byte tokens) up to four: a random-weight model emits many, and
+        // one 12-token reply came as 6 deltas (TSan, 2026-11-25).
         CHECK(r["streamed_tokens_per_s"].get<double>() <= r["generated_tokens_per_s"].get<double>() * 1.0001);
-        CHECK(r["streamed_tokens_per_s"].get<double>() > r["generated_tokens_per_s"].get<double>() * 0.5);
+        CHECK(r["streamed_tokens_per_s"].get<double>() >= r["generated_tokens_per_s"].get<double>() * 0.25);
         CHECK(r["ttft_ms_p50"].get<double>() > 0);
         CHECK(r["ttft_ms_p99"].get<double>() >= r["ttft_ms_p50"].get<double>());
         CHECK(r["itl_ms_p99"].get<double>() >= r["itl_ms_p50"].get<double>());
