@@ -179,6 +179,83 @@ TEST_CASE("SIMD score, softmax, row and accumulate kernels match their scalar re
     }
 }
 
+TEST_CASE("integer Q4_0 key scores: the scalar reference is the exact block dots, every set gives its numbers") {
+    std::vector<const kv_kernels::AttentionKernels*> sets = runnable_simd_sets();
+    for (int head_dim : {32, 64, 96, 128, 256}) {  // 96 and 256: a partial group and two groups of four blocks
+        CAPTURE(head_dim);
+        const int n_blocks = head_dim / 32;
+        // Queries: each value within half a step of its block's scale, the largest at +-127.
+        const int max_rows = 9;
+        std::vector<float> q = random_floats(std::size_t(max_rows) * head_dim, 110u + head_dim);
+        q[3] = 0.0f;
+        std::fill(q.begin() + 32, q.begin() + 64, 0.0f);  // a block of zeros has scale 0
+        kv_kernels::QueryBuffer quantized;
+        quantized.quantize(q.data(), max_rows, head_dim);
+        for (int r = 0; r < max_rows; ++r)
+            for (int b = 0; b < n_blocks; ++b) {
+                const float d = quantized.d[std::size_t(r) * n_blocks + b];
+                int sum = 0, largest = 0;
+                for (int i = 32 * b; i < 32 * b + 32; ++i) {
+                    const int v = quantized.qs[std::size_t(r) * head_dim + i];
+                    sum += v;
+                    largest = std::max(largest, std::abs(v));
+                    CHECK(std::fabs(double(d) * v - q[std::size_t(r) * head_dim + i]) <= 0.5001 * d);
+                }
+                CHECK(sum == quantized.sums[std::size_t(r) * n_blocks + b]);
+                CHECK(largest == (d == 0.0f ? 0 : 127));
+            }
+        {
+            const KvType type = KvType::q4_0;
+            const int n_keys = 37, stride = 40;
+            const std::size_t row_bytes = kv_row_bytes(type, head_dim);
+            const std::vector<float> x = random_floats(std::size_t(n_keys) * head_dim, 120u + head_dim, 2.0f);
+            std::vector<std::byte> keys(row_bytes * n_keys);
+            std::vector<float> held(x.size());  // the key values the cache holds
+            for (int j = 0; j < n_keys; ++j) {
+                kv_kernels::store_row_scalar(type, x.data() + std::size_t(j) * head_dim, keys.data() + j * row_bytes, head_dim);
+                kv_kernels::load_row_scalar(type, keys.data() + j * row_bytes, held.data() + std::size_t(j) * head_dim, head_dim);
+            }
+            for (int n_rows : {1, 3, 4, 6, 9}) {
+                CAPTURE(n_rows);
+                const float scale = 0.09f;
+                std::vector<float> ref(std::size_t(n_rows) * stride, -1.0f);
+                std::vector<double> bound(ref.size());  // how far rounding may move a score
+                kv_kernels::scores_q4_0_scalar(quantized.view(), n_rows, keys.data(), n_keys, head_dim, scale, ref.data(), stride);
+                for (int r = 0; r < n_rows; ++r)
+                    for (int j = 0; j < n_keys; ++j) {  // the dequantized query and key, in double
+                        double exact = 0.0, magnitude = 0.0;
+                        for (int i = 0; i < head_dim; ++i) {
+                            const double term = double(quantized.d[std::size_t(r) * n_blocks + i / 32]) *
+                                                quantized.qs[std::size_t(r) * head_dim + i] * held[std::size_t(j) * head_dim + i];
+                            exact += term;
+                            magnitude += std::fabs(term);
+                        }
+                        bound[std::size_t(r) * stride + j] = 1e-6 * scale * magnitude;
+                        CHECK(std::fabs(ref[std::size_t(r) * stride + j] - scale * exact) <= bound[std::size_t(r) * stride + j]);
+                    }
+                for (const kv_kernels::AttentionKernels* set : sets) {
+                    const std::string isa(isa_name(set->isa));
+                    CAPTURE(isa);
+                    std::vector<float> fast(ref.size(), -1.0f);
+                    set->scores_q4_0(quantized.view(), n_rows, keys.data(), n_keys, head_dim, scale, fast.data(), stride);
+                    for (int r = 0; r < n_rows; ++r)
+                        for (int j = 0; j < stride; ++j) {
+                            const std::size_t i = std::size_t(r) * stride + j;
+                            if (j >= n_keys) CHECK(fast[i] == -1.0f);  // nothing past n_keys is written
+                            else CHECK(std::fabs(double(fast[i]) - ref[i]) <= bound[i]);
+                        }
+                    // A row's scores do not depend on the rows or keys computed beside it.
+                    std::vector<float> alone(stride, -1.0f);
+                    set->scores_q4_0(quantized.view().from_row(std::size_t(n_rows - 1), head_dim), 1,
+                                     keys.data() + 5 * row_bytes, n_keys - 5, head_dim, scale, alone.data(), stride);
+                    CHECK(std::memcmp(alone.data(), fast.data() + std::size_t(n_rows - 1) * stride + 5,
+                                      (n_keys - 5) * sizeof(float)) == 0);
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("in-place score and accumulate kernels give the bits of rows loaded first") {
     // Decode reads cache rows in place and prompts copy them to floats first; a token's output
     // is the same either way only if these agree to the bit.
@@ -203,9 +280,13 @@ TEST_CASE("in-place score and accumulate kernels give the bits of rows loaded fi
                     CAPTURE(n_rows);
                     const std::vector<float> q = random_floats(std::size_t(n_rows) * head_dim, 80u + n_rows);
                     std::vector<float> in_place(std::size_t(n_rows) * stride, -1.0f), copied = in_place;
-                    set->scores_cache(type, q.data(), n_rows, rows.data(), n_keys, head_dim, 0.09f, in_place.data(), stride);
-                    set->scores(q.data(), n_rows, loaded.data(), n_keys, head_dim, 0.09f, copied.data(), stride);
-                    CHECK(same_bits(in_place, copied));  // also: nothing past n_keys written by either
+                    if (type != KvType::q4_0) {  // Q4_0 keys are scored in integers, by prompts too
+                        set->scores_cache(type, q.data(), n_rows, rows.data(), n_keys, head_dim, 0.09f, in_place.data(), stride);
+                        set->scores(q.data(), n_rows, loaded.data(), n_keys, head_dim, 0.09f, copied.data(), stride);
+                        CHECK(same_bits(in_place, copied));  // also: nothing past n_keys written by either
+                    } else CHECK_THROWS_WITH(set->scores_cache(type, q.data(), n_rows, rows.data(), n_keys, head_dim, 0.09f,
+                                                               in_place.data(), stride),
+                                             doctest::Contains("scored in integers"));
 
                     const std::vector<float> p = random_floats(std::size_t(n_rows) * stride, 90u + n_rows);
                     std::vector<float> acc = random_floats(std::size_t(n_rows) * head_dim, 100u + n_rows), acc_copied = acc;
@@ -253,6 +334,14 @@ TEST_CASE("attention matches a double-precision softmax in every cache type and 
                     kv_kernels::store_row_scalar(value_type, v.data() + r * hd, row.data(), hd);
                     kv_kernels::load_row_scalar(value_type, row.data(), v_held.data() + r * hd, hd);
                 }
+                // Q4_0 keys meet the queries quantized (kv_int8_scores.hpp): the reference takes
+                // the values those hold too.
+                std::vector<float> q_held = q;
+                if (key_type == KvType::q4_0) {
+                    kv_kernels::QueryBuffer quantized;
+                    quantized.quantize(q.data(), n_tokens * n_heads, hd);
+                    for (std::size_t i = 0; i < q_held.size(); ++i) q_held[i] = quantized.d[i / 32] * float(quantized.qs[i]);
+                }
                 std::vector<double> expected(std::size_t(n_tokens) * q_row);
                 for (int t = 0; t < n_tokens; ++t)
                     for (int h = 0; h < n_heads; ++h) {
@@ -261,7 +350,7 @@ TEST_CASE("attention matches a double-precision softmax in every cache type and 
                         double max_score = -INFINITY;
                         for (int j = 0; j <= t; ++j) {
                             double dot = 0.0;
-                            for (int i = 0; i < hd; ++i) dot += double(q[t * q_row + h * hd + i]) * k_held[j * kv_row + g * hd + i];
+                            for (int i = 0; i < hd; ++i) dot += double(q_held[t * q_row + h * hd + i]) * k_held[j * kv_row + g * hd + i];
                             scores[j] = dot / std::sqrt(double(hd));
                             max_score = std::max(max_score, scores[j]);
                         }

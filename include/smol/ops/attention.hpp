@@ -49,6 +49,7 @@ struct Scratch {
     std::vector<float> max, sum;  // [rows] one chunk's max score and sum of weights
     std::vector<float> run_acc, run_max, run_sum;  // the same, merged over the chunks so far
     std::vector<int> visible;   // [rows] how many of the chunk's positions each row sees
+    kv_kernels::QueryBuffer q8;  // [rows] the query rows quantized, for Q4_0 keys
     void fit(int n_rows, int head_dim) {
         const std::size_t r = std::size_t(n_rows), hd = std::size_t(head_dim);
         if (q.size() < r * hd) {
@@ -74,17 +75,21 @@ inline Scratch& thread_scratch() {
 }
 
 // The partial softmax of chunk `chunk` for n_rows query rows of KV head g: row r sees the
-// chunk's first visible[r] positions (at least 1). q: [n_rows, head_dim];
-// max, sum: [n_rows]; acc: [n_rows, head_dim].
+// chunk's first visible[r] positions (at least 1). q: [n_rows, head_dim], and q8 the same rows
+// quantized where the keys are Q4_0 (nullptr otherwise); max, sum: [n_rows];
+// acc: [n_rows, head_dim].
 inline void attend_chunk(const kv_kernels::AttentionKernels& k, const KvLayer& cache, int g, int chunk, const float* q,
-                         int n_rows, const int* visible, float scale, Scratch& s, float* max, float* sum, float* acc) {
+                         const kv_kernels::QueryBlocks* q8, int n_rows, const int* visible, float scale, Scratch& s,
+                         float* max, float* sum, float* acc) {
     const int hd = cache.head_dim, first = chunk * kAttentionChunk;
     const int n = *std::max_element(visible, visible + n_rows);
     float* scores = s.scores.data();  // [n_rows, kAttentionChunk]
     // A single register tile of rows (decoding) reads the cache rows in place; more rows share
-    // one float copy of each step of rows. Both give the same bits.
+    // one float copy of each step of rows. Both give the same bits. Q4_0 keys are always
+    // scored in place, in integers.
     const bool in_place = n_rows <= kInPlaceRows && k.scores_cache && k.accumulate_cache;
-    if (in_place) k.scores_cache(cache.key_type, q, n_rows, cache.key_row(g, first), n, hd, scale, scores, kAttentionChunk);
+    if (q8) k.scores_q4_0(*q8, n_rows, cache.key_row(g, first), n, hd, scale, scores, kAttentionChunk);
+    else if (in_place) k.scores_cache(cache.key_type, q, n_rows, cache.key_row(g, first), n, hd, scale, scores, kAttentionChunk);
     else for (int j = 0; j < n; j += kAttentionStep) {
         const int step = std::min(kAttentionStep, n - j);
         for (int i = 0; i < step; ++i)
@@ -144,6 +149,8 @@ inline void attention(const KvLayer& cache, int first, const float* q, float* ou
     const auto chunks_for = [&](std::int64_t t) { return (first + int(t)) / kAttentionChunk + 1; };
     // The rows of token t and KV head g: q[t, g * group .. (g + 1) * group - 1]
     const auto q_rows = [&](std::int64_t t, int g) { return q + (t * n_heads + std::int64_t(g) * group) * hd; };
+    // Q4_0 keys meet the query rows quantized (kv_int8_scores.hpp), each row once.
+    const bool int8_keys = cache.key_type == KvType::q4_0;
 
     if (n_tokens >= kAttentionTokenBlock) {
         // Prompt: each (block of tokens, KV head) walks its chunks, merging as it goes.
@@ -159,6 +166,8 @@ inline void attention(const KvLayer& cache, int first, const float* q, float* ou
                 for (int i = 0; i < n_tok; ++i)
                     std::copy(q_rows(t0 + i, g), q_rows(t0 + i, g) + std::size_t(group) * hd,
                               s.q.begin() + std::ptrdiff_t(i) * group * hd);
+                if (int8_keys) s.q8.quantize(s.q.data(), n_rows, hd);
+                const kv_kernels::QueryBlocks block_q8 = s.q8.view();
                 start_rows(s, n_rows, hd);
                 int* visible = s.visible.data();
                 for (int c = 0; c < chunks_for(t0 + n_tok - 1); ++c) {
@@ -169,8 +178,9 @@ inline void attention(const KvLayer& cache, int first, const float* q, float* ou
                     for (int i = t_from; i < n_tok; ++i)
                         std::fill_n(visible + (i - t_from) * group, group,
                                     std::min(kAttentionChunk, first + int(t0) + i + 1 - c * kAttentionChunk));
-                    attend_chunk(k, cache, g, c, s.q.data() + std::size_t(row_from) * hd, rows, visible, scale, s,
-                                 s.max.data(), s.sum.data(), s.acc.data());
+                    const kv_kernels::QueryBlocks from_q8 = block_q8.from_row(std::size_t(row_from), hd);
+                    attend_chunk(k, cache, g, c, s.q.data() + std::size_t(row_from) * hd, int8_keys ? &from_q8 : nullptr,
+                                 rows, visible, scale, s, s.max.data(), s.sum.data(), s.acc.data());
                     for (int r = 0; r < rows; ++r)
                         merge_partial(s.run_max[row_from + r], s.run_sum[row_from + r],
                                       s.run_acc.data() + std::size_t(row_from + r) * hd, s.max[r], s.sum[r],
@@ -195,6 +205,9 @@ inline void attention(const KvLayer& cache, int first, const float* q, float* ou
         partials.resize(std::size_t(item_start.back()) * partial_floats);
     float* const partial_base = partials.data();
     const std::int64_t n_items = item_start.back();
+    thread_local kv_kernels::QueryBuffer quantized;  // [n_tokens * n_heads] for Q4_0 keys
+    if (int8_keys) quantized.quantize(q, int(n_tokens) * n_heads, hd);
+    const kv_kernels::QueryBlocks all_q8 = quantized.view();  // this thread's buffer, which the team reads
 
 #pragma omp parallel
     {
@@ -208,7 +221,9 @@ inline void attention(const KvLayer& cache, int first, const float* q, float* ou
             int* visible = s.visible.data();
             std::fill_n(visible, group, std::min(kAttentionChunk, first + int(t) + 1 - c * kAttentionChunk));
             float* p = partial_base + std::size_t(item) * partial_floats;  // [max x group, sum x group, acc x group]
-            attend_chunk(k, cache, g, c, q_rows(t, g), group, visible, scale, s, p, p + group, p + 2 * group);
+            const kv_kernels::QueryBlocks item_q8 = all_q8.from_row(std::size_t(t * n_heads + std::int64_t(g) * group), hd);
+            attend_chunk(k, cache, g, c, q_rows(t, g), int8_keys ? &item_q8 : nullptr, group, visible, scale, s, p,
+                         p + group, p + 2 * group);
         }
 #pragma omp for collapse(2) schedule(static)
         for (std::int64_t t = 0; t < n_tokens; ++t)

@@ -7,7 +7,8 @@
 // sets also score and accumulate straight from the cache rows (`scores_cache`,
 // `accumulate_cache`), converting each block in registers: decoding, whose 4 query rows per KV
 // head share too little to pay for a float copy of every row, runs those, and they give the
-// bits of the copy-first kernels.
+// bits of the copy-first kernels. Q4_0 keys are scored in integers against quantized query rows
+// instead (kv_int8_scores.hpp), by prompts and decoding alike.
 //
 // Every result a kernel writes for one query row depends only on that row and the cache rows,
 // never on which other rows or how many shared the call: that is what keeps attention's output
@@ -26,6 +27,7 @@
 
 #include "smol/core/cpu.hpp"
 #include "smol/core/half.hpp"
+#include "smol/ops/kv_int8_scores.hpp"
 #include "smol/ops/kv_layout.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/reference.hpp"
@@ -161,44 +163,6 @@ inline void load_row(KvType type, const std::byte* row, float* out, int head_dim
     }
 }
 
-// 4 query rows x 2 keys: eight dot products over head_dim (a multiple of 8), each accumulated
-// in one register in order of i and summed by sum8's fixed tree.
-inline void scores_4x2(const float* const q[4], const float* k0, const float* k1, int head_dim, float scale,
-                       float out[8]) {
-    __m256 a[8];
-    SMOL_KV_UNROLL
-    for (__m256& x : a) x = _mm256_setzero_ps();
-    for (int i = 0; i < head_dim; i += 8) {
-        const __m256 x0 = _mm256_loadu_ps(k0 + i), x1 = _mm256_loadu_ps(k1 + i);
-        SMOL_KV_UNROLL
-        for (int r = 0; r < 4; ++r) {
-            const __m256 qr = _mm256_loadu_ps(q[r] + i);
-            a[2 * r] = _mm256_fmadd_ps(qr, x0, a[2 * r]);
-            a[2 * r + 1] = _mm256_fmadd_ps(qr, x1, a[2 * r + 1]);
-        }
-    }
-    _mm256_storeu_ps(out, _mm256_mul_ps(sum8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]), _mm256_set1_ps(scale)));
-}
-
-inline void scores(const float* q, int n_rows, const float* keys, int n_keys, int head_dim, float scale, float* scores,
-                   int score_stride) {
-    float out[8];
-    for (int j = 0; j < n_keys; j += 2) {
-        const float* k0 = keys + std::size_t(j) * head_dim;
-        const float* k1 = j + 1 < n_keys ? k0 + head_dim : k0;  // an odd last key is computed twice
-        for (int r = 0; r < n_rows; r += 4) {
-            const float* rows[4];
-            for (int i = 0; i < 4; ++i) rows[i] = q + std::size_t(std::min(r + i, n_rows - 1)) * head_dim;
-            scores_4x2(rows, k0, k1, head_dim, scale, out);
-            for (int i = 0; i < 4 && r + i < n_rows; ++i) {
-                float* s = scores + std::size_t(r + i) * score_stride + j;
-                s[0] = out[2 * i];
-                if (j + 1 < n_keys) s[1] = out[2 * i + 1];
-            }
-        }
-    }
-}
-
 // exp_poly on 8 lanes; -inf and anything below exp_poly::kMin give exactly 0.
 inline __m256 exp_nonpositive(__m256 x) {
     using namespace exp_poly;
@@ -239,10 +203,96 @@ inline float softmax_weights(float* s, int n, float max) {
     return _mm_cvtss_f32(h);
 }
 
+// Where a tile's key or value rows come from: a buffer of floats (a step of rows load_row
+// converted, which a prompt's many query rows share) or the cache rows themselves, each 16 values
+// turned into the same floats in registers (decoding). The tiles below are templates over both,
+// so both give the same bits by construction.
+struct FloatRows {
+    const float* first;
+    int head_dim;
+    const float* row(int j) const { return first + std::size_t(j) * head_dim; }
+    static void half16(const float* row, int half, __m256& v0, __m256& v1) {
+        v0 = _mm256_loadu_ps(row + 16 * half);
+        v1 = _mm256_loadu_ps(row + 16 * half + 8);
+    }
+};
+
+template <KvType T>
+struct CacheRows {
+    const std::byte* first;
+    std::size_t row_bytes;
+    const std::byte* row(int j) const { return first + std::size_t(j) * row_bytes; }
+    // Values 16 * half .. 16 * half + 15 as floats: the same bits load_row writes there.
+    static void half16(const std::byte* row, int half, __m256& v0, __m256& v1) {
+        if constexpr (T == KvType::f16) {
+            const auto* h = reinterpret_cast<const std::uint16_t*>(row) + 16 * half;
+            v0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+            v1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 8)));
+        } else if constexpr (T == KvType::q8_0) {
+            const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[half / 2];
+            const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
+            const std::int8_t* qs = b.qs + 16 * (half % 2);
+            v0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)))));
+            v1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)))));
+        } else {
+            const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(row)[half / 2];
+            const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
+            const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+            const __m128i nibbles = half % 2 ? _mm_srli_epi16(packed, 4) : packed;  // low nibbles: values 0..15
+            const __m128i x = _mm_sub_epi8(_mm_and_si128(nibbles, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
+            v0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)));
+            v1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(x, 8))));
+        }
+    }
+};
+
+// 4 query rows x 2 keys: eight dot products over head_dim (a multiple of 16), each accumulated
+// in one register in order of i and summed by sum8's fixed tree.
+template <class Rows, class Row>
+inline void scores_4x2(const float* const q[4], Row k0, Row k1, int head_dim, float scale, float out[8]) {
+    __m256 a[8];
+    SMOL_KV_UNROLL
+    for (__m256& x : a) x = _mm256_setzero_ps();
+    for (int h = 0; h < head_dim / 16; ++h) {
+        __m256 x0[2], x1[2];
+        Rows::half16(k0, h, x0[0], x0[1]);
+        Rows::half16(k1, h, x1[0], x1[1]);
+        SMOL_KV_UNROLL
+        for (int part = 0; part < 2; ++part)
+            SMOL_KV_UNROLL
+            for (int r = 0; r < 4; ++r) {
+                const __m256 qr = _mm256_loadu_ps(q[r] + 16 * h + 8 * part);
+                a[2 * r] = _mm256_fmadd_ps(qr, x0[part], a[2 * r]);
+                a[2 * r + 1] = _mm256_fmadd_ps(qr, x1[part], a[2 * r + 1]);
+            }
+    }
+    _mm256_storeu_ps(out, _mm256_mul_ps(sum8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]), _mm256_set1_ps(scale)));
+}
+
+template <class Rows>
+inline void scores_tiles(const float* q, int n_rows, Rows keys, int n_keys, int head_dim, float scale, float* scores,
+                         int score_stride) {
+    float out[8];
+    for (int j = 0; j < n_keys; j += 2) {
+        const auto k0 = keys.row(j), k1 = keys.row(j + 1 < n_keys ? j + 1 : j);  // an odd last key is computed twice
+        for (int r = 0; r < n_rows; r += 4) {
+            const float* rows[4];
+            for (int i = 0; i < 4; ++i) rows[i] = q + std::size_t(std::min(r + i, n_rows - 1)) * head_dim;
+            scores_4x2<Rows>(rows, k0, k1, head_dim, scale, out);
+            for (int i = 0; i < 4 && r + i < n_rows; ++i) {
+                float* s = scores + std::size_t(r + i) * score_stride + j;
+                s[0] = out[2 * i];
+                if (j + 1 < n_keys) s[1] = out[2 * i + 1];
+            }
+        }
+    }
+}
+
 // acc rows += p . values for 4 rows (a dummy row repeats the last) and 16 columns at a time,
 // the 8 accumulators held in registers over every value row.
-inline void accumulate(const float* p, int p_stride, int n_rows, const float* values, int n_values, int head_dim,
-                       float* acc) {
+template <class Rows>
+inline void accumulate_tiles(const float* p, int p_stride, int n_rows, Rows values, int n_values, int head_dim,
+                             float* acc) {
     for (int r = 0; r < n_rows; r += 4) {
         const float* pr[4];
         float* ar[4];
@@ -260,122 +310,9 @@ inline void accumulate(const float* p, int p_stride, int n_rows, const float* va
                 a[2 * i] = _mm256_loadu_ps(src);
                 a[2 * i + 1] = _mm256_loadu_ps(src + 8);
             }
-            const float* v = values + c;
-            for (int j = 0; j < n_values; ++j, v += head_dim) {
-                const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
-                SMOL_KV_UNROLL
-                for (int i = 0; i < 4; ++i) {
-                    const __m256 w = _mm256_broadcast_ss(pr[i] + j);
-                    a[2 * i] = _mm256_fmadd_ps(w, v0, a[2 * i]);
-                    a[2 * i + 1] = _mm256_fmadd_ps(w, v1, a[2 * i + 1]);
-                }
-            }
-            SMOL_KV_UNROLL
-            for (int i = 0; i < 4; ++i)
-                if (ar[i]) {
-                    _mm256_storeu_ps(ar[i] + c, a[2 * i]);
-                    _mm256_storeu_ps(ar[i] + c + 8, a[2 * i + 1]);
-                }
-        }
-    }
-}
-
-// Values 16 * half .. 16 * half + 15 of a cache row as floats, in two vectors: the same bits
-// load_row writes there.
-template <KvType T>
-inline void row_half16(const std::byte* row, int half, __m256& v0, __m256& v1) {
-    if constexpr (T == KvType::f16) {
-        const auto* h = reinterpret_cast<const std::uint16_t*>(row) + 16 * half;
-        v0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
-        v1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 8)));
-    } else if constexpr (T == KvType::q8_0) {
-        const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[half / 2];
-        const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
-        const std::int8_t* qs = b.qs + 16 * (half % 2);
-        v0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)))));
-        v1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)))));
-    } else {
-        const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(row)[half / 2];
-        const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-        const __m128i nibbles = half % 2 ? _mm_srli_epi16(packed, 4) : packed;  // low nibbles: values 0..15
-        const __m128i x = _mm_sub_epi8(_mm_and_si128(nibbles, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
-        v0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)));
-        v1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(x, 8))));
-    }
-}
-
-// scores_4x2 with the keys read straight from their cache rows (the same products in the same
-// order, so the same bits).
-template <KvType T>
-inline void scores_4x2_cache(const float* const q[4], const std::byte* k0, const std::byte* k1, int head_dim,
-                             float scale, float out[8]) {
-    __m256 a[8];
-    SMOL_KV_UNROLL
-    for (__m256& x : a) x = _mm256_setzero_ps();
-    for (int h = 0; h < head_dim / 16; ++h) {
-        __m256 x0[2], x1[2];
-        row_half16<T>(k0, h, x0[0], x0[1]);
-        row_half16<T>(k1, h, x1[0], x1[1]);
-        SMOL_KV_UNROLL
-        for (int part = 0; part < 2; ++part)
-            SMOL_KV_UNROLL
-            for (int r = 0; r < 4; ++r) {
-                const __m256 qr = _mm256_loadu_ps(q[r] + 16 * h + 8 * part);
-                a[2 * r] = _mm256_fmadd_ps(qr, x0[part], a[2 * r]);
-                a[2 * r + 1] = _mm256_fmadd_ps(qr, x1[part], a[2 * r + 1]);
-            }
-    }
-    _mm256_storeu_ps(out, _mm256_mul_ps(sum8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]), _mm256_set1_ps(scale)));
-}
-
-template <KvType T>
-inline void scores_cache_typed(const float* q, int n_rows, const std::byte* keys, int n_keys, int head_dim, float scale,
-                               float* scores, int score_stride) {
-    const std::size_t row_bytes = kv_row_bytes(T, head_dim);
-    float out[8];
-    for (int j = 0; j < n_keys; j += 2) {
-        const std::byte* k0 = keys + std::size_t(j) * row_bytes;
-        const std::byte* k1 = j + 1 < n_keys ? k0 + row_bytes : k0;
-        for (int r = 0; r < n_rows; r += 4) {
-            const float* rows[4];
-            for (int i = 0; i < 4; ++i) rows[i] = q + std::size_t(std::min(r + i, n_rows - 1)) * head_dim;
-            scores_4x2_cache<T>(rows, k0, k1, head_dim, scale, out);
-            for (int i = 0; i < 4 && r + i < n_rows; ++i) {
-                float* s = scores + std::size_t(r + i) * score_stride + j;
-                s[0] = out[2 * i];
-                if (j + 1 < n_keys) s[1] = out[2 * i + 1];
-            }
-        }
-    }
-}
-
-// accumulate with the values read straight from their cache rows, 16 columns at a time.
-template <KvType T>
-inline void accumulate_cache_typed(const float* p, int p_stride, int n_rows, const std::byte* values, int n_values,
-                                   int head_dim, float* acc) {
-    const std::size_t row_bytes = kv_row_bytes(T, head_dim);
-    for (int r = 0; r < n_rows; r += 4) {
-        const float* pr[4];
-        float* ar[4];
-        const float dummy[16] = {};
-        SMOL_KV_UNROLL
-        for (int i = 0; i < 4; ++i) {
-            pr[i] = p + std::size_t(std::min(r + i, n_rows - 1)) * p_stride;
-            ar[i] = r + i < n_rows ? acc + std::size_t(r + i) * head_dim : nullptr;
-        }
-        for (int c = 0; c < head_dim; c += 16) {
-            __m256 a[8];
-            SMOL_KV_UNROLL
-            for (int i = 0; i < 4; ++i) {
-                const float* src = ar[i] ? ar[i] + c : dummy;
-                a[2 * i] = _mm256_loadu_ps(src);
-                a[2 * i + 1] = _mm256_loadu_ps(src + 8);
-            }
-            const std::byte* v = values;
-            for (int j = 0; j < n_values; ++j, v += row_bytes) {
+            for (int j = 0; j < n_values; ++j) {
                 __m256 v0, v1;
-                row_half16<T>(v, c / 16, v0, v1);
+                Rows::half16(values.row(j), c / 16, v0, v1);
                 SMOL_KV_UNROLL
                 for (int i = 0; i < 4; ++i) {
                     const __m256 w = _mm256_broadcast_ss(pr[i] + j);
@@ -391,23 +328,41 @@ inline void accumulate_cache_typed(const float* p, int p_stride, int n_rows, con
                 }
         }
     }
+}
+
+inline void scores(const float* q, int n_rows, const float* keys, int n_keys, int head_dim, float scale, float* scores,
+                   int score_stride) {
+    scores_tiles(q, n_rows, FloatRows{keys, head_dim}, n_keys, head_dim, scale, scores, score_stride);
+}
+
+inline void accumulate(const float* p, int p_stride, int n_rows, const float* values, int n_values, int head_dim,
+                       float* acc) {
+    accumulate_tiles(p, p_stride, n_rows, FloatRows{values, head_dim}, n_values, head_dim, acc);
 }
 
 inline void scores_cache(KvType type, const float* q, int n_rows, const std::byte* keys, int n_keys, int head_dim,
                          float scale, float* scores, int score_stride) {
     switch (type) {
-        case KvType::f16: return scores_cache_typed<KvType::f16>(q, n_rows, keys, n_keys, head_dim, scale, scores, score_stride);
-        case KvType::q8_0: return scores_cache_typed<KvType::q8_0>(q, n_rows, keys, n_keys, head_dim, scale, scores, score_stride);
-        case KvType::q4_0: return scores_cache_typed<KvType::q4_0>(q, n_rows, keys, n_keys, head_dim, scale, scores, score_stride);
+        case KvType::f16:
+            return scores_tiles(q, n_rows, CacheRows<KvType::f16>{keys, kv_row_bytes(type, head_dim)}, n_keys, head_dim,
+                                scale, scores, score_stride);
+        case KvType::q8_0:
+            return scores_tiles(q, n_rows, CacheRows<KvType::q8_0>{keys, kv_row_bytes(type, head_dim)}, n_keys, head_dim,
+                                scale, scores, score_stride);
+        case KvType::q4_0: fail("scores_cache: Q4_0 keys are scored in integers (scores_q4_0)");
     }
 }
 
 inline void accumulate_cache(KvType type, const float* p, int p_stride, int n_rows, const std::byte* values,
                              int n_values, int head_dim, float* acc) {
+    const std::size_t row_bytes = kv_row_bytes(type, head_dim);
     switch (type) {
-        case KvType::f16: return accumulate_cache_typed<KvType::f16>(p, p_stride, n_rows, values, n_values, head_dim, acc);
-        case KvType::q8_0: return accumulate_cache_typed<KvType::q8_0>(p, p_stride, n_rows, values, n_values, head_dim, acc);
-        case KvType::q4_0: return accumulate_cache_typed<KvType::q4_0>(p, p_stride, n_rows, values, n_values, head_dim, acc);
+        case KvType::f16:
+            return accumulate_tiles(p, p_stride, n_rows, CacheRows<KvType::f16>{values, row_bytes}, n_values, head_dim, acc);
+        case KvType::q8_0:
+            return accumulate_tiles(p, p_stride, n_rows, CacheRows<KvType::q8_0>{values, row_bytes}, n_values, head_dim, acc);
+        case KvType::q4_0:
+            return accumulate_tiles(p, p_stride, n_rows, CacheRows<KvType::q4_0>{values, row_bytes}, n_values, head_dim, acc);
     }
 }
 
@@ -466,50 +421,6 @@ SMOL_KV_TARGET_AVX512 inline void load_row(KvType type, const std::byte* row, fl
     }
 }
 
-// 4 query rows x 4 keys: sixteen dot products, each in one register in order of i, folded to
-// 8 lanes and summed by avx2::sum8's tree, so no score depends on its slot.
-SMOL_KV_TARGET_AVX512 inline void scores_4x4(const float* const q[4], const float* const k[4], int head_dim,
-                                             float scale, float out[16]) {
-    __m512 a[16];
-    SMOL_KV_UNROLL
-    for (__m512& x : a) x = _mm512_setzero_ps();
-    for (int i = 0; i < head_dim; i += 16) {
-        __m512 x[4];
-        SMOL_KV_UNROLL
-        for (int j = 0; j < 4; ++j) x[j] = _mm512_loadu_ps(k[j] + i);
-        SMOL_KV_UNROLL
-        for (int r = 0; r < 4; ++r) {
-            const __m512 qr = _mm512_loadu_ps(q[r] + i);
-            SMOL_KV_UNROLL
-            for (int j = 0; j < 4; ++j) a[4 * r + j] = _mm512_fmadd_ps(qr, x[j], a[4 * r + j]);
-        }
-    }
-    const __m256 s = _mm256_set1_ps(scale);
-    SMOL_KV_UNROLL
-    for (int h = 0; h < 2; ++h) {  // slots 8h .. 8h + 7: rows 2h, 2h + 1
-        const __m512* b = a + 8 * h;
-        _mm256_storeu_ps(out + 8 * h, _mm256_mul_ps(avx2::sum8(halves(b[0]), halves(b[1]), halves(b[2]), halves(b[3]),
-                                                               halves(b[4]), halves(b[5]), halves(b[6]), halves(b[7])),
-                                                    s));
-    }
-}
-
-SMOL_KV_TARGET_AVX512 inline void scores(const float* q, int n_rows, const float* keys, int n_keys, int head_dim,
-                                         float scale, float* scores, int score_stride) {
-    float out[16];
-    for (int j = 0; j < n_keys; j += 4) {
-        const float* k[4];
-        for (int i = 0; i < 4; ++i) k[i] = keys + std::size_t(std::min(j + i, n_keys - 1)) * head_dim;
-        for (int r = 0; r < n_rows; r += 4) {
-            const float* rows[4];
-            for (int i = 0; i < 4; ++i) rows[i] = q + std::size_t(std::min(r + i, n_rows - 1)) * head_dim;
-            scores_4x4(rows, k, head_dim, scale, out);
-            for (int i = 0; i < 4 && r + i < n_rows; ++i)
-                for (int c = 0; c < 4 && j + c < n_keys; ++c) scores[std::size_t(r + i) * score_stride + j + c] = out[4 * i + c];
-        }
-    }
-}
-
 // exp_poly on 16 lanes, as avx2::exp_nonpositive.
 SMOL_KV_TARGET_AVX512 inline __m512 exp_nonpositive(__m512 x) {
     using namespace exp_poly;
@@ -540,9 +451,105 @@ SMOL_KV_TARGET_AVX512 inline float softmax_weights(float* s, int n, float max) {
     return _mm_cvtss_f32(h);
 }
 
-// acc rows += p . values for 4 rows and 32 columns at a time (8 accumulators in registers).
-SMOL_KV_TARGET_AVX512 inline void accumulate(const float* p, int p_stride, int n_rows, const float* values, int n_values,
-                                             int head_dim, float* acc) {
+// Where a tile's rows come from, as avx2::FloatRows and avx2::CacheRows, a block of 32 values
+// at a time.
+struct FloatRows {
+    const float* first;
+    int head_dim;
+    const float* row(int j) const { return first + std::size_t(j) * head_dim; }
+    SMOL_KV_TARGET_AVX512 static void block32(const float* row, int block, __m512& lo, __m512& hi) {
+        lo = _mm512_loadu_ps(row + 32 * block);
+        hi = _mm512_loadu_ps(row + 32 * block + 16);
+    }
+};
+
+template <KvType T>
+struct CacheRows {
+    const std::byte* first;
+    std::size_t row_bytes;
+    const std::byte* row(int j) const { return first + std::size_t(j) * row_bytes; }
+    // Values 32 * block .. 32 * block + 31 as floats: the same bits load_row writes there (the
+    // same conversion and the same one multiply by the block's scale).
+    SMOL_KV_TARGET_AVX512 static void block32(const std::byte* row, int block, __m512& lo, __m512& hi) {
+        if constexpr (T == KvType::f16) {
+            const auto* h = reinterpret_cast<const std::uint16_t*>(row) + 32 * block;
+            lo = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
+            hi = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + 16)));
+        } else if constexpr (T == KvType::q8_0) {
+            const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[block];
+            const __m512 d = _mm512_set1_ps(_cvtsh_ss(b.d));
+            lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)))));
+            hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16)))));
+        } else {
+            const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(row)[block];
+            const __m512 d = _mm512_set1_ps(_cvtsh_ss(b.d));
+            const __m128i low4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+            const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+            const __m128i l = _mm_sub_epi8(_mm_and_si128(packed, low4), eight);
+            const __m128i h = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), low4), eight);
+            lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(l)));
+            hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(h)));
+        }
+    }
+};
+
+// 4 query rows x 4 keys: sixteen dot products, each in one register in order of i, folded to
+// 8 lanes and summed by avx2::sum8's tree, so no score depends on its slot.
+template <class Rows, class Row>
+SMOL_KV_TARGET_AVX512 inline void scores_4x4(const float* const q[4], const Row (&k)[4], int head_dim, float scale,
+                                             float out[16]) {
+    __m512 a[16];
+    SMOL_KV_UNROLL
+    for (__m512& x : a) x = _mm512_setzero_ps();
+    for (int b = 0; b < head_dim / 32; ++b) {
+        __m512 lo[4], hi[4];
+        SMOL_KV_UNROLL
+        for (int j = 0; j < 4; ++j) Rows::block32(k[j], b, lo[j], hi[j]);
+        SMOL_KV_UNROLL
+        for (int r = 0; r < 4; ++r) {
+            const __m512 qr = _mm512_loadu_ps(q[r] + 32 * b);
+            SMOL_KV_UNROLL
+            for (int j = 0; j < 4; ++j) a[4 * r + j] = _mm512_fmadd_ps(qr, lo[j], a[4 * r + j]);
+        }
+        SMOL_KV_UNROLL
+        for (int r = 0; r < 4; ++r) {
+            const __m512 qr = _mm512_loadu_ps(q[r] + 32 * b + 16);
+            SMOL_KV_UNROLL
+            for (int j = 0; j < 4; ++j) a[4 * r + j] = _mm512_fmadd_ps(qr, hi[j], a[4 * r + j]);
+        }
+    }
+    const __m256 s = _mm256_set1_ps(scale);
+    SMOL_KV_UNROLL
+    for (int h = 0; h < 2; ++h) {  // slots 8h .. 8h + 7: rows 2h, 2h + 1
+        const __m512* b = a + 8 * h;
+        _mm256_storeu_ps(out + 8 * h, _mm256_mul_ps(avx2::sum8(halves(b[0]), halves(b[1]), halves(b[2]), halves(b[3]),
+                                                               halves(b[4]), halves(b[5]), halves(b[6]), halves(b[7])),
+                                                    s));
+    }
+}
+
+template <class Rows>
+SMOL_KV_TARGET_AVX512 inline void scores_tiles(const float* q, int n_rows, Rows keys, int n_keys, int head_dim,
+                                               float scale, float* scores, int score_stride) {
+    float out[16];
+    for (int j = 0; j < n_keys; j += 4) {
+        decltype(keys.row(0)) k[4];
+        for (int i = 0; i < 4; ++i) k[i] = keys.row(std::min(j + i, n_keys - 1));
+        for (int r = 0; r < n_rows; r += 4) {
+            const float* rows[4];
+            for (int i = 0; i < 4; ++i) rows[i] = q + std::size_t(std::min(r + i, n_rows - 1)) * head_dim;
+            scores_4x4<Rows>(rows, k, head_dim, scale, out);
+            for (int i = 0; i < 4 && r + i < n_rows; ++i)
+                for (int c = 0; c < 4 && j + c < n_keys; ++c) scores[std::size_t(r + i) * score_stride + j + c] = out[4 * i + c];
+        }
+    }
+}
+
+// acc rows += p . values for 4 rows and 32 columns (one block) at a time (8 accumulators in
+// registers).
+template <class Rows>
+SMOL_KV_TARGET_AVX512 inline void accumulate_tiles(const float* p, int p_stride, int n_rows, Rows values, int n_values,
+                                                   int head_dim, float* acc) {
     for (int r = 0; r < n_rows; r += 4) {
         const float* pr[4];
         float* ar[4];
@@ -560,131 +567,9 @@ SMOL_KV_TARGET_AVX512 inline void accumulate(const float* p, int p_stride, int n
                 a[2 * i] = _mm512_loadu_ps(src);
                 a[2 * i + 1] = _mm512_loadu_ps(src + 16);
             }
-            const float* v = values + c;
-            for (int j = 0; j < n_values; ++j, v += head_dim) {
-                const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
-                SMOL_KV_UNROLL
-                for (int i = 0; i < 4; ++i) {
-                    const __m512 w = _mm512_set1_ps(pr[i][j]);
-                    a[2 * i] = _mm512_fmadd_ps(w, v0, a[2 * i]);
-                    a[2 * i + 1] = _mm512_fmadd_ps(w, v1, a[2 * i + 1]);
-                }
-            }
-            SMOL_KV_UNROLL
-            for (int i = 0; i < 4; ++i)
-                if (ar[i]) {
-                    _mm512_storeu_ps(ar[i] + c, a[2 * i]);
-                    _mm512_storeu_ps(ar[i] + c + 16, a[2 * i + 1]);
-                }
-        }
-    }
-}
-
-// Values 32 * block .. 32 * block + 31 of a cache row as floats, in two vectors: the same bits
-// load_row writes there (the same conversion and the same one multiply by the block's scale).
-template <KvType T>
-SMOL_KV_TARGET_AVX512 inline void row_block32(const std::byte* row, int block, __m512& lo, __m512& hi) {
-    if constexpr (T == KvType::f16) {
-        const auto* h = reinterpret_cast<const std::uint16_t*>(row) + 32 * block;
-        lo = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
-        hi = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + 16)));
-    } else if constexpr (T == KvType::q8_0) {
-        const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[block];
-        const __m512 d = _mm512_set1_ps(_cvtsh_ss(b.d));
-        lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)))));
-        hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16)))));
-    } else {
-        const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(row)[block];
-        const __m512 d = _mm512_set1_ps(_cvtsh_ss(b.d));
-        const __m128i low4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-        const __m128i l = _mm_sub_epi8(_mm_and_si128(packed, low4), eight);
-        const __m128i h = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), low4), eight);
-        lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(l)));
-        hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(h)));
-    }
-}
-
-// scores_4x4 with the keys read straight from their cache rows: the same products in the same
-// order, so the same bits as load_row followed by scores_4x4.
-template <KvType T>
-SMOL_KV_TARGET_AVX512 inline void scores_4x4_cache(const float* const q[4], const std::byte* const k[4], int head_dim,
-                                                   float scale, float out[16]) {
-    __m512 a[16];
-    SMOL_KV_UNROLL
-    for (__m512& x : a) x = _mm512_setzero_ps();
-    for (int b = 0; b < head_dim / 32; ++b) {
-        __m512 lo[4], hi[4];
-        SMOL_KV_UNROLL
-        for (int j = 0; j < 4; ++j) row_block32<T>(k[j], b, lo[j], hi[j]);
-        SMOL_KV_UNROLL
-        for (int r = 0; r < 4; ++r) {
-            const __m512 qr = _mm512_loadu_ps(q[r] + 32 * b);
-            SMOL_KV_UNROLL
-            for (int j = 0; j < 4; ++j) a[4 * r + j] = _mm512_fmadd_ps(qr, lo[j], a[4 * r + j]);
-        }
-        SMOL_KV_UNROLL
-        for (int r = 0; r < 4; ++r) {
-            const __m512 qr = _mm512_loadu_ps(q[r] + 32 * b + 16);
-            SMOL_KV_UNROLL
-            for (int j = 0; j < 4; ++j) a[4 * r + j] = _mm512_fmadd_ps(qr, hi[j], a[4 * r + j]);
-        }
-    }
-    const __m256 s = _mm256_set1_ps(scale);
-    SMOL_KV_UNROLL
-    for (int h = 0; h < 2; ++h) {
-        const __m512* b = a + 8 * h;
-        _mm256_storeu_ps(out + 8 * h, _mm256_mul_ps(avx2::sum8(halves(b[0]), halves(b[1]), halves(b[2]), halves(b[3]),
-                                                               halves(b[4]), halves(b[5]), halves(b[6]), halves(b[7])),
-                                                    s));
-    }
-}
-
-template <KvType T>
-SMOL_KV_TARGET_AVX512 inline void scores_cache_typed(const float* q, int n_rows, const std::byte* keys, int n_keys,
-                                                     int head_dim, float scale, float* scores, int score_stride) {
-    const std::size_t row_bytes = kv_row_bytes(T, head_dim);
-    float out[16];
-    for (int j = 0; j < n_keys; j += 4) {
-        const std::byte* k[4];
-        for (int i = 0; i < 4; ++i) k[i] = keys + std::size_t(std::min(j + i, n_keys - 1)) * row_bytes;
-        for (int r = 0; r < n_rows; r += 4) {
-            const float* rows[4];
-            for (int i = 0; i < 4; ++i) rows[i] = q + std::size_t(std::min(r + i, n_rows - 1)) * head_dim;
-            scores_4x4_cache<T>(rows, k, head_dim, scale, out);
-            for (int i = 0; i < 4 && r + i < n_rows; ++i)
-                for (int c = 0; c < 4 && j + c < n_keys; ++c) scores[std::size_t(r + i) * score_stride + j + c] = out[4 * i + c];
-        }
-    }
-}
-
-// accumulate with the values read straight from their cache rows, 32 columns (one block) at a
-// time: the same FMA chain per element as load_row followed by accumulate.
-template <KvType T>
-SMOL_KV_TARGET_AVX512 inline void accumulate_cache_typed(const float* p, int p_stride, int n_rows,
-                                                         const std::byte* values, int n_values, int head_dim, float* acc) {
-    const std::size_t row_bytes = kv_row_bytes(T, head_dim);
-    for (int r = 0; r < n_rows; r += 4) {
-        const float* pr[4];
-        float* ar[4];
-        const float dummy[32] = {};
-        SMOL_KV_UNROLL
-        for (int i = 0; i < 4; ++i) {
-            pr[i] = p + std::size_t(std::min(r + i, n_rows - 1)) * p_stride;
-            ar[i] = r + i < n_rows ? acc + std::size_t(r + i) * head_dim : nullptr;
-        }
-        for (int c = 0; c < head_dim; c += 32) {
-            __m512 a[8];
-            SMOL_KV_UNROLL
-            for (int i = 0; i < 4; ++i) {
-                const float* src = ar[i] ? ar[i] + c : dummy;
-                a[2 * i] = _mm512_loadu_ps(src);
-                a[2 * i + 1] = _mm512_loadu_ps(src + 16);
-            }
-            const std::byte* v = values;
-            for (int j = 0; j < n_values; ++j, v += row_bytes) {
+            for (int j = 0; j < n_values; ++j) {
                 __m512 v0, v1;
-                row_block32<T>(v, c / 32, v0, v1);
+                Rows::block32(values.row(j), c / 32, v0, v1);
                 SMOL_KV_UNROLL
                 for (int i = 0; i < 4; ++i) {
                     const __m512 w = _mm512_set1_ps(pr[i][j]);
@@ -700,23 +585,41 @@ SMOL_KV_TARGET_AVX512 inline void accumulate_cache_typed(const float* p, int p_s
                 }
         }
     }
+}
+
+SMOL_KV_TARGET_AVX512 inline void scores(const float* q, int n_rows, const float* keys, int n_keys, int head_dim,
+                                         float scale, float* scores, int score_stride) {
+    scores_tiles(q, n_rows, FloatRows{keys, head_dim}, n_keys, head_dim, scale, scores, score_stride);
+}
+
+SMOL_KV_TARGET_AVX512 inline void accumulate(const float* p, int p_stride, int n_rows, const float* values, int n_values,
+                                             int head_dim, float* acc) {
+    accumulate_tiles(p, p_stride, n_rows, FloatRows{values, head_dim}, n_values, head_dim, acc);
 }
 
 SMOL_KV_TARGET_AVX512 inline void scores_cache(KvType type, const float* q, int n_rows, const std::byte* keys, int n_keys,
                                                int head_dim, float scale, float* scores, int score_stride) {
     switch (type) {
-        case KvType::f16: return scores_cache_typed<KvType::f16>(q, n_rows, keys, n_keys, head_dim, scale, scores, score_stride);
-        case KvType::q8_0: return scores_cache_typed<KvType::q8_0>(q, n_rows, keys, n_keys, head_dim, scale, scores, score_stride);
-        case KvType::q4_0: return scores_cache_typed<KvType::q4_0>(q, n_rows, keys, n_keys, head_dim, scale, scores, score_stride);
+        case KvType::f16:
+            return scores_tiles(q, n_rows, CacheRows<KvType::f16>{keys, kv_row_bytes(type, head_dim)}, n_keys, head_dim,
+                                scale, scores, score_stride);
+        case KvType::q8_0:
+            return scores_tiles(q, n_rows, CacheRows<KvType::q8_0>{keys, kv_row_bytes(type, head_dim)}, n_keys, head_dim,
+                                scale, scores, score_stride);
+        case KvType::q4_0: fail("scores_cache: Q4_0 keys are scored in integers (scores_q4_0)");
     }
 }
 
 SMOL_KV_TARGET_AVX512 inline void accumulate_cache(KvType type, const float* p, int p_stride, int n_rows,
                                                    const std::byte* values, int n_values, int head_dim, float* acc) {
+    const std::size_t row_bytes = kv_row_bytes(type, head_dim);
     switch (type) {
-        case KvType::f16: return accumulate_cache_typed<KvType::f16>(p, p_stride, n_rows, values, n_values, head_dim, acc);
-        case KvType::q8_0: return accumulate_cache_typed<KvType::q8_0>(p, p_stride, n_rows, values, n_values, head_dim, acc);
-        case KvType::q4_0: return accumulate_cache_typed<KvType::q4_0>(p, p_stride, n_rows, values, n_values, head_dim, acc);
+        case KvType::f16:
+            return accumulate_tiles(p, p_stride, n_rows, CacheRows<KvType::f16>{values, row_bytes}, n_values, head_dim, acc);
+        case KvType::q8_0:
+            return accumulate_tiles(p, p_stride, n_rows, CacheRows<KvType::q8_0>{values, row_bytes}, n_values, head_dim, acc);
+        case KvType::q4_0:
+            return accumulate_tiles(p, p_stride, n_rows, CacheRows<KvType::q4_0>{values, row_bytes}, n_values, head_dim, acc);
     }
 }
 
@@ -739,25 +642,30 @@ struct AttentionKernels {
     void (*accumulate)(const float* p, int p_stride, int n_rows, const float* values, int n_values, int head_dim,
                        float* acc);
     // scores and accumulate reading n consecutive cache rows in place, for calls with too few
-    // query rows to share a float copy of them (decoding). The same bits as load_row of each row
-    // followed by scores / accumulate; nullptr where the set has none (attention then copies).
+    // query rows to share a float copy of them (decoding). The same tiles as scores / accumulate
+    // over rows load_row converted, so the same bits; nullptr where the set has none (attention
+    // then copies). scores_cache takes f16 and Q8_0 keys (Q4_0 keys go to scores_q4_0).
     void (*scores_cache)(KvType type, const float* q, int n_rows, const std::byte* keys, int n_keys, int head_dim,
                          float scale, float* out, int score_stride);
     void (*accumulate_cache)(KvType type, const float* p, int p_stride, int n_rows, const std::byte* values,
                              int n_values, int head_dim, float* acc);
+    // Scores of quantized query rows against Q4_0 keys in place, in integers
+    // (kv_int8_scores.hpp); the same float step in every set.
+    void (*scores_q4_0)(QueryBlocks q, int n_rows, const std::byte* keys, int n_keys, int head_dim, float scale,
+                        float* out, int score_stride);
 };
 
 // The set for `isa`, or nullptr where this build has none.
 inline const AttentionKernels* attention_kernels_for(Isa isa) {
     static constexpr AttentionKernels scalar{Isa::scalar,  load_row_scalar, scores_scalar, softmax_weights_scalar,
-                                             accumulate_scalar, nullptr,         nullptr};
+                                             accumulate_scalar, nullptr,         nullptr,       scores_q4_0_scalar};
     switch (isa) {
         case Isa::scalar: return &scalar;
 #ifdef SMOL_HAVE_KV_AVX2
         case Isa::avx2: {
             static constexpr AttentionKernels set{Isa::avx2,           avx2::load_row,   avx2::scores,
                                                   avx2::softmax_weights, avx2::accumulate, avx2::scores_cache,
-                                                  avx2::accumulate_cache};
+                                                  avx2::accumulate_cache, avx2::scores_q4_0};
             return &set;
         }
 #endif
@@ -765,7 +673,7 @@ inline const AttentionKernels* attention_kernels_for(Isa isa) {
         case Isa::avx512: {
             static constexpr AttentionKernels set{Isa::avx512,           avx512::load_row,   avx512::scores,
                                                   avx512::softmax_weights, avx512::accumulate, avx512::scores_cache,
-                                                  avx512::accumulate_cache};
+                                                  avx512::accumulate_cache, avx512::scores_q4_0};
             return &set;
         }
 #endif
