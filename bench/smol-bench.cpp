@@ -334,6 +334,9 @@ int main(int argc, char** argv) {
             const double load_ms =
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
             const smol::ModelInfo& info = model->info();
+            if (info.rope_scaling.yarn())  // on stderr as the other programs say it, so JSON stays clean
+                std::fprintf(stderr, "smol-bench: RoPE scaling: %s%s\n", smol::describe(info.rope_scaling).c_str(),
+                             info.rope_scaling_automatic ? " (the context is past the trained one)" : "");
             std::string model_type = info.architecture + " " + info.config_name + " " + ftype_name(model->file());
             if (cache_types != smol::KvCacheTypes{})  // as llama-bench names non-default cache types
                 model_type += std::string(" K ") + smol::kv_type_name(cache_types.keys) + " V " +

@@ -526,6 +526,11 @@ TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
     CHECK(depth_rows[2].at("n_depth") == 24);
     CHECK(depth_rows[3].at("test") == "tg2 @ d24");
     CHECK(depth_rows[3].at("samples_ts").size() == 2);
+    // YaRN, asked for, is named as the other programs name it.
+    const auto stretched = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) +
+                                                      " -p 8 -n 0 -r 1 -t 1 --no-bandwidth --rope-scaling yarn --rope-scale 2");
+    CHECK_MESSAGE(stretched.exit_code == 0, stretched.output);
+    CHECK(stretched.output.find("smol-bench: RoPE scaling: YaRN, factor 2 over 65536 tokens\n") != std::string::npos);
     const auto too_deep = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) + " -p 8 -n 0 -d 200000 -r 1 --no-bandwidth");
     CHECK(too_deep.exit_code == 1);
     CHECK(too_deep.output.find("supports at most 65536 (131072 with YaRN)") != std::string::npos);
