@@ -22,10 +22,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
-#include "smol/core/error.hpp"
 #include "smol/core/half.hpp"
 #include "smol/ops/kv_layout.hpp"
 #include "smol/quant/blocks.hpp"
@@ -51,8 +49,8 @@ struct QueryBlocks {
     }
 };
 
-// Q8_0's rounding with a float scale: d = amax / 127, q = nearbyint(x / d) (the block's largest
-// magnitude maps to +-127). q: [n_rows, head_dim]; head_dim a multiple of 32.
+// Q8_0's rounding with a float scale: d = amax / 127, q = nearbyint(x * (1 / d)) (the block's
+// largest magnitude maps to +-127). q: [n_rows, head_dim]; head_dim a multiple of 32.
 inline void quantize_queries(const float* q, int n_rows, int head_dim, std::int8_t* qs, float* d, std::int32_t* sums) {
     const int n_blocks = head_dim / kQueryBlock;
     for (int r = 0; r < n_rows; ++r)
