@@ -180,6 +180,7 @@ TEST_CASE("SIMD score, softmax, row and accumulate kernels match their scalar re
 }
 
 TEST_CASE("integer Q4_0 key scores: the scalar reference is the exact block dots, every set gives its numbers") {
+    const KvType type = KvType::q4_0;
     std::vector<const kv_kernels::AttentionKernels*> sets = runnable_simd_sets();
     for (int head_dim : {32, 64, 96, 128, 256}) {  // 96 and 256: a partial group and two groups of four blocks
         CAPTURE(head_dim);
@@ -204,53 +205,50 @@ TEST_CASE("integer Q4_0 key scores: the scalar reference is the exact block dots
                 CHECK(sum == quantized.sums[std::size_t(r) * n_blocks + b]);
                 CHECK(largest == (d == 0.0f ? 0 : 127));
             }
-        {
-            const KvType type = KvType::q4_0;
-            const int n_keys = 37, stride = 40;
-            const std::size_t row_bytes = kv_row_bytes(type, head_dim);
-            const std::vector<float> x = random_floats(std::size_t(n_keys) * head_dim, 120u + head_dim, 2.0f);
-            std::vector<std::byte> keys(row_bytes * n_keys);
-            std::vector<float> held(x.size());  // the key values the cache holds
-            for (int j = 0; j < n_keys; ++j) {
-                kv_kernels::store_row_scalar(type, x.data() + std::size_t(j) * head_dim, keys.data() + j * row_bytes, head_dim);
-                kv_kernels::load_row_scalar(type, keys.data() + j * row_bytes, held.data() + std::size_t(j) * head_dim, head_dim);
-            }
-            for (int n_rows : {1, 3, 4, 6, 9}) {
-                CAPTURE(n_rows);
-                const float scale = 0.09f;
-                std::vector<float> ref(std::size_t(n_rows) * stride, -1.0f);
-                std::vector<double> bound(ref.size());  // how far rounding may move a score
-                kv_kernels::scores_q4_0_scalar(quantized.view(), n_rows, keys.data(), n_keys, head_dim, scale, ref.data(), stride);
-                for (int r = 0; r < n_rows; ++r)
-                    for (int j = 0; j < n_keys; ++j) {  // the dequantized query and key, in double
-                        double exact = 0.0, magnitude = 0.0;
-                        for (int i = 0; i < head_dim; ++i) {
-                            const double term = double(quantized.d[std::size_t(r) * n_blocks + i / 32]) *
-                                                quantized.qs[std::size_t(r) * head_dim + i] * held[std::size_t(j) * head_dim + i];
-                            exact += term;
-                            magnitude += std::fabs(term);
-                        }
-                        bound[std::size_t(r) * stride + j] = 1e-6 * scale * magnitude;
-                        CHECK(std::fabs(ref[std::size_t(r) * stride + j] - scale * exact) <= bound[std::size_t(r) * stride + j]);
+        const int n_keys = 37, stride = 40;
+        const std::size_t row_bytes = kv_row_bytes(type, head_dim);
+        const std::vector<float> x = random_floats(std::size_t(n_keys) * head_dim, 120u + head_dim, 2.0f);
+        std::vector<std::byte> keys(row_bytes * n_keys);
+        std::vector<float> held(x.size());  // the key values the cache holds
+        for (int j = 0; j < n_keys; ++j) {
+            kv_kernels::store_row_scalar(type, x.data() + std::size_t(j) * head_dim, keys.data() + j * row_bytes, head_dim);
+            kv_kernels::load_row_scalar(type, keys.data() + j * row_bytes, held.data() + std::size_t(j) * head_dim, head_dim);
+        }
+        for (int n_rows : {1, 3, 4, 6, 9}) {
+            CAPTURE(n_rows);
+            const float scale = 0.09f;
+            std::vector<float> ref(std::size_t(n_rows) * stride, -1.0f);
+            std::vector<double> bound(ref.size());  // how far rounding may move a score
+            kv_kernels::scores_q4_0_scalar(quantized.view(), n_rows, keys.data(), n_keys, head_dim, scale, ref.data(), stride);
+            for (int r = 0; r < n_rows; ++r)
+                for (int j = 0; j < n_keys; ++j) {  // the dequantized query and key, in double
+                    double exact = 0.0, magnitude = 0.0;
+                    for (int i = 0; i < head_dim; ++i) {
+                        const double term = double(quantized.d[std::size_t(r) * n_blocks + i / 32]) *
+                                            quantized.qs[std::size_t(r) * head_dim + i] * held[std::size_t(j) * head_dim + i];
+                        exact += term;
+                        magnitude += std::fabs(term);
                     }
-                for (const kv_kernels::AttentionKernels* set : sets) {
-                    const std::string isa(isa_name(set->isa));
-                    CAPTURE(isa);
-                    std::vector<float> fast(ref.size(), -1.0f);
-                    set->scores_q4_0(quantized.view(), n_rows, keys.data(), n_keys, head_dim, scale, fast.data(), stride);
-                    for (int r = 0; r < n_rows; ++r)
-                        for (int j = 0; j < stride; ++j) {
-                            const std::size_t i = std::size_t(r) * stride + j;
-                            if (j >= n_keys) CHECK(fast[i] == -1.0f);  // nothing past n_keys is written
-                            else CHECK(std::fabs(double(fast[i]) - ref[i]) <= bound[i]);
-                        }
-                    // A row's scores do not depend on the rows or keys computed beside it.
-                    std::vector<float> alone(stride, -1.0f);
-                    set->scores_q4_0(quantized.view().from_row(std::size_t(n_rows - 1), head_dim), 1,
-                                     keys.data() + 5 * row_bytes, n_keys - 5, head_dim, scale, alone.data(), stride);
-                    CHECK(std::memcmp(alone.data(), fast.data() + std::size_t(n_rows - 1) * stride + 5,
-                                      (n_keys - 5) * sizeof(float)) == 0);
+                    bound[std::size_t(r) * stride + j] = 1e-6 * scale * magnitude;
+                    CHECK(std::fabs(ref[std::size_t(r) * stride + j] - scale * exact) <= bound[std::size_t(r) * stride + j]);
                 }
+            for (const kv_kernels::AttentionKernels* set : sets) {
+                const std::string isa(isa_name(set->isa));
+                CAPTURE(isa);
+                std::vector<float> fast(ref.size(), -1.0f);
+                set->scores_q4_0(quantized.view(), n_rows, keys.data(), n_keys, head_dim, scale, fast.data(), stride);
+                for (int r = 0; r < n_rows; ++r)
+                    for (int j = 0; j < stride; ++j) {
+                        const std::size_t i = std::size_t(r) * stride + j;
+                        if (j >= n_keys) CHECK(fast[i] == -1.0f);  // nothing past n_keys is written
+                        else CHECK(std::fabs(double(fast[i]) - ref[i]) <= bound[i]);
+                    }
+                // A row's scores do not depend on the rows or keys computed beside it.
+                std::vector<float> alone(stride, -1.0f);
+                set->scores_q4_0(quantized.view().from_row(std::size_t(n_rows - 1), head_dim), 1,
+                                 keys.data() + 5 * row_bytes, n_keys - 5, head_dim, scale, alone.data(), stride);
+                CHECK(std::memcmp(alone.data(), fast.data() + std::size_t(n_rows - 1) * stride + 5,
+                                  (n_keys - 5) * sizeof(float)) == 0);
             }
         }
     }

@@ -27,15 +27,16 @@
 #include "smol/core/half.hpp"
 #include "smol/ops/kv_layout.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/kernels_avx2.hpp"  // its exact integer reductions
 
-#if defined(__F16C__) && defined(__AVX2__) && defined(__FMA__)
+#if SMOL_HAVE_AVX2_KERNELS
 #include <immintrin.h>
 #define SMOL_HAVE_KV_INT8_AVX2 1
 #endif
 
 namespace smol::kv_kernels {
 
-inline constexpr int kQueryBlock = 32;  // query values per scale, the key blocks' size
+inline constexpr int kQueryBlock = QK4_0;  // query values per scale: the key blocks' size
 
 // n_rows quantized query rows, each head_dim int8 values with one float scale and the sum of
 // its values per block of 32 (the kernels use the keys' nibbles unsigned, value + 8, and take
@@ -140,10 +141,7 @@ inline __m256i block_dot(__m256i key, const std::int8_t* query) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(key, qv), _mm256_set1_epi16(1));
 }
 
-inline __m128i hsum_x4(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
-    const __m256i pairs = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
-    return _mm_add_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
-}
+using kernels_avx2::detail::hsum_x4;  // lane i: the total of v_i's lanes, exact
 
 // A query row's group of up to four blocks: 8 * its block sums and its block scales, in the
 // four lanes (missing blocks 0).
