@@ -232,12 +232,18 @@ TEST_CASE("prompts are read in the order their requests were admitted, not in sl
     smol::Scheduler scheduler(q4_engine(), options);
     const smol::text::Tokenizer& tokenizer = scheduler.tokenizer();
     std::string long_text;
-    for (int i = 0; i < 60; ++i) long_text += "word" + std::to_string(i) + " ";
+    for (int i = 0; i < 150; ++i) long_text += "word" + std::to_string(i) + " ";
     const auto long_prompt = tokenizer.encode(long_text, true);
-    REQUIRE(long_prompt.size() > 100);
+    REQUIRE(long_prompt.size() > 200);
 
-    const auto a = scheduler.submit(request_for(tokenizer.encode("Hi", true), 1));
+    // A generates 16 tokens, so B (submitted at once) is admitted beside it, into slot 1: wait
+    // for both. Reading at most 4 prompt tokens a step, B is still reading when A is done.
+    const auto a = scheduler.submit(request_for(tokenizer.encode("Hi", true), 16));
     const auto b = scheduler.submit(request_for(long_prompt, 1));
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (scheduler.stats().active_slots < 2 && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(scheduler.stats().active_slots == 2);
     CHECK(a->collect().error == "");
     REQUIRE(scheduler.stats().active_slots == 1);  // B is still reading
     const auto c = scheduler.submit(request_for(long_prompt, 1));
