@@ -116,7 +116,7 @@ TEST_CASE("matmul matches the naive reference for every type, shape, token count
     const TensorType types[] = {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0,
                                 TensorType::F32,  TensorType::F16,  TensorType::BF16};
     const std::int64_t token_counts[] = {1, 2, 5, 70};  // 70 crosses a 64-token block
-    for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+    for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
         if (!isa_compiled(isa) || !cpu_features().supports(isa)) {
             MESSAGE("skipping kernel set ", isa_name(isa), ": ", std::string(isa_compiled(isa) ? "this CPU lacks it" : "not compiled"));
             continue;
@@ -164,7 +164,7 @@ TEST_CASE("a token's Q4_K and Q6_K outputs are the same bits alone, in any batch
         const Matrix w = random_matrix(type, rows, cols, 16, seed++);
         const auto x = random_activations(tokens, cols, seed++);
         std::vector<float> first_set;
-        for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+        for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
             if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
             CAPTURE(isa_name(isa));
             const KernelSet set = kernels_for(isa);
@@ -255,7 +255,7 @@ TEST_CASE("matmul on llama.cpp-quantized Q4_K and Q6_K tensors agrees with the n
         Matrix w{t.type, t.rows(), t.shape[0], t.row_bytes(), std::vector<std::uint8_t>(t.data, t.data + t.n_bytes)};
         const auto x = random_activations(tokens, w.cols, std::uint32_t(t.offset));
         const Expected expected = naive_matmul(w, x, tokens);
-        for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+        for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
             if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
             CAPTURE(t.name);
             CAPTURE(isa_name(isa));

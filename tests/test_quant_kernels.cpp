@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -203,7 +205,7 @@ void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed) {
     }
 }
 
-constexpr Isa kAllIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512};
+constexpr Isa kAllIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx};
 
 }  // namespace
 
@@ -225,16 +227,68 @@ TEST_CASE("Q6_K x Q8_K tiles match the reference on every kernel set") {
     }
 }
 
+namespace {
+
+// A GEMM call: out[t * out_stride + r] for r < n_rows and t < n_tokens (GemmTileFn's contract).
+using GemmCall = std::function<void(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                                    const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride)>;
+
+// Random Q4_K or Q6_K rows against random Q8_K tokens through `gemm` (which may pick its kernel
+// by the token count, as dispatch does), for every row count up to shape.rows and token counts
+// up to shape.tokens, from the first group and from a later one. Every output must be the
+// reference's bits, and nothing outside the n_rows x n_tokens corner may be written.
+void check_gemm(TensorType wtype, const GemmShape& shape, const std::function<GemmCall(int n_tokens)>& gemm_for,
+                std::uint32_t seed) {
+    Gen gen{std::mt19937(seed), false};
+    const std::int64_t n = 2816, blocks = n / QK_K;
+    const int max_tokens = shape.tokens + 21;  // a call's worth and a partial group after it
+    const auto acts = rows_of<BlockQ8K>(max_tokens, blocks, std::size_t(blocks) * sizeof(BlockQ8K), [&] { return gen.q8k(); });
+    const auto* act_blocks = reinterpret_cast<const BlockQ8K*>(acts.data());
+    std::vector<BlockQ8Kx16> packed(std::size_t((max_tokens + kPackedTokens - 1) / kPackedTokens * blocks));
+    pack_q8k_x16(act_blocks, max_tokens, blocks, packed.data());
+    const bool q4 = wtype == TensorType::Q4_K;
+    const std::size_t row_bytes = std::size_t(blocks) * (q4 ? sizeof(BlockQ4K) : sizeof(BlockQ6K)) + 24;
+    for (int trial = 0; trial < 3; ++trial) {
+        const auto weights = q4 ? rows_of<BlockQ4K>(shape.rows, blocks, row_bytes, [&] { return gen.q4k(); })
+                                : rows_of<BlockQ6K>(shape.rows, blocks, row_bytes, [&] { return gen.q6k(); });
+        std::vector<float> expected(std::size_t(shape.rows * max_tokens));  // [token][row]
+        for (int t = 0; t < max_tokens; ++t)
+            for (int r = 0; r < shape.rows; ++r) {
+                const auto* w = weights.data() + std::size_t(r) * row_bytes;
+                const BlockQ8K* a = act_blocks + std::size_t(t) * std::size_t(blocks);
+                expected[std::size_t(t * shape.rows + r)] = q4 ? dot_q4k_q8k(n, reinterpret_cast<const BlockQ4K*>(w), a)
+                                                              : dot_q6k_q8k(n, reinterpret_cast<const BlockQ6K*>(w), a);
+            }
+        for (const int n_rows : {1, 3, shape.rows - 1, shape.rows})
+            for (const int first_token : {0, shape.tokens})
+                for (const int n_tokens : {1, 7, 16, 17, 33, shape.tokens}) {
+                    if (n_tokens > shape.tokens || first_token + n_tokens > max_tokens || n_rows < 1) continue;
+                    const std::size_t out_stride = std::size_t(shape.rows) + 1;
+                    std::vector<float> out(out_stride * std::size_t(shape.tokens), std::numeric_limits<float>::quiet_NaN());
+                    gemm_for(n_tokens)(n, weights.data(), row_bytes, n_rows,
+                                       packed.data() + std::size_t(first_token / kPackedTokens * blocks), n_tokens,
+                                       out.data(), out_stride);
+                    for (int t = 0; t < shape.tokens; ++t)
+                        for (int r = 0; r < int(out_stride); ++r) {
+                            const float got = out[std::size_t(t) * out_stride + std::size_t(r)];
+                            INFO("rows " << n_rows << " tokens " << first_token << "+" << n_tokens << " at (" << r << ", "
+                                         << t << ")");
+                            if (t >= n_tokens || r >= n_rows) {
+                                REQUIRE(std::isnan(got));
+                                continue;
+                            }
+                            const float want = expected[std::size_t((first_token + t) * shape.rows + r)];
+                            REQUIRE(std::memcmp(&got, &want, sizeof got) == 0);
+                        }
+                }
+    }
+}
+
+}  // namespace
+
 TEST_CASE("Q4_K and Q6_K prompt GEMMs give the reference's bits for every row and token count") {
     // Prompts go through the GEMM and decode through the tiles: the same bits from both keep a
     // sequence's logits independent of what shares its batch.
-    Gen gen{std::mt19937(17), false};
-    const std::int64_t n = 2816, blocks = n / QK_K;
-    constexpr int kTokens = kGemmTokens + 5;  // a call's worth and a partial group
-    const auto acts = rows_of<BlockQ8K>(kTokens, blocks, std::size_t(blocks) * sizeof(BlockQ8K), [&] { return gen.q8k(); });
-    const auto* act_blocks = reinterpret_cast<const BlockQ8K*>(acts.data());
-    std::vector<BlockQ8Kx16> packed(std::size_t((kTokens + kPackedTokens - 1) / kPackedTokens * blocks));
-    pack_q8k_x16(act_blocks, kTokens, blocks, packed.data());
     int sets_with_gemm = 0;
     for (const Isa isa : kAllIsas) {
         if (!runnable(isa)) continue;
@@ -242,46 +296,114 @@ TEST_CASE("Q4_K and Q6_K prompt GEMMs give the reference's bits for every row an
         const KernelSet set = kernels_for(isa);
         for (const TensorType wtype : {TensorType::Q4_K, TensorType::Q6_K}) {
             CAPTURE(type_name(wtype));
-            const GemmTileFn gemm = set.gemm_for_weights(wtype);
-            if (gemm == nullptr) continue;
+            const KernelSet::Gemm widest = set.gemm_for_weights(wtype, kGemmShapes[int(isa)].tokens);
+            if (widest.fn == nullptr) continue;
             ++sets_with_gemm;
-            const bool q4 = wtype == TensorType::Q4_K;
-            const std::size_t row_bytes = std::size_t(blocks) * (q4 ? sizeof(BlockQ4K) : sizeof(BlockQ6K)) + 24;
-            for (int trial = 0; trial < 4; ++trial) {
-                const auto weights = q4 ? rows_of<BlockQ4K>(kTileRows, blocks, row_bytes, [&] { return gen.q4k(); })
-                                        : rows_of<BlockQ6K>(kTileRows, blocks, row_bytes, [&] { return gen.q6k(); });
-                for (const int n_rows : {1, 3, kTileRows})
-                    for (const int first_token : {0, kGemmTokens})  // a full call, then the partial group
-                        for (const int n_tokens : {1, 7, 16, 17, kGemmTokens}) {
-                            if (first_token + n_tokens > kTokens) continue;
-                            constexpr std::size_t out_stride = kTileRows + 1;
-                            const float sentinel = std::numeric_limits<float>::quiet_NaN();
-                            std::vector<float> out(out_stride * kGemmTokens, sentinel);
-                            gemm(n, weights.data(), row_bytes, n_rows,
-                                 packed.data() + std::size_t(first_token / kPackedTokens * blocks), n_tokens, out.data(),
-                                 out_stride);
-                            for (int t = 0; t < kGemmTokens; ++t)
-                                for (int r = 0; r < int(out_stride); ++r) {
-                                    const float got = out[std::size_t(t) * out_stride + std::size_t(r)];
-                                    if (t >= n_tokens || r >= n_rows) {
-                                        REQUIRE(std::isnan(got));
-                                        continue;
-                                    }
-                                    const auto* w = weights.data() + std::size_t(r) * row_bytes;
-                                    const BlockQ8K* a = act_blocks + std::size_t(first_token + t) * std::size_t(blocks);
-                                    const float expected =
-                                        q4 ? dot_q4k_q8k(n, reinterpret_cast<const BlockQ4K*>(w), a)
-                                           : dot_q6k_q8k(n, reinterpret_cast<const BlockQ6K*>(w), a);
-                                    INFO("rows " << n_rows << " tokens " << first_token << "+" << n_tokens << " at (" << r
-                                                 << ", " << t << ")");
-                                    REQUIRE(std::memcmp(&got, &expected, sizeof got) == 0);
-                                }
-                        }
-            }
+            check_gemm(wtype, widest.shape,
+                       [&](int n_tokens) { return GemmCall(set.gemm_for_weights(wtype, n_tokens).fn); },
+                       wtype == TensorType::Q4_K ? 17 : 18);
         }
     }
     if (sets_with_gemm == 0) MESSAGE("no kernel set with a prompt GEMM runs on this CPU (", describe(), ")");
 }
+
+#if SMOL_HAVE_AMX_KERNELS
+namespace {
+
+// The AMX instructions the kernels use, as the Intel SDM defines them, on byte arrays: lets the
+// AMX GEMMs' layout and arithmetic run on any AVX-512 CPU. Shapes the hardware would refuse
+// (#UD) fail the test instead.
+struct EmulatedTiles {
+    kernels_amx::TileConfig config;
+    bool configured = false;
+    std::uint8_t tiles[8][16][64] = {};
+    int rows(int t) const { return config.rows[t]; }
+    int bytes(int t) const { return config.bytes_per_row[t]; }
+
+    void configure(const kernels_amx::TileConfig& c) {
+        REQUIRE(c.palette == 1);
+        config = c;
+        configured = true;
+        std::memset(tiles, 0, sizeof tiles);  // LDTILECFG zeroes every tile
+    }
+    void release() { configured = false; }
+    template <int T>
+    void zero() {
+        REQUIRE(configured);
+        std::memset(tiles[T], 0, sizeof tiles[T]);
+    }
+    template <int T>
+    void load(const void* base, std::size_t stride) {
+        REQUIRE(configured);
+        std::memset(tiles[T], 0, sizeof tiles[T]);
+        for (int r = 0; r < rows(T); ++r)
+            std::memcpy(tiles[T][r], static_cast<const std::uint8_t*>(base) + std::size_t(r) * stride, std::size_t(bytes(T)));
+    }
+    template <int T>
+    void store(void* base, std::size_t stride) {
+        REQUIRE(configured);
+        for (int r = 0; r < rows(T); ++r)
+            std::memcpy(static_cast<std::uint8_t*>(base) + std::size_t(r) * stride, tiles[T][r], std::size_t(bytes(T)));
+    }
+    // C[m].dword[n] += sum over k, i of A[m].byte[4k + i] * B[k].byte[4n + i] (TDPBUSD / TDPBSSD).
+    template <int C, int A, int B, bool SignedA>
+    void dot() {
+        REQUIRE(configured);
+        REQUIRE(rows(A) == rows(C));
+        REQUIRE(bytes(A) / 4 == rows(B));
+        REQUIRE(bytes(B) == bytes(C));
+        for (int m = 0; m < rows(C); ++m)
+            for (int n = 0; n < bytes(C) / 4; ++n) {
+                std::int32_t sum;
+                std::memcpy(&sum, &tiles[C][m][4 * n], 4);
+                for (int k = 0; k < bytes(A) / 4; ++k)
+                    for (int i = 0; i < 4; ++i) {
+                        const std::uint8_t a = tiles[A][m][4 * k + i];
+                        const int a_value = SignedA ? int(std::int8_t(a)) : int(a);
+                        sum += a_value * int(std::int8_t(tiles[B][k][4 * n + i]));
+                    }
+                std::memcpy(&tiles[C][m][4 * n], &sum, 4);
+            }
+    }
+    template <int C, int A, int B>
+    void dot_unsigned_signed() { dot<C, A, B, false>(); }
+    template <int C, int A, int B>
+    void dot_signed_signed() { dot<C, A, B, true>(); }
+};
+
+}  // namespace
+
+TEST_CASE("AMX GEMMs give the reference's bits, on emulated tiles and on AMX hardware") {
+    const GemmShape shape = kGemmShapes[int(Isa::amx)];
+    CHECK(shape.rows == kernels_amx::kRows);
+    CHECK(shape.tokens == kernels_amx::kTokens);
+    if (!cpu_features().has_avx512_kernels()) {
+        MESSAGE("skipping the AMX GEMMs on emulated tiles: they prepare weights with AVX-512, which this CPU lacks (",
+                describe(), ")");
+    } else {
+        for (const TensorType wtype : {TensorType::Q4_K, TensorType::Q6_K}) {
+            CAPTURE(type_name(wtype));
+            const bool q4 = wtype == TensorType::Q4_K;
+            const GemmCall emulated = [q4](std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                                           const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
+                auto tiles = std::make_unique<EmulatedTiles>();
+                if (q4) kernels_amx::detail::gemm<true>(*tiles, n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
+                else kernels_amx::detail::gemm<false>(*tiles, n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
+                CHECK_FALSE(tiles->configured);  // every call releases its tiles
+            };
+            check_gemm(wtype, shape, [&](int) { return emulated; }, q4 ? 31 : 32);
+        }
+    }
+    if (!runnable(Isa::amx)) return;
+    // On the hardware: the kernels themselves, not the dispatch (which sends small batches to AVX-512).
+    for (const TensorType wtype : {TensorType::Q4_K, TensorType::Q6_K}) {
+        CAPTURE(type_name(wtype));
+        const GemmTileFn hardware = weight_format(wtype).gemms[int(Isa::amx)];
+        REQUIRE(static_cast<bool>(hardware));
+        check_gemm(wtype, shape, [&](int) { return GemmCall(hardware); }, wtype == TensorType::Q4_K ? 41 : 42);
+    }
+}
+#endif
 
 TEST_CASE("packing Q8_K activations 16 tokens to a block keeps every quant, bsum and scale") {
     Gen gen{std::mt19937(23), false};
@@ -440,6 +562,11 @@ TEST_CASE("kernel selection") {
     CHECK(kernels().isa == selected_isa());
     CHECK(parse_isa("avx2") == Isa::avx2);
     CHECK_THROWS_AS(parse_isa("sse9"), smol::Error);
+    CHECK(parse_isa("amx") == Isa::amx);
     if (!cpu.has_avx512_kernels()) CHECK_THROWS_AS(kernels_for(Isa::avx512), smol::Error);
+    if (!cpu.has_amx_kernels()) CHECK_THROWS_AS(kernels_for(Isa::amx), smol::Error);
+    // AMX tiles only with the OS's permission; a CPU without them is never asked.
+    if (!cpu.amx_tile) CHECK_FALSE(cpu.amx_permitted);
+    CHECK(cpu.has_amx_kernels() == (cpu.best_isa() == Isa::amx));
     CHECK_THROWS_AS(kernels_for(Isa::scalar).for_weights(TensorType::Q5_K), smol::Error);
 }

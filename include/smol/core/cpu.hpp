@@ -2,7 +2,9 @@
 // Run-time CPU feature detection. An instruction set is usable only when the CPU has it (cpuid)
 // AND the operating system saves its registers on context switches (xgetbv XCR0), so both
 // are checked. The kernel set smol runs is the best usable one, or a lower one forced with
-// SMOL_ISA=scalar|avx2|avx512 (tests and benchmarks compare kernel sets this way).
+// SMOL_ISA=scalar|avx2|avx512|amx (tests and benchmarks compare kernel sets this way). AMX needs
+// a third yes: Linux hands out tile state only to processes that ask for it (arch_prctl), so the
+// request is made once here and a refusal leaves the AVX-512 set in charge.
 
 #include <cstdint>
 #include <cstdlib>
@@ -17,17 +19,23 @@
 #define SMOL_X86 1
 #include <cpuid.h>
 #endif
+#if SMOL_X86 && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace smol {
 
 // Kernel sets, ordered: a higher one needs everything a lower one needs.
-enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2 };
+// amx is the AVX-512 set with AMX int8 tiles for prompt GEMMs (decode stays on AVX-512).
+enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2, amx = 3 };
 
 inline std::string_view isa_name(Isa isa) {
     switch (isa) {
         case Isa::scalar: return "scalar";
         case Isa::avx2: return "avx2";
         case Isa::avx512: return "avx512";
+        case Isa::amx: return "amx";
     }
     return "?";
 }
@@ -39,12 +47,15 @@ struct CpuFeatures {
     bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
     bool avx512_vnni = false, avx_vnni = false;
     bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
+    bool amx_permitted = false;  // the kernel granted this process tile state (Linux arch_prctl)
 
     // The AVX-512 kernel set uses F, BW, VL, DQ and VNNI instructions.
     bool has_avx512_kernels() const { return avx512f && avx512bw && avx512vl && avx512dq && avx512_vnni; }
     bool has_avx2_kernels() const { return avx2 && fma && f16c; }
+    bool has_amx_kernels() const { return has_avx512_kernels() && amx_tile && amx_int8 && amx_permitted; }
 
     Isa best_isa() const {
+        if (has_amx_kernels()) return Isa::amx;
         if (has_avx512_kernels()) return Isa::avx512;
         if (has_avx2_kernels()) return Isa::avx2;
         return Isa::scalar;
@@ -61,6 +72,7 @@ struct CpuFeatures {
             {"amx_tile", amx_tile}, {"amx_int8", amx_int8}, {"amx_bf16", amx_bf16}};
         for (const auto& [name, on] : flags)
             if (on) (s += ' ') += name;
+        if (amx_tile && !amx_permitted) s += " (amx tile state refused by the OS)";
         s += " | kernels: ";
         s += isa_name(best_isa());
         return s;
@@ -80,6 +92,17 @@ inline std::uint64_t xcr0() {
     std::uint32_t eax = 0, edx = 0;
     __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
     return (std::uint64_t(edx) << 32) | eax;
+}
+
+// Asks Linux for permission to use AMX tile data (XFEATURE_XTILEDATA, 18); without it the first
+// tile instruction faults. Granted for the whole process and kept; asking again is harmless.
+inline bool request_amx_permission() {
+#if defined(__linux__)
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
 }
 
 inline CpuFeatures detect() {
@@ -140,6 +163,7 @@ inline CpuFeatures detect() {
         cpuid(7, 1, r);
         f.avx_vnni = (r[0] >> 4) & 1;
     }
+    if (f.amx_tile) f.amx_permitted = request_amx_permission();
     return f;
 }
 #else
@@ -165,7 +189,8 @@ inline Isa parse_isa(std::string_view name) {
     if (name == "scalar") return Isa::scalar;
     if (name == "avx2") return Isa::avx2;
     if (name == "avx512") return Isa::avx512;
-    fail("SMOL_ISA: expected scalar, avx2 or avx512, got '", name, "'");
+    if (name == "amx") return Isa::amx;
+    fail("SMOL_ISA: expected scalar, avx2, avx512 or amx, got '", name, "'");
 }
 
 // The kernel set to run: the best the CPU supports, lowered by SMOL_ISA if set. Asking for a

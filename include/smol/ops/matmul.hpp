@@ -5,11 +5,12 @@
 //
 // Work split: decode (one token) is memory-bound, so each thread takes a contiguous run of
 // rows and streams kTileRows of them at once with prefetch. Prompts are compute-bound: where the
-// kernel set has a GEMM for the weight type (the k-quants on AVX2 and AVX-512), the Q8_K
-// activations are also packed 16 tokens to a block and kGemmTokens tokens at a time meet each
-// row group, so an unpacked weight block serves all of them; otherwise tiles take kTileCols
-// tokens at a time. Either way in token blocks small enough that the activations of a block
-// stay in L2 while the thread walks its rows. Decode and prompt kernels give the same bits.
+// kernel set has a GEMM for the weight type (the k-quants on AVX2, AVX-512 and AMX), the Q8_K
+// activations are also packed 16 tokens to a block and a GEMM call's tokens (kGemmShapes: 32,
+// or 64 for AMX) meet its row group, so an unpacked weight block serves all of them; otherwise
+// tiles take kTileCols tokens at a time. Either way in token blocks small enough that the
+// activations of a block stay in L2 while the thread walks its rows. Decode and prompt kernels
+// give the same bits.
 
 #include <omp.h>
 
@@ -171,8 +172,7 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
     DotTileFn tiles[kMaxTargets];
     GemmTileFn gemms[kMaxTargets];  // used only when every target has one
     bool use_gemm = n_tokens > 1;
-    std::int64_t group_end[kMaxTargets];  // prefix sums of each target's row groups
-    std::int64_t total_groups = 0;
+    GemmShape gemm_shape{};  // the same for every target: it belongs to the kernel set
     for (std::size_t i = 0; i < targets.size(); ++i) {
         const MatrixView& w = *targets[i].w;
         check_view(w, n_tokens);
@@ -180,9 +180,17 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
             fail("matmul: fused products must share their input: ", type_name(w.type), " [", w.rows, " x ", w.cols,
                  "] does not fit with ", type_name(first.type), " [", first.rows, " x ", first.cols, "]");
         tiles[i] = kernels.for_weights(w.type);
-        gemms[i] = kernels.gemm_for_weights(w.type);
-        use_gemm = use_gemm && gemms[i] != nullptr;
-        total_groups += (w.rows + kTileRows - 1) / kTileRows;
+        const KernelSet::Gemm gemm = kernels.gemm_for_weights(w.type, n_tokens);
+        gemms[i] = gemm.fn;
+        gemm_shape = gemm.shape;
+        use_gemm = use_gemm && gemm.fn != nullptr;
+    }
+    // Row groups: a tile's rows, or a GEMM call's.
+    const std::int64_t group_rows = use_gemm ? gemm_shape.rows : kTileRows;
+    std::int64_t group_end[kMaxTargets];  // prefix sums of each target's row groups
+    std::int64_t total_groups = 0;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+        total_groups += (targets[i].w->rows + group_rows - 1) / group_rows;
         group_end[i] = total_groups;
     }
     if (total_groups == 0 || n_tokens == 0) return;
@@ -192,8 +200,8 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
         std::size_t i = 0;
         while (group >= group_end[i]) ++i;
         const MatrixView& w = *targets[i].w;
-        const std::int64_t r0 = (group - (i ? group_end[i - 1] : 0)) * kTileRows;
-        const int n_rows = int(std::min<std::int64_t>(kTileRows, w.rows - r0));
+        const std::int64_t r0 = (group - (i ? group_end[i - 1] : 0)) * group_rows;
+        const int n_rows = int(std::min<std::int64_t>(group_rows, w.rows - r0));
         const std::uint8_t* rows = w.data + std::size_t(r0) * w.row_bytes;
         float* out = targets[i].y + t * w.rows + r0;
         if (use_gemm) {  // t is a multiple of kPackedTokens
@@ -204,7 +212,7 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
                      int(n_cols), out, std::size_t(w.rows));
         }
     };
-    const std::int64_t cols_per_call = use_gemm ? kGemmTokens : kTileCols;
+    const std::int64_t cols_per_call = use_gemm ? gemm_shape.tokens : kTileCols;
 
     if (n_tokens == 1) {
         // Runs of rows handed out as threads finish, not fixed halves: on a shared host one

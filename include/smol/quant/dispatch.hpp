@@ -24,14 +24,25 @@ struct KernelSet {
         if (tile == nullptr) fail("kernel set ", isa_name(isa), " has no ", type_name(type), " kernel in this build");
         return tile;
     }
-    // This set's prompt GEMM for a weight type, or nullptr where it multiplies prompts with tiles.
-    GemmTileFn gemm_for_weights(TensorType type) const { return weight_format(type).gemms[int(isa)]; }
+    // This set's prompt GEMM for a weight type and a batch of n_tokens, with the shape of one
+    // call; fn is nullptr where the set multiplies prompts with tiles. A batch too small for
+    // the set's GEMM gets the one of the set below (AMX's goes to AVX-512's).
+    struct Gemm {
+        GemmTileFn fn;
+        GemmShape shape;
+    };
+    Gemm gemm_for_weights(TensorType type, std::int64_t n_tokens) const {
+        int set = int(isa);
+        while (set > 0 && n_tokens < kGemmShapes[set].min_tokens) --set;
+        return {weight_format(type).gemms[set], kGemmShapes[set]};
+    }
 };
 
 inline KernelSet kernel_set(Isa isa) {
     switch (isa) {
 #if SMOL_HAVE_AVX2_KERNELS
         // The quantizer is memory-bound: AVX2 suffices for the AVX-512 set too.
+        case Isa::amx:
         case Isa::avx512:
         case Isa::avx2: return {isa, kernels_avx2::quantize_row_q8_k};
 #endif
@@ -48,6 +59,9 @@ inline bool isa_compiled(Isa isa) {
 #endif
 #if SMOL_HAVE_AVX512_KERNELS
         case Isa::avx512: return true;
+#endif
+#if SMOL_HAVE_AMX_KERNELS
+        case Isa::amx: return true;
 #endif
         default: return false;
     }

@@ -10,6 +10,7 @@
 #include "smol/core/tensor_types.hpp"
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/kernels_avx2.hpp"
+#include "smol/quant/kernels_amx.hpp"
 #include "smol/quant/kernels_avx512.hpp"
 #include "smol/quant/kernels_scalar.hpp"
 
@@ -19,7 +20,7 @@ namespace smol {
 // (k-quants) or Q8_0 blocks, or the float activations as they are.
 enum class ActivationFormat { Q8K, Q8_0, Float };
 
-inline constexpr int kIsaCount = 3;  // Isa::scalar, avx2, avx512
+inline constexpr int kIsaCount = 4;  // Isa::scalar, avx2, avx512, amx
 
 struct WeightFormat {
     TensorType type;
@@ -27,6 +28,25 @@ struct WeightFormat {
     DotTileFn tiles[kIsaCount];    // [Isa]: nullptr where this build lacks the kernel set
     GemmTileFn gemms[kIsaCount];   // [Isa]: prompt kernels on activations packed 16 tokens to a block
                                    // (Q8_K only); nullptr where the set has none and uses its tiles
+};
+
+// How much one GEMM call of a kernel set covers: at most `rows` weight rows and `tokens` tokens
+// (a multiple of kPackedTokens). Batches of fewer than `min_tokens` tokens take the GEMM of the
+// set below instead (AMX pays for its tiles only from a full group of tokens on).
+struct GemmShape {
+    int rows;
+    int tokens;
+    int min_tokens;
+};
+inline constexpr GemmShape kGemmShapes[kIsaCount] = {
+    {kTileRows, kGemmTokens, 1},  // scalar: unused, it has no GEMM
+    {kTileRows, kGemmTokens, 1},
+    {kTileRows, kGemmTokens, 1},
+#if SMOL_HAVE_AMX_KERNELS
+    {kernels_amx::kRows, kernels_amx::kTokens, kernels_amx::kMinTokens},
+#else
+    {kTileRows, kGemmTokens, 1},
+#endif
 };
 
 #if SMOL_HAVE_AVX2_KERNELS
@@ -39,8 +59,14 @@ struct WeightFormat {
 #else
 #define SMOL_AVX512_TILE(name) nullptr
 #endif
-#define SMOL_TILES(name) {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name)}
-#define SMOL_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name)}
+#if SMOL_HAVE_AMX_KERNELS
+#define SMOL_AMX_GEMM(name) kernels_amx::name
+#else
+#define SMOL_AMX_GEMM(name) nullptr
+#endif
+// The AMX set decodes, and multiplies what has no AMX GEMM, with the AVX-512 kernels.
+#define SMOL_TILES(name) {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
+#define SMOL_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name)}
 
 inline constexpr WeightFormat kWeightFormats[] = {
     {TensorType::Q4_K, ActivationFormat::Q8K, SMOL_TILES(q4k_q8k), SMOL_GEMMS(q4k_q8k_gemm)},
@@ -53,6 +79,7 @@ inline constexpr WeightFormat kWeightFormats[] = {
 
 #undef SMOL_GEMMS
 #undef SMOL_TILES
+#undef SMOL_AMX_GEMM
 #undef SMOL_AVX512_TILE
 #undef SMOL_AVX2_TILE
 
