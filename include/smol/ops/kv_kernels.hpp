@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__F16C__) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -103,6 +104,17 @@ inline constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
 inline constexpr float kCoefficients[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
                                            4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 }  // namespace exp_poly
+
+// f(std::integral_constant<KvType, T>{}) for the cache type known only at run time: how each
+// SIMD set's scores_cache / accumulate_cache picks its CacheRows<T> instantiation.
+template <class F>
+inline void with_kv_type(KvType type, F&& f) {
+    switch (type) {
+        case KvType::f16: return f(std::integral_constant<KvType, KvType::f16>{});
+        case KvType::q8_0: return f(std::integral_constant<KvType, KvType::q8_0>{});
+        case KvType::q4_0: return f(std::integral_constant<KvType, KvType::q4_0>{});
+    }
+}
 
 // ---- AVX2 + FMA + F16C ------------------------------------------------------------------------
 #ifdef SMOL_HAVE_KV_AVX2
@@ -342,28 +354,17 @@ inline void accumulate(const float* p, int p_stride, int n_rows, const float* va
 
 inline void scores_cache(KvType type, const float* q, int n_rows, const std::byte* keys, int n_keys, int head_dim,
                          float scale, float* scores, int score_stride) {
-    switch (type) {
-        case KvType::f16:
-            return scores_tiles(q, n_rows, CacheRows<KvType::f16>{keys, kv_row_bytes(type, head_dim)}, n_keys, head_dim,
-                                scale, scores, score_stride);
-        case KvType::q8_0:
-            return scores_tiles(q, n_rows, CacheRows<KvType::q8_0>{keys, kv_row_bytes(type, head_dim)}, n_keys, head_dim,
-                                scale, scores, score_stride);
-        case KvType::q4_0: fail("scores_cache: Q4_0 keys are scored in integers (scores_q4_0)");
-    }
+    with_kv_type(type, [&](auto t) {
+        if constexpr (t == KvType::q4_0) fail("scores_cache: Q4_0 keys are scored in integers (scores_q4_0)");
+        else scores_tiles(q, n_rows, CacheRows<t>{keys, kv_row_bytes(type, head_dim)}, n_keys, head_dim, scale, scores, score_stride);
+    });
 }
 
 inline void accumulate_cache(KvType type, const float* p, int p_stride, int n_rows, const std::byte* values,
                              int n_values, int head_dim, float* acc) {
-    const std::size_t row_bytes = kv_row_bytes(type, head_dim);
-    switch (type) {
-        case KvType::f16:
-            return accumulate_tiles(p, p_stride, n_rows, CacheRows<KvType::f16>{values, row_bytes}, n_values, head_dim, acc);
-        case KvType::q8_0:
-            return accumulate_tiles(p, p_stride, n_rows, CacheRows<KvType::q8_0>{values, row_bytes}, n_values, head_dim, acc);
-        case KvType::q4_0:
-            return accumulate_tiles(p, p_stride, n_rows, CacheRows<KvType::q4_0>{values, row_bytes}, n_values, head_dim, acc);
-    }
+    with_kv_type(type, [&](auto t) {
+        accumulate_tiles(p, p_stride, n_rows, CacheRows<t>{values, kv_row_bytes(type, head_dim)}, n_values, head_dim, acc);
+    });
 }
 
 }  // namespace avx2
@@ -597,30 +598,21 @@ SMOL_KV_TARGET_AVX512 inline void accumulate(const float* p, int p_stride, int n
     accumulate_tiles(p, p_stride, n_rows, FloatRows{values, head_dim}, n_values, head_dim, acc);
 }
 
+// The lambdas carry no target attribute, so they call the AVX-512 tiles rather than inline them:
+// one call per chunk of keys.
 SMOL_KV_TARGET_AVX512 inline void scores_cache(KvType type, const float* q, int n_rows, const std::byte* keys, int n_keys,
                                                int head_dim, float scale, float* scores, int score_stride) {
-    switch (type) {
-        case KvType::f16:
-            return scores_tiles(q, n_rows, CacheRows<KvType::f16>{keys, kv_row_bytes(type, head_dim)}, n_keys, head_dim,
-                                scale, scores, score_stride);
-        case KvType::q8_0:
-            return scores_tiles(q, n_rows, CacheRows<KvType::q8_0>{keys, kv_row_bytes(type, head_dim)}, n_keys, head_dim,
-                                scale, scores, score_stride);
-        case KvType::q4_0: fail("scores_cache: Q4_0 keys are scored in integers (scores_q4_0)");
-    }
+    with_kv_type(type, [&](auto t) {
+        if constexpr (t == KvType::q4_0) fail("scores_cache: Q4_0 keys are scored in integers (scores_q4_0)");
+        else scores_tiles(q, n_rows, CacheRows<t>{keys, kv_row_bytes(type, head_dim)}, n_keys, head_dim, scale, scores, score_stride);
+    });
 }
 
 SMOL_KV_TARGET_AVX512 inline void accumulate_cache(KvType type, const float* p, int p_stride, int n_rows,
                                                    const std::byte* values, int n_values, int head_dim, float* acc) {
-    const std::size_t row_bytes = kv_row_bytes(type, head_dim);
-    switch (type) {
-        case KvType::f16:
-            return accumulate_tiles(p, p_stride, n_rows, CacheRows<KvType::f16>{values, row_bytes}, n_values, head_dim, acc);
-        case KvType::q8_0:
-            return accumulate_tiles(p, p_stride, n_rows, CacheRows<KvType::q8_0>{values, row_bytes}, n_values, head_dim, acc);
-        case KvType::q4_0:
-            return accumulate_tiles(p, p_stride, n_rows, CacheRows<KvType::q4_0>{values, row_bytes}, n_values, head_dim, acc);
-    }
+    with_kv_type(type, [&](auto t) {
+        accumulate_tiles(p, p_stride, n_rows, CacheRows<t>{values, kv_row_bytes(type, head_dim)}, n_values, head_dim, acc);
+    });
 }
 
 }  // namespace avx512

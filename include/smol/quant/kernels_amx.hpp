@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/kernel_api.hpp"
