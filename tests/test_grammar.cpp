@@ -172,3 +172,136 @@ TEST_CASE("the matcher knows the fewest characters that finish a text, and compa
     for (const char c : std::string_view("{\"k\": \"\xc3")) REQUIRE(m.step(partial, static_cast<std::uint8_t>(c)));
     CHECK(m.chars_to_finish(partial) == 3);
 }
+
+// ---- hostile grammars: every cost bounded ---------------------------------------------------
+
+namespace {
+
+// The GrammarTooComplex message a grammar is refused with ("" when it compiles).
+std::string too_complex(const std::string& text, const smol::text::GrammarLimits& limits = {}) {
+    try {
+        Grammar::parse(text, "root", limits);
+    } catch (const smol::text::GrammarTooComplex& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("GBNF: counted repetition up to 100,000 compiles, in linear time, and means what it says") {
+    // 100,000 nested optional rules: naming them, the left-recursion check and the fewest
+    // characters to finish were each quadratic in them (the request this came from stalled).
+    const Grammar g = Grammar::parse("root ::= \"a\"{0,100000} \"b\"");
+    CHECK(matches(g, "b"));
+    CHECK(matches(g, std::string(100000, 'a') + "b"));
+    CHECK_FALSE(matches(g, std::string(100001, 'a') + "b"));
+    const Grammar exact = Grammar::parse("root ::= [xy]{5000}");
+    CHECK(matches(exact, std::string(5000, 'x')));
+    CHECK_FALSE(matches(exact, std::string(4999, 'y')));
+    GrammarMatcher m(exact);
+    CHECK(m.chars_to_finish(m.start()) == 5000);
+}
+
+TEST_CASE("GBNF: generated rule names skip names the grammar took, and the fewest characters to finish are exact") {
+    // Groups in `root` get names a grammar cannot write, so its own root-0 and root-2 stay its own.
+    const Grammar g = Grammar::parse("root ::= (\"a\" | \"b\") root-0 (\"c\")+ root-2\nroot-0 ::= \"x\"\nroot-2 ::= \"yz\" | \"w\"\n");
+    CHECK(matches(g, "axcw"));
+    CHECK(matches(g, "bxccyz"));
+    CHECK_FALSE(matches(g, "axw"));
+    GrammarMatcher m(g);
+    CHECK(m.chars_to_finish(m.start()) == 4);  // a x c w
+    // A rule's shortest alternative counts, through references and recursion.
+    const Grammar nested = Grammar::parse("root ::= item item\nitem ::= \"[\" item \"]\" | \"long-word\" | \"()\"\n");
+    GrammarMatcher n(nested);
+    CHECK(n.chars_to_finish(n.start()) == 4);
+    // A rule that can never finish (it always needs itself) counts as never.
+    const Grammar never = Grammar::parse("root ::= \"a\" | loop\nloop ::= \"b\" loop\n");
+    GrammarMatcher v(never);
+    GrammarState s = v.start();
+    REQUIRE(v.step(s, 'b'));
+    CHECK(v.chars_to_finish(s) == Grammar::kNever);
+}
+
+TEST_CASE("GBNF: left recursion is found through chains and rules that match empty, in linear time") {
+    std::string chain = "root ::= r0\n";
+    for (int i = 0; i < 20000; ++i) chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + " \"x\"\n";
+    std::string closed = chain + "r20000 ::= r0 \"y\"\n";
+    try {
+        Grammar::parse(closed);
+        FAIL("a left-recursive chain of 20,000 rules was accepted");
+    } catch (const smol::Error& e) {
+        CHECK(std::string(e.what()).find("left-recursive") != std::string::npos);
+    }
+    // Without the cycle it is a grammar (the matcher refuses to nest 20,000 rules deep without a
+    // character, so a shorter chain is matched).
+    std::string open = "root ::= r0\n";
+    for (int i = 0; i < 5000; ++i) open += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + " \"x\"\n";
+    CHECK(matches(Grammar::parse(open + "r5000 ::= \"y\"\n"), "y" + std::string(5000, 'x')));
+    // Through a rule that can match nothing.
+    const auto refused = [](const std::string& text) {
+        try {
+            Grammar::parse(text);
+        } catch (const smol::Error& e) {
+            return std::string(e.what()).find("left-recursive") != std::string::npos;
+        }
+        return false;
+    };
+    CHECK(refused("root ::= empty root \"a\" | \"b\"\nempty ::= \"\" | \"e\"\n"));
+    CHECK(refused("root ::= x\nx ::= [a]* y\ny ::= x \"b\" | \"c\"\n"));
+    CHECK_FALSE(refused("root ::= \"a\" root | \"b\"\n"));  // right recursion is fine
+    CHECK_FALSE(refused("root ::= x x\nx ::= \"\" | \"a\"\n"));
+}
+
+TEST_CASE("GBNF: grammars past the limits are refused with the limit, before the work") {
+    // A 40 KB literal repeated 100,000 times would be 4 billion elements.
+    CHECK(too_complex("root ::= \"" + std::string(40000, 'x') + "\"{100000}").find("elements") != std::string::npos);
+    CHECK(too_complex("root ::= (\"ab\"{1000}){1000}") == "");  // the group is one element
+    CHECK(too_complex("root ::= \"" + std::string(1000, 'x') + "\"{1000}") == "");  // a million: within
+    // Groups inside groups.
+    CHECK(too_complex("root ::= " + std::string(129, '(') + "\"a\"" + std::string(129, ')')).find("nest") != std::string::npos);
+    CHECK(too_complex("root ::= " + std::string(1000000, '(') + "\"a\"" + std::string(1000000, ')')).find("nest") !=
+          std::string::npos);
+    CHECK(too_complex("root ::= " + std::string(128, '(') + "\"a\"" + std::string(128, ')')) == "");
+    // Rules, with a smaller limit to keep the test quick.
+    smol::text::GrammarLimits few;
+    few.max_rules = 100;
+    std::string many = "root ::= r0\n";
+    for (int i = 0; i < 200; ++i) many += "r" + std::to_string(i) + " ::= \"a\" r" + std::to_string(i + 1) + "\n";
+    CHECK(too_complex(many + "r200 ::= \"b\"\n", few).find("rules") != std::string::npos);
+}
+
+TEST_CASE("GBNF matcher: ambiguity that multiplies stacks or branches stops at its budget") {
+    // 2^40 ways to expand one reference without a character: the budget stops it.
+    std::string branching = "root ::= r0\n";
+    for (int i = 0; i < 40; ++i)
+        branching += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + " | r" + std::to_string(i + 1) + "\n";
+    const Grammar wide = Grammar::parse(branching + "r40 ::= \"a\"\n");
+    GrammarMatcher m(wide);
+    m.set_budget(std::uint64_t(1) << 20);
+    CHECK_THROWS_AS(m.start(), smol::text::GrammarTooComplex);
+    // Each "a" doubles the distinct stacks (a "b" or a "c" to close each): past 1024 the
+    // matcher refuses rather than carry them all.
+    const Grammar doubling = Grammar::parse("root ::= x\nx ::= \"a\" x \"b\" | \"a\" x \"c\" | \"d\"\n");
+    GrammarMatcher d(doubling);
+    GrammarState s = d.start();
+    int steps = 0;
+    CHECK_THROWS_AS(
+        [&] {
+            for (; steps < 30; ++steps) d.step(s, 'a');
+        }(),
+        smol::text::GrammarTooComplex);
+    CHECK(steps == 8);  // k a's leave 3 * 2^k stacks: 768 after the 8th, the 9th would make 1536
+    // The same grammar, followed a few levels, works as before.
+    CHECK(matches(doubling, "aadcb"));
+}
+
+TEST_CASE("GBNF matcher: stacks as deep as the text is long are compacted without recursion") {
+    const Grammar g = Grammar::parse("root ::= \"(\" root \")\" | \"x\"\n");
+    GrammarMatcher m(g);
+    GrammarState s = m.start();
+    for (int i = 0; i < 300000; ++i) REQUIRE(m.step(s, '('));
+    m.compact(s);  // recursion 300,000 frames deep would overflow the stack
+    REQUIRE(m.step(s, 'x'));
+    CHECK(m.chars_to_finish(s) == 300000);
+}

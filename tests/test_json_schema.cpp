@@ -170,3 +170,29 @@ TEST_CASE("JSON schema: what cannot be expressed is refused by name, malformed s
     malformed(R"({"$ref": "#/$defs/missing"})");
     malformed(R"({"type": "string", "maxLength": -1})");
 }
+
+TEST_CASE("JSON schema: compiling is bounded in depth and in subschemas visited") {
+    const auto refusal = [](const ordered_json& schema) {
+        try {
+            (void)smol::text::json_schema_to_gbnf(schema);
+        } catch (const smol::text::GrammarTooComplex& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    // A 'type' list compiles the subtree once per type: two a level, 30 levels, 2^30 visits.
+    ordered_json doubling = {{"type", "string"}};
+    for (int i = 0; i < 30; ++i)
+        doubling = {{"type", ordered_json::array({"object", "object"})}, {"properties", {{"a", doubling}}}};
+    CHECK(refusal(doubling).find("visits more than") != std::string::npos);
+    // Ten levels of the same are 2^10 visits: fine, and the grammar is right.
+    ordered_json ten = {{"type", "integer"}};
+    for (int i = 0; i < 10; ++i) ten = {{"type", ordered_json::array({"object", "null"})}, {"properties", {{"a", ten}}}};
+    CHECK(refusal(ten).empty());
+    const Grammar g = Grammar::parse(smol::text::json_schema_to_gbnf(ten));
+    CHECK(matches(g, "{\"a\": {\"a\": null}}"));
+    // Subschemas nested past the cap (a library caller may build any value).
+    ordered_json deep = {{"type", "string"}};
+    for (int i = 0; i < 100; ++i) deep = {{"type", "array"}, {"items", deep}};
+    CHECK(refusal(deep).find("nest more than") != std::string::npos);
+}

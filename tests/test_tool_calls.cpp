@@ -89,6 +89,16 @@ TEST_CASE("tool calls: what is not a valid call comes out as text") {
     SUBCASE("a partial tag at the end is text") {
         CHECK(parse({"a <tool_ca"}).text == "a <tool_ca");
     }
+    SUBCASE("arguments nested past the JSON caps (a model can write brackets for a whole context)") {
+        const std::string deep = "{\"name\": \"f\", \"arguments\": {\"a\": " + std::string(200000, '[') +
+                                 std::string(200000, ']') + "}}";
+        const ToolCallPiece got = parse({"<tool_call>" + deep + "</tool_call>"});
+        CHECK(got.calls.empty());
+        CHECK(got.text.size() == deep.size() + 23);
+        const std::string fits = "{\"name\": \"f\", \"arguments\": {\"a\": " + std::string(60, '[') +
+                                 std::string(60, ']') + "}}";
+        CHECK(parse({"<tool_call>" + fits + "</tool_call>"}).calls.size() == 1);
+    }
 }
 
 TEST_CASE("format_tool_call writes a call as the model does, arguments given as JSON or as text") {

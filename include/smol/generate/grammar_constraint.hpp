@@ -12,10 +12,16 @@
 // still needs after it fit in the tokens left (max_tokens, or the context), so even a model
 // with random weights ends with a complete sentence. Any character can be written by some
 // token, so a token that brings the end one character closer always fits.
+//
+// The walk runs on the thread that decodes every request, so it is bounded: each token's walk
+// has a budget of matcher work (kStepBudget; past it the request ends with GrammarTooComplex,
+// which names the cause) and looks every kCancelCheckNodes trie nodes at whether its request
+// was cancelled (then it throws GenerationCancelled), so one grammar cannot hold the others.
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -30,6 +36,16 @@
 #include "smol/text/tokenizer.hpp"
 
 namespace smol {
+
+// Matcher work one token may take: its vocabulary walk and taking it (a full walk of a 128K
+// vocabulary inside a JSON string takes about 1/40 of it).
+inline constexpr std::uint64_t kGrammarStepBudget = std::uint64_t(1) << 25;
+
+// A generation stopped inside a step because its request was cancelled (its client left).
+class GenerationCancelled : public Error {
+public:
+    using Error::Error;
+};
 
 // The vocabulary's token bytes as a trie (control tokens left out: they are not text).
 class TokenTrie {
@@ -95,8 +111,14 @@ private:
 // vocabulary inside a JSON string takes 20 ms) and reused by every later visit.
 class TokenGrammar {
 public:
+    // Throws text::GrammarTooComplex when even the state before any text costs more than one
+    // step's budget, so such a grammar is refused when compiled rather than at its first token.
     TokenGrammar(text::Grammar grammar, std::shared_ptr<const TokenTrie> vocabulary)
-        : grammar(std::move(grammar)), vocabulary(std::move(vocabulary)) {}
+        : grammar(std::move(grammar)), vocabulary(std::move(vocabulary)) {
+        text::GrammarMatcher trial(this->grammar);
+        trial.set_budget(kGrammarStepBudget);
+        (void)trial.start();
+    }
 
     const text::Grammar grammar;
     const std::shared_ptr<const TokenTrie> vocabulary;
@@ -129,11 +151,18 @@ private:
 class GrammarConstraint {
 public:
     GrammarConstraint(std::shared_ptr<const TokenGrammar> grammar, const text::Tokenizer& tokenizer)
-        : grammar_(std::move(grammar)), tokenizer_(&tokenizer), matcher_(grammar_->grammar), state_(matcher_.start()) {
+        : grammar_(std::move(grammar)), tokenizer_(&tokenizer), matcher_(grammar_->grammar), state_(start(matcher_)) {
         if (grammar_->vocabulary->n_vocab() != tokenizer.n_vocab())
             fail("grammar constraint: its vocabulary has ", grammar_->vocabulary->n_vocab(), " tokens, the tokenizer ",
                  tokenizer.n_vocab());
     }
+
+    static constexpr std::uint64_t kStepBudget = kGrammarStepBudget;
+    // How often (in trie nodes) the walk looks for a cancellation.
+    static constexpr std::uint32_t kCancelCheckNodes = 4096;
+
+    // Called during long walks; true stops them with GenerationCancelled.
+    void set_cancelled(std::function<bool()> cancelled) { cancelled_ = std::move(cancelled); }
 
     // Sets logits[t] = -inf for every token t that may not come next. budget: tokens that may
     // still be generated, this one included; a token is allowed only if the characters it leaves
@@ -142,6 +171,7 @@ public:
     void apply(std::span<float> logits, long budget) {
         if (logits.size() != tokenizer_->n_vocab())
             fail("grammar constraint: expected ", tokenizer_->n_vocab(), " logits, got ", logits.size());
+        matcher_.set_budget(kStepBudget);
         const std::uint32_t need = matcher_.chars_to_finish(state_);
         const TokenGrammar::AllowedTokens& cached = cached_set();
         const long after = budget - 1;  // tokens left once this one is taken
@@ -181,6 +211,7 @@ public:
             return;
         }
         text_ += tokenizer_->token_bytes(token);
+        matcher_.set_budget(kStepBudget);
         for (const char c : tokenizer_->token_bytes(token))
             if (!matcher_.step(state_, static_cast<std::uint8_t>(c)))
                 fail("grammar constraint: token ", token, " does not fit the grammar here");
@@ -190,6 +221,11 @@ public:
     bool complete() const { return matcher_.accepting(state_); }
 
 private:
+    static text::GrammarState start(text::GrammarMatcher& matcher) {
+        matcher.set_budget(kStepBudget);
+        return matcher.start();
+    }
+
     std::shared_ptr<const TokenGrammar> grammar_;
     const text::Tokenizer* tokenizer_;
     text::GrammarMatcher matcher_;
@@ -198,6 +234,8 @@ private:
     TokenGrammar::TokenSet last_;  // the set apply() used last (the grammar's cache may drop it)
     std::vector<std::uint64_t> filtered_;
     std::vector<text::GrammarState> depth_states_;  // the walk's state at each trie depth
+    std::function<bool()> cancelled_;
+    std::uint32_t nodes_until_check_ = kCancelCheckNodes;
 
     std::vector<std::uint64_t> empty_set() const { return std::vector<std::uint64_t>((tokenizer_->n_vocab() + 63) / 64, 0); }
 
@@ -237,6 +275,10 @@ private:
         // Sized before the walk starts: growing it would move the states the callers hold.
         if (depth == 0 && depth_states_.size() < trie.max_length()) depth_states_.resize(trie.max_length());
         for (const auto& [byte, child] : trie.edges(trie.node(node))) {
+            if (--nodes_until_check_ == 0) {
+                nodes_until_check_ = kCancelCheckNodes;
+                if (cancelled_ && cancelled_()) throw GenerationCancelled("generation was cancelled");
+            }
             const std::size_t mark = matcher_.mark();
             text::GrammarState& next = depth_states_[depth];  // one per depth: no allocation per step
             next = state;

@@ -21,6 +21,7 @@
 #include <limits>
 #include <optional>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -160,6 +161,12 @@ public:
         if (parse_tool_calls_) (void)tools_.push(prefix.answer);
         const std::size_t window = std::min(std::size_t(params.sampling.penalty_last_n), prompt.size());
         for (std::int32_t token : prompt.last(window)) sampler_.accept(token);
+    }
+
+    // How a long step (a grammar's vocabulary walk) finds out that its request was cancelled;
+    // it then throws GenerationCancelled.
+    void set_cancelled(std::function<bool()> cancelled) {
+        if (constraint_) constraint_->set_cancelled(std::move(cancelled));
     }
 
     // The prompt starts running now, `cached_tokens` of it already in the KV cache.

@@ -227,6 +227,8 @@ public:
                                  " requests are already waiting for a slot; retry later");
         }
         auto stream = std::make_shared<GenerationStream>(++next_id_);
+        // The stream lives as long as the pipeline (both are the job's).
+        pipeline->set_cancelled([s = stream.get()] { return s->cancel_requested(); });
         Pending p;
         p.request = std::move(request);
         p.stream = stream;
@@ -462,6 +464,8 @@ private:
                         slot.job.pipeline->sample(std::span<float>(logits).subspan(b * n_vocab, n_vocab), room);
                     ++sampled;
                     on_token(slot, token);
+                } catch (const GenerationCancelled&) {
+                    finish(slot, FinishReason::cancelled, "");
                 } catch (const std::exception& e) {
                     finish(slot, FinishReason::error, e.what());
                 }

@@ -11,10 +11,18 @@
 // of grammar positions (each stack one way the text so far can continue), advanced one byte at
 // a time with UTF-8 decoding, so a token that ends inside a character is judged by the
 // characters it can still become. Left-recursive grammars are refused.
+//
+// Grammars come from strangers (a request's `grammar` or JSON schema), so every cost is bounded
+// before it is paid (GrammarLimits): parsing, counted repetitions and the checks after them are
+// linear in the grammar's size, which is capped; the matcher counts its work and the stacks it
+// holds, and throws GrammarTooComplex past its budget rather than run on.
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <map>
+#include <queue>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -57,6 +65,22 @@ struct CharSet {
     }
 };
 
+// A grammar (or one step of matching it) past a budget: callers answer it as a client error that
+// names the limit, never by running on.
+class GrammarTooComplex : public Error {
+public:
+    using Error::Error;
+};
+
+// What one grammar may cost to compile. The defaults take every grammar llama.cpp's examples
+// hold and a JSON schema string with maxLength 100000, and compile any grammar within them in
+// well under a second.
+struct GrammarLimits {
+    std::size_t max_elements = std::size_t(1) << 20;  // after counted repetitions are expanded
+    std::size_t max_rules = std::size_t(1) << 18;     // named ones and those groups and repetitions make
+    int max_nesting = 128;                            // groups inside groups: ((( ... )))
+};
+
 class Grammar {
 public:
     enum class Kind : std::uint8_t { chars, rule, end };
@@ -66,8 +90,10 @@ public:
     };
 
     // Parses GBNF text; the start rule is `root`. Errors name the line and what was expected.
-    static Grammar parse(std::string_view text, std::string_view root = "root") {
+    // Throws GrammarTooComplex past `limits`.
+    static Grammar parse(std::string_view text, std::string_view root = "root", const GrammarLimits& limits = {}) {
         Grammar g;
+        g.limits_ = limits;
         Parser(g, text).parse_all();
         const auto it = g.rule_ids_.find(std::string(root));
         if (it == g.rule_ids_.end()) fail("grammar: no rule named '", root, "' to start from");
@@ -98,28 +124,81 @@ private:
     std::map<std::string, std::uint32_t> rule_ids_;
     std::vector<std::uint32_t> min_rest_;  // [position]
     std::uint32_t root_ = 0;
+    GrammarLimits limits_;
+    std::size_t elements_made_ = 0;                    // every element the parser wrote, copies included
+    std::map<std::string, int, std::less<>> next_suffix_;  // fresh_rule: the next "-N" to try per base
 
-    void compute_min_rest() {
-        std::vector<std::uint32_t> rule_min(rules_.size(), kNever);
-        min_rest_.assign(elements_.size(), kNever);
-        for (bool changed = true; changed;) {
-            changed = false;
-            for (std::size_t p = elements_.size(); p-- > 0;) {
-                const Element& e = elements_[p];
-                std::uint32_t v = 0;
-                if (e.kind != Kind::end)
-                    v = std::min(kNever, (e.kind == Kind::chars ? 1 : rule_min[e.value]) + min_rest_[p + 1]);
-                if (v < min_rest_[p]) {
-                    min_rest_[p] = v;
-                    changed = true;
-                }
+    // Counts `n` more elements against the budget before they are written.
+    void spend_elements(std::size_t n) {
+        if (n > limits_.max_elements || elements_made_ + n > limits_.max_elements)
+            throw GrammarTooComplex("grammar: more than " + std::to_string(limits_.max_elements) +
+                                    " elements once repetitions are expanded; the limit is " +
+                                    std::to_string(limits_.max_elements) + " (use * or + rather than large counts)");
+        elements_made_ += n;
+    }
+
+    // The rule that each alternative (by its first position) belongs to, and for each rule the
+    // alternatives that refer to it (once per reference): the indexes the linear checks walk.
+    struct Uses {
+        std::vector<std::uint32_t> alt_rule;                // [alternative]
+        std::vector<std::uint32_t> alt_start;               // [alternative] first position
+        std::vector<std::vector<std::uint32_t>> used_in;    // [rule] alternatives, once per reference
+    };
+    Uses uses() const {
+        Uses u;
+        u.used_in.resize(rules_.size());
+        for (std::uint32_t r = 0; r < rules_.size(); ++r)
+            for (std::uint32_t start : rules_[r]) {
+                const auto alt = std::uint32_t(u.alt_rule.size());
+                u.alt_rule.push_back(r);
+                u.alt_start.push_back(start);
+                for (std::uint32_t p = start; elements_[p].kind != Kind::end; ++p)
+                    if (elements_[p].kind == Kind::rule) u.used_in[elements_[p].value].push_back(alt);
             }
-            for (std::size_t r = 0; r < rules_.size(); ++r)
-                for (std::uint32_t alt : rules_[r])
-                    if (min_rest_[alt] < rule_min[r]) {
-                        rule_min[r] = min_rest_[alt];
-                        changed = true;
-                    }
+        return u;
+    }
+
+    // The fewest characters each rule can match, by Knuth's generalisation of Dijkstra's
+    // algorithm: a rule is settled at the smallest total among its alternatives whose rules are
+    // all settled, smallest first. O(elements log rules), where iterating to a fixed point is
+    // quadratic on the chains that counted repetitions make.
+    void compute_min_rest() {
+        const Uses u = uses();
+        const std::size_t n_alts = u.alt_rule.size();
+        std::vector<std::uint64_t> total(n_alts, 0);  // characters, and settled rules' minimums so far
+        std::vector<std::uint32_t> unsettled(n_alts, 0);
+        using Candidate = std::pair<std::uint64_t, std::uint32_t>;  // (characters, rule)
+        std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> ready;
+        for (std::size_t a = 0; a < n_alts; ++a) {
+            for (std::uint32_t p = u.alt_start[a]; elements_[p].kind != Kind::end; ++p)
+                elements_[p].kind == Kind::chars ? ++total[a] : ++unsettled[a];
+            if (unsettled[a] == 0) ready.push({total[a], u.alt_rule[a]});
+        }
+        std::vector<std::uint32_t> rule_min(rules_.size(), kNever);
+        std::vector<bool> settled(rules_.size(), false);
+        while (!ready.empty()) {
+            const auto [chars, rule] = ready.top();
+            ready.pop();
+            if (settled[rule]) continue;
+            settled[rule] = true;
+            rule_min[rule] = std::uint32_t(std::min<std::uint64_t>(chars, kNever));
+            for (std::uint32_t a : u.used_in[rule]) {
+                total[a] += rule_min[rule];
+                if (--unsettled[a] == 0) ready.push({total[a], u.alt_rule[a]});
+            }
+        }
+        // Each alternative from its end backwards.
+        min_rest_.assign(elements_.size(), kNever);
+        for (std::size_t a = 0; a < n_alts; ++a) {
+            std::uint32_t end = u.alt_start[a];
+            while (elements_[end].kind != Kind::end) ++end;
+            std::uint64_t rest = 0;
+            min_rest_[end] = 0;
+            for (std::uint32_t p = end; p-- > u.alt_start[a];) {
+                const Element& e = elements_[p];
+                rest = std::min<std::uint64_t>(kNever, rest + (e.kind == Kind::chars ? 1 : rule_min[e.value]));
+                min_rest_[p] = std::uint32_t(rest);
+            }
         }
     }
 
@@ -127,17 +206,22 @@ private:
     std::uint32_t rule_id(const std::string& name) {
         const auto [it, added] = rule_ids_.emplace(name, std::uint32_t(rules_.size()));
         if (added) {
+            if (rules_.size() >= limits_.max_rules)
+                throw GrammarTooComplex("grammar: more than " + std::to_string(limits_.max_rules) +
+                                        " rules (groups and repetitions count as rules); the limit is " +
+                                        std::to_string(limits_.max_rules));
             rules_.emplace_back();
             names_.push_back(name);
             defined_.push_back(false);
         }
         return it->second;
     }
+    // A new rule for a group or repetition inside rule `base`, named base#N: '#' cannot be in
+    // a rule name the grammar writes, so the names never collide with the grammar's own (a
+    // grammar could not name a rule root-0 and also use a group in root), and N counts on per
+    // base, so naming the n-th costs one lookup, not n.
     std::uint32_t fresh_rule(const std::string& base) {
-        for (int i = 0;; ++i) {
-            const std::string name = base + "-" + std::to_string(i);
-            if (!rule_ids_.count(name)) return rule_id(name);
-        }
+        return rule_id(base + "#" + std::to_string(next_suffix_[base]++));
     }
 
     // One alternative under construction: its elements before being laid out.
@@ -145,6 +229,7 @@ private:
 
     void define(std::uint32_t rule, const std::vector<Sequence>& alternatives) {
         if (defined_[rule]) fail("grammar: rule '", names_[rule], "' is defined twice");
+        spend_elements(alternatives.size());  // their ends
         defined_[rule] = true;
         for (const Sequence& seq : alternatives) {
             rules_[rule].push_back(std::uint32_t(elements_.size()));
@@ -154,38 +239,70 @@ private:
     }
 
     // A rule is left-recursive when it can reach itself without consuming a character; the
-    // matcher would expand it forever.
+    // matcher would expand it forever. Found as a cycle in the graph of "rule r can start with
+    // rule s" (each alternative's leading references up to the first that cannot match empty),
+    // by one depth-first search: linear in the grammar, where trying every rule as a start is
+    // quadratic.
     void check_left_recursion() const {
+        const Uses u = uses();
+        // Nullable rules, by counting down each alternative's references to rules not yet
+        // known nullable (an alternative with a character never is).
         std::vector<bool> nullable(rules_.size(), false);
-        for (bool changed = true; changed;) {
-            changed = false;
-            for (std::uint32_t r = 0; r < rules_.size(); ++r) {
-                if (nullable[r]) continue;
-                for (std::uint32_t p : rules_[r]) {
-                    while (elements_[p].kind == Kind::rule && nullable[elements_[p].value]) ++p;
-                    if (elements_[p].kind == Kind::end) {
-                        nullable[r] = changed = true;
-                        break;
-                    }
-                }
+        std::vector<std::uint32_t> waiting(u.alt_rule.size(), 0);
+        std::vector<bool> has_chars(u.alt_rule.size(), false);
+        std::vector<std::uint32_t> todo;
+        const auto make_nullable = [&](std::uint32_t r) {
+            if (!nullable[r]) {
+                nullable[r] = true;
+                todo.push_back(r);
             }
+        };
+        for (std::size_t a = 0; a < u.alt_rule.size(); ++a) {
+            for (std::uint32_t p = u.alt_start[a]; elements_[p].kind != Kind::end; ++p)
+                elements_[p].kind == Kind::chars ? (void)(has_chars[a] = true) : (void)++waiting[a];
+            if (!has_chars[a] && waiting[a] == 0) make_nullable(u.alt_rule[a]);
         }
+        while (!todo.empty()) {
+            const std::uint32_t r = todo.back();
+            todo.pop_back();
+            for (std::uint32_t a : u.used_in[r])
+                if (--waiting[a] == 0 && !has_chars[a]) make_nullable(u.alt_rule[a]);
+        }
+        // Depth-first search with an explicit stack; a reference back to a rule still on the
+        // stack closes a cycle through it.
+        enum : std::uint8_t { unseen, on_path, done };
+        std::vector<std::uint8_t> mark(rules_.size(), unseen);
+        struct Frame {
+            std::uint32_t rule;
+            std::size_t alt;       // index into rules_[rule]
+            std::uint32_t position;  // next element of that alternative to look at
+        };
+        std::vector<Frame> path;
         for (std::uint32_t start = 0; start < rules_.size(); ++start) {
-            std::vector<std::uint32_t> todo{start};
-            std::vector<bool> seen(rules_.size(), false);
-            while (!todo.empty()) {
-                const std::uint32_t r = todo.back();
-                todo.pop_back();
-                for (std::uint32_t p : rules_[r])
-                    for (; elements_[p].kind == Kind::rule; ++p) {
-                        const std::uint32_t next = elements_[p].value;
-                        if (next == start) fail("grammar: rule '", names_[start], "' is left-recursive");
-                        if (!seen[next]) {
-                            seen[next] = true;
-                            todo.push_back(next);
-                        }
-                        if (!nullable[next]) break;
-                    }
+            if (mark[start] != unseen) continue;
+            mark[start] = on_path;
+            path.push_back({start, 0, rules_[start].empty() ? 0 : rules_[start][0]});
+            while (!path.empty()) {
+                Frame& f = path.back();
+                if (f.alt >= rules_[f.rule].size()) {
+                    mark[f.rule] = done;
+                    path.pop_back();
+                    continue;
+                }
+                const Element& e = elements_[f.position];
+                if (e.kind != Kind::rule) {  // a character or the end: no more leading references
+                    if (++f.alt < rules_[f.rule].size()) f.position = rules_[f.rule][f.alt];
+                    continue;
+                }
+                const std::uint32_t next = e.value;
+                // After a reference that may match empty, the next element leads too.
+                if (nullable[next]) ++f.position;
+                else if (++f.alt < rules_[f.rule].size()) f.position = rules_[f.rule][f.alt];
+                if (mark[next] == on_path) fail("grammar: rule '", names_[next], "' is left-recursive");
+                if (mark[next] == unseen) {
+                    mark[next] = on_path;
+                    path.push_back({next, 0, rules_[next].empty() ? 0 : rules_[next][0]});
+                }
             }
         }
     }
@@ -213,6 +330,7 @@ private:
         Grammar& g_;
         std::string_view text_;
         std::size_t pos_ = 0;
+        int nesting_ = 0;  // groups open around pos_
 
         [[noreturn]] void error(const std::string& expected) const {
             const std::size_t line = 1 + std::size_t(std::count(text_.begin(), text_.begin() + long(pos_), '\n'));
@@ -301,8 +419,12 @@ private:
                     ++pos_;
                     seq.push_back({Kind::chars, add_set(std::move(set))});
                 } else if (c == '(') {
+                    if (++nesting_ > g_.limits_.max_nesting)
+                        throw GrammarTooComplex("grammar: groups nest more than " + std::to_string(g_.limits_.max_nesting) +
+                                                " deep; the limit is " + std::to_string(g_.limits_.max_nesting));
                     ++pos_;
                     std::vector<Sequence> inner = parse_alternatives(rule, true);
+                    --nesting_;
                     skip_space(true);
                     if (pos_ >= text_.size() || text_[pos_] != ')') error("a closing ')'");
                     ++pos_;
@@ -317,6 +439,7 @@ private:
                 } else {
                     error("a literal, a character class, a group or a rule name");
                 }
+                g_.spend_elements(seq.size() - item_start);
                 parse_repetition(rule, seq, item_start);
             }
             return seq;
@@ -343,6 +466,10 @@ private:
                 if (max >= 0 && max < min) error("a repetition {m,n} with m <= n");
             }
             const Sequence item(seq.begin() + long(item_start), seq.end());
+            // The copies' cost, before any is made: {m} writes the item m times (it was
+            // counted once already), and each optional one past m a rule of item + reference.
+            const std::size_t optional = max < 0 ? 1 : std::size_t(max - min);
+            g_.spend_elements(std::size_t(std::max(min - 1, 0)) * item.size() + optional * (item.size() + 1));
             seq.resize(item_start);
             for (int i = 0; i < min; ++i) seq.insert(seq.end(), item.begin(), item.end());
             if (max < 0) {
@@ -442,6 +569,17 @@ class GrammarMatcher {
 public:
     explicit GrammarMatcher(const Grammar& grammar) : g_(&grammar) {}
 
+    // Work: one unit per stack node made or compared. An ambiguous grammar can make the stacks
+    // multiply with each character (x ::= "a" x "b" | "a" x "c" | ...), or one reference
+    // branch into exponentially many (a ::= b | b; b ::= c | c; ...), so callers give each
+    // operation a budget: past it, or past max_stacks ways to continue, the matcher throws
+    // GrammarTooComplex. The budget counts down until the next set_budget(); a new matcher has
+    // none (its owner knows what one operation is: constrained decoding gives each token's
+    // vocabulary walk its own).
+    static constexpr std::size_t kMaxStacks = 1024;
+    void set_budget(std::uint64_t work) { budget_ = budget_given_ = work; }
+    std::uint64_t budget_left() const { return budget_; }
+
     // The state before any text.
     GrammarState start() {
         GrammarState s;
@@ -512,19 +650,23 @@ public:
     void rewind(std::size_t mark) { nodes_.resize(mark); }
 
     // Copies a state's stacks into a fresh arena (after a token is taken, so the arena does not
-    // grow with the length of the text).
+    // grow with the length of the text). Stacks can be as deep as the text is long (nested
+    // brackets), so this walks them with a loop, not recursion.
     void compact(GrammarState& s) {
         std::vector<Node> old = std::move(nodes_);
         nodes_.clear();
         std::map<std::int32_t, std::int32_t> moved;
-        const auto copy = [&](auto&& self, std::int32_t node) -> std::int32_t {
-            if (node < 0) return node;
-            if (const auto it = moved.find(node); it != moved.end()) return it->second;
-            const std::int32_t parent = self(self, old[std::size_t(node)].parent);
-            nodes_.push_back({old[std::size_t(node)].position, parent});
-            return moved[node] = std::int32_t(nodes_.size() - 1);
-        };
-        for (std::int32_t& top : s.stacks) top = copy(copy, top);
+        std::vector<std::int32_t> chain;  // a stack's nodes from its top down to one already moved
+        for (std::int32_t& top : s.stacks) {
+            chain.clear();
+            for (std::int32_t n = top; n >= 0 && !moved.count(n); n = old[std::size_t(n)].parent) chain.push_back(n);
+            for (std::size_t i = chain.size(); i-- > 0;) {  // bottom first, so each parent exists
+                const std::int32_t parent = old[std::size_t(chain[i])].parent;
+                nodes_.push_back({old[std::size_t(chain[i])].position, parent < 0 ? parent : moved.at(parent)});
+                moved[chain[i]] = std::int32_t(nodes_.size() - 1);
+            }
+            if (top >= 0) top = moved.at(top);
+        }
     }
 
     // A stable description of a state (its stacks' positions and the pending character), equal
@@ -560,6 +702,16 @@ private:
     const Grammar* g_;
     std::vector<Node> nodes_;
     std::vector<std::int32_t> scratch_;
+    std::uint64_t budget_ = std::numeric_limits<std::uint64_t>::max();
+    std::uint64_t budget_given_ = budget_;
+
+    void spend(std::uint64_t work) {
+        if (work > budget_)
+            throw GrammarTooComplex("grammar: matching needed more than its budget of " + std::to_string(budget_given_) +
+                                    " units of work; the grammar is too ambiguous (alternatives that overlap for long "
+                                    "stretches, or branch without consuming text)");
+        budget_ -= work;
+    }
 
     // Guards against grammars that nest without consuming (left recursion is refused at parse
     // time; this bounds what remains, such as deep chains of empty rules).
@@ -568,7 +720,10 @@ private:
     // Pushes the stacks that continue at `position` with `below` underneath, resolving rule
     // references and rule ends until each top is a character class (or the stack is accepted).
     void expand(std::uint32_t position, std::int32_t below, std::vector<std::int32_t>& out, int depth = 0) {
-        if (depth > kMaxExpansion) fail("grammar: expansion too deep (a rule nests without consuming text)");
+        if (depth > kMaxExpansion)
+            throw GrammarTooComplex("grammar: expansion too deep (a rule nests more than " + std::to_string(kMaxExpansion) +
+                                    " times without consuming text)");
+        spend(1);
         const Grammar::Element& e = g_->element(position);
         switch (e.kind) {
             case Grammar::Kind::chars:
@@ -634,18 +789,24 @@ private:
 
     // Drops stacks equal to an earlier one (same positions all the way down), so ambiguous
     // grammars do not multiply them.
-    void dedupe(std::vector<std::int32_t>& stacks) const {
+    // Past kMaxStacks distinct ones it throws: the grammar is too ambiguous to follow.
+    void dedupe(std::vector<std::int32_t>& stacks) {
         std::size_t kept = 0;
         for (std::size_t i = 0; i < stacks.size(); ++i) {
             bool seen = false;
             for (std::size_t j = 0; j < kept && !seen; ++j) seen = same(stacks[i], stacks[j]);
-            if (!seen) stacks[kept++] = stacks[i];
+            if (seen) continue;
+            if (kept == kMaxStacks)
+                throw GrammarTooComplex("grammar: more than " + std::to_string(kMaxStacks) +
+                                        " ways to continue the text at once; the grammar is too ambiguous");
+            stacks[kept++] = stacks[i];
         }
         stacks.resize(kept);
     }
 
-    bool same(std::int32_t a, std::int32_t b) const {
+    bool same(std::int32_t a, std::int32_t b) {
         while (a >= 0 && b >= 0) {
+            spend(1);
             if (a == b) return true;
             if (nodes_[std::size_t(a)].position != nodes_[std::size_t(b)].position) return false;
             a = nodes_[std::size_t(a)].parent;

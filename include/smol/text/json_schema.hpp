@@ -10,6 +10,11 @@
 //
 // Properties come out in the schema's order; optional ones may be left out, extra ones only
 // where additionalProperties allows them.
+//
+// Schemas come from strangers, so compiling one is bounded (GrammarTooComplex past a cap): the
+// schema may nest at most kMaxSchemaDepth subschemas deep, and compiling visits at most
+// kMaxSchemaVisits of them, since a `type` list compiles its subtree once per type (two types
+// a level, twenty levels: a million visits).
 
 #include <cstdint>
 #include <limits>
@@ -22,6 +27,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/text/grammar.hpp"
 
 namespace smol::text {
 
@@ -102,6 +108,9 @@ inline std::string uint_from(std::uint64_t lo) {
     return "(" + uint_range(lo, top) + " | [1-9] [0-9]{" + std::to_string(a.size()) + ",})";
 }
 
+inline constexpr int kMaxSchemaDepth = 64;
+inline constexpr int kMaxSchemaVisits = 20000;
+
 class Compiler {
 public:
     explicit Compiler(const json& root) : root_(root) {}
@@ -118,6 +127,26 @@ private:
     std::map<std::string, std::string> rules_;  // name -> body
     std::map<std::string, std::string> refs_;   // $ref -> rule name
     int counter_ = 0;
+    int depth_ = 0;   // subschemas open around the one being compiled
+    int visits_ = 0;  // subschemas compiled so far
+
+    // Counts one more subschema, inside the one being compiled, against the caps.
+    struct Visit {
+        Compiler& c;
+        Visit(Compiler& compiler, const std::string& where) : c(compiler) {
+            if (++c.visits_ > kMaxSchemaVisits)
+                throw GrammarTooComplex("JSON schema: compiling it visits more than " + std::to_string(kMaxSchemaVisits) +
+                                        " subschemas (at " + where + "; 'type' lists and anyOf multiply them); the limit is " +
+                                        std::to_string(kMaxSchemaVisits));
+            if (++c.depth_ > kMaxSchemaDepth)
+                throw GrammarTooComplex("JSON schema: subschemas nest more than " + std::to_string(kMaxSchemaDepth) +
+                                        " deep (at " + where.substr(0, 200) + "...); the limit is " +
+                                        std::to_string(kMaxSchemaDepth));
+        }
+        ~Visit() { --c.depth_; }
+        Visit(const Visit&) = delete;
+        Visit& operator=(const Visit&) = delete;
+    };
 
     std::string fresh(const std::string& base) {
         std::string name;
@@ -161,7 +190,10 @@ private:
         return "number";
     }
 
-    std::string rule_for(const json& schema, const std::string& where) {
+    // only_type: compile as if `type` were this one entry of the schema's type list (no copy of
+    // the schema per entry).
+    std::string rule_for(const json& schema, const std::string& where, const json* only_type = nullptr) {
+        const Visit visit(*this, where);
         if (schema.is_boolean()) {
             if (schema.get<bool>()) return any_value();
             unsupported(where, "the schema false (nothing matches)");
@@ -197,8 +229,10 @@ private:
                 body += (i ? " | " : "") + rule_for((*any)[i], where + "/anyOf/" + std::to_string(i));
             return add("any-of", body);
         }
-        const auto type = schema.find("type");
-        if (type == schema.end()) {
+        const json* type = only_type;
+        if (!type)
+            if (const auto it = schema.find("type"); it != schema.end()) type = &*it;
+        if (!type) {
             // No type: what the other keywords say, or any value.
             if (schema.contains("properties")) return object(schema, where);
             if (schema.contains("items")) return array(schema, where);
@@ -206,11 +240,8 @@ private:
         }
         if (type->is_array()) {
             std::string body;
-            for (std::size_t i = 0; i < type->size(); ++i) {
-                json one = schema;
-                one["type"] = (*type)[i];
-                body += (i ? " | " : "") + rule_for(one, where + "/type/" + std::to_string(i));
-            }
+            for (std::size_t i = 0; i < type->size(); ++i)
+                body += (i ? " | " : "") + rule_for(schema, where + "/type/" + std::to_string(i), &(*type)[i]);
             return add("types", body);
         }
         if (!type->is_string()) fail("JSON schema: 'type' at ", where, " must be a string or a list of strings");
