@@ -402,6 +402,56 @@ TEST_CASE("malformed chat requests get a 400 that says what was expected and fou
     }
 }
 
+TEST_CASE("request bodies past the JSON caps are refused before parsing, with the cap and where") {
+    const auto code_of = [](const std::string& text) {
+        try {
+            (void)smol_server::parse_json_body(text);
+        } catch (const ApiError& e) {
+            return e.code + ": " + e.message;
+        }
+        return std::string("parsed");
+    };
+    const std::string deep = std::string(1500000, '[') + std::string(1500000, ']');
+    const std::string refused = code_of("{\"prompt\": " + deep + "}");
+    CHECK(refused.rfind("json_too_complex", 0) == 0);
+    CHECK(refused.find("more than 64 deep (at byte 74)") != std::string::npos);  // the 64th '[', at depth 65
+    CHECK(code_of("{\"a\": " + std::string(63, '[') + std::string(63, ']') + "}") == "parsed");
+    CHECK(code_of("{\"a\": " + std::string(64, '[') + std::string(64, ']') + "}").rfind("json_too_complex", 0) == 0);
+    // Brackets, braces and commas inside strings (escaped quotes too) are text.
+    CHECK(code_of("{\"a\": \"" + std::string(1000, '[') + "\\\"" + std::string(300000, ',') + "\"}") == "parsed");
+    // Values: a body of many small ones would parse to 20 times its size.
+    std::string many = "{\"a\": [0";
+    for (int i = 0; i < 300000; ++i) many += ",0";
+    CHECK(code_of(many + "]}").find("more than 262144 values") != std::string::npos);
+    CHECK(smol::json_over_limits("[[1], {\"x\": [2]}]", "t", {2, 100}).find("more than 2 deep (at byte 12)") !=
+          std::string::npos);
+    CHECK(smol::json_over_limits("[1, 2, 3]", "t", {8, 2}).find("more than 2 values (at byte 2)") != std::string::npos);
+}
+
+TEST_CASE("browser safety: JSON content types, Host names and loopback addresses") {
+    using smol_server::host_name_of;
+    using smol_server::is_json_content_type;
+    using smol_server::is_loopback_host;
+    CHECK(is_json_content_type("application/json"));
+    CHECK(is_json_content_type("Application/JSON; charset=utf-8"));
+    CHECK(is_json_content_type(" application/json ;charset=utf-8"));
+    CHECK_FALSE(is_json_content_type(""));
+    CHECK_FALSE(is_json_content_type("text/plain;charset=UTF-8"));
+    CHECK_FALSE(is_json_content_type("application/x-www-form-urlencoded"));
+    CHECK_FALSE(is_json_content_type("multipart/form-data; boundary=x"));
+    CHECK_FALSE(is_json_content_type("application/jsonp"));
+    CHECK(host_name_of("LocalHost:8080") == "localhost");
+    CHECK(host_name_of("[::1]:8080") == "[::1]");
+    CHECK(host_name_of("127.0.0.1") == "127.0.0.1");
+    CHECK(host_name_of("evil.example:80") == "evil.example");
+    CHECK(is_loopback_host("127.0.0.1"));
+    CHECK(is_loopback_host("127.1.2.3"));
+    CHECK(is_loopback_host("localhost"));
+    CHECK(is_loopback_host("::1"));
+    CHECK_FALSE(is_loopback_host("0.0.0.0"));
+    CHECK_FALSE(is_loopback_host("192.168.1.10"));
+}
+
 TEST_CASE("replies, chunks, tool calls and errors have OpenAI's shape") {
     const smol_server::ReplyIds ids{"chatcmpl-1", "tiny.gguf", 1700000000};
     smol::GenerationUsage usage;

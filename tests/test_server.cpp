@@ -937,6 +937,136 @@ TEST_CASE("smol-server: bad input gets the right 4xx with an OpenAI-style error 
     CHECK(server.metric("smol_http_client_errors_total") >= 20);
 }
 
+TEST_CASE("smol-server: hostile requests get a 4xx within seconds, and other users are not held up") {
+    ServerProcess server({"-c", "512", "--parallel", "2"});
+    const int port = server.port();
+    const std::string path = "/v1/chat/completions";
+    const auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    };
+
+    // Nesting 1.5 million deep (3 MB) in every field that is copied or walked: refused while
+    // parsing, before anything recursive sees it. It used to overflow a worker's stack.
+    const std::string deep = std::string(1500000, '[') + std::string(1500000, ']');
+    const std::string deep_bodies[] = {
+        "{\"tokens\": " + deep + "}",
+        "{\"prompt\": " + deep + "}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\", \"extra\": " + deep + "}]}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logit_bias\": {\"5\": " + deep + "}}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"chat_template_kwargs\": {\"xml_tools\": " + deep + "}}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": \"json_schema\", "
+        "\"json_schema\": {\"schema\": {\"enum\": " + deep + "}}}}",
+    };
+    for (const char* endpoint : {"/detokenize", "/v1/completions", "/v1/chat/completions"})
+        for (const std::string& body : deep_bodies) {
+            CAPTURE(endpoint);
+            check_error(http(port, "POST", endpoint, body), 400, "json_too_complex");
+        }
+    // Just inside the cap is parsed as usual (and refused for what it holds, not how deep).
+    const std::string inside = std::string(63, '[') + "1" + std::string(63, ']');
+    check_error(http(port, "POST", "/detokenize", "{\"tokens\": " + inside + "}"), 400, "invalid_type");
+    // Many small values: the parsed JSON would cost 20 times the body.
+    std::string many = "{\"tokens\": [";
+    for (int i = 0; i < 300000; ++i) many += i ? ",0" : "0";
+    check_error(http(port, "POST", "/detokenize", many + "]}"), 400, "json_too_complex");
+
+    // Grammar bombs: each refused (or compiled) within seconds, while a plain structured
+    // request sent at the same time is answered as if alone.
+    const auto chat_with = [&](const std::string& key, const json& value) {
+        json body = chat("hi", 4, false);
+        body[key] = value;
+        return body.dump();
+    };
+    std::string wide_literal(40000, 'x');
+    const std::pair<std::string, std::string> bombs[] = {
+        // Counted repetition: 100,000 nested optional rules, which compile in linear time now.
+        {chat_with("grammar", "root ::= \"a\"{0,100000}"), ""},
+        // A 40 KB literal copied 100,000 times would be 4 billion elements.
+        {chat_with("grammar", "root ::= \"" + wide_literal + "\"{100000}"), "grammar_too_complex"},
+        // Groups nested a million deep.
+        {chat_with("grammar", "root ::= " + std::string(1000000, '(') + "\"a\"" + std::string(1000000, ')')),
+         "grammar_too_complex"},
+        // One reference branching into 2^40 ways without consuming a character.
+        {[] {
+             std::string g = "root ::= r0\n";
+             for (int i = 0; i < 40; ++i)
+                 g += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + " | r" + std::to_string(i + 1) + "\n";
+             g += "r40 ::= \"a\"\n";
+             return json{{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"grammar", g}}.dump();
+         }(),
+         "grammar_too_complex"},
+    };
+    for (const auto& [body, code] : bombs) {
+        CAPTURE(code);
+        std::atomic<bool> bomb_done{false};
+        Response bomb_reply;
+        const auto start = std::chrono::steady_clock::now();
+        std::thread bomb([&] {
+            bomb_reply = http(port, "POST", path, body);
+            bomb_done = true;
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        const auto plain_start = std::chrono::steady_clock::now();
+        json plain = chat("hi", 3, false);
+        plain["response_format"] = {{"type", "json_object"}};
+        CHECK(http(port, "POST", path, plain.dump()).status == 200);
+        CHECK(seconds_since(plain_start) < 10);
+        bomb.join();
+        CHECK(seconds_since(start) < 10);
+        if (code.empty()) CHECK(bomb_reply.status == 200);
+        else check_error(bomb_reply, 400, code);
+    }
+
+    // A JSON schema whose 'type' lists double the work at every level (2^30 subschemas before).
+    json schema = {{"type", "string"}};
+    for (int i = 0; i < 30; ++i) schema = {{"type", json::array({"object", "object"})}, {"properties", {{"a", schema}}}};
+    const auto schema_start = std::chrono::steady_clock::now();
+    check_error(http(port, "POST", path,
+                     chat_with("response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", schema}}}})),
+                400, "grammar_too_complex");
+    CHECK(seconds_since(schema_start) < 10);
+
+    // Smaller ways in: a content part whose type is not a string, a response_format without a
+    // type, a stop string past its length limit.
+    check_error(http(port, "POST", path, R"({"messages": [{"role": "user", "content": [{"type": 5, "text": "hi"}]}]})"), 400,
+                "invalid_content");
+    check_error(http(port, "POST", path, chat_with("response_format", json::object())), 400, "invalid_value");
+    check_error(http(port, "POST", path, chat_with("stop", json::array({std::string(5000, 's')}))), 400, "invalid_value");
+
+    // Nothing above was a 5xx (nor a generation that failed), and the server still answers.
+    CHECK_MESSAGE(server.metric("smol_http_server_errors_total") == 0, server.log());
+    CHECK(http(port, "POST", path, chat("Still there?", 2, false).dump()).status == 200);
+}
+
+TEST_CASE("smol-server: a page on another site cannot drive a loopback server") {
+    ServerProcess server({"-c", "256", "--parallel", "1"});
+    const int port = server.port();
+    const std::string body = chat("hi", 2, false).dump();
+    const auto request = [&](const std::string& host, const std::string& content_type) {
+        return "POST /v1/chat/completions HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\nContent-Type: " +
+               content_type + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    };
+    // A form post or text/plain body needs no CORS preflight: refused, whatever it holds.
+    check_error(raw_http(port, request("127.0.0.1", "text/plain;charset=UTF-8")), 415, "unsupported_media_type");
+    check_error(raw_http(port, request("127.0.0.1", "application/x-www-form-urlencoded")), 415, "unsupported_media_type");
+    check_error(raw_http(port, request_text("POST", "/tokenize", R"({"content": "x"})", "", "text/plain")), 415,
+                "unsupported_media_type");
+    CHECK(raw_http(port, request("127.0.0.1", "Application/JSON; charset=utf-8")).status == 200);
+    // DNS rebinding: the page's own name in Host. Loopback names pass with any port.
+    check_error(raw_http(port, request("evil.example", "application/json")), 403, "host_not_allowed");
+    check_error(raw_http(port, "GET /props HTTP/1.1\r\nHost: evil.example:" + std::to_string(port) +
+                                   "\r\nConnection: close\r\n\r\n"),
+                403, "host_not_allowed");
+    for (const std::string& host : std::vector<std::string>{"localhost", "LOCALHOST:" + std::to_string(port), "127.0.0.1:1", "[::1]:8080"})
+        CHECK(raw_http(port, "GET /health HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n").status == 200);
+
+    // --allowed-hosts adds a reverse proxy's name.
+    ServerProcess proxied({"-c", "256", "--parallel", "1", "--allowed-hosts", "chat.internal,other"});
+    CHECK(raw_http(proxied.port(), "GET /health HTTP/1.1\r\nHost: chat.internal:443\r\nConnection: close\r\n\r\n").status ==
+          200);
+    CHECK(raw_http(proxied.port(), "GET /health HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n").status == 403);
+}
+
 TEST_CASE("smol-server: beyond the queue limit requests get 503") {
     ServerProcess server({"-c", "512", "--parallel", "1", "--queue", "0"});
     const int port = server.port();

@@ -134,7 +134,8 @@ try {
   // tokens, faster than a click; banning its end-of-turn tokens (logit_bias added to this one
   // request on its way out) keeps the reply streaming until the stop button is pressed.
   const endIds = (await (await fetch(`${url}/tokenize`, {
-    method: 'POST', body: JSON.stringify({ content: '<|im_end|><|end_of_text|>', parse_special: true }) })).json()).tokens;
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ content: '<|im_end|><|end_of_text|>', parse_special: true }) })).json()).tokens;
   check(endIds.length === 2, `the end-of-turn tokens are ${endIds}`);
   await page.route('**/v1/chat/completions', async (route) => {
     const body = JSON.parse(route.request().postData());

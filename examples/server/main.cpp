@@ -74,6 +74,7 @@ struct ServerOptions {
     std::string api_key;
     std::string alias;                      // the model's id in the API; default: the file name
     std::vector<std::string> cors_origins;  // browser origins allowed to call the API ("*": any)
+    std::vector<std::string> allowed_hosts;  // Host names accepted besides loopback's ("*": any)
     std::size_t max_body_bytes = 4u << 20;
     std::size_t cache_budget_mib = 0;
     bool log_prompts = false;  // completion request bodies in the log (never the key)
@@ -103,6 +104,9 @@ struct ServerOptions {
                  "      --api-key KEY       require 'Authorization: Bearer KEY' on everything but the page and /health\n"
                  "      --alias NAME        the model's id in the API (default: the file name)\n"
                  "      --cors ORIGINS      comma-separated origins whose pages may call the API (* for any)\n"
+                 "      --allowed-hosts HOSTS  comma-separated Host names accepted besides localhost, 127.0.0.1 and\n"
+                 "                          [::1] when listening on a loopback address (* for any): a reverse\n"
+                 "                          proxy's name; others get 403, which stops DNS rebinding\n"
                  "      --max-body BYTES    largest accepted request body (default 4 MiB)\n"
                  "      --max-connections N open client connections at most; more get 503 (default 2048)\n"
                  "      --header-timeout S  seconds for a whole request header to arrive, else 408 (default 10)\n"
@@ -154,6 +158,7 @@ ServerOptions parse_options(int argc, char** argv) {
         else if (a == "--api-key") o.api_key = value(i);
         else if (a == "--alias") o.alias = value(i);
         else if (a == "--cors") o.cors_origins = smol::split_commas(value(i));
+        else if (a == "--allowed-hosts") o.allowed_hosts = smol::split_commas(value(i));
         else if (a == "--max-body") o.max_body_bytes = std::size_t(number(i, 1024, 1ll << 32));
         else if (a == "--max-connections") o.max_connections = int(number(i, 1, 1 << 20));
         else if (a == "--header-timeout") o.header_timeout_s = int(number(i, 1, 3600));
@@ -210,6 +215,26 @@ void send_json(httplib::Response& res, const json& body, int status = 200) {
 }
 
 json parse_body(const httplib::Request& req) { return parse_json_body(req.body); }
+
+// Text from a request (its path, method, a header) as it may go into the log: bytes outside
+// printable ASCII as \xHH, so a client cannot forge log lines or send terminal escapes, and at
+// most 256 bytes of it.
+std::string loggable(std::string_view text) {
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (const char c : text.substr(0, 256)) {
+        const auto b = static_cast<unsigned char>(c);
+        if (b >= 0x20 && b < 0x7f && b != '\\') {
+            out += c;
+        } else {
+            out += "\\x";
+            out += hex[b >> 4];
+            out += hex[b & 15];
+        }
+    }
+    if (text.size() > 256) out += "...";
+    return out;
+}
 
 // ---- server state ----------------------------------------------------------------------------
 
@@ -326,6 +351,19 @@ public:
 
     void routes(httplib::Server& http);
 
+    // Whether a request's Host header names this server: always when it listens on a
+    // non-loopback address (it is then reached by names the server cannot know); on loopback,
+    // localhost, 127.0.0.1 and [::1] with any port, and the --allowed-hosts names. A request
+    // without Host (HTTP/1.0, some tools) is no browser's and passes.
+    bool host_allowed(std::string_view host_header) const {
+        if (host_header.empty() || !is_loopback_host(options_.host)) return true;
+        const std::string name = host_name_of(host_header);
+        if (name == "localhost" || name == "127.0.0.1" || name == "[::1]") return true;
+        for (const std::string& allowed : options_.allowed_hosts)
+            if (allowed == "*" || lowercase(allowed) == name) return true;
+        return false;
+    }
+
     // With --cors, what Access-Control-Allow-Origin says to a page from `origin`: "*", the
     // origin itself, or "" where that origin is not allowed.
     std::string allowed_origin(std::string_view origin) const {
@@ -357,26 +395,34 @@ public:
                        const http::Refusal& r) {
         metrics_.http_requests++;
         (r.status >= 500 ? metrics_.http_server_errors : metrics_.http_client_errors)++;
-        std::fprintf(stderr, "%s %s %s %d (connection gate: %s)\n", client.c_str(), method.c_str(), target.c_str(),
-                     r.status, r.code.c_str());
+        std::fprintf(stderr, "%s %s %s %d (connection gate: %s)\n", loggable(client).c_str(), loggable(method).c_str(),
+                     loggable(target).c_str(), r.status, r.code.c_str());
     }
 
 private:
     void complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
 
     // A GBNF grammar compiled for the model, kept for the requests that send the same text (the
-    // tokens each grammar state allows are learnt once per compiled grammar); 400 when invalid.
+    // tokens each grammar state allows are learnt once per compiled grammar); 400 when invalid
+    // or past the grammar limits. Compiled outside the cache's lock, on the request's own
+    // thread, so a slow compile never holds up another request (two requests with one new
+    // text may both compile it; the first to finish is kept).
     std::shared_ptr<const smol::TokenGrammar> grammar_for(const std::string& text) {
-        std::lock_guard lock(grammars_mutex_);
-        if (const auto it = grammars_.find(text); it != grammars_.end()) return it->second;
+        {
+            std::lock_guard lock(grammars_mutex_);
+            if (const auto it = grammars_.find(text); it != grammars_.end()) return it->second;
+        }
         std::shared_ptr<const smol::TokenGrammar> compiled;
         try {
             compiled = engine_->compile_grammar(text);
+        } catch (const smol::text::GrammarTooComplex& e) {
+            reject(400, e.what(), "grammar_too_complex");
         } catch (const smol::Error& e) {
             reject(400, e.what(), "invalid_grammar");
         }
+        std::lock_guard lock(grammars_mutex_);
         if (grammars_.size() >= 16) grammars_.clear();
-        return grammars_[text] = compiled;
+        return grammars_.try_emplace(text, compiled).first->second;
     }
     std::string metrics_text();
 
@@ -695,6 +741,17 @@ void Server::routes(httplib::Server& http) {
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
         request_start = Clock::now();
         metrics_.http_requests++;
+        // DNS rebinding: a page on evil.example whose name now points at 127.0.0.1 reaches a
+        // loopback server as same-origin, and could read every reply; its requests still say
+        // "Host: evil.example". Checked before CORS and the key, on every method.
+        if (!host_allowed(req.get_header_value("Host"))) {
+            send_error(res, ApiError{403,
+                                     "the Host header '" + loggable(req.get_header_value("Host")) +
+                                         "' is not one this server answers to; it listens on a loopback address and "
+                                         "answers localhost, 127.0.0.1 and [::1] (add names with --allowed-hosts)",
+                                     "invalid_request_error", "host_not_allowed"});
+            return httplib::Server::HandlerResponse::Handled;
+        }
         const bool cors = allow_origin(req, res);
         if (req.method == "OPTIONS") {
             // A browser's preflight: answered without the key (browsers never send it here).
@@ -704,6 +761,18 @@ void Server::routes(httplib::Server& http) {
                 res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
                 res.set_header("Access-Control-Max-Age", "600");
             }
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        // A form or text/plain POST needs no CORS preflight, so any page could send one to a
+        // loopback server; JSON bodies must say they are JSON, which only a preflighted (or
+        // same-origin) request can.
+        if (req.method == "POST" && !is_json_content_type(req.get_header_value("Content-Type"))) {
+            send_error(res, ApiError{415,
+                                     "request bodies must be JSON sent with 'Content-Type: application/json', found " +
+                                         (req.has_header("Content-Type")
+                                              ? "'" + loggable(req.get_header_value("Content-Type")) + "'"
+                                              : std::string("no Content-Type")),
+                                     "invalid_request_error", "unsupported_media_type"});
             return httplib::Server::HandlerResponse::Handled;
         }
         if (options_.api_key.empty() || public_request(req)) return httplib::Server::HandlerResponse::Unhandled;
@@ -735,10 +804,17 @@ void Server::routes(httplib::Server& http) {
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - request_start).count();
         // The gate says who the client is; httplib itself only sees the gate's Unix socket.
         const std::string client = req.has_header(kClientField) ? req.get_header_value(kClientField) : req.remote_addr;
-        std::fprintf(stderr, "%s %s %s %d %.1fms\n", client.c_str(), req.method.c_str(), req.path.c_str(), res.status,
-                     ms);
-        if (options_.log_prompts && req.method == "POST" && (req.path == "/v1/chat/completions" || req.path == "/v1/completions"))
-            std::fprintf(stderr, "  body: %s\n", req.body.c_str());
+        std::fprintf(stderr, "%s %s %s %d %.1fms\n", loggable(client).c_str(), loggable(req.method).c_str(),
+                     loggable(req.path).c_str(), res.status, ms);
+        // The body as JSON text on one line (dump() escapes control characters), not as sent.
+        if (options_.log_prompts && req.method == "POST" && (req.path == "/v1/chat/completions" || req.path == "/v1/completions")) {
+            std::string shown = "(not JSON within the limits)";
+            if (smol::json_over_limits(req.body, "").empty()) {
+                const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+                if (!body.is_discarded()) shown = to_wire(body);
+            }
+            std::fprintf(stderr, "  body: %s\n", shown.c_str());
+        }
     });
 
     for (std::size_t i = 0; i < smol_server_assets::count; ++i) {
@@ -841,7 +917,7 @@ void Server::routes(httplib::Server& http) {
         if (!tokens->is_array()) reject(400, std::string("'tokens' must be an array, found ") + tokens->type_name(), "invalid_type");
         std::vector<std::int32_t> ids;
         for (const auto& t : *tokens) {
-            if (!t.is_number_integer()) reject(400, "'tokens' must hold integers, found " + t.dump(), "invalid_type");
+            if (!t.is_number_integer()) reject(400, std::string("'tokens' must hold integers, found ") + t.type_name(), "invalid_type");
             const long long id = t.get<long long>();
             if (id < 0 || id >= s.engine().n_vocab())
                 reject(400,

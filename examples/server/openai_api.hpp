@@ -93,8 +93,46 @@ inline bool equal_in_constant_time(std::string_view presented, std::string_view 
     return difference == 0;
 }
 
+// ---- browser safety --------------------------------------------------------------------------
+
+inline std::string lowercase(std::string_view text) {
+    std::string out(text);
+    for (char& c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+// Whether a Content-Type header says JSON: application/json, any case, parameters allowed
+// ("application/json; charset=utf-8").
+inline bool is_json_content_type(std::string_view value) {
+    const std::string type = lowercase(value.substr(0, value.find(';')));
+    const std::size_t first = type.find_first_not_of(" \t");
+    if (first == std::string::npos) return false;
+    const std::size_t last = type.find_last_not_of(" \t");
+    return type.substr(first, last - first + 1) == "application/json";
+}
+
+// The host name of a Host header, lowercased, without its port: "LocalHost:8080" ->
+// "localhost", "[::1]:8080" -> "[::1]".
+inline std::string host_name_of(std::string_view host) {
+    if (!host.empty() && host.front() == '[') {
+        const std::size_t close = host.find(']');
+        return lowercase(close == std::string_view::npos ? host : host.substr(0, close + 1));
+    }
+    return lowercase(host.substr(0, host.find(':')));
+}
+
+// Whether a listening address (--host) is a loopback one: localhost, 127.0.0.0/8 or ::1.
+inline bool is_loopback_host(std::string_view address) {
+    const std::string a = lowercase(address);
+    return a == "localhost" || a == "::1" || a == "[::1]" || a.rfind("127.", 0) == 0;
+}
+
 // The request body as a JSON object, or a 400 saying why not.
 inline json parse_json_body(const std::string& text) {
+    // Depth and size first (smol/core/json_bounds.hpp): nothing recursive ever sees a value
+    // nested past the cap.
+    if (const std::string why = smol::json_over_limits(text, "the request body"); !why.empty())
+        reject(400, why, "json_too_complex");
     json body;
     try {
         body = json::parse(text);
@@ -240,6 +278,8 @@ inline std::vector<std::pair<std::int32_t, float>> read_logit_bias(const json& b
     return biases;
 }
 
+inline constexpr std::size_t kMaxStopBytes = 1024;
+
 // The sampling, length, stop and streaming fields both endpoints share.
 inline void read_sampling(const json& body, ApiRequest& out, std::size_t n_vocab) {
     smol::GenerationParams& params = out.generation.params;
@@ -274,6 +314,13 @@ inline void read_sampling(const json& body, ApiRequest& out, std::size_t n_vocab
         for (const auto& s1 : params.stop)
             if (s1.empty()) reject(400, "'stop' strings must not be empty", "invalid_value");
         if (params.stop.size() > 16) reject(400, "'stop' accepts at most 16 strings", "invalid_value");
+        // Each token is checked against every stop string, and output is held back while it may
+        // still become one: both grow with their length.
+        for (const auto& s1 : params.stop)
+            if (s1.size() > kMaxStopBytes)
+                reject(400, "'stop' strings may be at most " + std::to_string(kMaxStopBytes) + " bytes long, found one of " +
+                                std::to_string(s1.size()),
+                       "invalid_value");
     }
     if (auto v = bool_field(body, "stream")) out.stream = *v;
     if (const auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
@@ -290,6 +337,8 @@ inline std::string schema_grammar(const json& schema, const std::string& field) 
         return smol::text::json_schema_to_gbnf(schema);
     } catch (const smol::text::UnsupportedSchema& e) {
         reject(400, "'" + field + "': " + e.what(), "unsupported_parameter");
+    } catch (const smol::text::GrammarTooComplex& e) {
+        reject(400, "'" + field + "': " + e.what(), "grammar_too_complex");
     } catch (const smol::Error& e) {
         reject(400, "'" + field + "': " + e.what(), "invalid_value");
     }
@@ -305,9 +354,10 @@ inline std::string read_output_grammar(const json& body) {
         if (grammar.empty()) reject(400, "'grammar' is empty", "invalid_value");
     }
     const auto format = body.find("response_format");
-    if (format == body.end() || !format->is_object() || (*format)["type"] == "text") return grammar;
+    // reject_unsupported_values() checked the shape and the type already.
+    if (format == body.end() || format->is_null() || format->value("type", json()) == "text") return grammar;
     if (!grammar.empty()) reject(400, "give either 'grammar' or 'response_format', not both", "invalid_value");
-    if ((*format)["type"] == "json_object") return std::string(smol::text::kJsonObjectGrammar);
+    if (format->value("type", json()) == "json_object") return std::string(smol::text::kJsonObjectGrammar);
     // json_schema: {name, description, schema, strict}; without a schema, any JSON object.
     const auto spec = format->find("json_schema");
     if (spec == format->end() || !spec->is_object())
@@ -354,7 +404,9 @@ inline json normalize_messages(const json& body) {
         if (content->is_array()) {
             std::string joined;
             for (const auto& part : *content) {
-                if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+                // value() with a json default: a part whose "type" is not a string is a 400, not a
+                // type_error (a 500).
+                if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
                     !part["text"].is_string())
                     reject(400, where + ".content: only text parts {\"type\": \"text\", \"text\": ...} are supported",
                            "invalid_content");

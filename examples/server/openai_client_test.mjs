@@ -151,11 +151,11 @@ try {
   // continuation's first token out.
   const biased = await client.completions.create({ model: 'smol', prompt: 'Once upon a time', max_tokens: 3, temperature: 0,
                                                    logit_bias: { 1000: 100 } });
-  const piece = await (await fetch(`${url}/detokenize`, { method: 'POST', headers: { Authorization: `Bearer ${key}` },
+  const piece = await (await fetch(`${url}/detokenize`, { method: 'POST', headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
                                                           body: JSON.stringify({ tokens: [1000, 1000, 1000] }) })).json();
   check(biased.choices[0].text === piece.content, `logit_bias +100 forces token 1000 (${JSON.stringify(biased.choices[0].text)})`);
   const free = await client.completions.create({ model: 'smol', prompt: 'Once upon a time', max_tokens: 1, temperature: 0, logprobs: 0 });
-  const firstId = (await (await fetch(`${url}/tokenize`, { method: 'POST', headers: { Authorization: `Bearer ${key}` },
+  const firstId = (await (await fetch(`${url}/tokenize`, { method: 'POST', headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
                                                           body: JSON.stringify({ content: free.choices[0].text, parse_special: false }) })).json()).tokens;
   const banned = await client.completions.create({ model: 'smol', prompt: 'Once upon a time', max_tokens: 1, temperature: 0,
                                                    logit_bias: { [firstId[0]]: -100 } });
