@@ -883,3 +883,31 @@ TEST_CASE("gguf limits: key and tensor name length, key and tensor counts, neste
                         {"'a.second'", "array of " + std::to_string(second) + " arrays", at(count_at), "limit of 1048576 nested arrays"});
     }
 }
+
+// The documented way to replace a model file under a running server (reader.hpp, FileMemory):
+// write the new file beside it and rename it over the old name. The mapping keeps the old
+// inode, so what was loaded keeps reading the old bytes; the next open sees the new file.
+// (Truncating or rewriting the file in place instead is not safe with any mmap flags, and is
+// not tested here: it would be a SIGBUS.)
+TEST_CASE("gguf: a model file replaced by rename while mapped keeps its old bytes") {
+    TempFile model("smol-test-gguf-rename"), replacement("smol-test-gguf-rename-new");
+    const Bytes old_image = small_valid_file();
+    Raw r = Raw::header(1, 1);
+    r.str("general.architecture").type(ValueType::String).str("next");
+    r.tensor("t", {8}, 0, 0).pad_to(32);
+    const Bytes new_data = pattern(32, 10);
+    r.b.insert(r.b.end(), new_data.begin(), new_data.end());
+    std::ofstream(model.path, std::ios::binary).write(reinterpret_cast<const char*>(old_image.data()), std::streamsize(old_image.size()));
+    std::ofstream(replacement.path, std::ios::binary).write(reinterpret_cast<const char*>(r.b.data()), std::streamsize(r.b.size()));
+
+    const File mapped = File::open(model.path);
+    const Bytes old_tensor(mapped.tensor("t").data, mapped.tensor("t").data + 32);
+    std::filesystem::rename(replacement.path, model.path);
+
+    CHECK(mapped.get_string("general.architecture") == "test");
+    CHECK(Bytes(mapped.tensor("t").data, mapped.tensor("t").data + 32) == old_tensor);
+    CHECK(old_tensor == pattern(32, 9));
+    const File reopened = File::open(model.path);
+    CHECK(reopened.get_string("general.architecture") == "next");
+    CHECK(Bytes(reopened.tensor("t").data, reopened.tensor("t").data + 32) == new_data);
+}

@@ -232,6 +232,23 @@ struct TensorInfo {
 };
 
 // Read-only memory holding a whole file: an mmap of a file on disk or an owned buffer.
+//
+// The mapping is PROT_READ + MAP_PRIVATE: nothing is ever written through it, so it shares the
+// page cache with every other reader of the file exactly as MAP_SHARED would, and no copy is
+// made. What neither flag gives is protection from the file changing underneath:
+// - Truncating the file (`cp new.gguf model.gguf`, `> model.gguf`, an editor saving in place)
+//   makes every access to a page past the new end a SIGBUS, whatever the mapping flags: Linux
+//   unmaps those pages from private mappings too, copied-on-write ones included
+//   (truncate_pagecache). No userspace answer short of copying the weights out (a 1.8 GB read
+//   and 1.8 GB of anonymous memory; MAP_POPULATE only prefaults, the pages stay file-backed) or
+//   a process-wide SIGBUS handler avoids that, and a library must not install one.
+// - Writing into the file in place changes the weights a running model reads (MAP_PRIVATE
+//   copies a page only when this process writes to it, which it never does).
+// So a model file in use is replaced by writing the new one beside it and renaming it over the
+// old name (`mv`, rename(2), on the same file system): the mapping keeps the old inode, whose
+// blocks the kernel keeps until the last mapping goes, and the next load sees the new file. The
+// downloader (smol/hub) installs files this way; the test "a model file replaced by rename
+// while mapped" checks that the mapping keeps reading the old bytes.
 class FileMemory {
 public:
     static std::shared_ptr<FileMemory> map(const std::filesystem::path& path) {
@@ -250,7 +267,7 @@ public:
         }
         memory->size_ = std::size_t(st.st_size);
         if (memory->size_ > 0) {
-            void* p = ::mmap(nullptr, memory->size_, PROT_READ, MAP_SHARED, fd, 0);
+            void* p = ::mmap(nullptr, memory->size_, PROT_READ, MAP_PRIVATE, fd, 0);
             if (p == MAP_FAILED) {
                 const int e = errno;
                 ::close(fd);
