@@ -328,7 +328,7 @@ inline std::string resolve_model_file(const ModelSpec& spec, const DownloadOptio
     detail::fail_if_tls_untrusted(outcome, url);
     if (outcome.transport_failed() && detail::is_connection_failure(outcome.error))
         fail(not_cached_message(spec, "", options, "cannot connect to " + url + " (" + outcome.error_text() + ")"));
-    if (outcome.too_many_redirects) fail("model API ", url, ": too many redirects");
+    if (outcome.too_many_redirects) fail("model API ", url, ": ", outcome.too_many_redirects_text());
     if (outcome.stopped) fail("model API ", url, ": listing larger than ", kMaxListingBytes, " bytes");
     if (outcome.transport_failed()) fail("model API ", url, ": transfer failed (", outcome.error_text(), ")");
     const int status = outcome.status();
@@ -509,7 +509,7 @@ inline std::filesystem::path download_file(const ModelSpec& spec, const std::str
                 fail("download ", url, ": ", restart_reason, " (", failures_in_a_row, " attempts)");
             continue;
         }
-        if (outcome.too_many_redirects) fail("download ", url, ": too many redirects");
+        if (outcome.too_many_redirects) fail("download ", url, ": ", outcome.too_many_redirects_text());
         if (outcome.declined) {
             if (status == 416) {
                 // Nothing left after byte `offset`. If that is because the part already holds
