@@ -762,3 +762,43 @@ TEST_CASE("redirects: https never goes down to plain http, http may go up to htt
         CHECK(error.find("unsupported scheme 'ftp'") != std::string::npos);
     }
 }
+
+TEST_CASE("download size cap: an announced size over it is refused, an unannounced body is cut off") {
+    FakeHub hub;
+    fill_repo(hub);  // a 300,000-byte model
+    TempCache cache;
+    DownloadOptions options = test_options(hub.origin(), cache.dir);
+    const fs::path final_path = cache_path(options, hub.repo, kModelFile);
+    const ModelSpec spec = ModelSpec::parse("test-org/Tiny-GGUF");
+    CHECK(options.max_file_bytes == std::uint64_t(64) << 30);
+
+    SUBCASE("X-Linked-Size over the cap: refused before the body") {
+        options.max_file_bytes = 299'999;
+        const std::string error = error_of([&] { ensure_model(spec, options); });
+        CHECK(error.find("announced a file of 300000 bytes, more than the limit of 299999 bytes") != std::string::npos);
+        CHECK(error.find("max_file_bytes") != std::string::npos);
+        CHECK(error.find(final_path.string()) != std::string::npos);
+    }
+    SUBCASE("Content-Length over the cap (no X-Linked-Size): refused before the body") {
+        hub.announce_linked = false;
+        options.max_file_bytes = 1000;
+        const std::string error = error_of([&] { ensure_model(spec, options); });
+        CHECK(error.find("announced a file of 300000 bytes, more than the limit of 1000 bytes") != std::string::npos);
+    }
+    SUBCASE("no size announced at all (chunked): cut off past the cap, nothing kept") {
+        hub.announce_linked = false;
+        hub.ignore_range = true;  // chunked, so no Content-Length either
+        options.max_file_bytes = 100'000;
+        const std::string error = error_of([&] { ensure_model(spec, options); });
+        CHECK(error.find("announced no size and sent more than the limit of 100000 bytes") != std::string::npos);
+        CHECK(error.find(final_path.string()) != std::string::npos);
+    }
+    CHECK_FALSE(fs::exists(final_path));
+    CHECK_FALSE(fs::exists(detail::part_path(final_path)));
+
+    // A file of exactly the cap, with no size announced, is fine.
+    hub.announce_linked = false;
+    hub.ignore_range = true;
+    options.max_file_bytes = hub.files[kModelFile].size();
+    CHECK(read_file(ensure_model(spec, options)) == hub.files[kModelFile]);
+}
