@@ -100,6 +100,7 @@ public:
     bool ignore_range = false;                 // answer 200 with the whole file, chunked
     std::atomic<int> drops_left{0};            // drop this many CDN bodies halfway
     int cdn_delay_ms = 0;                      // wait this long before answering the CDN
+    bool cdn_redirect_loop = false;            // the CDN redirects every request to itself
 
     // Plain HTTP, or HTTPS with the given certificate and key (PEM files).
     explicit FakeHub(const fs::path& tls_cert = {}, const fs::path& tls_key = {}) {
@@ -141,6 +142,10 @@ public:
         });
         server.Get(R"(/cdn/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
             record(req);
+            if (cdn_redirect_loop) {
+                res.set_redirect(req.path, 302);
+                return;
+            }
             auto it = files.find(req.matches[1]);
             if (it == files.end()) {
                 res.status = 404;
@@ -702,4 +707,98 @@ TEST_CASE("HTTPS through cpp-httplib and OpenSSL, with certificate verification"
     const fs::path path = ensure_model(ModelSpec::parse("test-org/Tiny-GGUF"), options);
     CHECK(read_file(path) == hub.files[kModelFile]);
     CHECK(hub.seen("/cdn/").size() == 1);
+}
+
+TEST_CASE("redirects: https never goes down to plain http, http may go up to https, loops end") {
+    TempCache cache;
+    const fs::path cert = cache.dir / "server-cert.pem", key = cache.dir / "server-key.pem";
+    make_self_signed_certificate(cert, key);
+    const ModelSpec spec = ModelSpec::parse("test-org/Tiny-GGUF");
+
+    SUBCASE("an https Hub redirecting to an http CDN is refused, naming both URLs") {
+        FakeHub hub(cert, key), cdn;
+        fill_repo(hub);
+        fill_repo(cdn);
+        hub.cdn_origin = cdn.origin();
+        DownloadOptions options = test_options(hub.origin(), cache.dir / "models");
+        options.ca_cert_file = cert.string();
+        const std::string resolve_url = hub.origin() + "/test-org/Tiny-GGUF/resolve/main/" + kModelFile;
+        const std::string error = error_of([&] { ensure_model(spec, options); });
+        CHECK(error.find("redirect from " + resolve_url + " to " + cdn.origin() + "/cdn/" + kModelFile) !=
+              std::string::npos);
+        CHECK(error.find("leaves HTTPS for plain HTTP") != std::string::npos);
+        CHECK(cdn.seen().empty());  // not one byte was asked of the http host
+        const fs::path final_path = cache_path(options, hub.repo, kModelFile);
+        CHECK_FALSE(fs::exists(final_path));
+        CHECK_FALSE(fs::exists(detail::part_path(final_path)));
+    }
+    SUBCASE("an http Hub (a mirror, this test's stand-in) may redirect to an https CDN") {
+        FakeHub hub, cdn(cert, key);
+        fill_repo(hub);
+        fill_repo(cdn);
+        hub.cdn_origin = cdn.origin();
+        DownloadOptions options = test_options(hub.origin(), cache.dir / "models");
+        options.ca_cert_file = cert.string();
+        CHECK(read_file(ensure_model(spec, options)) == cdn.files[kModelFile]);
+        CHECK(cdn.seen("/cdn/").size() == 1);
+    }
+    SUBCASE("a redirect loop stops at max_redirects and says where it pointed") {
+        FakeHub hub;
+        fill_repo(hub);
+        hub.cdn_redirect_loop = true;
+        const std::string error =
+            error_of([&] { ensure_model(spec, test_options(hub.origin(), cache.dir / "models")); });
+        CHECK(error.find("more than 10 redirects") != std::string::npos);
+        CHECK(error.find("pointed to /cdn/" + kModelFile) != std::string::npos);
+        CHECK(hub.seen("/cdn/").size() == 10);  // the resolve hop, then ten to the CDN, one not followed
+    }
+    SUBCASE("a Location with another scheme is an error naming it") {
+        FakeHub hub;
+        fill_repo(hub);
+        hub.cdn_origin = "ftp://127.0.0.1:21";
+        const std::string error =
+            error_of([&] { ensure_model(spec, test_options(hub.origin(), cache.dir / "models")); });
+        CHECK(error.find("unusable Location 'ftp://127.0.0.1:21/cdn/" + kModelFile + "'") != std::string::npos);
+        CHECK(error.find("unsupported scheme 'ftp'") != std::string::npos);
+    }
+}
+
+TEST_CASE("download size cap: an announced size over it is refused, an unannounced body is cut off") {
+    FakeHub hub;
+    fill_repo(hub);  // a 300,000-byte model
+    TempCache cache;
+    DownloadOptions options = test_options(hub.origin(), cache.dir);
+    const fs::path final_path = cache_path(options, hub.repo, kModelFile);
+    const ModelSpec spec = ModelSpec::parse("test-org/Tiny-GGUF");
+    CHECK(options.max_file_bytes == std::uint64_t(64) << 30);
+
+    SUBCASE("X-Linked-Size over the cap: refused before the body") {
+        options.max_file_bytes = 299'999;
+        const std::string error = error_of([&] { ensure_model(spec, options); });
+        CHECK(error.find("announced a file of 300000 bytes, more than the limit of 299999 bytes") != std::string::npos);
+        CHECK(error.find("max_file_bytes") != std::string::npos);
+        CHECK(error.find(final_path.string()) != std::string::npos);
+    }
+    SUBCASE("Content-Length over the cap (no X-Linked-Size): refused before the body") {
+        hub.announce_linked = false;
+        options.max_file_bytes = 1000;
+        const std::string error = error_of([&] { ensure_model(spec, options); });
+        CHECK(error.find("announced a file of 300000 bytes, more than the limit of 1000 bytes") != std::string::npos);
+    }
+    SUBCASE("no size announced at all (chunked): cut off past the cap, nothing kept") {
+        hub.announce_linked = false;
+        hub.ignore_range = true;  // chunked, so no Content-Length either
+        options.max_file_bytes = 100'000;
+        const std::string error = error_of([&] { ensure_model(spec, options); });
+        CHECK(error.find("announced no size and sent more than the limit of 100000 bytes") != std::string::npos);
+        CHECK(error.find(final_path.string()) != std::string::npos);
+    }
+    CHECK_FALSE(fs::exists(final_path));
+    CHECK_FALSE(fs::exists(detail::part_path(final_path)));
+
+    // A file of exactly the cap, with no size announced, is fine.
+    hub.announce_linked = false;
+    hub.ignore_range = true;
+    options.max_file_bytes = hub.files[kModelFile].size();
+    CHECK(read_file(ensure_model(spec, options)) == hub.files[kModelFile]);
 }

@@ -835,3 +835,79 @@ TEST_CASE("gguf reference fixtures") {
     CHECK(vocab.get_string("tokenizer.ggml.pre") == "smaug-bpe");
     CHECK(vocab.require("tokenizer.ggml.merges").strings().size() == 280147);
 }
+
+// The counts and lengths a file states cannot make the reader allocate past its caps, however
+// many bytes follow: each case has enough bytes that only the cap can reject it.
+TEST_CASE("gguf limits: key and tensor name length, key and tensor counts, nested arrays in all") {
+    using smol::gguf::kMaxNameBytes;
+    SUBCASE("a metadata key over kMaxNameBytes") {
+        Raw r = Raw::header(0, 1);
+        const auto key_at = r.size();
+        r.str(std::string(kMaxNameBytes + 1, 'k')).type(ValueType::U8).u8(1);
+        expect_rejected(r.b, "long-key.gguf",
+                        {"string length 65536", "metadata key", "metadata entry 0", at(key_at), "limit of 65535 bytes"});
+        // Exactly the limit is a key like any other.
+        r = Raw::header(0, 1);
+        r.str(std::string(kMaxNameBytes, 'k')).type(ValueType::U8).u8(1);
+        CHECK(File::from_bytes(r.b, "key-at-limit.gguf").get_int(std::string(kMaxNameBytes, 'k')) == 1);
+    }
+    SUBCASE("a tensor name over kMaxNameBytes") {
+        Raw r = Raw::header(1, 0);
+        r.tensor(std::string(kMaxNameBytes + 1, 't'), {8}, 0, 0).pad_to(32).zeros(32);
+        expect_rejected(r.b, "long-name.gguf", {"string length 65536", "tensor name", at(24), "limit of 65535 bytes"});
+    }
+    SUBCASE("more keys than kMaxMetadataEntries") {
+        const std::uint64_t count = smol::gguf::kMaxMetadataEntries + 1;
+        Raw r = Raw::header(0, count);
+        r.zeros(std::size_t(count) * 13);
+        expect_rejected(r.b, "many-keys-fit.gguf", {"metadata count " + std::to_string(count), at(16), "limit of 1048576 keys"});
+    }
+    SUBCASE("more tensors than kMaxTensors") {
+        const std::uint64_t count = smol::gguf::kMaxTensors + 1;
+        Raw r = Raw::header(count, 0);
+        r.zeros(std::size_t(count) * 32);
+        expect_rejected(r.b, "many-tensors-fit.gguf", {"tensor count " + std::to_string(count), at(8), "limit of 1048576 tensors"});
+    }
+    SUBCASE("nested arrays past kMaxNestedArrays, counted over the whole file") {
+        // Two nested arrays under one key, then a key claiming all but one of the budget: three
+        // over it together, so the second key is refused before its arrays are allocated.
+        const std::uint64_t second = smol::gguf::kMaxNestedArrays - 1;
+        Raw r = Raw::header(0, 2);
+        r.str("a.first").type(ValueType::Array).type(ValueType::Array).u64(2);
+        for (int i = 0; i < 2; ++i) r.type(ValueType::U8).u64(0);
+        r.str("a.second").type(ValueType::Array).type(ValueType::Array);
+        const auto count_at = r.size();
+        r.u64(second);
+        for (std::uint64_t i = 0; i < second; ++i) r.type(ValueType::U8).u64(0);
+        expect_rejected(r.b, "nested-budget.gguf",
+                        {"'a.second'", "array of " + std::to_string(second) + " arrays", at(count_at), "limit of 1048576 nested arrays"});
+    }
+}
+
+// The documented way to replace a model file under a running server (reader.hpp, FileMemory):
+// write the new file beside it and rename it over the old name. The mapping keeps the old
+// inode, so what was loaded keeps reading the old bytes; the next open sees the new file.
+// (Truncating or rewriting the file in place instead is not safe with any mmap flags, and is
+// not tested here: it would be a SIGBUS.)
+TEST_CASE("gguf: a model file replaced by rename while mapped keeps its old bytes") {
+    TempFile model("smol-test-gguf-rename"), replacement("smol-test-gguf-rename-new");
+    const Bytes old_image = small_valid_file();
+    Raw r = Raw::header(1, 1);
+    r.str("general.architecture").type(ValueType::String).str("next");
+    r.tensor("t", {8}, 0, 0).pad_to(32);
+    const Bytes new_data = pattern(32, 10);
+    r.b.insert(r.b.end(), new_data.begin(), new_data.end());
+    std::ofstream(model.path, std::ios::binary).write(reinterpret_cast<const char*>(old_image.data()), std::streamsize(old_image.size()));
+    std::ofstream(replacement.path, std::ios::binary).write(reinterpret_cast<const char*>(r.b.data()), std::streamsize(r.b.size()));
+
+    const File mapped = File::open(model.path);
+    const Bytes old_tensor(mapped.tensor("t").data, mapped.tensor("t").data + 32);
+    std::filesystem::rename(replacement.path, model.path);
+
+    CHECK(mapped.get_string("general.architecture") == "test");
+    CHECK(Bytes(mapped.tensor("t").data, mapped.tensor("t").data + 32) == old_tensor);
+    CHECK(old_tensor == pattern(32, 9));
+    const File reopened = File::open(model.path);
+    CHECK(reopened.get_string("general.architecture") == "next");
+    CHECK(Bytes(reopened.tensor("t").data, reopened.tensor("t").data + 32) == new_data);
+}

@@ -30,7 +30,18 @@ namespace smol::gguf {
 inline constexpr std::uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
 inline constexpr std::uint64_t kDefaultAlignment = 32;
 inline constexpr int kMaxDims = 4;                    // ggml's GGML_MAX_DIMS
-inline constexpr int kMaxArrayNesting = 4;
+
+// Limits on what the counts and lengths written in a file can make the reader do. Every count is
+// also checked against the bytes left in the file before anything is allocated for it, so the
+// heap the metadata takes stays within a small multiple of the file's header size; these caps
+// bound it outright and stop the recursion. Real files are far inside them (SmolLM3-3B: a few
+// dozen keys, 326 tensors, no nested arrays; ggml itself refuses nested arrays, and tensor
+// names over 63 bytes).
+inline constexpr int kMaxArrayNesting = 4;                     // arrays of arrays, levels in all
+inline constexpr std::uint64_t kMaxNestedArrays = 1u << 20;    // arrays inside arrays, whole file
+inline constexpr std::uint64_t kMaxMetadataEntries = 1u << 20;
+inline constexpr std::uint64_t kMaxTensors = 1u << 20;
+inline constexpr std::uint64_t kMaxNameBytes = 65535;          // a metadata key or tensor name
 
 enum class ValueType : std::uint32_t {
     U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7,
@@ -221,6 +232,23 @@ struct TensorInfo {
 };
 
 // Read-only memory holding a whole file: an mmap of a file on disk or an owned buffer.
+//
+// The mapping is PROT_READ + MAP_PRIVATE: nothing is ever written through it, so it shares the
+// page cache with every other reader of the file exactly as MAP_SHARED would, and no copy is
+// made. What neither flag gives is protection from the file changing underneath:
+// - Truncating the file (`cp new.gguf model.gguf`, `> model.gguf`, an editor saving in place)
+//   makes every access to a page past the new end a SIGBUS, whatever the mapping flags: Linux
+//   unmaps those pages from private mappings too, copied-on-write ones included
+//   (truncate_pagecache). No userspace answer short of copying the weights out (a 1.8 GB read
+//   and 1.8 GB of anonymous memory; MAP_POPULATE only prefaults, the pages stay file-backed) or
+//   a process-wide SIGBUS handler avoids that, and a library must not install one.
+// - Writing into the file in place changes the weights a running model reads (MAP_PRIVATE
+//   copies a page only when this process writes to it, which it never does).
+// So a model file in use is replaced by writing the new one beside it and renaming it over the
+// old name (`mv`, rename(2), on the same file system): the mapping keeps the old inode, whose
+// blocks the kernel keeps until the last mapping goes, and the next load sees the new file. The
+// downloader (smol/hub) installs files this way; the test "a model file replaced by rename
+// while mapped" checks that the mapping keeps reading the old bytes.
 class FileMemory {
 public:
     static std::shared_ptr<FileMemory> map(const std::filesystem::path& path) {
@@ -239,7 +267,7 @@ public:
         }
         memory->size_ = std::size_t(st.st_size);
         if (memory->size_ > 0) {
-            void* p = ::mmap(nullptr, memory->size_, PROT_READ, MAP_SHARED, fd, 0);
+            void* p = ::mmap(nullptr, memory->size_, PROT_READ, MAP_PRIVATE, fd, 0);
             if (p == MAP_FAILED) {
                 const int e = errno;
                 ::close(fd);
@@ -307,9 +335,13 @@ public:
         std::memcpy(&v, take(sizeof(T), what), sizeof(T));
         return v;
     }
-    std::string_view read_string(std::string_view what) {
+    std::string_view read_string(std::string_view what,
+                                 std::uint64_t max_length = std::numeric_limits<std::uint64_t>::max()) {
         const std::size_t at = pos_;
         const std::uint64_t length = read<std::uint64_t>(what);
+        if (length > max_length)
+            fail(file_, ": string length ", length, " for ", what, context_.empty() ? "" : " of ", context_,
+                 " at offset ", at, " is over the limit of ", max_length, " bytes");
         if (length > remaining())
             fail(file_, ": string length ", length, " for ", what, context_.empty() ? "" : " of ", context_,
                  " at offset ", at, " runs past the end of the file (", remaining(), " bytes remain)");
@@ -415,19 +447,28 @@ private:
         const std::uint64_t tensor_count = in.read<std::uint64_t>("the tensor count");
         const std::size_t kv_count_at = in.offset();
         const std::uint64_t kv_count = in.read<std::uint64_t>("the metadata count");
-        // Each key/value needs at least 8 + 4 bytes and each tensor entry at least 8 + 4 + 4 + 8.
-        if (kv_count > in.remaining() / 12)
+        // A key/value takes at least 13 bytes (key length, type, a 1-byte value) and a tensor
+        // entry at least 32 (name length, dimension count, one dimension, type, offset), even
+        // before the key or name itself, so neither count can ask for more entries than the file
+        // could hold.
+        if (kv_count > in.remaining() / 13)
             fail(name_, ": metadata count ", kv_count, " at offset ", kv_count_at, " cannot fit in the ",
                  in.remaining(), " bytes that follow");
-        if (tensor_count > in.remaining() / 24)
+        if (kv_count > kMaxMetadataEntries)
+            fail(name_, ": metadata count ", kv_count, " at offset ", kv_count_at, " is over the limit of ",
+                 kMaxMetadataEntries, " keys");
+        if (tensor_count > in.remaining() / 32)
             fail(name_, ": tensor count ", tensor_count, " at offset ", tensor_count_at, " cannot fit in the ",
                  in.remaining(), " bytes that follow");
+        if (tensor_count > kMaxTensors)
+            fail(name_, ": tensor count ", tensor_count, " at offset ", tensor_count_at, " is over the limit of ",
+                 kMaxTensors, " tensors");
 
         metadata_.reserve(std::size_t(kv_count));
         for (std::uint64_t i = 0; i < kv_count; ++i) {
             const std::size_t key_at = in.offset();
             in.set_context("metadata entry " + std::to_string(i));
-            std::string key(in.read_string("a metadata key"));
+            std::string key(in.read_string("a metadata key", kMaxNameBytes));
             if (key.empty()) fail(name_, ": empty metadata key at offset ", key_at);
             in.set_context("metadata key '" + key + "'");
             const auto type = read_value_type(in, key);
@@ -514,6 +555,11 @@ private:
         } else {
             // As gguf-py writes them: each element is a bare array (element type, count, items), with
             // no type tag of its own since the outer array's element type already says "array".
+            // Each costs far more memory than its 12 bytes in the file, hence a budget per file.
+            if (array.count > kMaxNestedArrays - nested_arrays_)
+                fail(name_, ": metadata key '", key, "': array of ", array.count, " arrays at offset ", count_at,
+                     " takes the file past the limit of ", kMaxNestedArrays, " nested arrays");
+            nested_arrays_ += array.count;
             array.nested.reserve(std::size_t(array.count));
             for (std::uint64_t i = 0; i < array.count; ++i)
                 array.nested.push_back(read_value(in, ValueType::Array, key, depth + 1));
@@ -524,7 +570,7 @@ private:
     TensorInfo read_tensor_info(detail::Cursor& in) {
         TensorInfo t;
         t.info_offset = in.offset();
-        t.name = std::string(in.read_string("a tensor name"));
+        t.name = std::string(in.read_string("a tensor name", kMaxNameBytes));
         if (t.name.empty()) fail(name_, ": empty tensor name in the entry at offset ", t.info_offset);
         in.set_context("tensor '" + t.name + "' (entry at offset " + std::to_string(t.info_offset) + ")");
         const std::uint32_t n_dims = in.read<std::uint32_t>("a tensor's dimension count");
@@ -568,6 +614,7 @@ private:
     std::uint32_t version_ = 0;
     std::uint64_t alignment_ = kDefaultAlignment;
     std::uint64_t data_offset_ = 0;
+    std::uint64_t nested_arrays_ = 0;  // arrays inside arrays read so far (kMaxNestedArrays)
     std::vector<std::pair<std::string, Value>> metadata_;
     std::unordered_map<std::string, std::size_t> key_index_;
     std::vector<TensorInfo> tensors_;

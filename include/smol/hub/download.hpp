@@ -53,6 +53,10 @@ struct DownloadOptions {
     std::chrono::milliseconds retry_delay{1000};  // waited before retry n: n * retry_delay
     int connect_timeout_seconds = 15;
     int read_timeout_seconds = 60;
+    // The largest file accepted: a size announced above it is refused before the body is read,
+    // and a body that announces no size is cut off (and deleted) once past it. A size the server
+    // does announce (X-Linked-Size, else Content-Length or Content-Range) is never exceeded either.
+    std::uint64_t max_file_bytes = std::uint64_t(64) << 30;  // 64 GiB
 };
 
 // $SMOL_CACHE, else $HOME/.cache/smol.
@@ -328,7 +332,7 @@ inline std::string resolve_model_file(const ModelSpec& spec, const DownloadOptio
     detail::fail_if_tls_untrusted(outcome, url);
     if (outcome.transport_failed() && detail::is_connection_failure(outcome.error))
         fail(not_cached_message(spec, "", options, "cannot connect to " + url + " (" + outcome.error_text() + ")"));
-    if (outcome.too_many_redirects) fail("model API ", url, ": too many redirects");
+    if (outcome.too_many_redirects) fail("model API ", url, ": ", outcome.too_many_redirects_text());
     if (outcome.stopped) fail("model API ", url, ": listing larger than ", kMaxListingBytes, " bytes");
     if (outcome.transport_failed()) fail("model API ", url, ": transfer failed (", outcome.error_text(), ")");
     const int status = outcome.status();
@@ -414,6 +418,12 @@ inline std::filesystem::path download_file(const ModelSpec& spec, const std::str
             options.on_progress(p);
         };
 
+        auto refuse_if_too_large = [&] {
+            if (expected_size > options.max_file_bytes)
+                fail("download ", url, ": the server announced a file of ", expected_size,
+                     " bytes, more than the limit of ", options.max_file_bytes,
+                     " bytes (DownloadOptions::max_file_bytes); nothing was saved as ", final_path);
+        };
         auto accept = [&](const std::vector<HttpHop>& hops) {
             const HttpHop& last = hops.back();
             if (last.status != 200 && last.status != 206) return false;
@@ -426,6 +436,7 @@ inline std::filesystem::path download_file(const ModelSpec& spec, const std::str
                     return false;
                 }
                 expected_size = linked_size ? *linked_size : range->total.value_or(0);
+                refuse_if_too_large();
                 out.open(part, /*append=*/true);
             } else {
                 // A 200 is the whole file from byte 0: the server ignored our Range (or there
@@ -438,6 +449,7 @@ inline std::filesystem::path download_file(const ModelSpec& spec, const std::str
                 }
                 auto length = detail::parse_u64(header_value(last, "Content-Length"));
                 expected_size = linked_size ? *linked_size : length.value_or(0);
+                refuse_if_too_large();
                 out.open(part, /*append=*/false);
             }
             expected_sha = detail::announced_sha256(hops);
@@ -450,6 +462,13 @@ inline std::filesystem::path download_file(const ModelSpec& spec, const std::str
                 detail::remove_quietly(part);
                 fail("download ", url, ": the server sent more than the ", expected_size,
                      " bytes it announced; nothing was saved as ", final_path);
+            }
+            if (expected_size == 0 && written + size > options.max_file_bytes) {
+                out.close();
+                detail::remove_quietly(part);
+                fail("download ", url, ": the server announced no size and sent more than the limit of ",
+                     options.max_file_bytes, " bytes (DownloadOptions::max_file_bytes); the partial file was deleted, ",
+                     "nothing was saved as ", final_path);
             }
             out.write(data, size);
             hash.update(data, size);
@@ -509,7 +528,7 @@ inline std::filesystem::path download_file(const ModelSpec& spec, const std::str
                 fail("download ", url, ": ", restart_reason, " (", failures_in_a_row, " attempts)");
             continue;
         }
-        if (outcome.too_many_redirects) fail("download ", url, ": too many redirects");
+        if (outcome.too_many_redirects) fail("download ", url, ": ", outcome.too_many_redirects_text());
         if (outcome.declined) {
             if (status == 416) {
                 // Nothing left after byte `offset`. If that is because the part already holds

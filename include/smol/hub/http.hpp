@@ -1,8 +1,11 @@
 #pragma once
 // HTTP(S) GET over cpp-httplib with redirects followed by hand. httplib can follow redirects
 // itself, but we need (a) the headers of every hop, since the Hub announces a file's size and
-// SHA-256 on its redirect to the CDN, and (b) control over credentials: the Authorization
-// header goes only to the origin the token belongs to, never to the CDN or any other host.
+// SHA-256 on its redirect to the CDN, (b) control over credentials: the Authorization header
+// goes only to the origin the token belongs to, never to the CDN or any other host, and (c) a
+// redirect policy: at most HttpRequest::max_redirects hops, and never from https to plain http
+// (a redirect may go from http to https, so an http:// mirror or test server still works, but
+// once a transfer is on TLS it stays there; a downgrade is an error naming both URLs).
 
 #include <httplib.h>
 
@@ -140,6 +143,14 @@ struct HttpOutcome {
     bool too_many_redirects = false;
 
     const HttpHop* final_hop() const { return hops.empty() ? nullptr : &hops.back(); }
+    // What went wrong when too_many_redirects is set: how many were followed, and where the
+    // one not followed pointed.
+    std::string too_many_redirects_text() const {
+        if (hops.empty()) return "too many redirects";
+        auto location = hops.back().headers.find("Location");
+        return "more than " + std::to_string(hops.size() - 1) + " redirects; the last, from " + hops.back().url +
+               ", pointed to " + (location == hops.back().headers.end() ? std::string("?") : location->second);
+    }
     int status() const { return hops.empty() ? 0 : hops.back().status; }
     // The body arrived in full and nobody stopped it.
     bool complete() const {
@@ -240,7 +251,17 @@ inline HttpOutcome http_get(const HttpRequest& request,
             outcome.too_many_redirects = true;
             return outcome;
         }
-        url = url.resolve(location);
+        Url next;
+        try {
+            next = url.resolve(location);
+        } catch (const Error& e) {
+            fail("GET ", request.url.str(), ": redirect from ", url.str(), " has an unusable Location '", location,
+                 "' (", e.what(), ")");
+        }
+        if (url.scheme == "https" && next.scheme != "https")
+            fail("GET ", request.url.str(), ": redirect from ", url.str(), " to ", next.str(),
+                 " refused: it leaves HTTPS for plain HTTP (expected an https:// Location)");
+        url = std::move(next);
     }
 }
 
