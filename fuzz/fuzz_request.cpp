@@ -9,12 +9,20 @@
 //     `grammar` may be refused later (smol-server's 400 invalid_grammar);
 //   - the error body and the request's messages serialise (invalid UTF-8 as U+FFFD).
 // Any other exception (it would be a 500), a sanitizer report or a broken property is a finding.
+//
+// Hostile sizes: a short input can stand for a long body. The byte 0x01 followed by a count
+// byte c and a byte x expands to x repeated 16 * c * c times (up to about a million), so the
+// fuzzer reaches nesting a million deep ("\x01\xff[") and grammars with huge counts or
+// literals within -max_len; a client grammar that parses is then compiled with the server's
+// limits and matched under the decoding budget (GrammarTooComplex is the server's 400). The
+// -timeout of scripts/fuzz.sh makes any input that takes seconds a finding too.
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <string_view>
 
 #include "openai_api.hpp"
 #include "smol/gguf/reader.hpp"
@@ -49,19 +57,48 @@ void check_accepted(const smol_server::ApiRequest& request, bool client_grammar)
     }
     if (request.grammar.empty()) return;
     try {
-        (void)smol::text::Grammar::parse(request.grammar);
+        const smol::text::Grammar grammar = smol::text::Grammar::parse(request.grammar);
+        // What decoding does first: the state before any text, then a few characters, each
+        // under the per-token budget.
+        smol::text::GrammarMatcher matcher(grammar);
+        matcher.set_budget(smol::kGrammarStepBudget);
+        smol::text::GrammarState state = matcher.start();
+        for (const char c : std::string_view("{\"a\": [1, \"x\"]}")) {
+            matcher.set_budget(smol::kGrammarStepBudget);
+            if (!matcher.step(state, static_cast<std::uint8_t>(c))) break;
+        }
+        (void)matcher.chars_to_finish(state);
+    } catch (const smol::text::GrammarTooComplex& e) {
+        // The server's 400 grammar_too_complex, for any grammar.
     } catch (const smol::Error& e) {
         if (!client_grammar) finding("a generated grammar does not parse", std::string(e.what()) + "\n" + request.grammar);
     }
 }
 
+// The input with each 0x01 c x replaced by x repeated 16 * c * c times.
+std::string expand(std::string_view in) {
+    std::string out;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        if (in[i] == '\x01' && i + 2 < in.size()) {
+            const std::size_t count = 16 * std::size_t(static_cast<std::uint8_t>(in[i + 1])) *
+                                      std::size_t(static_cast<std::uint8_t>(in[i + 1]));
+            if (out.size() + count > (std::size_t(8) << 20)) return out;  // beyond any body the server takes
+            out.append(count, in[i + 2]);
+            i += 2;
+        } else {
+            out += in[i];
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    const std::string text(reinterpret_cast<const char*>(data), size);
+    const std::string text = expand(std::string_view(reinterpret_cast<const char*>(data), size));
     // The first byte picks the endpoint, so one corpus covers both.
-    const bool chat = size == 0 || (data[0] & 1) == 0;
-    const std::string body_text = size == 0 ? text : text.substr(1);
+    const bool chat = text.empty() || (text[0] & 1) == 0;
+    const std::string body_text = text.empty() ? text : text.substr(1);
     try {
         const smol_server::json body = smol_server::parse_json_body(body_text);
         const smol_server::ApiRequest request = chat ? smol_server::parse_chat_request(body, tokenizer(), kContext)

@@ -236,6 +236,16 @@ for extra in [{'tools': [tool], 'tool_choice': 'required'}, {'tools': [tool], 't
 for extra in [{'prompt': '<|im_start|>user\nhi<|im_end|>\n'}, {'prompt': [1, 2, 3], 'logprobs': 2}, {'prompt': 'Once', 'grammar': 'root ::= "a"'}]:
     bodies.append(b'\x01' + json.dumps(extra).encode())
 bodies += [b'\x00{"messages": [{"role": "user", "content": "\xff"}]}', b'\x00[', b'\x01{}']
+# Hostile sizes through fuzz_request's expansion (0x01 c x: x repeated 16*c*c times): nesting a
+# million deep, a huge counted repetition, a wide literal repeated, groups nested deep, and a
+# schema whose type lists multiply.
+user_hi = b'{"messages": [{"role": "user", "content": "hi"}], '
+bodies += [b'\x00{"tokens": \x01\xff[', b'\x01{"prompt": \x01\xff[\x01\xff]}',
+           b'\x00' + user_hi + b'"grammar": "root ::= \\"a\\"{0,100000}"}',
+           b'\x00' + user_hi + b'"grammar": "root ::= \\"\x01\x32x\\"{100000}"}',
+           b'\x00' + user_hi + b'"grammar": "root ::= \x01\x40(\\"a\\"\x01\x40)"}',
+           b'\x00' + user_hi + b'"response_format": {"type": "json_schema", "json_schema": {"schema": ' +
+           b'{"type": ["object", "object"], "properties": {"a": ' * 20 + b'{}' + b'}}' * 20 + b'}}}']
 for i, body in enumerate(bodies):
     with open(os.path.join(out_dir, f'request-{i:03d}.json'), 'wb') as f:
         f.write(body)
@@ -263,10 +273,18 @@ user="\"user\""
 assistant="\"assistant\""
 system="\"system\""
 tool="\"tool\""
+expand_open="\x01\xff["
+expand_brace="\x01\xff{"
+expand_paren="\x01\x40("
+expand_text="\x01\x80x"
+rule="::="
+count="{0,100000}"
+types="\"type\": [\"object\", \"object\"]"
 DICT
 
-# Request bodies of a few KB cover every field; a chat case with a long system prompt is larger.
-run_fuzzer request 8192 -dict="$build_dir/request.dict"
+# Request bodies of a few KB cover every field; a chat case with a long system prompt is larger,
+# and the expansion bytes make a short input stand for megabytes.
+run_fuzzer request 16384 -dict="$build_dir/request.dict"
 
 # Framing seeds (the first byte sets how many bytes arrive at a time): requests as clients send
 # them, chunked bodies, pipelining, the refusals, and replies as httplib writes them.
