@@ -438,3 +438,46 @@ TEST_CASE("pipeline: the grammar also completes before the context runs out") {
     CHECK(text.content.front() == '<');
     CHECK(text.content.back() == '>');
 }
+
+TEST_CASE("pipeline: constrained decoding's work per token stays far inside its budget for JSON") {
+    // A long JSON reply from random logits, on a fresh grammar (nothing learnt yet): every
+    // state's vocabulary walk is paid here. The budget (kGrammarStepBudget per token) must
+    // leave real grammars room many times over, and the total stay modest.
+    const auto fresh = token_grammar(smol::text::kJsonObjectGrammar);
+    const auto prompt = tokens("<|im_start|>user\nJSON please<|im_end|>\n<|im_start|>assistant\n");
+    GenerationParams params;
+    params.sampling.temperature = 1.0f;
+    params.sampling.seed = 3;
+    params.max_tokens = 400;
+    params.grammar = fresh;
+    GenerationPipeline pipeline(tokenizer(), params, prompt, "");
+    pipeline.begin_prompt(0);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> noise(0.0f, 4.0f);
+    TextDelta text;
+    int steps = 0;
+    for (; steps < 1000; ++steps) {
+        std::vector<float> logits(tokenizer().n_vocab());
+        for (float& x : logits) x = noise(rng);
+        if (pipeline.push(pipeline.sample(logits), true, text)) break;
+    }
+    const smol::GrammarConstraint& c = *pipeline.constraint();
+    MESSAGE("JSON grammar over ", steps + 1, " tokens: work ", c.work_total(), " in all, at most ", c.work_max_step(),
+            " in one step (budget ", smol::kGrammarStepBudget, " per step)");
+    CHECK(nlohmann::json::parse(text.content, nullptr, false).is_object());
+    CHECK(c.work_max_step() * 8 < smol::kGrammarStepBudget);
+
+    // The costliest walk: inside a string, where nearly every token fits, over SmolLM3's real
+    // vocabulary (128,256 tokens; the tiny model's has 4,096).
+    static const smol::gguf::File vocab_file =
+        smol::gguf::File::open(std::string(SMOL_TEST_DATA_DIR) + "/vocab/smollm3-vocab.gguf");
+    static const smol::text::Tokenizer vocab = smol::text::Tokenizer::from_gguf(vocab_file);
+    const auto real = std::make_shared<const smol::TokenGrammar>(smol::text::Grammar::parse(smol::text::kJsonObjectGrammar),
+                                                                 std::make_shared<const smol::TokenTrie>(vocab));
+    smol::GrammarConstraint in_string(real, vocab);
+    for (const std::int32_t t : vocab.encode("{\"key\": \"va", false)) in_string.accept(t);
+    std::vector<float> logits(vocab.n_vocab(), 0.0f);
+    in_string.apply(logits, 100);
+    MESSAGE("one walk inside a JSON string over ", vocab.n_vocab(), " tokens: ", in_string.work_max_step(), " units");
+    CHECK(in_string.work_max_step() * 8 < smol::kGrammarStepBudget);
+}

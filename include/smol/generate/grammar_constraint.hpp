@@ -37,8 +37,10 @@
 
 namespace smol {
 
-// Matcher work one token may take: its vocabulary walk and taking it (a full walk of a 128K
-// vocabulary inside a JSON string takes about 1/40 of it).
+// Matcher work one token may take, for its vocabulary walk and again for taking it. The
+// costliest real walk, SmolLM3's 128K vocabulary inside a JSON string, is 2.4 million units
+// (about 20 ms; test_pipeline measures it), a fourteenth of this: a hostile grammar can hold
+// the decoding thread for a few tenths of a second per token, no more.
 inline constexpr std::uint64_t kGrammarStepBudget = std::uint64_t(1) << 25;
 
 // A generation stopped inside a step because its request was cancelled (its client left).
@@ -164,6 +166,11 @@ public:
     // Called during long walks; true stops them with GenerationCancelled.
     void set_cancelled(std::function<bool()> cancelled) { cancelled_ = std::move(cancelled); }
 
+    // Matcher work so far (apply and accept, every token), and the most one step took: what the
+    // budgets are measured against (test_pipeline, smol-bench).
+    std::uint64_t work_total() const { return work_total_; }
+    std::uint64_t work_max_step() const { return work_max_step_; }
+
     // Sets logits[t] = -inf for every token t that may not come next. budget: tokens that may
     // still be generated, this one included; a token is allowed only if the characters it leaves
     // to finish fit in the tokens after it (each character can be written by some token), so the
@@ -171,7 +178,7 @@ public:
     void apply(std::span<float> logits, long budget) {
         if (logits.size() != tokenizer_->n_vocab())
             fail("grammar constraint: expected ", tokenizer_->n_vocab(), " logits, got ", logits.size());
-        matcher_.set_budget(kStepBudget);
+        const StepWork counted(*this);
         const std::uint32_t need = matcher_.chars_to_finish(state_);
         const TokenGrammar::AllowedTokens& cached = cached_set();
         const long after = budget - 1;  // tokens left once this one is taken
@@ -211,7 +218,7 @@ public:
             return;
         }
         text_ += tokenizer_->token_bytes(token);
-        matcher_.set_budget(kStepBudget);
+        const StepWork counted(*this);
         for (const char c : tokenizer_->token_bytes(token))
             if (!matcher_.step(state_, static_cast<std::uint8_t>(c)))
                 fail("grammar constraint: token ", token, " does not fit the grammar here");
@@ -236,6 +243,20 @@ private:
     std::vector<text::GrammarState> depth_states_;  // the walk's state at each trie depth
     std::function<bool()> cancelled_;
     std::uint32_t nodes_until_check_ = kCancelCheckNodes;
+    std::uint64_t work_total_ = 0, work_max_step_ = 0;
+
+    // One step's budget, given to the matcher when the step starts and counted when it ends.
+    struct StepWork {
+        GrammarConstraint& c;
+        explicit StepWork(GrammarConstraint& constraint) : c(constraint) { c.matcher_.set_budget(kStepBudget); }
+        ~StepWork() {
+            const std::uint64_t used = kStepBudget - c.matcher_.budget_left();
+            c.work_total_ += used;
+            c.work_max_step_ = std::max(c.work_max_step_, used);
+        }
+        StepWork(const StepWork&) = delete;
+        StepWork& operator=(const StepWork&) = delete;
+    };
 
     std::vector<std::uint64_t> empty_set() const { return std::vector<std::uint64_t>((tokenizer_->n_vocab() + 63) / 64, 0); }
 

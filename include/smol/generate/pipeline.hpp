@@ -169,6 +169,9 @@ public:
         if (constraint_) constraint_->set_cancelled(std::move(cancelled));
     }
 
+    // The grammar constraint, when the request has one (for its work counters).
+    const GrammarConstraint* constraint() const { return constraint_ ? &*constraint_ : nullptr; }
+
     // The prompt starts running now, `cached_tokens` of it already in the KV cache.
     void begin_prompt(int cached_tokens) {
         prompt_started_ = Clock::now();
