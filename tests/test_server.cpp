@@ -1028,6 +1028,19 @@ TEST_CASE("smol-server: hostile requests get a 4xx within seconds, and other use
                 400, "grammar_too_complex");
     CHECK(seconds_since(schema_start) < 10);
 
+    // A grammar that compiles but whose ways to continue double with every "a" (every sentence
+    // has at least 13): generation ends with an error naming the limit, a client error.
+    const std::string doubling = "root ::= x\nx ::= \"a\" x \"b\" | \"a\" x \"c\" | \"a\"{12} \"d\"\n";
+    json doubling_request = json::parse(chat_with("grammar", doubling));
+    doubling_request["max_tokens"] = 64;
+    const Response doubled = http(port, "POST", path, doubling_request.dump());
+    CHECK(doubled.status == 200);  // the error comes in the body: the reply had begun
+    const json stopped = doubled.json_body();
+    CAPTURE(stopped.dump());
+    REQUIRE(stopped.contains("error"));
+    CHECK(stopped["error"]["code"] == "grammar_too_complex");
+    CHECK(stopped["error"]["message"].get<std::string>().find("ways to continue") != std::string::npos);
+
     // Smaller ways in: a content part whose type is not a string, a response_format without a
     // type, a stop string past its length limit.
     check_error(http(port, "POST", path, R"({"messages": [{"role": "user", "content": [{"type": 5, "text": "hi"}]}]})"), 400,

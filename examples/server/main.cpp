@@ -473,6 +473,12 @@ ApiError shutting_down_error() {
 // The error a generation that did not finish ends with, in the body (the 200 status went out
 // before generation began); nullopt for one that finished.
 std::optional<ApiError> generation_error(const smol::StreamEvent& event, Metrics* metrics) {
+    if (event.finish == smol::FinishReason::error && event.request_past_limit) {
+        // The request's own doing (its grammar went past a token's budget): a client error.
+        if (metrics) metrics->http_client_errors++;
+        std::fprintf(stderr, "smol-server: generation stopped, the request went past a limit: %s\n", event.error.c_str());
+        return ApiError{400, "generation stopped: " + event.error, "invalid_request_error", "grammar_too_complex"};
+    }
     if (event.finish == smol::FinishReason::error) {
         if (metrics) metrics->http_server_errors++;
         std::fprintf(stderr, "smol-server: generation failed: %s\n", event.error.c_str());

@@ -37,6 +37,7 @@
 #include "smol/generate/engine.hpp"
 #include "smol/generate/pipeline.hpp"
 #include "smol/model/kv_cache.hpp"
+#include "smol/text/grammar.hpp"
 #include "smol/text/tokenizer.hpp"
 
 namespace smol {
@@ -80,6 +81,9 @@ struct StreamEvent : TextDelta {
     bool finished = false;
     FinishReason finish = FinishReason::end_of_generation;  // meaningful once finished
     std::string error;      // set when finish == error
+    // With finish == error: the request itself went past a limit while generating (its grammar
+    // needed more than a token's budget), a client error rather than the server's.
+    bool request_past_limit = false;
     GenerationUsage usage;  // final when finished
 
     // Adds a later event: its text after this one's, its end state in place of this one's.
@@ -88,6 +92,7 @@ struct StreamEvent : TextDelta {
         finished = later.finished;
         finish = later.finish;
         error = std::move(later.error);
+        request_past_limit = later.request_past_limit;
         usage = later.usage;
     }
 };
@@ -466,6 +471,8 @@ private:
                     on_token(slot, token);
                 } catch (const GenerationCancelled&) {
                     finish(slot, FinishReason::cancelled, "");
+                } catch (const text::GrammarTooComplex& e) {
+                    finish(slot, FinishReason::error, e.what(), {}, /*request_past_limit=*/true);
                 } catch (const std::exception& e) {
                     finish(slot, FinishReason::error, e.what());
                 }
@@ -517,13 +524,15 @@ private:
 
     // Ends the slot's request: the pipeline flushes held-back text, the final event goes out,
     // and the slot is freed (its cache and tokens stay for prefix reuse).
-    void finish(Slot& slot, FinishReason reason, const std::string& error, TextDelta text = {}) {
+    void finish(Slot& slot, FinishReason reason, const std::string& error, TextDelta text = {},
+                bool request_past_limit = false) {
         GenerationPipeline& pipeline = *slot.job.pipeline;
         pipeline.finish(reason, text);
         StreamEvent e{std::move(text)};
         e.finished = true;
         e.finish = pipeline.finish_reason();
         e.error = error;
+        e.request_past_limit = request_past_limit;
         e.usage = pipeline.usage();
         {
             std::lock_guard lock(mutex_);
