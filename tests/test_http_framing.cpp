@@ -1,12 +1,15 @@
 // Unit tests of http_framing.hpp, the request and reply framing smol-server's connection gate
 // relies on (examples/server/connection_gate.hpp): where a header and a body end, what is
-// refused, what is forwarded, and where a reply ends.
+// refused, what is forwarded, and where a reply ends; and of gate_budget.hpp, its server-wide
+// budget for request bytes (who may take how much, who waits, who is let in when).
 
 #include <doctest/doctest.h>
 
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "gate_budget.hpp"
 #include "http_framing.hpp"
 
 using namespace smol_server::http;
@@ -204,4 +207,75 @@ TEST_CASE("http framing: the gate's own replies are whole and close the connecti
     const std::string r = gate_response(431, "application/json", "{}");
     CHECK(r == "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
                "Connection: close\r\n\r\n{}");
+}
+
+// ---- the budget for request bytes (gate_budget.hpp) ----
+
+using smol_server::BufferBudget;
+
+namespace {
+
+std::vector<std::uint64_t> ids(const std::vector<BufferBudget::Admitted>& admitted) {
+    std::vector<std::uint64_t> out;
+    for (const auto& a : admitted) out.push_back(a.id);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("gate budget: big requests get three quarters, small ones all of it; what never fits is known") {
+    BufferBudget b(1000, /*small_request=*/10);
+    CHECK(b.cap_for(10) == 1000);  // small
+    CHECK(b.cap_for(11) == 750);   // big
+    CHECK(b.could_fit(750));
+    CHECK(!b.could_fit(751));
+    CHECK(b.try_take(700, 700));
+    CHECK(!b.try_take(100, 100));  // 800 > 750 for a big one...
+    CHECK(b.try_take(10, 10));     // ...but small ones have the quarter kept for them
+    CHECK(b.try_take(290, 5));     // up to the whole budget
+    CHECK(b.used() == 1000);
+    CHECK(!b.try_take(1, 1));
+    b.give(300);
+    CHECK(b.used() == 700);
+    b.give(5000);  // never below zero
+    CHECK(b.used() == 0);
+    b.take(1200);  // taken without asking: may pass the limit, and then nothing else fits
+    CHECK(!b.try_take(1, 1));
+}
+
+TEST_CASE("gate budget: waiters are let in as bytes come back, big ones in turn, small ones past them") {
+    BufferBudget b(1000, 10);
+    REQUIRE(b.try_take(700, 700));
+    // A big request that does not fit waits; a later big one that would fit waits behind it
+    // rather than pass it over for ever.
+    CHECK(!b.try_take(300, 300));
+    b.wait(1, 300, 300);
+    CHECK(!b.try_take(40, 40));
+    b.wait(2, 40, 40);
+    // A small one is not held back by them.
+    CHECK(b.try_take(8, 8));
+    CHECK(b.used() == 708);
+    CHECK(b.waiting() == 2);
+    CHECK(b.admit().empty());  // nothing came back
+
+    b.give(400);  // 308 in use: the first big one fits (608 <= 750), then the second (648)
+    const auto admitted = b.admit();
+    CHECK(ids(admitted) == std::vector<std::uint64_t>{1, 2});
+    CHECK(admitted[0].more == 300);
+    CHECK(b.used() == 648);
+    CHECK(b.waiting() == 0);
+
+    // A small waiter goes in past a big one that still does not fit.
+    b.wait(3, 500, 500);
+    b.wait(4, 9, 9);
+    CHECK(ids(b.admit()) == std::vector<std::uint64_t>{4});
+    CHECK(b.used() == 657);
+    // A waiter that left is forgotten, and no longer holds the big ones back.
+    b.wait(5, 50, 50);
+    CHECK(b.admit().empty());  // behind 3
+    b.forget(3);
+    b.forget(3);  // twice is harmless
+    CHECK(ids(b.admit()) == std::vector<std::uint64_t>{5});
+    CHECK(b.used() == 707);
+    CHECK(b.try_take(40, 40));  // no big waiter left to pass over
 }

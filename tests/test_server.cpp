@@ -2,7 +2,8 @@
 // completions streamed and not, chunk format, reasoning split, cached tokens on a follow-up,
 // cancellation when a client disconnects (streaming or not), every kind of bad input,
 // concurrent streaming clients, 1,000 slow or idle connections held by the connection gate
-// (keep-alive, pipelining and chunked bodies through it), and graceful shutdown on SIGTERM/SIGINT.
+// (keep-alive, pipelining and chunked bodies through it), a flood of maximum-size bodies held to
+// its --max-buffered budget, and graceful shutdown on SIGTERM/SIGINT.
 // The client is plain POSIX sockets, so tests control every byte and can hang up mid-stream.
 
 #include <doctest/doctest.h>
@@ -268,13 +269,9 @@ public:
     int port() const { return port_; }
     pid_t pid() const { return pid_; }
     // The server's resident memory now, from /proc (bytes).
-    std::uint64_t rss_bytes() const {
-        std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
-        std::string line;
-        while (std::getline(status, line))
-            if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-        return 0;
-    }
+    std::uint64_t rss_bytes() const { return status_bytes("VmRSS:"); }
+    // The most it has been resident at once since it started (bytes).
+    std::uint64_t peak_rss_bytes() const { return status_bytes("VmHWM:"); }
     // Waits for the process to exit; its exit status, or -1 if it is still running after `seconds`.
     int wait_exit(int seconds) {
         for (int i = 0; i < seconds * 50; ++i) {
@@ -331,6 +328,14 @@ public:
     void send_signal(int sig) const { REQUIRE(::kill(pid_, sig) == 0); }
 
 private:
+    std::uint64_t status_bytes(const std::string& field) const {
+        std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+        std::string line;
+        while (std::getline(status, line))
+            if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size())) * 1024;
+        return 0;
+    }
+
     static inline int counter_ = 0;
     pid_t pid_ = -1;
     int port_ = 0;
@@ -1613,6 +1618,211 @@ TEST_CASE("smol-server: the gate keeps connections alive, pipelines, takes chunk
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         CHECK(server.metric("smol_connections_refused_total") == 1);
     }
+}
+
+// ---- the gate's budget for request bytes (--max-buffered) -------------------------------------
+
+namespace {
+
+// One connection of a flood: its request, how much of it went out, and what came back.
+struct FloodClient {
+    int fd = -1;
+    std::string request;
+    std::size_t sent = 0;
+    std::string reply;
+    std::string ended;  // "" while open, then "eof" or "reset"
+};
+
+// Opens `count` connections, each to send a whole request with a `body_bytes` body that is not
+// JSON (the server answers it 400 once it has it all).
+std::vector<FloodClient> open_flood(int port, int count, std::size_t body_bytes) {
+    std::vector<FloodClient> clients(static_cast<std::size_t>(count));
+    for (FloodClient& c : clients) {
+        c.fd = connect_to(port);
+        REQUIRE(::fcntl(c.fd, F_SETFL, ::fcntl(c.fd, F_GETFL) | O_NONBLOCK) == 0);
+        c.request = request_text("POST", "/tokenize", std::string(body_bytes, 'x'), "");
+    }
+    return clients;
+}
+
+// Sends each client's request but its last `hold_back` bytes, as fast as the server takes them,
+// and reads what comes back; returns once every connection ended, after `seconds`, or once
+// nothing moved for `stall_seconds`.
+void pump(std::vector<FloodClient>& clients, std::size_t hold_back, double seconds, double stall_seconds) {
+    const auto start = std::chrono::steady_clock::now();
+    auto last_progress = start;
+    while (seconds_since(start) < seconds && seconds_since(last_progress) < stall_seconds) {
+        std::vector<pollfd> fds;
+        std::vector<FloodClient*> who;
+        for (FloodClient& c : clients) {
+            if (!c.ended.empty()) continue;
+            const bool more = c.sent + hold_back < c.request.size();
+            fds.push_back({c.fd, short(POLLIN | (more ? POLLOUT : 0)), 0});
+            who.push_back(&c);
+        }
+        if (fds.empty()) return;
+        if (::poll(fds.data(), fds.size(), 20) <= 0) continue;
+        for (std::size_t i = 0; i < fds.size(); ++i) {
+            FloodClient& c = *who[i];
+            if (fds[i].revents & POLLOUT) {
+                const ssize_t n = ::send(c.fd, c.request.data() + c.sent, c.request.size() - hold_back - c.sent,
+                                         MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n > 0) {
+                    c.sent += std::size_t(n);
+                    last_progress = std::chrono::steady_clock::now();
+                }
+            }
+            if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+                char buffer[65536];
+                const ssize_t n = ::recv(c.fd, buffer, sizeof buffer, MSG_DONTWAIT);
+                if (n > 0) c.reply.append(buffer, std::size_t(n));
+                else if (n == 0) c.ended = "eof";
+                else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) c.ended = "reset";
+                if (n >= 0) last_progress = std::chrono::steady_clock::now();
+            }
+        }
+    }
+}
+
+// The status of a reply, 0 if none came.
+int status_of(const std::string& reply) {
+    return reply.rfind("HTTP/1.1 ", 0) == 0 && reply.size() >= 12 ? std::atoi(reply.substr(9, 3).c_str()) : 0;
+}
+
+}  // namespace
+
+TEST_CASE("smol-server: a flood of maximum-size bodies stays within --max-buffered, /health is answered meanwhile") {
+    // 96 connections each send a 1 MiB body (--max-body) but its last byte: unbounded, the gate
+    // would hold 96 MiB. With 8 MiB of budget, five bodies are let in at a time (a big request
+    // may take three quarters of it); the others wait unread in their sockets.
+    constexpr int kFlood = 96;
+    constexpr std::size_t kBody = 1 << 20;
+    constexpr std::size_t kBudget = std::size_t(8) << 20;
+    ServerProcess server({"-c", "512", "--parallel", "1", "--queue", "0", "--max-body", std::to_string(kBody),
+                          "--max-buffered", std::to_string(kBudget >> 20), "--body-timeout", "30"});
+    const int port = server.port();
+    CHECK(server.metric("smol_gate_buffer_budget_bytes") == doctest::Approx(double(kBudget)));
+    // The baseline has served bodies of the largest size already (httplib's threads, the
+    // allocator's pools), one at a time.
+    for (int i = 0; i < 3; ++i) CHECK(http(port, "POST", "/tokenize", std::string(kBody, 'x'), "").status == 400);
+    const std::uint64_t rss_before = server.rss_bytes();
+
+    std::vector<FloodClient> flood = open_flood(port, kFlood, kBody);
+    pump(flood, 1, 5.0, 0.3);  // every body in, but for its last byte, as far as the gate reads
+    const auto during = server.metrics();
+    CHECK(during.at("smol_gate_buffered_bytes") <= double(kBudget));
+    CHECK(during.at("smol_gate_buffered_bytes") >= double(4 * kBody));  // it is full of big bodies
+    CHECK(during.at("smol_gate_budget_waits_total") >= kFlood - 6);
+    for (int round = 0; round < 2; ++round) {
+        const auto start = std::chrono::steady_clock::now();
+        const Response health = http(port, "GET", "/health", "", "");
+        const double took = seconds_since(start);
+        MESSAGE("/health during the flood: ", took * 1000, " ms");
+        CHECK(health.status == 200);
+        CHECK(took < 1.0);
+    }
+
+    // The last bytes: the bodies let in are answered, making room for the next ones, until
+    // every request had its answer (the server's 400 for a body that is not JSON).
+    const auto start = std::chrono::steady_clock::now();
+    pump(flood, 0, 30.0, 10.0);
+    const double drained = seconds_since(start);
+    std::map<int, int> statuses;
+    int clean = 0;
+    for (FloodClient& c : flood) {
+        statuses[status_of(c.reply)]++;
+        clean += c.ended == "eof";
+        ::close(c.fd);
+    }
+    CAPTURE(statuses[0]);
+    CHECK(statuses[400] == kFlood);
+    CHECK(clean == kFlood);
+    const std::uint64_t peak = server.peak_rss_bytes();
+    MESSAGE(kFlood, " x ", kBody >> 10, " KiB bodies with --max-buffered ", kBudget >> 20, " MiB: answered in ", drained,
+            " s; RSS before ", rss_before >> 20, " MiB, peak ", peak >> 20, " MiB (", (peak - std::min(peak, rss_before)) >> 20,
+            " MiB more)");
+    // Past the baseline: the budget, plus what httplib's threads hold of the requests they
+    // answer (at most --parallel + --queue + 8 bodies, each read into a growing string), plus
+    // slack; well short of the 96 MiB an unbounded gate would hold.
+    CHECK(peak < rss_before + kBudget + 9 * 2 * kBody + (std::uint64_t(16) << 20));
+
+    // Alive and back to nothing held.
+    CHECK(http(port, "GET", "/health", "", "").status == 200);
+    const auto after = server.metrics();
+    CHECK(after.at("smol_gate_buffered_bytes") < 64 << 10);  // at most this /metrics request's own
+    CHECK(after.at("smol_gate_budget_refused_total") == 0);
+}
+
+TEST_CASE("smol-server: a request that waits too long for room in --max-buffered gets 503 with Retry-After") {
+    // 1 MiB of budget takes two ~300 KB bodies at once (a big request may take three quarters);
+    // six clients send all of theirs but the last byte. The two let in wait for their byte; the
+    // four others wait for room, unread, and get 503 once they waited --header-timeout (1 s).
+    constexpr std::size_t kBody = 300000;
+    ServerProcess server({"-c", "512", "--parallel", "1", "--max-body", std::to_string(kBody), "--max-buffered", "1",
+                          "--header-timeout", "1", "--body-timeout", "20"});
+    const int port = server.port();
+    // (/health polled while the model loaded may have been 503s already.)
+    const double server_errors = server.metric("smol_http_server_errors_total");
+    std::vector<FloodClient> flood = open_flood(port, 6, kBody);
+    const auto start = std::chrono::steady_clock::now();
+    pump(flood, 1, 3.0, 0.3);
+    CHECK(server.metric("smol_gate_budget_waits_total") == 4);
+    CHECK(http(port, "GET", "/health", "", "").status == 200);  // small requests still have room
+    // Those waiting for room get their 503 at a second; the two let in are still waiting for
+    // their last byte.
+    std::vector<FloodClient*> refused, let_in;
+    while (seconds_since(start) < 4.0 && refused.size() < 4) {
+        pump(flood, 1, 0.1, 0.1);
+        refused.clear();
+        for (FloodClient& c : flood)
+            if (!c.ended.empty()) refused.push_back(&c);
+    }
+    const double waited = seconds_since(start);
+    CHECK(waited >= 0.9);
+    CHECK(waited < 2.5);
+    REQUIRE(refused.size() == 4);
+    for (FloodClient* c : refused) {
+        CHECK(c->ended == "eof");
+        Response r = parse_response(c->reply);
+        check_error(r, 503, "server_busy");
+        CHECK(r.headers["retry-after"] == "1");
+        CHECK(r.headers["connection"] == "close");
+    }
+    for (FloodClient& c : flood)
+        if (c.ended.empty()) let_in.push_back(&c);
+    REQUIRE(let_in.size() == 2);
+    // Their last byte: they are answered as usual.
+    pump(flood, 0, 10.0, 5.0);
+    for (FloodClient* c : let_in) {
+        CHECK(status_of(c->reply) == 400);
+        CHECK(c->ended == "eof");
+    }
+    for (FloodClient& c : flood) ::close(c.fd);
+    const auto m = server.metrics();
+    CHECK(m.at("smol_gate_budget_refused_total") == 4);
+    CHECK(m.at("smol_http_server_errors_total") == server_errors + 4);
+    CHECK(m.at("smol_gate_buffered_bytes") < 64 << 10);
+    CHECK(server.log().find("127.0.0.1 POST /tokenize 503 (connection gate: server_busy)") != std::string::npos);
+}
+
+TEST_CASE("smol-server: a body larger than --max-buffered allows gets 413 at once") {
+    // 1 MiB of budget: a big request may take 768 KiB of it, so a 900 KB body never fits.
+    ServerProcess server({"-c", "512", "--parallel", "1", "--max-body", "1000000", "--max-buffered", "1"});
+    CHECK(server.log().find("--max-buffered 1 MiB holds bodies of up to") != std::string::npos);
+    const Response r = http(server.port(), "POST", "/tokenize", std::string(900000, 'x'), "");
+    check_error(r, 413, "payload_too_large");
+    CHECK(http(server.port(), "POST", "/tokenize", std::string(700000, 'x'), "").status == 400);  // fits: the server's answer
+    // A chunked body's share grows as it arrives (64 KiB, then doubling), to the same bound.
+    const auto chunked = [](std::size_t bytes) {
+        std::string r = "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+        for (std::size_t sent = 0; sent < bytes; sent += 10000) r += "2710\r\n" + std::string(10000, 'x') + "\r\n";
+        return r + "0\r\n\r\n";
+    };
+    CHECK(raw_http(server.port(), chunked(700000)).status == 400);
+    check_error(raw_http(server.port(), chunked(900000)), 413, "payload_too_large");
+    CHECK(server.metric("smol_gate_budget_refused_total") == 2);
+    CHECK(server.metric("smol_gate_buffered_bytes") < 64 << 10);
 }
 
 // ---- soak: many users at once, some hanging up ---------------------------------------------------

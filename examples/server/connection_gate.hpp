@@ -13,7 +13,14 @@
 //   - a kept-alive connection with no request started is closed after `keep_alive_timeout`;
 //   - at most `max_connections` are open; the next ones get 503 and are closed;
 //   - a header past `max_header_bytes` gets 431, a body past `max_body_bytes` 413, framing the
-//     gate cannot be sure of (see http_framing.hpp) 400 or 501.
+//     gate cannot be sure of (see http_framing.hpp) 400 or 501;
+//   - all connections together hold at most `max_buffered_bytes` of requests (gate_budget.hpp):
+//     a connection takes its share before it reads, the whole request once its header says how
+//     long it is; one that does not fit reads nothing until bytes are given back (its client's
+//     TCP window fills and its sends wait), and gets 503 with Retry-After if it waited past
+//     `budget_wait` or its own deadline. A quarter of the budget is kept for small requests, so
+//     a flood of big bodies leaves /health and usual requests served. A request's buffer is freed
+//     once the request is at the server.
 // A whole request goes to the server on a connection of its own ("Connection: close"; the
 // client's address in the X-Smol-Client field) and the reply comes back through the gate, which
 // writes it to the client as it arrives (token by token for a stream), holding at most
@@ -35,6 +42,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -53,6 +61,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gate_budget.hpp"
 #include "http_framing.hpp"
 
 namespace smol_server {
@@ -69,6 +78,13 @@ struct GateOptions {
     std::uint64_t max_body_bytes = 4u << 20;
     std::size_t reply_buffer_bytes = 256 << 10;
     int max_requests_per_connection = 100;
+    // All request bytes the gate holds at once (headers and bodies arriving, requests on their
+    // way to the server): 256 MiB, against 2048 connections x (16 KiB + 4 MiB), about 8 GiB,
+    // that the per-connection limits alone allow.
+    std::size_t max_buffered_bytes = std::size_t(256) << 20;
+    // How long a request waits for room in that budget before it gets 503 (its header or body
+    // deadline applies too, whichever comes first).
+    std::chrono::milliseconds budget_wait{10'000};
 };
 
 // Counters for /metrics, written by the gate's thread and read from any.
@@ -78,6 +94,10 @@ struct GateStats {
     std::atomic<std::uint64_t> refused{0};         // turned away at max_connections
     std::atomic<std::uint64_t> timed_out{0};       // closed because a header or body was not whole in time
     std::atomic<std::uint64_t> idle_closed{0};     // kept-alive connections closed after keep_alive_timeout
+    std::atomic<std::uint64_t> buffered{0};        // bytes of the request budget taken now (held or reserved)
+    std::atomic<std::uint64_t> buffer_budget{0};   // max_buffered_bytes
+    std::atomic<std::uint64_t> budget_waits{0};    // times a request had to wait for room in the budget
+    std::atomic<std::uint64_t> budget_refused{0};  // requests refused for it (503 after waiting, 413 if never fits)
 };
 
 // What the gate needs from its owner; called on the gate's thread.
@@ -136,7 +156,8 @@ class ConnectionGate {
 public:
     // Takes `listen_fd` (from open_listener) and forwards to the Unix socket at `upstream_path`.
     ConnectionGate(int listen_fd, const std::string& upstream_path, GateOptions options, GateHooks hooks)
-        : options_(options), hooks_(std::move(hooks)), listen_fd_(listen_fd) {
+        : options_(options), hooks_(std::move(hooks)), budget_(options.max_buffered_bytes), listen_fd_(listen_fd) {
+        stats_.buffer_budget.store(options.max_buffered_bytes);
         if (upstream_path.size() >= sizeof(upstream_.sun_path))
             throw std::runtime_error("the server's socket path is too long: " + upstream_path);
         upstream_.sun_family = AF_UNIX;
@@ -203,6 +224,7 @@ public:
                 next_check_ = std::min(next_check_, finish_deadline_.load());
             }
             if (GateClock::now() >= next_check_) check_deadlines();
+            admit_waiters();
             if (finishing_seen_) {
                 const bool past = GateClock::now() >= finish_deadline_.load();
                 if (conns_.empty() || past) {
@@ -259,8 +281,14 @@ private:
         int requests = 0;         // forwarded on this connection
         std::uint32_t events = 0;
 
-        // The request being read, then whatever the client pipelined after it.
+        // The request being read, then whatever the client pipelined after it; it never holds more
+        // than `grant` bytes, this connection's share of the budget (its buffer is that size).
         std::string in;
+        std::size_t grant = 0;
+        bool waiting = false;         // for room in the budget, reading nothing meanwhile
+        bool peer_shut_seen = false;  // the client's hang-up, seen while waiting (not looked for again)
+        std::size_t want = 0;         // the share it waits for
+        GateClock::time_point phase_deadline;  // the header or body deadline, while it waits
         std::size_t searched = 0;  // of `in`, for the header's end
         http::RequestHead head;
         http::BodyScanner body;
@@ -270,8 +298,11 @@ private:
         int up = -1;
         std::uint32_t up_events = 0;
         bool up_registered = false;
-        std::string to_up;  // the forwarded request, until sent
-        std::size_t to_up_sent = 0;
+        std::string to_up;  // the forwarded header, until sent
+        std::string fwd;    // then the body: fwd[fwd_from, fwd_end), the buffer `in` was (the
+                            // bytes after it, pipelined, go back to `in` once it is sent)
+        std::size_t fwd_from = 0, fwd_end = 0;
+        std::size_t up_sent = 0;  // of to_up then the body
         GateClock::time_point connect_until;
         std::string reply_head;  // the reply's header until it is whole
         bool reply_started = false;
@@ -286,6 +317,7 @@ private:
         GateClock::time_point last_progress;
 
         std::size_t pending() const { return out.size() - out_sent; }
+        bool up_unsent() const { return up_sent < to_up.size() + (fwd_end - fwd_from); }
     };
 
     // ---- epoll plumbing ----
@@ -306,7 +338,10 @@ private:
         std::uint32_t want = 0;
         switch (c.phase) {
         case Phase::header:
-        case Phase::body: want = EPOLLIN | EPOLLRDHUP; break;
+        case Phase::body:
+            // A connection waiting for room is not read; only its hang-up is looked for, once.
+            want = !c.waiting ? std::uint32_t(EPOLLIN | EPOLLRDHUP) : c.peer_shut_seen ? 0u : std::uint32_t(EPOLLRDHUP);
+            break;
         case Phase::upstream: want = (c.client_eof ? 0u : std::uint32_t(EPOLLRDHUP)) | (c.pending() ? EPOLLOUT : 0u); break;
         case Phase::closing:
             want = (c.client_eof ? 0u : std::uint32_t(EPOLLIN | EPOLLRDHUP)) | (c.pending() ? EPOLLOUT : 0u);
@@ -324,7 +359,7 @@ private:
         // socket leaves epoll meanwhile, or its hang-up (once the server wrote everything and
         // closed) would be reported again and again.
         std::uint32_t up_want = 0;
-        if (c.to_up_sent < c.to_up.size()) up_want = EPOLLOUT;
+        if (c.up_unsent()) up_want = EPOLLOUT;
         else if (c.reply_done || c.pending() < options_.reply_buffer_bytes) up_want = EPOLLIN | EPOLLRDHUP;
         if (up_want == 0) {
             if (c.up_registered) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c.up, nullptr);
@@ -362,6 +397,7 @@ private:
 
     // Closes a client connection (and its server connection, which cancels a generation).
     void drop(Conn& c) {
+        leave_budget(c);
         close_upstream(c);
         ::close(c.fd);
         stats_.open--;
@@ -375,6 +411,136 @@ private:
         for (const auto& [id, c] : conns_)
             if (pred(*c)) ids.push_back(id);
         for (std::uint64_t id : ids) drop(*conns_.at(id));
+    }
+
+    // ---- the budget for request bytes (gate_budget.hpp) ----
+
+    // A connection's first share, for a header: most requests (header and body) fit in it.
+    static constexpr std::size_t kFirstShare = 4 << 10;
+
+    // `s` with the same bytes in a buffer of exactly `capacity` bytes (appending or reserve()
+    // would round the capacity up, past the share it was taken for).
+    static void set_capacity(std::string& s, std::size_t capacity) {
+        std::string fresh;
+        fresh.reserve(std::max(capacity, s.size()));
+        fresh.append(s);
+        s.swap(fresh);
+    }
+    static void free_buffer(std::string& s) { std::string().swap(s); }
+
+    void publish_budget() { stats_.buffered.store(budget_.used()); }
+
+    // Sets `c`'s share to what it holds now, giving back (or, for the few bytes of a forwarded
+    // header, taking without asking) the difference.
+    void set_grant(Conn& c, std::size_t bytes) {
+        if (bytes < c.grant) {
+            budget_.give(c.grant - bytes);
+            budget_freed_ = true;
+        } else {
+            budget_.take(bytes - c.grant);
+        }
+        c.grant = bytes;
+        publish_budget();
+    }
+
+    // Makes sure `c` holds the share of the budget its request needs next: more for a header
+    // that filled its share, the whole request once the header says how long it is, more for a
+    // chunked body that filled its share. False when it has to wait for room instead, or was
+    // refused (and may be gone): the caller leaves it alone then.
+    bool make_room(Conn& c) {
+        std::size_t want = c.grant;
+        if (c.phase == Phase::header) {
+            const std::size_t header_share = options_.max_header_bytes + 1;  // one past: enough to see a 431
+            if (c.in.size() >= c.grant)
+                want = std::max(c.grant, c.grant < kFirstShare ? std::min(kFirstShare, header_share) : header_share);
+        } else if (c.phase == Phase::body) {
+            if (c.head.body.kind == http::BodyFraming::Kind::length) {
+                want = c.head.size + std::size_t(c.head.body.length);  // at most max_body_bytes (checked)
+            } else if (c.head.body.kind == http::BodyFraming::Kind::chunked && c.in.size() >= c.grant) {
+                // Up to one byte past the body limit (the scanner's 413), or the most a big
+                // request can ever have; a body that fills that without ending cannot fit.
+                const std::size_t most = std::min(c.head.size + std::size_t(options_.max_body_bytes) + 1,
+                                                  budget_.cap_for(SIZE_MAX));
+                want = std::min(most, std::max(2 * c.grant, c.in.size() + (64 << 10)));
+                if (want <= c.grant) want = SIZE_MAX;
+            }
+        }
+        if (want <= c.grant) return true;
+        if (!budget_.could_fit(want)) {
+            stats_.budget_refused++;
+            refuse(c, {413, "payload_too_large",
+                       "the request is larger than the server may hold at once (" +
+                           std::to_string(budget_.limit() >> 10) + " KiB for all requests together)"});
+            return false;
+        }
+        if (!budget_.try_take(want - c.grant, want)) {
+            // No room: read nothing more until some is given back; the deadline still runs.
+            c.waiting = true;
+            c.want = want;
+            budget_.wait(c.id, want - c.grant, want);
+            stats_.budget_waits++;
+            c.phase_deadline = c.deadline;
+            set_deadline(c, std::min(c.deadline, GateClock::now() + options_.budget_wait));
+            watch(c);
+            return false;
+        }
+        set_capacity(c.in, want);
+        c.grant = want;
+        publish_budget();
+        return true;
+    }
+
+    // Lets in the connections waiting for room that fit now (run() calls it once bytes were
+    // given back, outside any other connection's handling).
+    void admit_waiters() {
+        if (!budget_freed_) return;
+        budget_freed_ = false;
+        if (budget_.waiting() == 0) return;
+        for (const auto& [id, more] : budget_.admit()) {
+            const auto it = conns_.find(id);
+            if (it == conns_.end()) {
+                budget_.give(more);
+                continue;
+            }
+            Conn& c = *it->second;
+            c.waiting = false;
+            c.peer_shut_seen = false;
+            set_capacity(c.in, c.grant + more);
+            c.grant += more;
+            set_deadline(c, c.phase_deadline);
+            watch(c);  // reading again: what the client sent meanwhile waits in the socket
+            if (c.phase == Phase::body && c.head.expect_continue && c.in.size() == c.head.size) {
+                queue(c, "HTTP/1.1 100 Continue\r\n\r\n");
+                flush(c);
+            }
+        }
+        publish_budget();
+    }
+
+    // The request sent to the server whole: its buffer is freed, and what the client pipelined
+    // after it goes back to `in`.
+    void finish_forwarded(Conn& c) {
+        if (c.fwd.empty() && c.to_up.empty()) return;
+        if (c.fwd_end < c.fwd.size()) c.in.insert(0, c.fwd, c.fwd_end, std::string::npos);
+        free_buffer(c.fwd);
+        free_buffer(c.to_up);
+        c.fwd_from = c.fwd_end = c.up_sent = 0;
+        set_grant(c, c.in.size());
+    }
+
+    // Gives back all `c` holds of the budget and frees its request buffers (it is refused or gone).
+    void leave_budget(Conn& c) {
+        if (c.waiting) {
+            budget_.forget(c.id);  // which may let in big requests that waited behind it
+            c.waiting = false;
+            budget_freed_ = true;
+        }
+        free_buffer(c.in);
+        free_buffer(c.fwd);
+        free_buffer(c.to_up);
+        c.fwd_from = c.fwd_end = c.up_sent = 0;
+        c.searched = 0;
+        set_grant(c, 0);
     }
 
     // ---- accepting ----
@@ -451,21 +617,35 @@ private:
             // way, so the server sees the client leave as it did when they were connected.
             if (ev & EPOLLHUP) return drop(c);
             c.client_eof = true;
-            if (c.up >= 0 && c.to_up_sent == c.to_up.size()) ::shutdown(c.up, SHUT_WR);
+            if (c.up >= 0 && !c.up_unsent()) ::shutdown(c.up, SHUT_WR);
             watch(c);
             return;
         }
+        if (c.waiting) {
+            // Waiting for room in the budget: a reset ends it, a hang-up is noted (the request
+            // may be whole in the socket, and the client waiting for its reply).
+            if (ev & EPOLLHUP) return drop(c);
+            c.peer_shut_seen = true;
+            watch(c);
+            return;
+        }
+        if ((ev & EPOLLIN) && c.in.empty() && c.phase == Phase::header && c.requests > 0)
+            set_deadline(c, GateClock::now() + options_.header_timeout);  // a kept-alive connection's next request
         char buffer[16384];
         while (true) {
-            const ssize_t n = ::recv(c.fd, buffer, sizeof buffer, 0);
+            // Bytes are read only into the connection's share of the budget; what does not fit
+            // stays in the socket until the share grows (advance() asks for that).
+            std::size_t room = sizeof buffer;
+            if (c.phase != Phase::closing) {
+                if (c.in.size() >= c.grant && !make_room(c)) return;
+                room = std::min(room, c.grant - std::min(c.grant, c.in.size()));
+                if (room == 0) break;
+            }
+            const ssize_t n = ::recv(c.fd, buffer, room, 0);
             if (n > 0) {
                 if (c.phase == Phase::closing) continue;  // dropped
-                if (c.in.empty() && c.phase == Phase::header && c.requests > 0)
-                    set_deadline(c, GateClock::now() + options_.header_timeout);  // a kept-alive connection's next request
                 c.in.append(buffer, std::size_t(n));
-                // Enough to decide on the header; the body is read in one go below its limit.
-                if (c.phase == Phase::header && c.in.size() > options_.max_header_bytes) break;
-                if (c.in.size() > options_.max_header_bytes + options_.max_body_bytes + 64) break;
+                if (c.in.size() >= c.grant) break;  // share full: see what it holds first
                 continue;
             }
             if (n == 0) {
@@ -502,6 +682,7 @@ private:
             }
             if (p.state == http::RequestHeadParse::State::incomplete) {
                 if (c.client_eof) drop(c);
+                else if (c.in.size() >= c.grant) make_room(c);  // more for the header, or wait
                 return;
             }
             c.head = std::move(p.head);
@@ -509,6 +690,10 @@ private:
             c.body_scanned = 0;
             c.phase = Phase::body;
             set_deadline(c, GateClock::now() + options_.body_timeout);
+            // The whole request's share is taken now (a chunked body's as it grows), so a request
+            // let in can always be read to its end. One that waits for room gets its 100 Continue
+            // once let in (admit_waiters).
+            if (!make_room(c)) return;
             if (c.head.expect_continue && c.in.size() == c.head.size) {
                 queue(c, "HTTP/1.1 100 Continue\r\n\r\n");
                 if (!flush(c)) return;
@@ -526,6 +711,7 @@ private:
                 return refuse(c, {413, "payload_too_large", "the request body is larger than the server accepts"});
             if (step.status == Status::more) {
                 if (c.client_eof) drop(c);
+                else if (c.in.size() >= c.grant) make_room(c);  // a chunked body past its share
                 return;
             }
             end = c.head.size + c.body_scanned;
@@ -534,7 +720,8 @@ private:
     }
 
     // Answers a request with an error of the gate's own and closes the connection.
-    void refuse(Conn& c, const http::Refusal& r) {
+    // `extra_fields`: more header lines for the refusal, each ending in CRLF.
+    void refuse(Conn& c, const http::Refusal& r, std::string_view extra_fields = {}) {
         const bool head_known = c.phase == Phase::body;
         hooks_.answered(c.client, head_known ? c.head.method : "-", head_known ? c.head.target : "-", r);
         // A browser shows a page its cross-origin error only with the CORS fields a reply from
@@ -544,11 +731,10 @@ private:
             for (const http::Field& f : c.head.fields)
                 if (http::detail::iequals(f.name, "Origin")) cors = hooks_.cors_fields(f.value);
         c.phase = Phase::closing;
-        c.in.clear();
-        c.in.shrink_to_fit();
+        leave_budget(c);
         c.out.erase(0, c.out_sent);
         c.out_sent = 0;
-        queue(c, http::gate_response(r.status, "application/json", hooks_.error_body(r), cors));
+        queue(c, http::gate_response(r.status, "application/json", hooks_.error_body(r), std::string(extra_fields) + cors));
         set_deadline(c, GateClock::now() + std::chrono::seconds(2));
         if (!flush(c)) return;
         watch(c);
@@ -591,10 +777,16 @@ private:
     // ---- the server's side ----
 
     void forward(Conn& c, std::size_t end) {
+        // The body goes to the server from the buffer it arrived in (no copy): `in` becomes `fwd`,
+        // freed once sent (finish_forwarded), so no connection keeps a request's buffer for life.
         c.to_up = http::forwarded_head(c.head, kClientField, c.client);
-        c.to_up.append(c.in, c.head.size, end - c.head.size);
-        c.to_up_sent = 0;
-        c.in.erase(0, end);
+        c.to_up.shrink_to_fit();
+        c.fwd = std::move(c.in);
+        c.in = std::string();
+        c.fwd_from = c.head.size;
+        c.fwd_end = end;
+        c.up_sent = 0;
+        set_grant(c, c.grant + c.to_up.capacity());
         c.searched = 0;
         c.requests++;
         c.keep_alive = c.head.keep_alive && options_.keep_alive_timeout.count() > 0 &&
@@ -630,22 +822,30 @@ private:
     }
 
     void on_upstream(Conn& c, std::uint32_t ev) {
-        if (c.to_up_sent < c.to_up.size()) {
+        if (c.up_unsent()) {
             if (ev & (EPOLLERR | EPOLLHUP)) return upstream_ended(c);
-            while (c.to_up_sent < c.to_up.size()) {
-                const ssize_t n =
-                    ::send(c.up, c.to_up.data() + c.to_up_sent, c.to_up.size() - c.to_up_sent, MSG_NOSIGNAL);
+            while (c.up_unsent()) {
+                // The forwarded header, then the body from the buffer it arrived in.
+                iovec parts[2];
+                int count = 0;
+                if (c.up_sent < c.to_up.size())
+                    parts[count++] = {c.to_up.data() + c.up_sent, c.to_up.size() - c.up_sent};
+                const std::size_t body_sent = c.up_sent - std::min(c.up_sent, c.to_up.size());
+                if (c.fwd_from + body_sent < c.fwd_end)
+                    parts[count++] = {c.fwd.data() + c.fwd_from + body_sent, c.fwd_end - c.fwd_from - body_sent};
+                msghdr message{};
+                message.msg_iov = parts;
+                message.msg_iovlen = std::size_t(count);
+                const ssize_t n = ::sendmsg(c.up, &message, MSG_NOSIGNAL);
                 if (n > 0) {
-                    c.to_up_sent += std::size_t(n);
+                    c.up_sent += std::size_t(n);
                     continue;
                 }
                 if (n < 0 && errno == EINTR) continue;
                 if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
                 return upstream_ended(c);
             }
-            c.to_up.clear();
-            c.to_up.shrink_to_fit();
-            c.to_up_sent = 0;
+            finish_forwarded(c);
             if (c.client_eof) ::shutdown(c.up, SHUT_WR);
             watch(c);
             return;
@@ -725,6 +925,7 @@ private:
     // The server's side closed (or failed) before the gate closed it.
     void upstream_ended(Conn& c) {
         close_upstream(c);
+        finish_forwarded(c);  // what was not sent never will be
         if (!c.reply_started) {
             // Nothing of a reply came. For a client that shut down its sending side that is
             // httplib taking it for gone (it writes nothing to a connection it sees closed), as
@@ -743,10 +944,11 @@ private:
     // The reply went out whole: wait for the next request, or close.
     bool next_request(Conn& c) {
         close_upstream(c);
+        finish_forwarded(c);  // if the server replied before it took the whole request
         if (!c.keep_alive || draining_.load()) {
             // Shut down our side and let the client read to the end before the socket closes.
             c.phase = Phase::closing;
-            c.in.clear();
+            leave_budget(c);
             ::shutdown(c.fd, SHUT_WR);
             set_deadline(c, GateClock::now() + std::chrono::seconds(2));
             watch(c);
@@ -788,6 +990,13 @@ private:
             const auto it = conns_.find(id);
             if (it == conns_.end()) continue;
             Conn& c = *it->second;
+            if (c.waiting && (c.phase == Phase::header || c.phase == Phase::body)) {
+                // Not the client's fault: it may try again once the big requests are through.
+                stats_.budget_refused++;
+                refuse(c, {503, "server_busy", "the server holds as many request bytes as it may; retry in a moment"},
+                       "Retry-After: 1\r\n");
+                continue;
+            }
             switch (c.phase) {
             case Phase::header:
                 if (!c.in.empty()) {
@@ -833,6 +1042,8 @@ private:
     GateOptions options_;
     GateHooks hooks_;
     GateStats stats_;
+    BufferBudget budget_;
+    bool budget_freed_ = false;  // bytes were given back since the waiters last had a look
     sockaddr_un upstream_{};
     int listen_fd_ = -1;
     int epoll_ = -1;

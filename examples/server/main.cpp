@@ -85,6 +85,7 @@ struct ServerOptions {
     int header_timeout_s = 10;
     int body_timeout_s = 60;
     int keep_alive_timeout_s = 5;  // 0: close each connection after its reply
+    std::size_t max_buffered_mib = 256;  // request bytes the gate holds at once, all connections together
 };
 
 [[noreturn]] void usage(int code) {
@@ -113,6 +114,8 @@ struct ServerOptions {
                  "      --body-timeout S    seconds for a whole request body to arrive after its header (default 60)\n"
                  "      --keep-alive-timeout S  seconds an idle kept-alive connection waits for its next request\n"
                  "                          (default 5; 0 closes each connection after its reply)\n"
+                 "      --max-buffered MIB  request bytes held at once, all connections together; past it requests\n"
+                 "                          wait unread, up to --header-timeout, then get 503 (default 256)\n"
                  "      --cache-budget MIB  memory for KV caches kept between requests, counted in the\n"
                  "                          cache types (default: one per slot)\n"
                  "      --log-prompts       also log the body of each completion request (prompts are private:\n"
@@ -164,6 +167,7 @@ ServerOptions parse_options(int argc, char** argv) {
         else if (a == "--header-timeout") o.header_timeout_s = int(number(i, 1, 3600));
         else if (a == "--body-timeout") o.body_timeout_s = int(number(i, 1, 3600));
         else if (a == "--keep-alive-timeout") o.keep_alive_timeout_s = int(number(i, 0, 3600));
+        else if (a == "--max-buffered") o.max_buffered_mib = std::size_t(number(i, 1, 1 << 20));
         else if (a == "--log-prompts") o.log_prompts = true;
         else if (a == "--cache-budget") o.cache_budget_mib = std::size_t(number(i, 0, 1ll << 24));
         else if (smol::is_rope_scaling_flag(a) || smol::is_kv_cache_type_flag(a)) {
@@ -690,6 +694,17 @@ std::string Server::metrics_text() {
         metric("smol_connections_idle_closed_total", "counter",
                "kept-alive connections closed after --keep-alive-timeout without a next request",
                double(g->idle_closed.load()));
+        metric("smol_gate_buffered_bytes", "gauge",
+               "request bytes the connection gate holds or has set aside for requests arriving (--max-buffered)",
+               double(g->buffered.load()));
+        metric("smol_gate_buffer_budget_bytes", "gauge", "the most request bytes the gate holds at once (--max-buffered)",
+               double(g->buffer_budget.load()));
+        metric("smol_gate_budget_waits_total", "counter",
+               "times a request waited, unread, for room in --max-buffered",
+               double(g->budget_waits.load()));
+        metric("smol_gate_budget_refused_total", "counter",
+               "requests refused for --max-buffered (503 after waiting too long, 413 if larger than it allows)",
+               double(g->budget_refused.load()));
     }
     smol::Scheduler* s = scheduler();
     metric("smol_model_loaded", "gauge", "1 once the model is ready", s ? 1 : 0);
@@ -1123,6 +1138,16 @@ int main(int argc, char** argv) {
     gate_options.body_timeout = std::chrono::seconds(options.body_timeout_s);
     gate_options.keep_alive_timeout = std::chrono::seconds(options.keep_alive_timeout_s);
     gate_options.max_body_bytes = options.max_body_bytes;
+    gate_options.max_buffered_bytes = options.max_buffered_mib << 20;
+    gate_options.budget_wait = std::chrono::seconds(options.header_timeout_s);  // as long as a header may take
+    // A request bigger than its share of the budget (three quarters, the rest is kept for small
+    // requests) could never be let in: say so now rather than with a 413 later.
+    if (const BufferBudget budget(gate_options.max_buffered_bytes);
+        !budget.could_fit(options.max_body_bytes + gate_options.max_header_bytes + 1))
+        std::fprintf(stderr,
+                     "smol-server: warning: --max-buffered %zu MiB holds bodies of up to %zu KiB, less than "
+                     "--max-body; larger ones get 413\n",
+                     options.max_buffered_mib, (budget.cap_for(SIZE_MAX) - gate_options.max_header_bytes - 1) >> 10);
     GateHooks hooks;
     hooks.error_body = [](const http::Refusal& r) {
         const std::string type = r.status == 503 ? "unavailable_error" : r.status >= 500 ? "server_error" : "invalid_request_error";
