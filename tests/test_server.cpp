@@ -620,7 +620,34 @@ TEST_CASE("smol-server: prompts reach the log only with --log-prompts, the key n
         CHECK((log.find("my-private-prompt-42") != std::string::npos) == logged);
         CHECK((log.find("another-private-text") != std::string::npos) == logged);
         CHECK(log.find(kKey) == std::string::npos);
+        if (!logged) continue;
+        // A body with a newline and a terminal escape in it is logged as one line of JSON.
+        CHECK(http(server.port(), "POST", "/v1/completions",
+                   json{{"prompt", "line one\nFAKE 127.0.0.1 GET /admin 200\x1b[2J"}, {"max_tokens", 1}}.dump())
+                  .status == 200);
+        const std::string after = server.log();
+        CHECK(after.find("\nFAKE 127.0.0.1") == std::string::npos);
+        CHECK(after.find("\x1b") == std::string::npos);
+        CHECK(after.find("line one\\nFAKE 127.0.0.1 GET /admin 200\\u001b[2J") != std::string::npos);
     }
+}
+
+TEST_CASE("smol-server: what a client controls reaches the log escaped, one line per request") {
+    ServerProcess server({"-c", "256", "--parallel", "1"});
+    // httplib decodes %0a in a path to a newline; a forged line must not appear.
+    const Response r = raw_http(server.port(), "GET /x%0a127.0.0.1%20GET%20/forged%20200%1b[2J HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                               "Connection: close\r\n\r\n");
+    CHECK(r.status == 404);
+    const std::string log = server.log();
+    CAPTURE(log);
+    CHECK(log.find("\n127.0.0.1 GET /forged") == std::string::npos);
+    CHECK(log.find("\x1b") == std::string::npos);
+    CHECK(log.find("GET /x\\x0a127.0.0.1 GET /forged 200\\x1b[2J 404") != std::string::npos);
+    // Long paths are cut.
+    CHECK(raw_http(server.port(), "GET /" + std::string(5000, 'a') + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+              .status == 404);
+    CHECK(server.log().find("/" + std::string(255, 'a') + "... 404") != std::string::npos);  // 256 bytes of the path
+    CHECK(server.log().find(std::string(300, 'a')) == std::string::npos);
 }
 
 TEST_CASE("smol-server: the RoPE scaling flags turn YaRN on and say so") {
