@@ -1030,7 +1030,10 @@ TEST_CASE("smol-server: hostile requests get a 4xx within seconds, and other use
          }(),
          "grammar_too_complex"},
     };
-    for (const auto& [body, code] : bombs) {
+    for (const auto& bomb_case : bombs) {
+        // Named copies: clang 14 cannot capture a structured binding in a lambda.
+        const std::string& body = bomb_case.first;
+        const std::string& code = bomb_case.second;
         CAPTURE(code);
         std::atomic<bool> bomb_done{false};
         Response bomb_reply;
