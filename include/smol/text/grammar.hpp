@@ -126,7 +126,7 @@ private:
     std::uint32_t root_ = 0;
     GrammarLimits limits_;
     std::size_t elements_made_ = 0;                    // every element the parser wrote, copies included
-    std::map<std::string, int, std::less<>> next_suffix_;  // fresh_rule: the next "-N" to try per base
+    std::map<std::string, int, std::less<>> next_suffix_;  // fresh_rule: the next N of base#N, per base
 
     // Counts `n` more elements against the budget before they are written.
     void spend_elements(std::size_t n) {
@@ -170,8 +170,10 @@ private:
         using Candidate = std::pair<std::uint64_t, std::uint32_t>;  // (characters, rule)
         std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> ready;
         for (std::size_t a = 0; a < n_alts; ++a) {
-            for (std::uint32_t p = u.alt_start[a]; elements_[p].kind != Kind::end; ++p)
-                elements_[p].kind == Kind::chars ? ++total[a] : ++unsettled[a];
+            for (std::uint32_t p = u.alt_start[a]; elements_[p].kind != Kind::end; ++p) {
+                if (elements_[p].kind == Kind::chars) ++total[a];
+                else ++unsettled[a];
+            }
             if (unsettled[a] == 0) ready.push({total[a], u.alt_rule[a]});
         }
         std::vector<std::uint32_t> rule_min(rules_.size(), kNever);
@@ -258,8 +260,10 @@ private:
             }
         };
         for (std::size_t a = 0; a < u.alt_rule.size(); ++a) {
-            for (std::uint32_t p = u.alt_start[a]; elements_[p].kind != Kind::end; ++p)
-                elements_[p].kind == Kind::chars ? (void)(has_chars[a] = true) : (void)++waiting[a];
+            for (std::uint32_t p = u.alt_start[a]; elements_[p].kind != Kind::end; ++p) {
+                if (elements_[p].kind == Kind::chars) has_chars[a] = true;
+                else ++waiting[a];
+            }
             if (!has_chars[a] && waiting[a] == 0) make_nullable(u.alt_rule[a]);
         }
         while (!todo.empty()) {
