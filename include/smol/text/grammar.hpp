@@ -100,8 +100,9 @@ public:
         g.root_ = it->second;
         for (std::uint32_t r = 0; r < g.rules_.size(); ++r)
             if (!g.defined_[r]) fail("grammar: rule '", g.names_[r], "' is used but never defined");
-        g.check_left_recursion();
-        g.compute_min_rest();
+        const Uses uses = g.uses();
+        g.check_left_recursion(uses);
+        g.compute_min_rest(uses);
         return g;
     }
 
@@ -137,12 +138,15 @@ private:
         elements_made_ += n;
     }
 
-    // The rule that each alternative (by its first position) belongs to, and for each rule the
-    // alternatives that refer to it (once per reference): the indexes the linear checks walk.
+    // Each alternative's rule, first position and counts of characters and references, and for
+    // each rule the alternatives that refer to it (once per reference): the indexes the linear
+    // checks after parsing walk, built once for both.
     struct Uses {
-        std::vector<std::uint32_t> alt_rule;                // [alternative]
-        std::vector<std::uint32_t> alt_start;               // [alternative] first position
-        std::vector<std::vector<std::uint32_t>> used_in;    // [rule] alternatives, once per reference
+        std::vector<std::uint32_t> alt_rule;              // [alternative]
+        std::vector<std::uint32_t> alt_start;             // [alternative] first position
+        std::vector<std::uint32_t> alt_chars;             // [alternative] character elements
+        std::vector<std::uint32_t> alt_refs;              // [alternative] rule references
+        std::vector<std::vector<std::uint32_t>> used_in;  // [rule] alternatives, once per reference
     };
     Uses uses() const {
         Uses u;
@@ -152,8 +156,16 @@ private:
                 const auto alt = std::uint32_t(u.alt_rule.size());
                 u.alt_rule.push_back(r);
                 u.alt_start.push_back(start);
-                for (std::uint32_t p = start; elements_[p].kind != Kind::end; ++p)
-                    if (elements_[p].kind == Kind::rule) u.used_in[elements_[p].value].push_back(alt);
+                u.alt_chars.push_back(0);
+                u.alt_refs.push_back(0);
+                for (std::uint32_t p = start; elements_[p].kind != Kind::end; ++p) {
+                    if (elements_[p].kind == Kind::chars) {
+                        ++u.alt_chars[alt];
+                    } else {
+                        ++u.alt_refs[alt];
+                        u.used_in[elements_[p].value].push_back(alt);
+                    }
+                }
             }
         return u;
     }
@@ -162,20 +174,15 @@ private:
     // algorithm: a rule is settled at the smallest total among its alternatives whose rules are
     // all settled, smallest first. O(elements log rules), where iterating to a fixed point is
     // quadratic on the chains that counted repetitions make.
-    void compute_min_rest() {
-        const Uses u = uses();
+    void compute_min_rest(const Uses& u) {
         const std::size_t n_alts = u.alt_rule.size();
-        std::vector<std::uint64_t> total(n_alts, 0);  // characters, and settled rules' minimums so far
-        std::vector<std::uint32_t> unsettled(n_alts, 0);
+        // Characters, and settled rules' minimums so far; references not yet settled.
+        std::vector<std::uint64_t> total(u.alt_chars.begin(), u.alt_chars.end());
+        std::vector<std::uint32_t> unsettled = u.alt_refs;
         using Candidate = std::pair<std::uint64_t, std::uint32_t>;  // (characters, rule)
         std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> ready;
-        for (std::size_t a = 0; a < n_alts; ++a) {
-            for (std::uint32_t p = u.alt_start[a]; elements_[p].kind != Kind::end; ++p) {
-                if (elements_[p].kind == Kind::chars) ++total[a];
-                else ++unsettled[a];
-            }
+        for (std::size_t a = 0; a < n_alts; ++a)
             if (unsettled[a] == 0) ready.push({total[a], u.alt_rule[a]});
-        }
         std::vector<std::uint32_t> rule_min(rules_.size(), kNever);
         std::vector<bool> settled(rules_.size(), false);
         while (!ready.empty()) {
@@ -245,13 +252,11 @@ private:
     // rule s" (each alternative's leading references up to the first that cannot match empty),
     // by one depth-first search: linear in the grammar, where trying every rule as a start is
     // quadratic.
-    void check_left_recursion() const {
-        const Uses u = uses();
+    void check_left_recursion(const Uses& u) const {
         // Nullable rules, by counting down each alternative's references to rules not yet
         // known nullable (an alternative with a character never is).
         std::vector<bool> nullable(rules_.size(), false);
-        std::vector<std::uint32_t> waiting(u.alt_rule.size(), 0);
-        std::vector<bool> has_chars(u.alt_rule.size(), false);
+        std::vector<std::uint32_t> waiting = u.alt_refs;
         std::vector<std::uint32_t> todo;
         const auto make_nullable = [&](std::uint32_t r) {
             if (!nullable[r]) {
@@ -259,18 +264,13 @@ private:
                 todo.push_back(r);
             }
         };
-        for (std::size_t a = 0; a < u.alt_rule.size(); ++a) {
-            for (std::uint32_t p = u.alt_start[a]; elements_[p].kind != Kind::end; ++p) {
-                if (elements_[p].kind == Kind::chars) has_chars[a] = true;
-                else ++waiting[a];
-            }
-            if (!has_chars[a] && waiting[a] == 0) make_nullable(u.alt_rule[a]);
-        }
+        for (std::size_t a = 0; a < u.alt_rule.size(); ++a)
+            if (u.alt_chars[a] == 0 && waiting[a] == 0) make_nullable(u.alt_rule[a]);
         while (!todo.empty()) {
             const std::uint32_t r = todo.back();
             todo.pop_back();
             for (std::uint32_t a : u.used_in[r])
-                if (--waiting[a] == 0 && !has_chars[a]) make_nullable(u.alt_rule[a]);
+                if (--waiting[a] == 0 && u.alt_chars[a] == 0) make_nullable(u.alt_rule[a]);
         }
         // Depth-first search with an explicit stack; a reference back to a rule still on the
         // stack closes a cycle through it.
