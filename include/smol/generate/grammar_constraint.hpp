@@ -14,9 +14,10 @@
 // token, so a token that brings the end one character closer always fits.
 //
 // The walk runs on the thread that decodes every request, so it is bounded: each token's walk
-// has a budget of matcher work (kStepBudget; past it the request ends with GrammarTooComplex,
-// which names the cause) and looks every kCancelCheckNodes trie nodes at whether its request
-// was cancelled (then it throws GenerationCancelled), so one grammar cannot hold the others.
+// has a budget of matcher work (kGrammarStepBudget; past it the request ends with
+// GrammarTooComplex, which names the cause) and looks every kCancelCheckNodes trie nodes at
+// whether its request was cancelled (then it throws GenerationCancelled), so one grammar cannot
+// hold the others.
 
 #include <algorithm>
 #include <cmath>
@@ -159,7 +160,6 @@ public:
                  tokenizer.n_vocab());
     }
 
-    static constexpr std::uint64_t kStepBudget = kGrammarStepBudget;
     // How often (in trie nodes) the walk looks for a cancellation.
     static constexpr std::uint32_t kCancelCheckNodes = 4096;
 
@@ -229,7 +229,7 @@ public:
 
 private:
     static text::GrammarState start(text::GrammarMatcher& matcher) {
-        matcher.set_budget(kStepBudget);
+        matcher.set_budget(kGrammarStepBudget);
         return matcher.start();
     }
 
@@ -248,9 +248,9 @@ private:
     // One step's budget, given to the matcher when the step starts and counted when it ends.
     struct StepWork {
         GrammarConstraint& c;
-        explicit StepWork(GrammarConstraint& constraint) : c(constraint) { c.matcher_.set_budget(kStepBudget); }
+        explicit StepWork(GrammarConstraint& constraint) : c(constraint) { c.matcher_.set_budget(kGrammarStepBudget); }
         ~StepWork() {
-            const std::uint64_t used = kStepBudget - c.matcher_.budget_left();
+            const std::uint64_t used = kGrammarStepBudget - c.matcher_.budget_left();
             c.work_total_ += used;
             c.work_max_step_ = std::max(c.work_max_step_, used);
         }
