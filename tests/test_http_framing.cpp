@@ -279,3 +279,27 @@ TEST_CASE("gate budget: waiters are let in as bytes come back, big ones in turn,
     CHECK(b.used() == 707);
     CHECK(b.try_take(40, 40));  // no big waiter left to pass over
 }
+
+TEST_CASE("browser safety: JSON content types, Host names and loopback addresses") {
+    using smol_server::http::host_name_of;
+    using smol_server::http::is_json_content_type;
+    using smol_server::http::is_loopback_host;
+    CHECK(is_json_content_type("application/json"));
+    CHECK(is_json_content_type("Application/JSON; charset=utf-8"));
+    CHECK(is_json_content_type(" application/json ;charset=utf-8"));
+    CHECK_FALSE(is_json_content_type(""));
+    CHECK_FALSE(is_json_content_type("text/plain;charset=UTF-8"));
+    CHECK_FALSE(is_json_content_type("application/x-www-form-urlencoded"));
+    CHECK_FALSE(is_json_content_type("multipart/form-data; boundary=x"));
+    CHECK_FALSE(is_json_content_type("application/jsonp"));
+    CHECK(host_name_of("LocalHost:8080") == "localhost");
+    CHECK(host_name_of("[::1]:8080") == "[::1]");
+    CHECK(host_name_of("127.0.0.1") == "127.0.0.1");
+    CHECK(host_name_of("evil.example:80") == "evil.example");
+    CHECK(is_loopback_host("127.0.0.1"));
+    CHECK(is_loopback_host("127.1.2.3"));
+    CHECK(is_loopback_host("localhost"));
+    CHECK(is_loopback_host("::1"));
+    CHECK_FALSE(is_loopback_host("0.0.0.0"));
+    CHECK_FALSE(is_loopback_host("192.168.1.10"));
+}

@@ -8,7 +8,9 @@
 // Content-Length or chunked transfer coding. What the request means is cpp-httplib's business
 // behind the gate; what is refused here is what would make the two disagree about where a
 // request ends (smuggling: both Content-Length and Transfer-Encoding, two lengths, a field name
-// with a space before its colon, a folded line) or what is over the limits.
+// with a space before its colon, a folded line) or what is over the limits. At the end, the two
+// header values smol-server checks before routing (Content-Type and Host), read with the same
+// helpers.
 
 #include <cstddef>
 #include <cstdint>
@@ -523,6 +525,29 @@ inline std::string gate_response(int status, std::string_view content_type, std:
     out += "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
     out += body;
     return out;
+}
+
+// ---- header values the server checks before routing (main.cpp) ----------------------------
+
+// Whether a Content-Type value says JSON: application/json, any case, parameters allowed
+// ("application/json; charset=utf-8").
+inline bool is_json_content_type(std::string_view value) {
+    return detail::iequals(detail::trim(value.substr(0, value.find(';'))), "application/json");
+}
+
+// The host name of a Host value, lowercased, without its port: "LocalHost:8080" -> "localhost",
+// "[::1]:8080" -> "[::1]".
+inline std::string host_name_of(std::string_view host) {
+    const std::size_t close = host.find(']');
+    std::string name(!host.empty() && host.front() == '[' ? host.substr(0, close == std::string_view::npos ? close : close + 1)
+                                                          : host.substr(0, host.find(':')));
+    for (char& c : name) c = detail::lower(c);
+    return name;
+}
+
+// Whether a listening address (--host) is a loopback one: localhost, 127.0.0.0/8 or ::1.
+inline bool is_loopback_host(std::string_view address) {
+    return detail::iequals(address, "localhost") || address == "::1" || address == "[::1]" || address.starts_with("127.");
 }
 
 }  // namespace smol_server::http

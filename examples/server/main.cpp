@@ -360,11 +360,11 @@ public:
     // localhost, 127.0.0.1 and [::1] with any port, and the --allowed-hosts names. A request
     // without Host (HTTP/1.0, some tools) is no browser's and passes.
     bool host_allowed(std::string_view host_header) const {
-        if (host_header.empty() || !is_loopback_host(options_.host)) return true;
-        const std::string name = host_name_of(host_header);
+        if (host_header.empty() || !http::is_loopback_host(options_.host)) return true;
+        const std::string name = http::host_name_of(host_header);
         if (name == "localhost" || name == "127.0.0.1" || name == "[::1]") return true;
         for (const std::string& allowed : options_.allowed_hosts)
-            if (allowed == "*" || lowercase(allowed) == name) return true;
+            if (allowed == "*" || http::detail::iequals(allowed, name)) return true;
         return false;
     }
 
@@ -787,7 +787,7 @@ void Server::routes(httplib::Server& http) {
         // A form or text/plain POST needs no CORS preflight, so any page could send one to a
         // loopback server; JSON bodies must say they are JSON, which only a preflighted (or
         // same-origin) request can.
-        if (req.method == "POST" && !is_json_content_type(req.get_header_value("Content-Type"))) {
+        if (req.method == "POST" && !http::is_json_content_type(req.get_header_value("Content-Type"))) {
             send_error(res, ApiError{415,
                                      "request bodies must be JSON sent with 'Content-Type: application/json', found " +
                                          (req.has_header("Content-Type")

@@ -93,40 +93,6 @@ inline bool equal_in_constant_time(std::string_view presented, std::string_view 
     return difference == 0;
 }
 
-// ---- browser safety --------------------------------------------------------------------------
-
-inline std::string lowercase(std::string_view text) {
-    std::string out(text);
-    for (char& c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
-// Whether a Content-Type header says JSON: application/json, any case, parameters allowed
-// ("application/json; charset=utf-8").
-inline bool is_json_content_type(std::string_view value) {
-    const std::string type = lowercase(value.substr(0, value.find(';')));
-    const std::size_t first = type.find_first_not_of(" \t");
-    if (first == std::string::npos) return false;
-    const std::size_t last = type.find_last_not_of(" \t");
-    return type.substr(first, last - first + 1) == "application/json";
-}
-
-// The host name of a Host header, lowercased, without its port: "LocalHost:8080" ->
-// "localhost", "[::1]:8080" -> "[::1]".
-inline std::string host_name_of(std::string_view host) {
-    if (!host.empty() && host.front() == '[') {
-        const std::size_t close = host.find(']');
-        return lowercase(close == std::string_view::npos ? host : host.substr(0, close + 1));
-    }
-    return lowercase(host.substr(0, host.find(':')));
-}
-
-// Whether a listening address (--host) is a loopback one: localhost, 127.0.0.0/8 or ::1.
-inline bool is_loopback_host(std::string_view address) {
-    const std::string a = lowercase(address);
-    return a == "localhost" || a == "::1" || a == "[::1]" || a.rfind("127.", 0) == 0;
-}
-
 // The request body as a JSON object, or a 400 saying why not.
 inline json parse_json_body(const std::string& text) {
     // Depth and size first (smol/core/json_bounds.hpp): nothing recursive ever sees a value
