@@ -629,6 +629,14 @@ TEST_CASE("smol-server: prompts reach the log only with --log-prompts, the key n
         CHECK(after.find("\nFAKE 127.0.0.1") == std::string::npos);
         CHECK(after.find("\x1b") == std::string::npos);
         CHECK(after.find("line one\\nFAKE 127.0.0.1 GET /admin 200\\u001b[2J") != std::string::npos);
+        // A body that is not JSON (a raw newline inside a string) is not logged as sent.
+        const Response raw = raw_http(server.port(), request_text("POST", "/v1/completions",
+                                                                  "{\"prompt\": \"x\nFAKE 127.0.0.2 GET /admin 200\x1b[2J\"}", kKey));
+        CHECK(raw.status == 400);
+        const std::string last = server.log();
+        CHECK(last.find("\nFAKE 127.0.0.2") == std::string::npos);
+        CHECK(last.find("\x1b") == std::string::npos);
+        CHECK(last.find("body: (not JSON within the limits)") != std::string::npos);
     }
 }
 
