@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "smol/model/synth.hpp"
-#include "smol/quant/reference.hpp"
+#include "smol/quant/type_table.hpp"
 #include "smol/smol.hpp"
 #include "smol/text/tokenizer.hpp"
 

@@ -23,7 +23,7 @@
 #include "smol/gguf/reader.hpp"
 #include "smol/gguf/writer.hpp"
 #include "smol/model/configs.hpp"
-#include "smol/quant/quantize.hpp"
+#include "smol/quant/type_table.hpp"
 
 namespace smol::synth {
 
