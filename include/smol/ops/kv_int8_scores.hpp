@@ -31,7 +31,6 @@
 
 #if SMOL_HAVE_AVX2_KERNELS
 #include <immintrin.h>
-#define SMOL_HAVE_KV_INT8_AVX2 1
 #endif
 
 namespace smol::kv_kernels {
@@ -119,7 +118,7 @@ inline void scores_q4_0_scalar(QueryBlocks q, int n_rows, const std::byte* keys,
         }
 }
 
-#ifdef SMOL_HAVE_KV_INT8_AVX2
+#if SMOL_HAVE_AVX2_KERNELS
 namespace avx2 {
 
 #define SMOL_INT8_AVX2_UNROLL _Pragma("GCC unroll 16")
@@ -204,9 +203,7 @@ inline void scores_q4_0(QueryBlocks q, int n_rows, const std::byte* keys, int n_
 }  // namespace avx2
 
 // ---- AVX-512 with VNNI ----------------------------------------------------------------------
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define SMOL_HAVE_KV_INT8_AVX512 1
-#define SMOL_KV_INT8_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#if SMOL_HAVE_AVX512_KERNELS
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push  // GCC bug 105593, as in quant/kernels_avx512.hpp
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -229,7 +226,7 @@ struct QueryGroup {
     __m512 d;
 };
 
-SMOL_KV_INT8_TARGET inline QueryGroup query_group(QueryBlocks q, int row, int head_dim, int g) {
+SMOL_TARGET_AVX512 inline QueryGroup query_group(QueryBlocks q, int row, int head_dim, int g) {
     const int n_blocks = head_dim / kQueryBlock, in_group = std::min(4, n_blocks - g);
     const std::int8_t* qs = q.qs + std::size_t(row) * head_dim + std::size_t(g) * kQueryBlock;
     // Qwords of the two 64-byte halves: block L's low 16 bytes are qwords 4L, 4L + 1.
@@ -256,7 +253,7 @@ inline constexpr int kBlockWords = int(sizeof(BlockQ4_0)) / 2;
 // The word permutations of a key group, the same for every group and key: made once per call.
 struct KeyIndices {
     __m512i quants, scale;
-    SMOL_KV_INT8_TARGET KeyIndices() {
+    SMOL_TARGET_AVX512 KeyIndices() {
         alignas(64) std::int16_t q[32], sc[32];
         for (int lane = 0; lane < 4; ++lane)
             for (int w = 0; w < 8; ++w) q[8 * lane + w] = std::int16_t(kBlockWords * lane + 1 + w);
@@ -274,7 +271,7 @@ inline __mmask32 first_words(int n) {
 // Key j's group of in_group blocks as its nibbles (value + 8), `low` and `high` in lane layout,
 // and its block scales, as fp16 words, put into words 4 L + j of `scales`. Nothing past the
 // group is read.
-SMOL_KV_INT8_TARGET inline void key_group(const std::byte* group, int in_group, const KeyIndices& k, int j,
+SMOL_TARGET_AVX512 inline void key_group(const std::byte* group, int in_group, const KeyIndices& k, int j,
                                           __m512i& low, __m512i& high, __m512i& scales) {
     const int words = kBlockWords * in_group;
     const __m512i first = _mm512_maskz_loadu_epi16(first_words(words), group);
@@ -288,7 +285,7 @@ SMOL_KV_INT8_TARGET inline void key_group(const std::byte* group, int in_group, 
 
 // For one query row: the four keys' block dots a[j] (lane L: block L, four partial sums) to
 // their group value (p_0 + p_1) + (p_2 + p_3), one float per key.
-SMOL_KV_INT8_TARGET inline __m128 group_values(const __m512i (&a)[4], const QueryGroup& q, __m512 key_scales) {
+SMOL_TARGET_AVX512 inline __m128 group_values(const __m512i (&a)[4], const QueryGroup& q, __m512 key_scales) {
     const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
     const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
     // lane L: [dot of key 0, key 1, key 2, key 3] for block L
@@ -299,7 +296,7 @@ SMOL_KV_INT8_TARGET inline __m128 group_values(const __m512i (&a)[4], const Quer
 }
 
 // Tiles of 4 query rows x 4 keys; a missing row or key repeats the last one and is not stored.
-SMOL_KV_INT8_TARGET inline void scores_q4_0(QueryBlocks q, int n_rows, const std::byte* keys, int n_keys, int head_dim,
+SMOL_TARGET_AVX512 inline void scores_q4_0(QueryBlocks q, int n_rows, const std::byte* keys, int n_keys, int head_dim,
                                             float scale, float* scores, int score_stride) {
     const int n_blocks = head_dim / kQueryBlock, n_groups = (n_blocks + 3) / 4;
     const std::size_t row_bytes = kv_row_bytes(KvType::q4_0, head_dim), group_bytes = 4 * sizeof(BlockQ4_0);

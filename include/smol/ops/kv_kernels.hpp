@@ -21,9 +21,9 @@
 #include <cstring>
 #include <type_traits>
 
-#if defined(__F16C__) && defined(__AVX2__) && defined(__FMA__)
+#include "smol/core/simd_targets.hpp"
+#if SMOL_HAVE_AVX2_KERNELS
 #include <immintrin.h>
-#define SMOL_HAVE_KV_AVX2 1
 #endif
 
 #include "smol/core/cpu.hpp"
@@ -101,7 +101,7 @@ inline void with_kv_type(KvType type, F&& f) {
 }
 
 // ---- AVX2 + FMA + F16C ------------------------------------------------------------------------
-#ifdef SMOL_HAVE_KV_AVX2
+#if SMOL_HAVE_AVX2_KERNELS
 // The register tiles below are arrays of vectors indexed by constant loops; unrolled, they live
 // in registers. GCC unrolls them by itself only at -O3, and at -O2 (RelWithDebInfo) spilled
 // them to the stack, 2.6x slower, hence the pragma.
@@ -355,9 +355,7 @@ inline void accumulate_cache(KvType type, const float* p, int p_stride, int n_ro
 #endif
 
 // ---- AVX-512 (F, BW, VL, DQ), compiled per function and run only where the CPU has it ------
-#if defined(SMOL_HAVE_KV_AVX2) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define SMOL_HAVE_KV_AVX512 1
-#define SMOL_KV_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#if SMOL_HAVE_AVX512_KERNELS
 // GCC 12's intrinsics seed masked forms with _mm512_undefined_*(), which its -Wuninitialized
 // reports once inlined (GCC bug 105593); the values are never read.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -367,11 +365,11 @@ inline void accumulate_cache(KvType type, const float* p, int p_stride, int n_ro
 #endif
 namespace avx512 {
 
-SMOL_KV_TARGET_AVX512 inline __m256 halves(__m512 a) {
+SMOL_TARGET_AVX512 inline __m256 halves(__m512 a) {
     return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
 }
 
-SMOL_KV_TARGET_AVX512 inline void load_row(KvType type, const std::byte* row, float* out, int head_dim) {
+SMOL_TARGET_AVX512 inline void load_row(KvType type, const std::byte* row, float* out, int head_dim) {
     switch (type) {
         case KvType::f16: {
             const auto* h = reinterpret_cast<const std::uint16_t*>(row);
@@ -407,7 +405,7 @@ SMOL_KV_TARGET_AVX512 inline void load_row(KvType type, const std::byte* row, fl
 }
 
 // exp_poly on 16 lanes, as avx2::exp_nonpositive.
-SMOL_KV_TARGET_AVX512 inline __m512 exp_nonpositive(__m512 x) {
+SMOL_TARGET_AVX512 inline __m512 exp_nonpositive(__m512 x) {
     using namespace exp_poly;
     const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kMin), _CMP_GE_OQ);
     x = _mm512_max_ps(x, _mm512_set1_ps(kMin));
@@ -420,7 +418,7 @@ SMOL_KV_TARGET_AVX512 inline __m512 exp_nonpositive(__m512 x) {
     return _mm512_maskz_mul_ps(keep, p, _mm512_castsi512_ps(bits));
 }
 
-SMOL_KV_TARGET_AVX512 inline float softmax_weights(float* s, int n, float max) {
+SMOL_TARGET_AVX512 inline float softmax_weights(float* s, int n, float max) {
     const __m512 m = _mm512_set1_ps(max);
     __m512 sum = _mm512_setzero_ps();
     for (int j = 0; j < n; j += 16) {
@@ -442,7 +440,7 @@ struct FloatRows {
     const float* first;
     int head_dim;
     const float* row(int j) const { return first + std::size_t(j) * head_dim; }
-    SMOL_KV_TARGET_AVX512 static void block32(const float* row, int block, __m512& lo, __m512& hi) {
+    SMOL_TARGET_AVX512 static void block32(const float* row, int block, __m512& lo, __m512& hi) {
         lo = _mm512_loadu_ps(row + 32 * block);
         hi = _mm512_loadu_ps(row + 32 * block + 16);
     }
@@ -455,7 +453,7 @@ struct CacheRows {
     const std::byte* row(int j) const { return first + std::size_t(j) * row_bytes; }
     // Values 32 * block .. 32 * block + 31 as floats: the same bits load_row writes there (the
     // same conversion and the same one multiply by the block's scale).
-    SMOL_KV_TARGET_AVX512 static void block32(const std::byte* row, int block, __m512& lo, __m512& hi) {
+    SMOL_TARGET_AVX512 static void block32(const std::byte* row, int block, __m512& lo, __m512& hi) {
         if constexpr (T == KvType::f16) {
             const auto* h = reinterpret_cast<const std::uint16_t*>(row) + 32 * block;
             lo = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
@@ -481,7 +479,7 @@ struct CacheRows {
 // 4 query rows x 4 keys: sixteen dot products, each in one register in order of i, folded to
 // 8 lanes and summed by avx2::sum8's tree, so no score depends on its slot.
 template <class Rows, class Row>
-SMOL_KV_TARGET_AVX512 inline void scores_4x4(const float* const q[4], const Row (&k)[4], int head_dim, float scale,
+SMOL_TARGET_AVX512 inline void scores_4x4(const float* const q[4], const Row (&k)[4], int head_dim, float scale,
                                              float out[16]) {
     __m512 a[16];
     SMOL_KV_UNROLL
@@ -514,7 +512,7 @@ SMOL_KV_TARGET_AVX512 inline void scores_4x4(const float* const q[4], const Row 
 }
 
 template <class Rows>
-SMOL_KV_TARGET_AVX512 inline void scores_tiles(const float* q, int n_rows, Rows keys, int n_keys, int head_dim,
+SMOL_TARGET_AVX512 inline void scores_tiles(const float* q, int n_rows, Rows keys, int n_keys, int head_dim,
                                                float scale, float* scores, int score_stride) {
     float out[16];
     for (int j = 0; j < n_keys; j += 4) {
@@ -533,7 +531,7 @@ SMOL_KV_TARGET_AVX512 inline void scores_tiles(const float* q, int n_rows, Rows 
 // acc rows += p . values for 4 rows and 32 columns (one block) at a time (8 accumulators in
 // registers).
 template <class Rows>
-SMOL_KV_TARGET_AVX512 inline void accumulate_tiles(const float* p, int p_stride, int n_rows, Rows values, int n_values,
+SMOL_TARGET_AVX512 inline void accumulate_tiles(const float* p, int p_stride, int n_rows, Rows values, int n_values,
                                                    int head_dim, float* acc) {
     for (int r = 0; r < n_rows; r += 4) {
         const float* pr[4];
@@ -572,19 +570,19 @@ SMOL_KV_TARGET_AVX512 inline void accumulate_tiles(const float* p, int p_stride,
     }
 }
 
-SMOL_KV_TARGET_AVX512 inline void scores(const float* q, int n_rows, const float* keys, int n_keys, int head_dim,
+SMOL_TARGET_AVX512 inline void scores(const float* q, int n_rows, const float* keys, int n_keys, int head_dim,
                                          float scale, float* scores, int score_stride) {
     scores_tiles(q, n_rows, FloatRows{keys, head_dim}, n_keys, head_dim, scale, scores, score_stride);
 }
 
-SMOL_KV_TARGET_AVX512 inline void accumulate(const float* p, int p_stride, int n_rows, const float* values, int n_values,
+SMOL_TARGET_AVX512 inline void accumulate(const float* p, int p_stride, int n_rows, const float* values, int n_values,
                                              int head_dim, float* acc) {
     accumulate_tiles(p, p_stride, n_rows, FloatRows{values, head_dim}, n_values, head_dim, acc);
 }
 
 // The lambdas carry no target attribute, so they call the AVX-512 tiles rather than inline them:
 // one call per chunk of keys.
-SMOL_KV_TARGET_AVX512 inline void scores_cache(KvType type, const float* q, int n_rows, const std::byte* keys, int n_keys,
+SMOL_TARGET_AVX512 inline void scores_cache(KvType type, const float* q, int n_rows, const std::byte* keys, int n_keys,
                                                int head_dim, float scale, float* scores, int score_stride) {
     with_kv_type(type, [&](auto t) {
         if constexpr (t == KvType::q4_0) fail("scores_cache: Q4_0 keys are scored in integers (scores_q4_0)");
@@ -592,7 +590,7 @@ SMOL_KV_TARGET_AVX512 inline void scores_cache(KvType type, const float* q, int 
     });
 }
 
-SMOL_KV_TARGET_AVX512 inline void accumulate_cache(KvType type, const float* p, int p_stride, int n_rows,
+SMOL_TARGET_AVX512 inline void accumulate_cache(KvType type, const float* p, int p_stride, int n_rows,
                                                    const std::byte* values, int n_values, int head_dim, float* acc) {
     with_kv_type(type, [&](auto t) {
         accumulate_tiles(p, p_stride, n_rows, CacheRows<t>{values, kv_row_bytes(type, head_dim)}, n_values, head_dim, acc);
@@ -637,7 +635,7 @@ inline const AttentionKernels* attention_kernels_for(Isa isa) {
                                              accumulate_scalar, nullptr,         nullptr,       scores_q4_0_scalar};
     switch (isa) {
         case Isa::scalar: return &scalar;
-#ifdef SMOL_HAVE_KV_AVX2
+#if SMOL_HAVE_AVX2_KERNELS
         case Isa::avx2: {
             static constexpr AttentionKernels set{Isa::avx2,           avx2::load_row,   avx2::scores,
                                                   avx2::softmax_weights, avx2::accumulate, avx2::scores_cache,
@@ -645,7 +643,7 @@ inline const AttentionKernels* attention_kernels_for(Isa isa) {
             return &set;
         }
 #endif
-#ifdef SMOL_HAVE_KV_AVX512
+#if SMOL_HAVE_AVX512_KERNELS
         case Isa::avx512: {
             static constexpr AttentionKernels set{Isa::avx512,           avx512::load_row,   avx512::scores,
                                                   avx512::softmax_weights, avx512::accumulate, avx512::scores_cache,
@@ -669,7 +667,7 @@ inline const AttentionKernels& attention_kernels() {
 }
 
 inline void store_row(KvType type, const float* x, std::byte* row, int head_dim) {
-#ifdef SMOL_HAVE_KV_AVX2
+#if SMOL_HAVE_AVX2_KERNELS
     if (type == KvType::f16 && head_dim % 8 == 0)
         return avx2::store_row_f16(x, reinterpret_cast<std::uint16_t*>(row), head_dim);
 #endif

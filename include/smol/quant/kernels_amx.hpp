@@ -20,9 +20,7 @@
 
 #include "smol/quant/kernels_avx512.hpp"  // the AVX-512 unpackers, and the set this one builds on
 
-#if SMOL_HAVE_AVX512_KERNELS
-#define SMOL_HAVE_AMX_KERNELS 1
-#define SMOL_TARGET_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,amx-tile,amx-int8")))
+#if SMOL_HAVE_AMX_KERNELS
 
 #include <immintrin.h>
 

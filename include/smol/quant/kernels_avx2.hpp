@@ -5,8 +5,9 @@
 // Tiles always compute kTileRows rows: missing rows and columns repeat the last valid one
 // and their results are dropped, which keeps trip counts fixed so accumulators stay in registers.
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#define SMOL_HAVE_AVX2_KERNELS 1
+#include "smol/core/simd_targets.hpp"
+
+#if SMOL_HAVE_AVX2_KERNELS
 
 #include <immintrin.h>
 

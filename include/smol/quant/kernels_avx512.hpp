@@ -6,9 +6,7 @@
 
 #include "smol/quant/kernels_avx2.hpp"  // its block-header and float-step helpers, shared for the same bits
 
-#if SMOL_HAVE_AVX2_KERNELS && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define SMOL_HAVE_AVX512_KERNELS 1
-#define SMOL_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#if SMOL_HAVE_AVX512_KERNELS
 
 #include <immintrin.h>
 

@@ -1,0 +1,19 @@
+#pragma once
+// The instruction sets smol's kernels are compiled for, in one place: which kernel sets this
+// build contains (SMOL_HAVE_<SET>_KERNELS) and the attribute that compiles one function for a set
+// above the baseline (SMOL_TARGET_<SET>). The baseline is x86-64-v3 (AVX2, FMA, F16C; see
+// CMakeLists.txt), so AVX2 code is plain code; AVX-512 and AMX functions carry their target and
+// run only after cpu_features() (core/cpu.hpp) said the CPU has the set, which quant/dispatch.hpp
+// and ops/kv_kernels.hpp guarantee. quant/ and ops/ kernels all read these macros.
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define SMOL_HAVE_AVX2_KERNELS 1
+#endif
+
+// Functions compiled for AVX-512 by attribute need GCC or Clang on x86-64.
+#if defined(SMOL_HAVE_AVX2_KERNELS) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SMOL_HAVE_AVX512_KERNELS 1
+#define SMOL_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define SMOL_HAVE_AMX_KERNELS 1
+#define SMOL_TARGET_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,amx-tile,amx-int8")))
+#endif
