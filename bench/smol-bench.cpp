@@ -14,6 +14,7 @@
 #include <ctime>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <random>
 #include <string>
@@ -139,86 +140,114 @@ double stddev(const std::vector<double>& v) {
     return std::sqrt(s / double(v.size() - 1));
 }
 
+// Runs the tests through a smol::Sequence, the one a chat session and a server slot run
+// their tokens through: the depth is a prefix the sequence keeps, pp and tg feed it, and
+// tg+grammar picks its tokens with Sequence::step as a constrained reply does.
 class Runner {
 public:
-    explicit Runner(smol::Model& model) : model_(model), logits_(std::size_t(model.n_vocab())) {}
+    explicit Runner(smol::Engine& engine) : engine_(engine), logits_(std::size_t(engine.n_vocab())) {}
 
     // Constrained tg runs under this grammar (GBNF text), with the model file's tokenizer.
     void use_grammar(const std::string& gbnf) {
-        tokenizer_ = std::make_unique<smol::text::Tokenizer>(smol::text::Tokenizer::from_gguf(model_.file()));
-        vocabulary_ = std::make_shared<const smol::TokenTrie>(*tokenizer_);
-        grammar_text_ = gbnf;
         (void)smol::text::Grammar::parse(gbnf);  // errors now, before any test runs
+        (void)engine_.vocabulary_trie();         // built once, untimed
+        grammar_text_ = gbnf;
     }
 
     // Makes the KV cache a test's repetitions share and fills its depth (untimed, once: each
-    // repetition then cuts the cache back to the depth, which is what starting again from a
+    // repetition then cuts the sequence back to the depth, which is what starting again from a
     // context of that many tokens means).
     void prepare(const Test& test) {
-        cache_.reset();  // the previous test's cache goes before the next one is allocated
-        cache_ = std::make_unique<smol::KvCache>(model_.make_cache(test.depth + test.n_prompt + test.n_gen + 1 + kSpareContext));
-        if (test.depth > 0) model_.forward(*cache_, random_tokens(test.depth), logits_.data(), false);
+        sequence_.release_cache();  // the previous test's cache goes before the next one is allocated
+        sequence_.set_cache(engine_.make_cache(test.depth + test.n_prompt + test.n_gen + 1 + kSpareContext));
+        if (test.depth > 0) {
+            sequence_.start(random_tokens(test.depth), nullptr);
+            sequence_.feed(engine_, logits_);
+        }
     }
 
-    // Nanoseconds for one repetition, from a cache holding exactly the test's depth.
+    // Nanoseconds for one repetition, from a sequence holding exactly the test's depth.
     double run_once(const Test& test) {
-        smol::KvCache& cache = *cache_;
-        cache.truncate(test.depth);
+        sequence_.truncate(std::size_t(test.depth));
+        // The test's tokens continue the depth, which start() keeps as a shared prefix.
+        std::vector<std::int32_t> tokens(sequence_.tokens().begin(), sequence_.tokens().end());
+        const auto append = [&](const std::vector<std::int32_t>& more) {
+            tokens.insert(tokens.end(), more.begin(), more.end());
+        };
         if (test.n_prompt > 0) {
-            const auto tokens = random_tokens(test.n_prompt);
+            append(random_tokens(test.n_prompt));
+            sequence_.start(tokens, nullptr);
             const auto start = std::chrono::steady_clock::now();
-            model_.forward(cache, tokens, logits_.data(), /*all_logits=*/false);
+            sequence_.feed(engine_, logits_);  // one forward of the whole prompt, last logits only
             return elapsed_ns(start);
         }
         // A 1-token start, untimed, so every timed step attends over a non-empty cache.
-        const auto first = random_tokens(1);
-        model_.forward(cache, first, logits_.data(), false);
-        if (test.constrained) return run_constrained(test, cache);
-        const auto tokens = random_tokens(test.n_gen);
+        append(random_tokens(1));
+        if (test.constrained) return run_constrained(test, tokens);
+        append(random_tokens(test.n_gen));
+        sequence_.start(tokens, nullptr);
+        sequence_.feed(engine_, logits_, 1);
         const auto start = std::chrono::steady_clock::now();
-        for (int i = 0; i < test.n_gen; ++i)
-            model_.forward(cache, std::span<const std::int32_t>(&tokens[std::size_t(i)], 1), logits_.data(), false);
+        for (int i = 0; i < test.n_gen; ++i) sequence_.feed(engine_, logits_, 1);
         return elapsed_ns(start);
     }
 
 private:
     static constexpr int kSpareContext = 16;
 
-    // tg with each token picked greedily from the logits the grammar leaves, as a constrained
-    // reply is generated: mask, pick, advance the grammar, forward. A fresh compiled grammar per
-    // repetition, so what it learns about its states is paid for inside the timing; a finished
-    // sentence starts the next one, so every repetition writes n_gen tokens.
-    double run_constrained(const Test& test, smol::KvCache& cache) {
-        const auto grammar = std::make_shared<const smol::TokenGrammar>(smol::text::Grammar::parse(grammar_text_), vocabulary_);
-        auto constraint = std::make_unique<smol::GrammarConstraint>(grammar, *tokenizer_);
+    // tg with each token picked greedily under the grammar, as a constrained reply is
+    // generated: Sequence::step (the grammar masks, the sampler picks, the text stages run),
+    // then the token is fed. A fresh compiled grammar per repetition, so what it learns about
+    // its states is paid for inside the timing; a reply that ends (its sentence complete, end
+    // of generation picked) is followed by the next one, so every repetition feeds n_gen tokens.
+    double run_constrained(const Test& test, const std::vector<std::int32_t>& start_tokens) {
+        smol::GenerationParams params;
+        params.sampling.temperature = 0.0f;  // greedy
+        params.split_reasoning = false;      // raw text: no think tags to look for
+        params.grammar = std::make_shared<const smol::TokenGrammar>(smol::text::Grammar::parse(grammar_text_),
+                                                                    engine_.vocabulary_trie());
+        // Each reply may take the tokens the repetition has left, so the grammar's budget is theirs.
+        params.max_tokens = test.n_gen;
+        std::optional<smol::GenerationPipeline> reply;
+        reply.emplace(engine_.tokenizer(), params, start_tokens, "");
+        sequence_.start(start_tokens, &*reply);
+        sequence_.feed(engine_, logits_);  // the start token, untimed
         const auto start = std::chrono::steady_clock::now();
         for (int i = 0; i < test.n_gen; ++i) {
-            constraint->apply(logits_, test.n_gen - i);
-            const auto token = std::int32_t(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
-            if (tokenizer_->is_end_of_generation(token) || (constraint->accept(token), constraint->complete()))
-                constraint = std::make_unique<smol::GrammarConstraint>(grammar, *tokenizer_);
-            model_.forward(cache, std::span<const std::int32_t>(&token, 1), logits_.data(), false);
+            smol::TextDelta shown;
+            if (sequence_.step(logits_, shown)) {
+                sequence_.end();  // this reply is over; the next continues after the token that ended it
+                std::vector<std::int32_t> context(sequence_.tokens().begin(), sequence_.tokens().end());
+                context.push_back(sequence_.picked());
+                const bool more = i + 1 < test.n_gen;
+                if (more) {
+                    params.max_tokens = test.n_gen - i - 1;
+                    reply.emplace(engine_.tokenizer(), params, context, "");
+                }
+                sequence_.start(context, more ? &*reply : nullptr);
+            }
+            sequence_.feed(engine_, logits_, 1);
         }
-        return elapsed_ns(start);
+        const double ns = elapsed_ns(start);
+        sequence_.end();  // the reply goes out of scope
+        return ns;
     }
 
     static double elapsed_ns(std::chrono::steady_clock::time_point start) {
         return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
     }
     std::vector<std::int32_t> random_tokens(int n) {
-        std::uniform_int_distribution<std::int32_t> pick(0, model_.n_vocab() - 1);
+        std::uniform_int_distribution<std::int32_t> pick(0, engine_.n_vocab() - 1);
         std::vector<std::int32_t> ids(static_cast<std::size_t>(n));
         for (auto& id : ids) id = pick(rng_);
         return ids;
     }
 
-    smol::Model& model_;
-    std::unique_ptr<smol::KvCache> cache_;  // the current test's
+    smol::Engine& engine_;
+    smol::Sequence sequence_;    // the current test's cache and the tokens it holds
     std::vector<float> logits_;  // [n_vocab]: the last row only
     std::mt19937 rng_{1234};
-    std::unique_ptr<smol::text::Tokenizer> tokenizer_;  // with --grammar
-    std::shared_ptr<const smol::TokenTrie> vocabulary_;
-    std::string grammar_text_;
+    std::string grammar_text_;   // with --grammar
 };
 
 std::string iso_time_now() {
@@ -330,19 +359,19 @@ int main(int argc, char** argv) {
                               std::max(*std::max_element(prompts.begin(), prompts.end()),
                                        *std::max_element(gens.begin(), gens.end()) + 1);
             const auto load_start = std::chrono::steady_clock::now();
-            auto model = smol::load_model(path, options);
+            smol::Engine engine(path, options);  // the model and its tokenizer (for --grammar)
             const double load_ms =
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
-            const smol::ModelInfo& info = model->info();
+            const smol::ModelInfo& info = engine.info();
             if (info.rope_scaling.yarn())  // on stderr as the other programs say it, so JSON stays clean
                 std::fprintf(stderr, "smol-bench: RoPE scaling: %s%s\n", smol::describe(info.rope_scaling).c_str(),
                              info.rope_scaling_automatic ? " (the context is past the trained one)" : "");
-            std::string model_type = info.architecture + " " + info.config_name + " " + ftype_name(model->file());
+            std::string model_type = info.architecture + " " + info.config_name + " " + ftype_name(engine.model().file());
             if (cache_types != smol::KvCacheTypes{})  // as llama-bench names non-default cache types
                 model_type += std::string(" K ") + smol::kv_type_name(cache_types.keys) + " V " +
                               smol::kv_type_name(cache_types.values);
-            const std::size_t kv_bytes_per_token = model->make_cache(1).bytes_per_token();
-            Runner runner(*model);
+            const std::size_t kv_bytes_per_token = engine.make_cache(1).bytes_per_token();
+            Runner runner(engine);
             if (!grammar.empty()) runner.use_grammar(grammar);
 
             std::vector<Test> tests;

@@ -334,14 +334,13 @@ inline std::string read_output_grammar(const json& body) {
     return schema_grammar(*schema, "response_format.json_schema.schema");
 }
 
-// Counts the prompt; a prompt that leaves no room to generate is a 400.
+// Counts the prompt; a prompt that leaves no room to generate (smol::prompt_fits, the rule the
+// scheduler applies too) is a 400.
 inline void check_prompt_fits(ApiRequest& out, int context) {
-    out.prompt_tokens = int(out.generation.prompt.size());
-    if (out.prompt_tokens >= context)
-        reject(400,
-               "the prompt is " + std::to_string(out.prompt_tokens) + " tokens long, but the context holds " +
-                   std::to_string(context) + " (start the server with a larger -c, or shorten the prompt)",
-               "context_length_exceeded");
+    const std::size_t n_prompt = out.generation.prompt.size();
+    out.prompt_tokens = int(n_prompt);
+    if (!smol::prompt_fits(n_prompt, context))
+        reject(400, smol::prompt_too_long_message(n_prompt, context), "context_length_exceeded");
 }
 
 // ---- chat completion requests -----------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/pipeline.hpp"
 #include "smol/generate/scheduler.hpp"
+#include "smol/generate/sequence.hpp"
 #include "smol/generate/session.hpp"
 #include "smol/generate/stop_strings.hpp"
 #include "smol/gguf/reader.hpp"

@@ -1,18 +1,19 @@
 #pragma once
 // Serves many generation requests at once on one model, the way a chat server needs it.
 //
-// The scheduler owns the model, a fixed number of slots (each a KV cache plus the tokens it
-// holds), a queue of waiting requests and one worker thread. Each step of the worker:
+// The scheduler owns the model, a fixed number of slots (each a Sequence, generate/sequence.hpp:
+// a KV cache, the tokens it holds and the generation on it, the same one a ChatSession runs
+// alone), a queue of waiting requests and one worker thread. Each step of the worker:
 //   1. admits waiting requests into free slots, preferring the slot whose cached tokens share
 //      the longest prefix with the new prompt (a continued conversation only runs its new
-//      tokens);
+//      tokens; the Sequence does the reuse);
 //   2. builds one batch: the next chunk of each prompt still being read (at most prompt_chunk
 //      tokens in total per step, so a long new prompt stalls the others by a bounded amount;
 //      prompts take the budget in the order their requests were admitted, so a request that
 //      came later never starves an earlier one) and one token for every slot that is generating;
 //   3. runs Model::forward once for the whole batch (one pass over the weights for everyone);
-//   4. samples per slot through the request's GenerationPipeline (the one a ChatSession uses
-//      too) and streams the text, split into reasoning and answer, to the request's
+//   4. steps each slot's Sequence whose prompt is read (its request's GenerationPipeline picks
+//      the token) and streams the text, split into reasoning and answer, to the request's
 //      GenerationStream, which the caller reads from any thread.
 // The scheduler knows nothing about HTTP; a server maps streams onto responses.
 
@@ -36,7 +37,7 @@
 #include "smol/core/error.hpp"
 #include "smol/generate/engine.hpp"
 #include "smol/generate/pipeline.hpp"
-#include "smol/model/kv_cache.hpp"
+#include "smol/generate/sequence.hpp"
 #include "smol/text/grammar.hpp"
 #include "smol/text/tokenizer.hpp"
 
@@ -44,12 +45,6 @@ namespace smol {
 
 // submit() refuses a request because too many are already waiting (a server answers 503).
 class QueueFullError : public Error {
-public:
-    using Error::Error;
-};
-
-// submit() refuses a prompt that leaves no room to generate in a slot's context (a 400).
-class PromptTooLongError : public Error {
 public:
     using Error::Error;
 };
@@ -215,12 +210,10 @@ public:
         for (std::int32_t t : request.prompt)
             if (t < 0 || t >= engine_->n_vocab())
                 fail("scheduler: prompt token ", t, " is outside the vocabulary [0, ", engine_->n_vocab(), ")");
-        if (int(request.prompt.size()) >= options_.context) {
+        if (!prompt_fits(request.prompt.size(), options_.context)) {
             std::lock_guard lock(mutex_);
             ++stats_.requests_rejected;
-            throw PromptTooLongError("the prompt has " + std::to_string(request.prompt.size()) +
-                                     " tokens, but the context holds " + std::to_string(options_.context) +
-                                     " and at least one must be left to generate");
+            throw PromptTooLongError(prompt_too_long_message(request.prompt.size(), options_.context));
         }
         // Validates the parameters; the request's clock starts here.
         auto pipeline = std::make_unique<GenerationPipeline>(engine_->tokenizer(), request.params, request.prompt,
@@ -253,7 +246,7 @@ public:
         s.cache_bytes = 0;
         for (const Slot& slot : slots_) {
             if (slot.active) ++s.active_slots;
-            if (slot.cache) s.cache_bytes += cache_bytes_;
+            if (slot.sequence.has_cache()) s.cache_bytes += cache_bytes_;
         }
         return s;
     }
@@ -267,7 +260,8 @@ public:
     std::vector<SlotState> slot_states() const {
         std::lock_guard lock(mutex_);
         std::vector<SlotState> out;
-        for (std::size_t i = 0; i < slots_.size(); ++i) out.push_back({int(i), slots_[i].active, slots_[i].tokens.size()});
+        for (std::size_t i = 0; i < slots_.size(); ++i)
+            out.push_back({int(i), slots_[i].active, slots_[i].sequence.tokens().size()});
         return out;
     }
 
@@ -275,7 +269,7 @@ public:
     std::vector<std::vector<std::int32_t>> cached_tokens() const {
         std::lock_guard lock(mutex_);
         std::vector<std::vector<std::int32_t>> out;
-        for (const Slot& slot : slots_) out.push_back(slot.tokens);
+        for (const Slot& slot : slots_) out.emplace_back(slot.sequence.tokens().begin(), slot.sequence.tokens().end());
         return out;
     }
 
@@ -289,22 +283,16 @@ private:
     };
 
     struct Slot {
-        std::optional<KvCache> cache;
-        std::vector<std::int32_t> tokens;  // exactly what the cache holds
+        // Its cache (none until a request needs it, or after it was freed for memory) and the
+        // tokens it holds; those are read by other threads under mutex_, so the worker changes
+        // them under it.
+        Sequence sequence;
         Clock::time_point last_used{};
         // The request being served; only the worker touches what follows `active`.
         bool active = false;
         Pending job;
-        std::size_t prompt_done = 0;       // prompt tokens in the cache
-        std::int32_t next_token = -1;      // sampled, to be fed in the next step
         std::uint64_t admitted = 0;        // when the request was admitted (a count of admissions)
     };
-
-    static std::size_t common_prefix(const std::vector<std::int32_t>& a, const std::vector<std::int32_t>& b) {
-        std::size_t n = 0;
-        while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-        return n;
-    }
 
     // Under mutex_: moves waiting requests into free slots while memory allows.
     void admit_locked() {
@@ -331,9 +319,9 @@ private:
             std::size_t best_prefix = 0;
             for (Slot& slot : slots_) {
                 if (slot.active) continue;
-                const std::size_t prefix = common_prefix(slot.tokens, p.request.prompt);
+                const std::size_t prefix = slot.sequence.shared_prefix(p.request.prompt);
                 const auto rank = [](const Slot& s, std::size_t pre) {
-                    return std::tuple(pre, !s.cache.has_value(), -s.last_used.time_since_epoch().count());
+                    return std::tuple(pre, !s.sequence.has_cache(), -s.last_used.time_since_epoch().count());
                 };
                 if (!best || rank(slot, prefix) > rank(*best, best_prefix)) {
                     best = &slot;
@@ -341,8 +329,8 @@ private:
                 }
             }
             if (!best) return;  // every slot busy
-            if (!best->cache && !make_room_locked(best)) return;
-            start_locked(*best, std::move(p), best_prefix);
+            if (!best->sequence.has_cache() && !make_room_locked(best)) return;
+            start_locked(*best, std::move(p));
             queue_.pop_front();
         }
     }
@@ -354,32 +342,27 @@ private:
         auto allocated = [&] {
             std::size_t n = 0;
             for (const Slot& s : slots_)
-                if (s.cache) ++n;
+                if (s.sequence.has_cache()) ++n;
             return n;
         };
         while (allocated() > 0 && (allocated() + 1) * cache_bytes_ > options_.cache_budget_bytes) {
             Slot* victim = nullptr;
             for (Slot& s : slots_)
-                if (&s != target && !s.active && s.cache && (!victim || s.last_used < victim->last_used)) victim = &s;
+                if (&s != target && !s.active && s.sequence.has_cache() && (!victim || s.last_used < victim->last_used))
+                    victim = &s;
             if (!victim) return false;
-            victim->cache.reset();
-            victim->tokens.clear();
+            victim->sequence.release_cache();
         }
         return true;
     }
 
-    void start_locked(Slot& slot, Pending p, std::size_t prefix) {
-        if (!slot.cache) slot.cache.emplace(engine_->make_cache(options_.context));
-        // At least the last prompt token is run again: its logits pick the first new token.
-        const std::size_t reuse = std::min(prefix, p.request.prompt.size() - 1);
-        slot.cache->truncate(int(reuse));
-        slot.tokens.resize(reuse);
+    void start_locked(Slot& slot, Pending p) {
+        if (!slot.sequence.has_cache()) slot.sequence.set_cache(engine_->make_cache(options_.context));
+        // submit() checked the prompt against this context, so start() does not throw here. The
+        // pipeline stays where it is when the job moves into the slot.
+        stats_.cached_tokens += slot.sequence.start(p.request.prompt, p.pipeline.get());
         slot.active = true;
-        slot.prompt_done = reuse;
-        slot.next_token = -1;
         slot.admitted = ++admissions_;
-        p.pipeline->begin_prompt(int(reuse));
-        stats_.cached_tokens += reuse;
         slot.job = std::move(p);
     }
 
@@ -388,10 +371,7 @@ private:
         std::vector<float> logits;        // [n_sequences, n_vocab]
         std::vector<SequenceBatch> batch;  // one per running slot
         std::vector<Slot*> batched;        // the slot of each batch entry
-        std::vector<bool> wants_token;     // whether the entry's logits are sampled
-        std::vector<std::int32_t> single;  // [slots] storage for decode tokens
         std::vector<Slot*> reading;        // slots still reading their prompt, first admitted first
-        single.resize(slots_.size());
         double recent_tokens = 0, recent_seconds = 0;
         while (true) {
             {
@@ -412,32 +392,23 @@ private:
 
             batch.clear();
             batched.clear();
-            wants_token.clear();
             int prompt_budget = options_.prompt_chunk;
-            // Decoding slots first: they are always in the batch. Prompts share the budget in
-            // the order their requests were admitted.
-            for (std::size_t i = 0; i < slots_.size(); ++i) {
-                Slot& slot = slots_[i];
-                if (!slot.active || slot.next_token < 0) continue;
-                single[i] = slot.next_token;
-                batch.push_back({&*slot.cache, std::span<const std::int32_t>(&single[i], 1), false});
+            // Decoding slots first (each runs the token it picked): they are always in the
+            // batch. Prompts share the budget in the order their requests were admitted.
+            for (Slot& slot : slots_) {
+                if (!slot.active || slot.sequence.reading_prompt()) continue;
+                batch.push_back(slot.sequence.next_input());
                 batched.push_back(&slot);
-                wants_token.push_back(true);
             }
             reading.clear();
             for (Slot& slot : slots_)
-                if (slot.active && slot.next_token < 0) reading.push_back(&slot);
+                if (slot.active && slot.sequence.reading_prompt()) reading.push_back(&slot);
             std::sort(reading.begin(), reading.end(), [](const Slot* a, const Slot* b) { return a->admitted < b->admitted; });
             for (Slot* reader : reading) {
-                Slot& slot = *reader;
                 if (prompt_budget == 0) break;
-                const auto& prompt = slot.job.request.prompt;
-                const std::size_t take = std::min(prompt.size() - slot.prompt_done, std::size_t(prompt_budget));
-                batch.push_back({&*slot.cache, std::span<const std::int32_t>(prompt).subspan(slot.prompt_done, take),
-                                 false});
-                batched.push_back(&slot);
-                wants_token.push_back(slot.prompt_done + take == prompt.size());
-                prompt_budget -= int(take);
+                batch.push_back(reader->sequence.next_input(std::size_t(prompt_budget)));
+                batched.push_back(reader);
+                prompt_budget -= int(batch.back().tokens.size());
             }
             if (batch.empty()) continue;
 
@@ -453,22 +424,20 @@ private:
             int sampled = 0;
             for (std::size_t b = 0; b < batch.size(); ++b) {
                 Slot& slot = *batched[b];
-                {
-                    std::lock_guard lock(mutex_);  // tokens is read by cached_tokens()
-                    slot.tokens.insert(slot.tokens.end(), batch[b].tokens.begin(), batch[b].tokens.end());
-                }
-                if (slot.next_token < 0) {
-                    slot.prompt_done += batch[b].tokens.size();
-                    std::lock_guard lock(mutex_);
-                    stats_.prompt_tokens += batch[b].tokens.size();
-                }
-                if (!wants_token[b]) continue;
                 try {
-                    const long room = long(slot.cache->capacity()) - long(slot.cache->size());
-                    const std::int32_t token =
-                        slot.job.pipeline->sample(std::span<float>(logits).subspan(b * n_vocab, n_vocab), room);
+                    std::lock_guard lock(mutex_);  // the tokens are read by cached_tokens()
+                    if (slot.sequence.reading_prompt()) stats_.prompt_tokens += batch[b].tokens.size();
+                    slot.sequence.ran(batch[b].tokens.size());
+                } catch (const std::exception& e) {  // the cache and its record disagree: reset
+                    finish(slot, FinishReason::error, e.what());
+                    continue;
+                }
+                if (!slot.sequence.wants_step()) continue;  // more of the prompt to read
+                try {
+                    TextDelta delta;
+                    const bool ended = slot.sequence.step(std::span<float>(logits).subspan(b * n_vocab, n_vocab), delta);
                     ++sampled;
-                    on_token(slot, token);
+                    on_token(slot, ended, std::move(delta));
                 } catch (const GenerationCancelled&) {
                     finish(slot, FinishReason::cancelled, "");
                 } catch (const text::GrammarTooComplex& e) {
@@ -506,20 +475,17 @@ private:
         return false;
     }
 
-    void on_token(Slot& slot, std::int32_t token) {
+    // A token was picked (the slot's Sequence runs it next step unless the generation ended).
+    void on_token(Slot& slot, bool ended, TextDelta delta) {
         {
             std::lock_guard lock(mutex_);  // counted before the stream can see the token
             ++stats_.generated_tokens;
         }
-        TextDelta delta;
-        // The sampled token goes into the cache next step; it needs a free position.
-        const bool ended = slot.job.pipeline->push(token, slot.cache->size() < slot.cache->capacity(), delta);
         if (ended) {
             finish(slot, slot.job.pipeline->finish_reason(), "", std::move(delta));
             return;
         }
         if (!delta.empty()) slot.job.stream->push(StreamEvent{std::move(delta)});
-        slot.next_token = token;
     }
 
     // Ends the slot's request: the pipeline flushes held-back text, the final event goes out,
@@ -538,12 +504,9 @@ private:
             std::lock_guard lock(mutex_);
             if (e.finish == FinishReason::cancelled) ++stats_.requests_cancelled;
             else ++stats_.requests_finished;
-            if (e.finish == FinishReason::error) {  // the cache may be half-written
-                slot.cache->clear();
-                slot.tokens.clear();
-            }
+            if (e.finish == FinishReason::error) slot.sequence.reset();  // the cache may be half-written
+            else slot.sequence.end();
             slot.active = false;
-            slot.next_token = -1;
             slot.last_used = Clock::now();
         }
         slot.job.stream->push(std::move(e));

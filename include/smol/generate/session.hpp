@@ -1,15 +1,14 @@
 #pragma once
-// A chat with the model: the conversation so far, the KV cache that holds it, and the
-// generation loop that streams a reply.
+// A chat with the model: the conversation so far and the Sequence (generate/sequence.hpp) that
+// holds it in a KV cache, run alone, the same one a server slot runs batched.
 //
-// Each turn renders the whole conversation with the chat template and tokenizes it, keeps
-// the longest prefix of those tokens that the KV cache already holds and runs only the rest
-// through the model. Reusing by token prefix rather than by "what was appended" stays correct
-// whatever the caller changes (edited history, another system prompt, thinking switched), and
-// costs one comparison per cached token.
-//
-// Each sampled token goes through the GenerationPipeline (generate/pipeline.hpp), the same one
-// the server's scheduler uses.
+// Each turn renders the whole conversation with the chat template and tokenizes it; the
+// Sequence keeps the longest prefix of those tokens that its cache already holds and runs only
+// the rest through the model. Reusing by token prefix rather than by "what was appended" stays
+// correct whatever the caller changes (edited history, another system prompt, thinking
+// switched), and costs one comparison per cached token. Each picked token goes through the
+// GenerationPipeline (generate/pipeline.hpp); what is left here is the conversation, the
+// streaming callback and cancellation.
 
 #include <algorithm>
 #include <atomic>
@@ -27,7 +26,7 @@
 #include "smol/core/error.hpp"
 #include "smol/generate/engine.hpp"
 #include "smol/generate/pipeline.hpp"
-#include "smol/model/kv_cache.hpp"
+#include "smol/generate/sequence.hpp"
 #include "smol/text/chat_template.hpp"
 #include "smol/text/tokenizer.hpp"
 
@@ -61,10 +60,9 @@ public:
     // becomes the first message and survives clear().
     explicit ChatSession(Engine& engine, int context = 0, std::string system_prompt = "")
         : engine_(&engine),
-          cache_(engine.make_cache(context)),
+          sequence_(engine.make_cache(context)),
           system_prompt_(std::move(system_prompt)),
           logits_(std::size_t(engine.n_vocab())) {
-        cached_tokens_.reserve(std::size_t(cache_.capacity()));
         clear();
     }
 
@@ -136,10 +134,10 @@ public:
 
     const nlohmann::ordered_json& messages() const { return messages_; }
     const std::string& system_prompt() const { return system_prompt_; }
-    int context_size() const { return cache_.capacity(); }
-    int cached_token_count() const { return cache_.size(); }
+    int context_size() const { return sequence_.capacity(); }
+    int cached_token_count() const { return sequence_.size(); }
     // The tokens the KV cache holds, in order.
-    std::span<const std::int32_t> cached_tokens() const { return cached_tokens_; }
+    std::span<const std::int32_t> cached_tokens() const { return sequence_.tokens(); }
 
     // When on, a conversation that no longer fits drops its oldest turns before the next reply
     // (a turn: a message and everything up to the next user message), never the system message
@@ -197,7 +195,7 @@ private:
     // reply; returns how many messages went. Stops when only the system message and the newest
     // turn are left: if those do not fit, generate() reports it.
     int fit_to_context(const GenerationParams& params) {
-        const int capacity = cache_.capacity();
+        const int capacity = sequence_.capacity();
         const int room = params.max_tokens > 0 ? std::min(params.max_tokens, capacity / 4) : capacity / 4;
         ChatOptions options = template_options_;
         options.add_generation_prompt = true;
@@ -219,14 +217,12 @@ private:
     GenerationResult generate(const ChatPrompt& chat, const GenerationParams& params, const PieceCallback& on_piece) {
         const text::Tokenizer& tokenizer = engine_->tokenizer();
         const std::vector<std::int32_t> prompt = tokenizer.encode(chat.text, /*parse_special=*/true);
-        const int n_prompt = int(prompt.size());
-        if (n_prompt == 0) fail("generate: the rendered prompt is empty; there is nothing to continue from");
-        if (n_prompt > cache_.capacity())
-            fail("the prompt is ", n_prompt, " tokens but the context holds ", cache_.capacity(),
-                 " tokens; shorten the conversation or raise the context size (-c / --ctx-size)");
+        if (prompt.empty()) fail("generate: the rendered prompt is empty; there is nothing to continue from");
 
-        // Built before the cache is touched, so bad parameters leave the session as it was.
+        // Built, and the prompt's length checked, before the cache is touched, so bad
+        // parameters or a prompt too long leave the session as it was.
         GenerationPipeline pipeline(tokenizer, params, prompt, chat.assistant_prefix);
+        sequence_.start(prompt, &pipeline);
         GenerationResult result;
         auto deliver = [&](const TextDelta& delta) {
             if (delta.empty()) return;
@@ -236,6 +232,7 @@ private:
             if (on_piece && !on_piece(StreamPiece{delta.reasoning, delta.content, delta.tool_calls})) cancel();
         };
         auto end = [&](FinishReason reason) {
+            sequence_.end();
             TextDelta tail;
             pipeline.finish(reason, tail);
             deliver(tail);
@@ -245,50 +242,31 @@ private:
         };
 
         try {
-            // Reuse the longest common prefix, but always run at least the last prompt token:
-            // its logits are what the first sample needs.
-            const std::size_t limit = std::min(cached_tokens_.size(), prompt.size() - 1);
-            std::size_t common = 0;
-            while (common < limit && cached_tokens_[common] == prompt[common]) ++common;
-            cache_.truncate(int(common));
-            cached_tokens_.resize(common);
-            pipeline.begin_prompt(int(common));
-
             // Chunks of the engine's batch size, so a cancel does not wait for a long prompt.
             const std::size_t chunk = std::size_t(std::max(1, engine_->load_options().max_batch));
-            for (std::size_t at = common; at < prompt.size(); at += chunk) {
+            while (sequence_.reading_prompt()) {
                 if (cancelled()) return end(FinishReason::cancelled);
-                const std::size_t n = std::min(chunk, prompt.size() - at);
-                const std::span<const std::int32_t> part(prompt.data() + at, n);
-                engine_->forward(cache_, part, logits_.data(), /*all_logits=*/false);
-                cached_tokens_.insert(cached_tokens_.end(), part.begin(), part.end());
+                sequence_.feed(*engine_, logits_, chunk);
             }
 
             if (params.max_tokens == 0) return end(FinishReason::max_tokens);
             while (true) {
                 if (cancelled()) return end(FinishReason::cancelled);
-                const std::int32_t id = pipeline.sample(logits_, long(cache_.capacity()) - long(cache_.size()));
                 TextDelta delta;
-                // The sampled token goes into the cache next; it needs a free position.
-                const bool ended = pipeline.push(id, cache_.size() < cache_.capacity(), delta);
+                const bool ended = sequence_.step(logits_, delta);
                 deliver(delta);
                 if (ended) return end(pipeline.finish_reason());
                 if (cancelled()) return end(FinishReason::cancelled);  // the callback may have asked
-                engine_->forward(cache_, std::span<const std::int32_t>(&id, 1), logits_.data(), /*all_logits=*/false);
-                cached_tokens_.push_back(id);
+                sequence_.feed(*engine_, logits_);
             }
         } catch (...) {
-            // A forward pass that failed part way may have filled positions we did not
-            // record; start the cache over rather than trust it.
-            cache_.clear();
-            cached_tokens_.clear();
+            sequence_.reset();  // a forward pass that failed part way leaves the cache untrustworthy
             throw;
         }
     }
 
     Engine* engine_;
-    KvCache cache_;
-    std::vector<std::int32_t> cached_tokens_;  // [cache_.size()] the tokens whose keys/values the cache holds
+    Sequence sequence_;  // the KV cache and the tokens it holds
     std::string system_prompt_;
     nlohmann::ordered_json messages_;
     ChatOptions template_options_;

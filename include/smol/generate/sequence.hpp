@@ -1,0 +1,230 @@
+#pragma once
+// One sequence through the model: a KV cache, the tokens it holds, and the generation running
+// on it. Every driver runs its tokens through a Sequence, so prefix reuse, the prompt-length
+// rule, the "run the last prompt token again" rule and the reset after an error exist once.
+// The drivers differ only in who feeds it and how the forward pass is shared:
+//
+//   ChatSession (smol-cli, examples/embed, the library)  one Sequence, run alone: feed()
+//   Scheduler (smol-server)                              a Sequence per slot, many in one pass:
+//                                                        next_input() -> Engine::forward(batch) -> ran()
+//   smol-bench (pp, tg, tg+grammar)                      one Sequence, run alone: feed()
+//
+//   start(prompt, pipeline)
+//     -> room check: check_prompt_fits (the one prompt-length rule, below)
+//     -> prefix reuse: keep the longest prefix the cached tokens share with the prompt, less
+//        the prompt's last token (its logits pick the first new token); cut the cache there
+//     -> pipeline.begin_prompt(tokens kept)
+//   feed(), or next_input() + the driver's forward pass + ran()
+//     -> the rest of the prompt in chunks, then each picked token, one at a time
+//     -> tokens() records what the cache holds
+//   step(logits of the last token run)
+//     -> pipeline.sample (room: the free positions) -> pipeline.push (a position for this token?)
+//     -> the token is the next input, or the generation has ended
+//   end()    the generation is over (finished, cancelled); the cache stays for prefix reuse
+//   reset()  after an error: a forward pass that failed part way may have filled positions
+//            nobody recorded, so the cache and its tokens are forgotten
+//
+// A Sequence knows nothing about threads or cancellation: the driver checks between calls.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "smol/core/error.hpp"
+#include "smol/generate/engine.hpp"
+#include "smol/generate/pipeline.hpp"
+#include "smol/model/kv_cache.hpp"
+#include "smol/model/model.hpp"
+
+namespace smol {
+
+// A prompt that leaves no room to generate in the context (a server answers 400).
+class PromptTooLongError : public Error {
+public:
+    using Error::Error;
+};
+
+// The prompt-length rule, the one every caller asks: a prompt fits a context of `context`
+// tokens when it leaves at least one position for a generated token.
+inline bool prompt_fits(std::size_t n_prompt, int context) {
+    return context > 0 && n_prompt < std::size_t(context);
+}
+
+// What a prompt that does not fit is told.
+inline std::string prompt_too_long_message(std::size_t n_prompt, int context) {
+    return "the prompt is " + std::to_string(n_prompt) + " tokens but the context holds " + std::to_string(context) +
+           " tokens; expected at most " + std::to_string(std::max(context - 1, 0)) +
+           ", so that one is left to generate: shorten the prompt or raise the context size (-c / --ctx-size)";
+}
+
+// Throws PromptTooLongError when the prompt does not fit (prompt_fits).
+inline void check_prompt_fits(std::size_t n_prompt, int context) {
+    if (!prompt_fits(n_prompt, context)) throw PromptTooLongError(prompt_too_long_message(n_prompt, context));
+}
+
+class Sequence {
+public:
+    static constexpr std::size_t kWholePrompt = std::numeric_limits<std::size_t>::max();
+
+    // Without a cache: a scheduler slot gets one when a request first needs it (set_cache).
+    Sequence() = default;
+    explicit Sequence(KvCache cache) { set_cache(std::move(cache)); }
+
+    bool has_cache() const { return cache_.has_value(); }
+    // Attaches an empty cache, replacing any other (and what it held).
+    void set_cache(KvCache cache) {
+        cache_.emplace(std::move(cache));
+        cache_->clear();
+        tokens_.clear();
+        tokens_.reserve(std::size_t(cache_->capacity()));
+        end();
+    }
+    // Frees the cache's memory (a scheduler under its memory budget); its tokens go with it.
+    void release_cache() {
+        cache_.reset();
+        tokens_ = {};
+        end();
+    }
+
+    int capacity() const { return cache_ ? cache_->capacity() : 0; }
+    int size() const { return int(tokens_.size()); }
+    // The tokens the cache holds, in order.
+    std::span<const std::int32_t> tokens() const { return tokens_; }
+
+    // How many leading tokens of `prompt` the cache already holds.
+    std::size_t shared_prefix(std::span<const std::int32_t> prompt) const {
+        const std::size_t limit = std::min(tokens_.size(), prompt.size());
+        std::size_t n = 0;
+        while (n < limit && tokens_[n] == prompt[n]) ++n;
+        return n;
+    }
+
+    // Forgets every token from `n` on (a benchmark going back to its starting context).
+    void truncate(std::size_t n) {
+        if (!cache_ || n > tokens_.size())
+            fail("sequence: cannot keep ", n, " tokens, it holds ", tokens_.size());
+        cache_->truncate(int(n));
+        tokens_.resize(n);
+        end();
+    }
+
+    // Starts a generation that continues `prompt`: checks that the prompt fits
+    // (PromptTooLongError, thrown before anything changes), keeps the cached prefix it shares
+    // and tells the pipeline how much of the prompt that is. `pipeline` picks the tokens and
+    // must outlive the generation (until end() or reset()); nullptr when the caller only runs
+    // tokens (a benchmark), and then step() is not available. Returns the prompt tokens kept.
+    std::size_t start(std::span<const std::int32_t> prompt, GenerationPipeline* pipeline) {
+        if (!cache_) fail("sequence: start() needs a KV cache, and none is attached (set_cache)");
+        if (prompt.empty()) fail("sequence: the prompt is empty; at least one token is needed to continue from");
+        check_prompt_fits(prompt.size(), cache_->capacity());
+        // At least the last prompt token runs again: its logits pick the first new token.
+        const std::size_t kept = std::min(shared_prefix(prompt), prompt.size() - 1);
+        end();
+        cache_->truncate(int(kept));
+        tokens_.resize(kept);
+        prompt_.assign(prompt.begin(), prompt.end());
+        pipeline_ = pipeline;
+        if (pipeline_) pipeline_->begin_prompt(int(kept));
+        return kept;
+    }
+
+    // Whether prompt tokens are still to be run.
+    bool reading_prompt() const { return tokens_.size() < prompt_.size(); }
+    // Whether the logits of the last token run are waiting for step().
+    bool wants_step() const { return logits_waiting_; }
+
+    // What the next forward pass runs for this sequence, as a batch entry (last logits only):
+    // the token step() picked, or else up to max_prompt_tokens (at least 1) more of the prompt.
+    // Valid until ran(), end() or reset().
+    SequenceBatch next_input(std::size_t max_prompt_tokens = kWholePrompt) {
+        if (next_token_ >= 0) return {&*cache_, std::span<const std::int32_t>(&next_token_, 1), false};
+        if (!reading_prompt() || max_prompt_tokens == 0)
+            fail("sequence: expected something to run (prompt tokens, or a token step() picked), found ",
+                 reading_prompt() ? "a limit of 0 prompt tokens" : "the prompt run and no token picked");
+        const std::size_t n = std::min(prompt_.size() - tokens_.size(), max_prompt_tokens);
+        return {&*cache_, std::span<const std::int32_t>(prompt_).subspan(tokens_.size(), n), false};
+    }
+
+    // After a forward pass ran the first n_tokens of next_input(): the cache holds them now.
+    // Throws when the count is not what next_input() gave or the cache holds another number of
+    // positions; the record is then not to be trusted, so the caller resets.
+    void ran(std::size_t n_tokens) {
+        if (next_token_ >= 0) {
+            if (n_tokens != 1) fail("sequence: expected 1 token run (the one step() picked), found ", n_tokens);
+            tokens_.push_back(next_token_);
+            next_token_ = -1;
+        } else {
+            const std::size_t at = tokens_.size();
+            if (n_tokens == 0 || n_tokens > prompt_.size() - at)
+                fail("sequence: expected 1 to ", prompt_.size() - at, " prompt tokens run, found ", n_tokens);
+            const auto first = prompt_.begin() + std::ptrdiff_t(at);
+            tokens_.insert(tokens_.end(), first, first + std::ptrdiff_t(n_tokens));
+        }
+        if (cache_->size() != int(tokens_.size()))
+            fail("sequence: the KV cache holds ", cache_->size(), " positions, expected ", tokens_.size(),
+                 " (the tokens run)");
+        logits_waiting_ = !reading_prompt();
+    }
+
+    // Runs next_input() alone through the engine and records it (ran()). logits: [n_vocab],
+    // receives the last token's.
+    void feed(Engine& engine, std::span<float> logits, std::size_t max_prompt_tokens = kWholePrompt) {
+        if (logits.size() < std::size_t(engine.n_vocab()))
+            fail("sequence: expected room for ", engine.n_vocab(), " logits, found ", logits.size());
+        const SequenceBatch input = next_input(max_prompt_tokens);
+        engine.forward(*input.cache, input.tokens, logits.data(), /*all_logits=*/false);
+        ran(input.tokens.size());
+    }
+
+    // Picks the next token from the logits of the last token run (modified in place) through
+    // the pipeline, which appends the text it shows to `out`. Returns true when the generation
+    // ends here; otherwise the token is the next input.
+    bool step(std::span<float> logits, TextDelta& out) {
+        if (!pipeline_) fail("sequence: step() needs a generation, started with a pipeline");
+        if (!logits_waiting_)
+            fail("sequence: step() expected the logits of the prompt's last token or of the token picked last, "
+                 "found ", reading_prompt() ? "the prompt still being read" : "them used already");
+        logits_waiting_ = false;
+        picked_ = pipeline_->sample(logits, long(cache_->capacity()) - long(cache_->size()));
+        // The picked token goes into the cache next; it needs a free position.
+        const bool ended = pipeline_->push(picked_, cache_->size() < cache_->capacity(), out);
+        if (!ended) next_token_ = picked_;
+        return ended;
+    }
+
+    // The token step() picked last (also when it ended the generation), -1 before any.
+    std::int32_t picked() const { return picked_; }
+
+    // The generation is over (finished or cancelled): the pipeline is let go and a picked token
+    // not yet run is dropped. The cache and its tokens stay for the next start's prefix reuse.
+    void end() {
+        pipeline_ = nullptr;
+        prompt_.clear();
+        next_token_ = -1;
+        logits_waiting_ = false;
+    }
+
+    // After an error: the cache may hold positions nobody recorded, so everything goes.
+    void reset() {
+        if (cache_) cache_->clear();
+        tokens_.clear();
+        end();
+    }
+
+private:
+    std::optional<KvCache> cache_;
+    std::vector<std::int32_t> tokens_;  // [cache_->size()] the tokens whose keys/values the cache holds
+    std::vector<std::int32_t> prompt_;  // the running generation's prompt; tokens_ starts with what of it ran
+    GenerationPipeline* pipeline_ = nullptr;  // the running generation's, not owned
+    std::int32_t next_token_ = -1;      // picked by step(), to be run next
+    std::int32_t picked_ = -1;          // what step() picked last
+    bool logits_waiting_ = false;       // the last run's logits are for step()
+};
+
+}  // namespace smol
