@@ -45,6 +45,18 @@ json with(json body, const std::string& field, json value) {
 
 }  // namespace
 
+TEST_CASE("the OpenAI finish_reason of each way a generation ends") {
+    using smol::FinishReason;
+    using smol_server::openai_finish_reason;
+    CHECK(std::string(openai_finish_reason(FinishReason::end_of_generation)) == "stop");
+    CHECK(std::string(openai_finish_reason(FinishReason::stop_string)) == "stop");
+    CHECK(std::string(openai_finish_reason(FinishReason::max_tokens)) == "length");
+    CHECK(std::string(openai_finish_reason(FinishReason::context_full)) == "length");
+    CHECK(std::string(openai_finish_reason(FinishReason::tool_calls)) == "tool_calls");
+    CHECK(openai_finish_reason(FinishReason::cancelled) == nullptr);
+    CHECK(openai_finish_reason(FinishReason::error) == nullptr);
+}
+
 TEST_CASE("API keys are compared in full: equal only when every byte and the length agree") {
     using smol_server::equal_in_constant_time;
     CHECK(equal_in_constant_time("Bearer abc", "Bearer abc"));

@@ -383,19 +383,13 @@ TEST_CASE("session: bad parameters leave the session usable") {
     CHECK(session.send("Hi", greedy(3)).usage.completion_tokens == 3);
 }
 
-TEST_CASE("FinishReason names, and the OpenAI finish_reason of each") {
+TEST_CASE("FinishReason names") {
     CHECK(smol::to_string(FinishReason::end_of_generation) == "eos");
     CHECK(smol::to_string(FinishReason::stop_string) == "stop_string");
     CHECK(smol::to_string(FinishReason::max_tokens) == "length");
     CHECK(smol::to_string(FinishReason::context_full) == "context_full");
     CHECK(smol::to_string(FinishReason::cancelled) == "cancelled");
     CHECK(smol::to_string(FinishReason::error) == "error");
-    CHECK(std::string(smol::openai_finish_reason(FinishReason::end_of_generation)) == "stop");
-    CHECK(std::string(smol::openai_finish_reason(FinishReason::stop_string)) == "stop");
-    CHECK(std::string(smol::openai_finish_reason(FinishReason::max_tokens)) == "length");
-    CHECK(std::string(smol::openai_finish_reason(FinishReason::context_full)) == "length");
-    CHECK(smol::openai_finish_reason(FinishReason::cancelled) == nullptr);
-    CHECK(smol::openai_finish_reason(FinishReason::error) == nullptr);
 }
 
 TEST_CASE("session: tool calls come out of the answer, streamed and in the result") {

@@ -27,6 +27,22 @@ namespace smol_server {
 
 using json = nlohmann::ordered_json;
 
+// The OpenAI API's finish_reason: "stop" for a natural end or a stop string, "length" when a
+// limit cut the reply short, "tool_calls" when the turn ended with calls. Cancelled and
+// failed generations have none (nullptr).
+inline const char* openai_finish_reason(smol::FinishReason reason) {
+    switch (reason) {
+        case smol::FinishReason::end_of_generation:
+        case smol::FinishReason::stop_string: return "stop";
+        case smol::FinishReason::max_tokens:
+        case smol::FinishReason::context_full: return "length";
+        case smol::FinishReason::tool_calls: return "tool_calls";
+        case smol::FinishReason::cancelled:
+        case smol::FinishReason::error: return nullptr;
+    }
+    return nullptr;
+}
+
 // UUIDv7 (RFC 9562): 48-bit Unix milliseconds, version 7, 74 random bits; sorts by time.
 inline std::string uuid_v7() {
     static std::mutex mutex;
@@ -664,7 +680,7 @@ inline json completion_json(const ReplyIds& ids, const std::string& reasoning, c
     json choice = {{"index", 0},
                    {"message", std::move(message)},
                    {"logprobs", std::move(logprobs)},
-                   {"finish_reason", smol::openai_finish_reason(finish)}};
+                   {"finish_reason", openai_finish_reason(finish)}};
     return json{{"id", ids.id},
                 {"object", "chat.completion"},
                 {"created", ids.created},

@@ -173,7 +173,7 @@ inline bool stream_step(StreamState& st, ReplySink& sink) {
         if (const auto error = generation_error(*event, st.metrics)) {
             out += sse(error_body(*error));
         } else {
-            json last = chunk(json::object(), smol::openai_finish_reason(event->finish));
+            json last = chunk(json::object(), openai_finish_reason(event->finish));
             last["timings"] = timings_json(event->usage);
             out += sse(last);
             if (st.include_usage) {
@@ -224,7 +224,7 @@ inline bool completion_step(CompletionState& st, ReplySink& sink) {
                                choice_logprobs(st.logprobs, logprobs_json(st.token_logprobs, *st.tokenizer)));
     } else {
         st.ids.created = unix_seconds();
-        body = text_completion_json(st.ids, st.content, smol::openai_finish_reason(event->finish),
+        body = text_completion_json(st.ids, st.content, openai_finish_reason(event->finish),
                                     st.logprobs ? text_logprobs_json(st.token_logprobs, *st.tokenizer, 0) : json());
         body["usage"] = usage_json(event->usage);
         body["timings"] = timings_json(event->usage);

@@ -76,22 +76,6 @@ inline std::string_view to_string(FinishReason reason) {
     return "unknown";
 }
 
-// The OpenAI API's finish_reason: "stop" for a natural end or a stop string, "length" when a
-// limit cut the reply short, "tool_calls" when the turn ended with calls. Cancelled and
-// failed generations have none (nullptr).
-inline const char* openai_finish_reason(FinishReason reason) {
-    switch (reason) {
-        case FinishReason::end_of_generation:
-        case FinishReason::stop_string: return "stop";
-        case FinishReason::max_tokens:
-        case FinishReason::context_full: return "length";
-        case FinishReason::tool_calls: return "tool_calls";
-        case FinishReason::cancelled:
-        case FinishReason::error: return nullptr;
-    }
-    return nullptr;
-}
-
 // Token counts and times of one generation. Every interval is measured by the pipeline, so a
 // session and the server report the same quantities the same way.
 struct GenerationUsage {
