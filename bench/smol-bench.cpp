@@ -22,8 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "program_args.hpp"
 #include "read_bandwidth.hpp"
-#include "smol/core/comma_list.hpp"
 #include "smol/hub.hpp"
 
 namespace {
@@ -57,12 +57,12 @@ void usage(std::FILE* out) {
                  "KV cache rows it attends over at its test's depth) times tokens/s; it is printed for tg only,\n"
                  "where each token streams all of them from memory, beside its share of the machine's read\n"
                  "limit (measured first, in a child process).\n",
-                 omp_get_max_threads(), smol::kRopeScalingUsage, smol::kKvCacheTypeUsage);
+                 omp_get_max_threads(), smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage);
 }
 
 // The list flags' values as ints; no token count or thread count comes near the cap.
-std::vector<int> parse_list(const std::string& flag, const std::string& text, int min_value) {
-    const auto values = smol::parse_int_list(flag, text, min_value, 1'000'000);
+std::vector<int> int_list(smol::args::ArgReader& args, int min_value) {
+    const auto values = args.int_list(min_value, 1'000'000);
     return {values.begin(), values.end()};
 }
 
@@ -273,40 +273,28 @@ int main(int argc, char** argv) {
     std::string format = "md";
     std::string grammar;  // --grammar: GBNF text for the constrained tg tests
     try {
-        for (int i = 1; i < argc; ++i) {
-            const std::string a = argv[i];
-            auto value = [&]() -> std::string {
-                if (i + 1 >= argc) smol::fail(a, " needs a value");
-                return argv[++i];
-            };
-            if (a == "-m" || a == "--model") models = smol::split_commas(value());
-            else if (a == "-hf" || a == "--hf-repo") hf.hf_repo = value();
-            else if (a == "--hf-file") hf.hf_file = value();
-            else if (a == "-p" || a == "--n-prompt") prompts = parse_list(a, value(), 0);
-            else if (a == "-n" || a == "--n-gen") gens = parse_list(a, value(), 0);
-            else if (a == "-d" || a == "--n-depth") depths = parse_list(a, value(), 0);
-            else if (smol::is_rope_scaling_flag(a)) smol::apply_rope_scaling_flag(rope_scaling, a, value());
-            else if (smol::is_kv_cache_type_flag(a)) smol::apply_kv_cache_type_flag(cache_types, a, value());
-            else if (a == "-t" || a == "--threads") threads = parse_list(a, value(), 1);
-            else if (a == "-r" || a == "--repetitions") repetitions = parse_list(a, value(), 1).at(0);
-            else if (a == "-b" || a == "--batch-size") batch = parse_list(a, value(), 1).at(0);
-            else if (a == "--no-warmup") warmup = false;
-            else if (a == "--no-bandwidth") bandwidth = false;
-            else if (a == "--grammar") {
-                const std::string g = value();
+        smol::args::ArgReader args(argc, argv);
+        while (args.next()) {
+            if (read_rope_scaling_flag(args, rope_scaling) || read_kv_cache_type_flag(args, cache_types)) continue;
+            if (args.is("-m", "--model")) models = args.list();
+            else if (args.is("-hf", "--hf-repo")) hf.hf_repo = args.value();
+            else if (args.is("--hf-file")) hf.hf_file = args.value();
+            else if (args.is("-p", "--n-prompt")) prompts = int_list(args, 0);
+            else if (args.is("-n", "--n-gen")) gens = int_list(args, 0);
+            else if (args.is("-d", "--n-depth")) depths = int_list(args, 0);
+            else if (args.is("-t", "--threads")) threads = int_list(args, 1);
+            else if (args.is("-r", "--repetitions")) repetitions = args.integer<int>(1, 1'000'000);
+            else if (args.is("-b", "--batch-size")) batch = args.integer<int>(1, 1'000'000);
+            else if (args.is("--no-warmup")) warmup = false;
+            else if (args.is("--no-bandwidth")) bandwidth = false;
+            else if (args.is("--grammar")) {
+                const std::string g = args.value();
                 grammar = g == "json" ? std::string(smol::text::kJsonObjectGrammar) : read_text_file(g);
-            }
-            else if (a == "-o" || a == "--output") {
-                format = value();
-                if (format != "md" && format != "json") smol::fail("-o: expected md or json, found '", format, "'");
-            } else if (a == "-h" || a == "--help") {
+            } else if (args.is("-o", "--output")) format = args.choice({"md", "json"});
+            else if (args.is("-h", "--help")) {
                 usage(stdout);
                 return 0;
-            } else {
-                std::fprintf(stderr, "smol-bench: unknown argument '%s'\n", a.c_str());
-                usage(stderr);
-                return 2;
-            }
+            } else args.unknown();
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "smol-bench: %s\n", e.what());

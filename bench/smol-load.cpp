@@ -43,8 +43,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "smol/core/comma_list.hpp"
-#include "smol/core/error.hpp"
+#include "program_args.hpp"
 
 namespace {
 
@@ -92,18 +91,15 @@ struct Options {
 
 // "http://host:port" (no path, no TLS).
 void parse_url(const std::string& url, Options& o) {
+    using smol::args::UsageError;
     const std::string_view prefix = "http://";
-    if (url.rfind(prefix, 0) != 0) smol::fail("--url: expected http://HOST:PORT, found '", url, "'");
+    if (url.rfind(prefix, 0) != 0) throw UsageError("--url: expected http://HOST:PORT, found '" + url + "'");
     std::string rest = url.substr(prefix.size());
     if (!rest.empty() && rest.back() == '/') rest.pop_back();
     const auto colon = rest.rfind(':');
     o.host = colon == std::string::npos ? rest : rest.substr(0, colon);
-    if (colon != std::string::npos) {
-        const auto ports = smol::parse_int_list("--url port", rest.substr(colon + 1), 1, 65535);
-        if (ports.size() != 1) smol::fail("--url: expected one port, found '", rest.substr(colon + 1), "'");
-        o.port = int(ports[0]);
-    }
-    if (o.host.empty()) smol::fail("--url: expected a host, found '", url, "'");
+    if (colon != std::string::npos) o.port = smol::args::parse_integer<int>("--url port", rest.substr(colon + 1), 1, 65535);
+    if (o.host.empty()) throw UsageError("--url: expected a host, found '" + url + "'");
 }
 
 // What one request saw.
@@ -408,47 +404,29 @@ int main(int argc, char** argv) {
     Options o;
     bool have_url = false;
     try {
-        for (int i = 1; i < argc; ++i) {
-            const std::string a = argv[i];
-            auto value = [&]() -> std::string {
-                if (i + 1 >= argc) smol::fail(a, " needs a value");
-                return argv[++i];
-            };
-            if (a == "--url") {
-                parse_url(value(), o);
+        smol::args::ArgReader args(argc, argv);
+        while (args.next()) {
+            if (args.is("--url")) {
+                parse_url(args.value(), o);
                 have_url = true;
-            } else if (a == "-u" || a == "--users") o.users = smol::parse_int_list(a, value(), 1, 4096);
-            else if (a == "-d" || a == "--duration") o.duration_s = int(smol::parse_int_list(a, value(), 1, 86400).at(0));
-            else if (a == "--max-tokens") o.max_tokens = int(smol::parse_int_list(a, value(), 1, 1 << 20).at(0));
-            else if (a == "--prompt-words") o.prompt_words = smol::parse_int_list(a, value(), 1, 1 << 20);
-            else if (a == "--ban-tokens") o.ban_tokens = smol::parse_int_list(a, value(), 0, 1 << 30, "token ids");
-            else if (a == "--api-key") o.api_key = value();
-            else if (a == "--model") o.model = value();
-            else if (a == "--endpoint") {
-                const std::string endpoint = value();
-                if (endpoint != "chat" && endpoint != "completions")
-                    smol::fail("--endpoint: expected chat or completions, found '", endpoint, "'");
-                o.chat = endpoint == "chat";
-            }
-            else if (a == "--pid") o.pid = int(smol::parse_int_list(a, value(), 1, 1 << 30).at(0));
-            else if (a == "--seed") o.seed = std::uint64_t(smol::parse_int_list(a, value(), 0, 1ll << 40).at(0));
-            else if (a == "--hang-up") {
-                const std::string v = value();
-                char* end = nullptr;
-                o.hang_up = std::strtod(v.c_str(), &end);
-                if (v.empty() || *end || !(o.hang_up >= 0 && o.hang_up <= 1))
-                    smol::fail("--hang-up: expected a share in [0, 1], found '", v, "'");
-            } else if (a == "-o" || a == "--output") {
-                o.format = value();
-                if (o.format != "md" && o.format != "json") smol::fail("-o: expected md or json, found '", o.format, "'");
-            } else if (a == "-h" || a == "--help") {
+            } else if (args.is("-u", "--users")) o.users = args.int_list(1, 4096);
+            else if (args.is("-d", "--duration")) o.duration_s = args.integer<int>(1, 86400);
+            else if (args.is("--max-tokens")) o.max_tokens = args.integer<int>(1, 1 << 20);
+            else if (args.is("--prompt-words")) o.prompt_words = args.int_list(1, 1 << 20);
+            else if (args.is("--ban-tokens")) o.ban_tokens = args.int_list(0, 1 << 30, "token ids");
+            else if (args.is("--api-key")) o.api_key = args.value();
+            else if (args.is("--model")) o.model = args.value();
+            else if (args.is("--endpoint")) o.chat = args.choice({"chat", "completions"}) == "chat";
+            else if (args.is("--pid")) o.pid = args.integer<int>(1, 1 << 30);
+            else if (args.is("--seed")) o.seed = args.integer<std::uint64_t>(0, std::uint64_t(1) << 40);
+            else if (args.is("--hang-up")) o.hang_up = args.number(0.0, 1.0);
+            else if (args.is("-o", "--output")) o.format = args.choice({"md", "json"});
+            else if (args.is("-h", "--help")) {
                 usage(stdout);
                 return 0;
-            } else {
-                smol::fail("unknown argument '", a, "'");
-            }
+            } else args.unknown();
         }
-        if (!have_url) smol::fail("--url is required");
+        if (!have_url) throw smol::args::UsageError("--url is required");
     } catch (const std::exception& e) {
         std::fprintf(stderr, "smol-load: %s\n", e.what());
         usage(stderr);

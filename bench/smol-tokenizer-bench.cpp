@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "smol/core/comma_list.hpp"
+#include "program_args.hpp"
 #include "smol/smol.hpp"
 
 namespace {
@@ -40,28 +40,20 @@ int main(int argc, char** argv) {
     int repetitions = 5;
     bool parse_special = false;
     try {
-        for (int i = 1; i < argc; ++i) {
-            const std::string a = argv[i];
-            auto value = [&]() -> std::string {
-                if (i + 1 >= argc) smol::fail(a, " needs a value");
-                return argv[++i];
-            };
-            if (a == "-m" || a == "--model") model_path = value();
-            else if (a == "-f" || a == "--file") text_path = value();
-            else if (a == "-r" || a == "--repetitions") {
-                const auto counts = smol::parse_int_list(a, value(), 1, 1000);
-                if (counts.size() != 1) smol::fail(a, ": expected one count, found ", counts.size());
-                repetitions = int(counts[0]);
-            } else if (a == "--parse-special") parse_special = true;
-            else if (a == "-o" || a == "--output") {
-                format = value();
-                if (format != "md" && format != "json") smol::fail("-o: expected md or json, found '", format, "'");
-            } else if (a == "-h" || a == "--help") {
+        smol::args::ArgReader args(argc, argv);
+        while (args.next()) {
+            if (args.is("-m", "--model")) model_path = args.value();
+            else if (args.is("-f", "--file")) text_path = args.value();
+            else if (args.is("-r", "--repetitions")) repetitions = args.integer<int>(1, 1000);
+            else if (args.is("--parse-special")) parse_special = true;
+            else if (args.is("-o", "--output")) format = args.choice({"md", "json"});
+            else if (args.is("-h", "--help")) {
                 usage(stdout);
                 return 0;
-            } else smol::fail("unknown argument '", a, "'");
+            } else args.unknown();
         }
-        if (model_path.empty() || text_path.empty()) smol::fail("both -m MODEL and -f TEXT are required");
+        if (model_path.empty() || text_path.empty())
+            throw smol::args::UsageError("both -m MODEL and -f TEXT are required");
     } catch (const std::exception& e) {
         std::fprintf(stderr, "smol-tokenizer-bench: %s\n", e.what());
         usage(stderr);

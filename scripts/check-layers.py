@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Checks every #include "smol/..." under include/smol/ against README.md's Layout table.
+"""Checks every #include "smol/..." under include/smol/ and in the programs against README.md's
+Layout table.
 
-Each folder row names the folders its headers may include ("core, quant"; "everything above":
-the folders of the rows above it; "std only": none). A header may always include its own
-folder. Exit status 1 lists each include that breaks the rule, with file and line."""
+Each library folder row names the folders its headers may include ("core, quant"; "everything
+above": the folders of the rows above it; "std only": none). A header may always include its own
+folder. The programs' row names the program folders (`examples/`, `bench/`, `tools/`) and the only
+library headers their .cpp and .hpp files may include (`smol/smol.hpp`, `smol/hub.hpp`), with
+quotes or angle brackets. Exit status 1 lists each include that breaks a rule, with file and line."""
 import pathlib
 import re
 import sys
@@ -27,6 +30,15 @@ for i, (folder, rule) in enumerate(rows):
     if unknown:
         sys.exit(f"check-layers: README row for {folder}/ names folders the table lacks: {sorted(unknown)}")
 
+programs_row = re.search(r"^\| ((?:`\w+/`(?:, )?)+) \| [^|]* \| ([^|]*) \|$", readme, re.M)
+if not programs_row:
+    sys.exit("check-layers: expected README.md's Layout table to have the programs' row "
+             "(| `examples/`, `bench/`, `tools/` | ... | `smol/smol.hpp`, ... |), found none")
+program_folders = re.findall(r"`(\w+)/`", programs_row.group(1))
+program_allowed = set(re.findall(r"`(smol/[\w/.]+)`", programs_row.group(2)))
+if not program_allowed:
+    sys.exit(f"check-layers: the programs' row names no `smol/...` header they may include: {programs_row.group(0)}")
+
 broken = []
 headers = sorted((root / "include" / "smol").glob("*/*.hpp"))
 for header in headers:
@@ -39,7 +51,17 @@ for header in headers:
         if m and m.group(1) != folder and m.group(1) not in allowed[folder]:
             broken.append(f"{header.relative_to(root)}:{n}: {folder}/ may include {sorted(allowed[folder]) or 'std only'}, "
                           f"found {line.strip()}")
+programs = sorted(f for folder in program_folders for f in (root / folder).rglob("*")
+                  if f.suffix in (".cpp", ".hpp") and "node_modules" not in f.parts)
+for source in programs:
+    for n, line in enumerate(source.read_text().splitlines(), 1):
+        m = re.match(r'\s*#\s*include\s+["<](smol/[^">]+)[">]', line)
+        if m and m.group(1) not in program_allowed:
+            broken.append(f"{source.relative_to(root)}:{n}: a program may include {sorted(program_allowed)} "
+                          f"and nothing else under smol/, found {line.strip()}")
+
 for b in broken:
     print(b)
-print(f"check-layers: {len(headers)} headers in {len(allowed)} folders, {len(broken)} includes break the layout rule")
+print(f"check-layers: {len(headers)} headers in {len(allowed)} folders and {len(programs)} program files in "
+      f"{', '.join(f + '/' for f in program_folders)}, {len(broken)} includes break the layout rules")
 sys.exit(1 if broken else 0)

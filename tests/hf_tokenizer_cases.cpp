@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "smol/core/comma_list.hpp"
+#include "program_args.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/text/hf_tokenizer_json.hpp"
 #include "smol/text/tokenizer.hpp"
@@ -113,14 +113,13 @@ int main(int argc, char** argv) {
     int count = 4000;
     std::uint64_t seed = 20261124;
     try {
-        for (int i = 3; i < argc; i += 2) {
-            const std::string flag = argv[i];
-            if (i + 1 >= argc) smol::fail(flag, " needs a value");
-            if (flag == "--count") count = int(smol::parse_int_list(flag, argv[i + 1], 1, 10000000).at(0));
-            else if (flag == "--seed") seed = std::uint64_t(smol::parse_int_list(flag, argv[i + 1], 0, INT64_MAX).at(0));
-            else smol::fail("unknown argument '", flag, "'");
+        smol::args::ArgReader args(argc, argv, /*first=*/3);
+        while (args.next()) {
+            if (args.is("--count")) count = args.integer<int>(1, 10000000);
+            else if (args.is("--seed")) seed = args.integer<std::uint64_t>();
+            else args.unknown();
         }
-    } catch (const std::exception& e) {
+    } catch (const smol::args::UsageError& e) {
         std::fprintf(stderr, "hf_tokenizer_cases: %s\n", e.what());
         return 2;
     }

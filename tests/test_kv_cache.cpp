@@ -1,5 +1,6 @@
 // The KV cache: its size per token in each cache type, memory that becomes resident only as
-// positions are written, copies of the filled positions, and the -ctk/-ctv flags.
+// positions are written, copies of the filled positions, and the cache types' names (the -ctk/-ctv
+// flags that take them are examples/program_args.hpp's, tested in test_program_args).
 
 #include <doctest/doctest.h>
 
@@ -67,15 +68,10 @@ TEST_CASE("a large cache costs memory only for the positions written, and copies
     CHECK(std::memcmp(a.value_row(3, 0), b.value_row(3, 0), written * head_dim * 2) == 0);
 }
 
-TEST_CASE("the cache-type flags take llama.cpp's names and values") {
-    KvCacheTypes t;
-    CHECK(is_kv_cache_type_flag("-ctk"));
-    CHECK(is_kv_cache_type_flag("--cache-type-v"));
-    CHECK_FALSE(is_kv_cache_type_flag("-ct"));
-    apply_kv_cache_type_flag(t, "-ctk", "q8_0");
-    apply_kv_cache_type_flag(t, "--cache-type-v", "q4_0");
-    CHECK(t == KvCacheTypes{KvType::q8_0, KvType::q4_0});
-    CHECK_THROWS_WITH_AS(apply_kv_cache_type_flag(t, "-ctv", "q5_1"),
-                         doctest::Contains("-ctv: expected f16, q8_0 or q4_0, found 'q5_1'"), Error);
-    CHECK(t.values == KvType::q4_0);  // a bad value changes nothing
+TEST_CASE("cache types are named as llama.cpp names them, and only those names parse") {
+    for (KvType t : {KvType::f16, KvType::q8_0, KvType::q4_0}) CHECK(parse_kv_type(kv_type_name(t)) == t);
+    CHECK(std::string(kv_type_name(KvType::q8_0)) == "q8_0");
+    CHECK_FALSE(parse_kv_type("q5_1"));
+    CHECK_FALSE(parse_kv_type("F16"));
+    CHECK_FALSE(parse_kv_type(""));
 }

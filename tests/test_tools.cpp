@@ -391,7 +391,7 @@ TEST_CASE("smol-inspect --hf-tokenizer writes the vocabulary as Llama 3's tokeni
 
     const auto no_path = run_tool("smol-inspect", quoted(vocab) + " --hf-tokenizer");
     CHECK(no_path.exit_code == 2);
-    CHECK(no_path.output.find("--hf-tokenizer expects an output path") != std::string::npos);
+    CHECK(no_path.output.find("--hf-tokenizer needs an output path") != std::string::npos);
 }
 
 TEST_CASE("smol-tokenizer-bench reports the tokens and speed of encoding a file") {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "program_args.hpp"
 #include "smol/smol.hpp"
 
 namespace {
@@ -96,32 +97,23 @@ int main(int argc, char** argv) {
     std::string path, tokenizer_json_path;
     bool show_tensors = true;
     bool with_control_tokens = true;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--tensors") show_tensors = true;
-        else if (a == "--no-tensors") show_tensors = false;
-        else if (a == "--no-control-tokens") with_control_tokens = false;
-        else if (a == "--hf-tokenizer") {
-            if (i + 1 >= argc) {
-                std::fprintf(stderr, "smol-inspect: --hf-tokenizer expects an output path\n");
-                return 2;
-            }
-            tokenizer_json_path = argv[++i];
+    try {
+        smol::args::ArgReader args(argc, argv);
+        while (args.next()) {
+            if (args.is("--tensors")) show_tensors = true;
+            else if (args.is("--no-tensors")) show_tensors = false;
+            else if (args.is("--no-control-tokens")) with_control_tokens = false;
+            else if (args.is("--hf-tokenizer")) tokenizer_json_path = args.value("an output path");
+            else if (args.is("-h", "--help")) {
+                usage(stdout);
+                return 0;
+            } else if (args.is_flag()) args.unknown();
+            else if (path.empty()) path = args.arg();
+            else throw smol::args::UsageError("expected one file, found '" + path + "' and '" + args.arg() + "'");
         }
-        else if (a == "-h" || a == "--help") {
-            usage(stdout);
-            return 0;
-        } else if (!a.empty() && a[0] == '-' && a != "-") {
-            std::fprintf(stderr, "smol-inspect: unknown argument '%s'\n", a.c_str());
-            usage(stderr);
-            return 2;
-        } else if (path.empty()) path = a;
-        else {
-            std::fprintf(stderr, "smol-inspect: expected one file, found '%s' and '%s'\n", path.c_str(), a.c_str());
-            return 2;
-        }
-    }
-    if (path.empty()) {
+        if (path.empty()) throw smol::args::UsageError("expected a GGUF file");
+    } catch (const smol::args::UsageError& e) {
+        std::fprintf(stderr, "smol-inspect: %s\n", e.what());
         usage(stderr);
         return 2;
     }

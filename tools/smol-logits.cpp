@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -12,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "smol/core/comma_list.hpp"
+#include "program_args.hpp"
 #include "smol/smol.hpp"
 
 namespace {
@@ -23,61 +24,41 @@ void usage(std::FILE* out) {
                  "  Runs the tokens through the model in one batch and writes the logits of every position\n"
                  "  as little-endian float32 [n_tokens][n_vocab] to OUT (default: print the top tokens).\n"
                  "%s%s",
-                 smol::kRopeScalingUsage, smol::kKvCacheTypeUsage);
-}
-
-std::vector<std::int32_t> parse_tokens(const std::string& list) {
-    const auto ids = smol::parse_int_list("--tokens", list, 0, INT32_MAX, "token ids");
-    return {ids.begin(), ids.end()};
+                 smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string model_path, tokens_arg, out_path;
+    std::string model_path, out_path;
+    std::vector<std::int32_t> tokens;
     int threads = 0, batch = 512;
     smol::RopeScalingRequest rope_scaling;
     smol::KvCacheTypes cache_types;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) {
-                std::fprintf(stderr, "smol-logits: %s needs a value\n", a.c_str());
-                usage(stderr);
-                std::exit(2);
-            }
-            return argv[++i];
-        };
-        if (a == "-m" || a == "--model") model_path = value();
-        else if (a == "--tokens") tokens_arg = value();
-        else if (a == "-o" || a == "--output") out_path = value();
-        else if (a == "-t" || a == "--threads") threads = std::atoi(value().c_str());
-        else if (a == "--batch") batch = std::atoi(value().c_str());
-        else if (smol::is_rope_scaling_flag(a) || smol::is_kv_cache_type_flag(a)) {
-            try {
-                if (smol::is_rope_scaling_flag(a)) smol::apply_rope_scaling_flag(rope_scaling, a, value());
-                else smol::apply_kv_cache_type_flag(cache_types, a, value());
-            } catch (const smol::Error& e) {
-                std::fprintf(stderr, "smol-logits: %s\n", e.what());
-                return 2;
-            }
+    try {
+        smol::args::ArgReader args(argc, argv);
+        while (args.next()) {
+            if (read_rope_scaling_flag(args, rope_scaling) || read_kv_cache_type_flag(args, cache_types)) continue;
+            if (args.is("-m", "--model")) model_path = args.value();
+            else if (args.is("--tokens")) {
+                const auto ids = args.int_list(0, INT32_MAX, "token ids");
+                tokens.assign(ids.begin(), ids.end());
+            } else if (args.is("-o", "--output")) out_path = args.value();
+            else if (args.is("-t", "--threads")) threads = args.integer<int>(0, 1024);
+            else if (args.is("--batch")) batch = args.integer<int>(1, 1 << 20);
+            else if (args.is("-h", "--help")) {
+                usage(stdout);
+                return 0;
+            } else args.unknown();
         }
-        else if (a == "-h" || a == "--help") {
-            usage(stdout);
-            return 0;
-        } else {
-            std::fprintf(stderr, "smol-logits: unknown argument '%s'\n", a.c_str());
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (model_path.empty() || tokens_arg.empty()) {
+        if (model_path.empty() || tokens.empty()) throw smol::args::UsageError("both -m MODEL and --tokens ID,... are required");
+    } catch (const smol::args::UsageError& e) {
+        std::fprintf(stderr, "smol-logits: %s\n", e.what());
         usage(stderr);
         return 2;
     }
     try {
         if (threads > 0) omp_set_num_threads(threads);
-        const auto tokens = parse_tokens(tokens_arg);
         smol::LoadOptions options;
         options.max_batch = batch;
         options.rope_scaling = rope_scaling;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "model_synthesis.hpp"
+#include "program_args.hpp"
 
 namespace {
 
@@ -34,18 +35,8 @@ void usage(std::FILE* out) {
                  "  --vocab-size N      (also accepted as --vocab N when N is a number)\n");
 }
 
-int parse_int(const std::string& flag, const std::string& text) {
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-        v = std::stoll(text, &used);
-    } catch (const std::exception&) {
-        used = 0;
-    }
-    if (used == 0 || used != text.size() || v <= 0 || v > (1ll << 30))
-        smol::fail(flag, ": expected a positive integer, found '", text, "'");
-    return int(v);
-}
+// A size or count flag's value: 1 to 2^30.
+int positive(smol::args::ArgReader& args) { return args.integer<int>(1, 1 << 30); }
 
 bool is_number(const std::string& s) {
     return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
@@ -70,49 +61,36 @@ int main(int argc, char** argv) {
     int threads = 0;
     int layers = 0, dim = 0, ffn = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab_size = 0;
     try {
-        for (int i = 1; i < argc; ++i) {
-            const std::string a = argv[i];
-            auto value = [&]() -> std::string {
-                if (i + 1 >= argc) {
-                    std::fprintf(stderr, "smol-synth: %s needs a value\n", a.c_str());
-                    usage(stderr);
-                    std::exit(2);
-                }
-                return argv[++i];
-            };
-            if (a == "-o" || a == "--output") out_path = value();
-            else if (a == "--preset") preset = value();
-            else if (a == "--seed") {
-                const std::string v = value();
-                if (!is_number(v)) smol::fail("--seed: expected a non-negative integer, found '", v, "'");
-                seed = std::stoull(v);
-            } else if (a == "-t" || a == "--threads") threads = parse_int(a, value());
-            else if (a == "--vocab") {
+        smol::args::ArgReader args(argc, argv);
+        while (args.next()) {
+            if (args.is("-o", "--output")) out_path = args.value();
+            else if (args.is("--preset")) preset = args.value();
+            else if (args.is("--seed")) seed = args.integer<std::uint64_t>();
+            else if (args.is("-t", "--threads")) threads = positive(args);
+            else if (args.is("--vocab")) {
                 // --vocab N sets the size (the spelling); --vocab FILE names a tokenizer source.
-                const std::string v = value();
-                if (is_number(v)) vocab_size = parse_int(a, v);
+                const std::string v = args.value();
+                if (is_number(v)) vocab_size = smol::args::parse_integer<int>("--vocab", v, 1, 1 << 30);
                 else vocab_path = v;
-            } else if (a == "--vocab-size") vocab_size = parse_int(a, value());
-            else if (a == "--layers") layers = parse_int(a, value());
-            else if (a == "--dim") dim = parse_int(a, value());
-            else if (a == "--ffn") ffn = parse_int(a, value());
-            else if (a == "--heads") heads = parse_int(a, value());
-            else if (a == "--kv-heads") kv_heads = parse_int(a, value());
-            else if (a == "--head-dim") head_dim = parse_int(a, value());
-            else if (a == "-h" || a == "--help") {
+            } else if (args.is("--vocab-size")) vocab_size = positive(args);
+            else if (args.is("--layers")) layers = positive(args);
+            else if (args.is("--dim")) dim = positive(args);
+            else if (args.is("--ffn")) ffn = positive(args);
+            else if (args.is("--heads")) heads = positive(args);
+            else if (args.is("--kv-heads")) kv_heads = positive(args);
+            else if (args.is("--head-dim")) head_dim = positive(args);
+            else if (args.is("-h", "--help")) {
                 usage(stdout);
                 return 0;
-            } else {
-                std::fprintf(stderr, "smol-synth: unknown argument '%s'\n", a.c_str());
-                usage(stderr);
-                return 2;
-            }
+            } else args.unknown();
         }
-        if (out_path.empty()) {
-            std::fprintf(stderr, "smol-synth: -o OUT is required\n");
-            usage(stderr);
-            return 2;
-        }
+        if (out_path.empty()) throw smol::args::UsageError("-o OUT is required");
+    } catch (const smol::args::UsageError& e) {
+        std::fprintf(stderr, "smol-synth: %s\n", e.what());
+        usage(stderr);
+        return 2;
+    }
+    try {
         if (threads > 0) omp_set_num_threads(threads);
 
         smol::synth::Options options;

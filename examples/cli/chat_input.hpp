@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <smol/core/error.hpp>
+#include <smol/smol.hpp>
 
 namespace smol::cli {
 

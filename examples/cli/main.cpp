@@ -8,7 +8,7 @@
 //   smol-cli --print-prompt --messages chat.json the rendered chat template
 //
 // chat_input.hpp reads the chat's commands and multi-line messages, line_reader.hpp the
-// terminal (libedit when built with it).
+// terminal (libedit when built with it), ../program_args.hpp the flags.
 
 #include <omp.h>
 #include <signal.h>
@@ -16,11 +16,9 @@
 
 #include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,7 +28,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,8 +36,11 @@
 
 #include "chat_input.hpp"
 #include "line_reader.hpp"
+#include "program_args.hpp"
 
 namespace {
+
+using smol::args::UsageError;
 
 constexpr const char* kUsage =
     "usage: smol-cli [-m MODEL | -hf REPO[:QUANT]] [options]\n"
@@ -100,11 +100,6 @@ constexpr const char* kUsage =
     "Chat commands (/help lists them): /clear, /regen, /save FILE, /load FILE, /tool RESULT, /think,\n"
     "/no_think, /exit. A line ending in \\ continues on the next line. Ctrl-C stops a reply.\n";
 
-// A command-line mistake: reported with the usage text and exit code 2.
-struct UsageError {
-    std::string message;
-};
-
 struct Options {
     std::string model;
     std::string hf_repo;  // -hf
@@ -137,112 +132,76 @@ struct Options {
     bool help = false;
 };
 
-template <class Int>
-Int parse_int(std::string_view flag, std::string_view text) {
-    Int value{};
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc{} || end != text.data() + text.size() || text.empty())
-        throw UsageError{std::string(flag) + ": expected an integer, found '" + std::string(text) + "'"};
-    return value;
-}
-
-float parse_float(std::string_view flag, const std::string& text) {
-    char* end = nullptr;
-    errno = 0;
-    const float value = std::strtof(text.c_str(), &end);
-    if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE)
-        throw UsageError{std::string(flag) + ": expected a number, found '" + text + "'"};
-    return value;
-}
-
 Options parse_args(int argc, char** argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) throw UsageError{std::string(a) + " needs a value"};
-            return argv[++i];
-        };
-        if (a == "-m" || a == "--model") o.model = value();
-        else if (a == "-hf" || a == "--hf-repo") o.hf_repo = value();
-        else if (a == "--hf-file") o.hf_file = value();
-        else if (a == "-p" || a == "--prompt") o.prompt = value();
-        else if (a == "-f" || a == "--file") o.prompt_file = value();
-        else if (a == "-sys" || a == "--system-prompt") o.system_prompt = value();
-        else if (a == "-n" || a == "--n-predict") o.n_predict = parse_int<int>(a, value());
-        else if (a == "-c" || a == "--ctx-size") o.context = parse_int<int>(a, value());
-        else if (a == "-t" || a == "--threads") o.threads = parse_int<int>(a, value());
-        else if (smol::is_rope_scaling_flag(a)) {
-            try {
-                smol::apply_rope_scaling_flag(o.rope_scaling, a, value());
-            } catch (const smol::Error& e) {
-                throw UsageError{e.what()};
-            }
-        } else if (smol::is_kv_cache_type_flag(a)) {
-            try {
-                smol::apply_kv_cache_type_flag(o.cache_types, a, value());
-            } catch (const smol::Error& e) {
-                throw UsageError{e.what()};
-            }
-        } else if (a == "-s" || a == "--seed") {
-            const long long seed = parse_int<long long>(a, value());
-            if (seed < -1) throw UsageError{"--seed: expected -1 (random) or a seed >= 0, found " + std::to_string(seed)};
+    smol::args::ArgReader args(argc, argv);
+    while (args.next()) {
+        if (read_rope_scaling_flag(args, o.rope_scaling) || read_kv_cache_type_flag(args, o.cache_types)) continue;
+        if (args.is("-m", "--model")) o.model = args.value();
+        else if (args.is("-hf", "--hf-repo")) o.hf_repo = args.value();
+        else if (args.is("--hf-file")) o.hf_file = args.value();
+        else if (args.is("-p", "--prompt")) o.prompt = args.value();
+        else if (args.is("-f", "--file")) o.prompt_file = args.value();
+        else if (args.is("-sys", "--system-prompt")) o.system_prompt = args.value();
+        else if (args.is("-n", "--n-predict")) o.n_predict = args.integer<int>();
+        else if (args.is("-c", "--ctx-size")) o.context = args.integer<int>(0);
+        else if (args.is("-t", "--threads")) o.threads = args.integer<int>(0);
+        else if (args.is("-s", "--seed")) {
+            const long long seed = args.integer<long long>(-1);
             o.sampling.seed = seed == -1 ? SMOL_DEFAULT_SEED : std::uint64_t(seed);
-        } else if (a == "--temp") o.sampling.temperature = parse_float(a, value());
-        else if (a == "--top-k") o.sampling.top_k = parse_int<int>(a, value());
-        else if (a == "--top-p") o.sampling.top_p = parse_float(a, value());
-        else if (a == "--min-p") o.sampling.min_p = parse_float(a, value());
-        else if (a == "--repeat-penalty") o.sampling.repeat_penalty = parse_float(a, value());
-        else if (a == "--repeat-last-n") o.sampling.penalty_last_n = parse_int<int>(a, value());
-        else if (a == "-r" || a == "--reverse-prompt" || a == "--stop") o.stops.push_back(value());
-        else if (a == "--think") o.think = true;
-        else if (a == "--no-think") o.think = false;
-        else if (a == "--show-thinking") o.show_thinking = true;
-        else if (a == "-i" || a == "--interactive") o.interactive = true;
-        else if (a == "--tokenize") o.tokenize = true;
-        else if (a == "--no-parse-special") o.parse_special = false;
-        else if (a == "--print-prompt") o.print_prompt = true;
-        else if (a == "--messages") o.messages_file = value();
-        else if (a == "--no-generation-prompt") o.generation_prompt = false;
-        else if (a == "--date") o.date = value();
-        else if (a == "--tools") o.tools_file = value();
-        else if (a == "--xml-tools") o.xml_tools_file = value();
-        else if (a == "--python-tools") o.python_tools_file = value();
-        else if (a == "--grammar") o.grammar = value();
-        else if (a == "--grammar-file") o.grammar_file = value();
-        else if (a == "--json-schema") o.json_schema_file = value();
-        else if (a == "-h" || a == "--help") o.help = true;
-        else throw UsageError{"unknown argument '" + std::string(a) + "'"};
+        } else if (args.is("--temp")) o.sampling.temperature = args.number<float>();
+        else if (args.is("--top-k")) o.sampling.top_k = args.integer<int>();
+        else if (args.is("--top-p")) o.sampling.top_p = args.number<float>();
+        else if (args.is("--min-p")) o.sampling.min_p = args.number<float>();
+        else if (args.is("--repeat-penalty")) o.sampling.repeat_penalty = args.number<float>();
+        else if (args.is("--repeat-last-n")) o.sampling.penalty_last_n = args.integer<int>();
+        else if (args.is("-r", "--reverse-prompt") || args.is("--stop")) o.stops.push_back(args.value());
+        else if (args.is("--think")) o.think = true;
+        else if (args.is("--no-think")) o.think = false;
+        else if (args.is("--show-thinking")) o.show_thinking = true;
+        else if (args.is("-i", "--interactive")) o.interactive = true;
+        else if (args.is("--tokenize")) o.tokenize = true;
+        else if (args.is("--no-parse-special")) o.parse_special = false;
+        else if (args.is("--print-prompt")) o.print_prompt = true;
+        else if (args.is("--messages")) o.messages_file = args.value();
+        else if (args.is("--no-generation-prompt")) o.generation_prompt = false;
+        else if (args.is("--date")) o.date = args.value();
+        else if (args.is("--tools")) o.tools_file = args.value();
+        else if (args.is("--xml-tools")) o.xml_tools_file = args.value();
+        else if (args.is("--python-tools")) o.python_tools_file = args.value();
+        else if (args.is("--grammar")) o.grammar = args.value();
+        else if (args.is("--grammar-file")) o.grammar_file = args.value();
+        else if (args.is("--json-schema")) o.json_schema_file = args.value();
+        else if (args.is("-h", "--help")) o.help = true;
+        else args.unknown();
     }
 
     if (o.help) return o;
-    if (o.prompt && o.prompt_file) throw UsageError{"give -p or -f, not both"};
+    if (o.prompt && o.prompt_file) throw UsageError("give -p or -f, not both");
     if (int(o.grammar.has_value()) + int(o.grammar_file.has_value()) + int(o.json_schema_file.has_value()) > 1)
-        throw UsageError{"give one of --grammar, --grammar-file and --json-schema"};
+        throw UsageError("give one of --grammar, --grammar-file and --json-schema");
     if ((o.grammar || o.grammar_file || o.json_schema_file) && o.think.value_or(false))
-        throw UsageError{"a grammar holds the whole reply, so it cannot be combined with --think"};
-    if (o.tokenize && o.print_prompt) throw UsageError{"give --tokenize or --print-prompt, not both"};
+        throw UsageError("a grammar holds the whole reply, so it cannot be combined with --think");
+    if (o.tokenize && o.print_prompt) throw UsageError("give --tokenize or --print-prompt, not both");
     if (!o.tools_file.empty() && !o.xml_tools_file.empty())
-        throw UsageError{"give --tools (OpenAI's shape) or --xml-tools (the template's), not both"};
-    if (o.print_prompt && o.messages_file.empty()) throw UsageError{"--print-prompt needs --messages FILE"};
-    if (o.tokenize && !o.prompt && !o.prompt_file) throw UsageError{"--tokenize needs the text: -p TEXT or -f FILE"};
+        throw UsageError("give --tools (OpenAI's shape) or --xml-tools (the template's), not both");
+    if (o.print_prompt && o.messages_file.empty()) throw UsageError("--print-prompt needs --messages FILE");
+    if (o.tokenize && !o.prompt && !o.prompt_file) throw UsageError("--tokenize needs the text: -p TEXT or -f FILE");
     if (!o.print_prompt && o.model.empty()) {
         // -hf downloads (with a progress bar) when needed; no flag at all takes the cached default.
         const auto hub = smol::hub::default_options();
         const auto path = smol::hub::resolve_model_source({o.model, o.hf_repo, o.hf_file}, hub);
-        if (!path) throw UsageError{smol::hub::no_model_message(hub)};
+        if (!path) throw UsageError(smol::hub::no_model_message(hub));
         o.model = path->string();
     }
     if (!o.model.empty() && !std::filesystem::is_regular_file(o.model))
-        throw UsageError{"model file not found: '" + o.model + "'"};
-    if (o.context < 0) throw UsageError{"-c: expected a context size >= 0, found " + std::to_string(o.context)};
-    if (o.threads < 0) throw UsageError{"-t: expected a thread count >= 0, found " + std::to_string(o.threads)};
+        throw UsageError("model file not found: '" + o.model + "'");
     for (const auto& stop : o.stops)
-        if (stop.empty()) throw UsageError{"-r/--stop: a stop string cannot be empty"};
+        if (stop.empty()) throw UsageError("-r/--stop: a stop string cannot be empty");
     try {
         smol::Sampler check(o.sampling, 1);  // validates every sampling flag before the model loads
     } catch (const smol::Error& e) {
-        throw UsageError{e.what()};
+        throw UsageError(e.what());
     }
     return o;
 }
@@ -557,7 +516,7 @@ int run_chat(const Options& o) {
     const bool has_prompt = o.prompt || o.prompt_file;
     const bool interactive = o.interactive || (!has_prompt && stdin_tty);
     if (!interactive && !has_prompt)
-        throw UsageError{"stdin is not a terminal: give -p TEXT, -f FILE, or -i to chat through the pipe"};
+        throw UsageError("stdin is not a terminal: give -p TEXT, -f FILE, or -i to chat through the pipe");
     // The files the flags name are read before the (slow) model load, so their errors come first.
     const std::string first_message = prompt_text(o);
     const smol::ChatOptions chat = template_options(o);
@@ -622,7 +581,7 @@ int main(int argc, char** argv) {
         if (options.print_prompt) return run_print_prompt(options);
         return run_chat(options);
     } catch (const UsageError& e) {
-        std::fprintf(stderr, "smol-cli: %s\n\n%s", e.message.c_str(), kUsage);
+        std::fprintf(stderr, "smol-cli: %s\n\n%s", e.what(), kUsage);
         return 2;
     } catch (const std::exception& e) {
         std::fflush(stdout);

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "smol/core/comma_list.hpp"
+#include "program_args.hpp"
 #include "smol/hub.hpp"
 
 namespace smol_server {
@@ -76,68 +76,43 @@ struct ServerOptions {
                  "      --log-prompts       also log the body of each completion request (prompts are private:\n"
                  "                          off by default; the API key is never logged)\n"
                  "%s%s",
-                 smol::kRopeScalingUsage, smol::kKvCacheTypeUsage);
+                 smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage);
     std::exit(code);
 }
 
 inline ServerOptions parse_options(int argc, char** argv) {
     ServerOptions o;
-    auto value = [&](int& i) -> std::string {
-        if (i + 1 >= argc) {
-            std::fprintf(stderr, "smol-server: %s needs a value\n", argv[i]);
-            usage(2);
+    try {
+        smol::args::ArgReader args(argc, argv);
+        while (args.next()) {
+            if (read_rope_scaling_flag(args, o.rope_scaling) || read_kv_cache_type_flag(args, o.cache_types)) continue;
+            if (args.is("-m", "--model")) o.model_path = args.value();
+            else if (args.is("-hf", "--hf-repo")) o.hf_repo = args.value();
+            else if (args.is("--hf-file")) o.hf_file = args.value();
+            else if (args.is("--host")) o.host = args.value();
+            else if (args.is("--port")) o.port = args.integer<int>(0, 65535);
+            else if (args.is("-c", "--ctx-size")) o.context = args.integer<int>(16, 1 << 20);
+            else if (args.is("-t", "--threads")) o.threads = args.integer<int>(1, 1024);
+            else if (args.is("-np", "--parallel")) o.parallel = args.integer<int>(1, 256);
+            else if (args.is("--queue")) o.max_queue = args.integer<int>(0, 100000);
+            else if (args.is("--api-key")) o.api_key = args.value();
+            else if (args.is("--alias")) o.alias = args.value();
+            else if (args.is("--cors")) o.cors_origins = args.list();
+            else if (args.is("--allowed-hosts")) o.allowed_hosts = args.list();
+            else if (args.is("--max-body")) o.max_body_bytes = args.integer<std::size_t>(1024, std::size_t(1) << 32);
+            else if (args.is("--max-connections")) o.max_connections = args.integer<int>(1, 1 << 20);
+            else if (args.is("--header-timeout")) o.header_timeout_s = args.integer<int>(1, 3600);
+            else if (args.is("--body-timeout")) o.body_timeout_s = args.integer<int>(1, 3600);
+            else if (args.is("--keep-alive-timeout")) o.keep_alive_timeout_s = args.integer<int>(0, 3600);
+            else if (args.is("--max-buffered")) o.max_buffered_mib = args.integer<std::size_t>(1, 1 << 20);
+            else if (args.is("--log-prompts")) o.log_prompts = true;
+            else if (args.is("--cache-budget")) o.cache_budget_mib = args.integer<std::size_t>(0, std::size_t(1) << 24);
+            else if (args.is("-h", "--help")) usage(0);
+            else args.unknown();
         }
-        return argv[++i];
-    };
-    auto number = [&](int& i, long long low, long long high) -> long long {
-        const std::string flag = argv[i];
-        const std::string v = value(i);
-        try {
-            std::size_t used = 0;
-            const long long n = std::stoll(v, &used);
-            if (used == v.size() && n >= low && n <= high) return n;
-        } catch (const std::exception&) {
-        }
-        std::fprintf(stderr, "smol-server: %s expects a whole number in [%lld, %lld], found '%s'\n", flag.c_str(),
-                     low, high, v.c_str());
+    } catch (const smol::args::UsageError& e) {
+        std::fprintf(stderr, "smol-server: %s\n", e.what());
         usage(2);
-    };
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "-m" || a == "--model") o.model_path = value(i);
-        else if (a == "-hf" || a == "--hf-repo") o.hf_repo = value(i);
-        else if (a == "--hf-file") o.hf_file = value(i);
-        else if (a == "--host") o.host = value(i);
-        else if (a == "--port") o.port = int(number(i, 0, 65535));
-        else if (a == "-c" || a == "--ctx-size") o.context = int(number(i, 16, 1 << 20));
-        else if (a == "-t" || a == "--threads") o.threads = int(number(i, 1, 1024));
-        else if (a == "-np" || a == "--parallel") o.parallel = int(number(i, 1, 256));
-        else if (a == "--queue") o.max_queue = int(number(i, 0, 100000));
-        else if (a == "--api-key") o.api_key = value(i);
-        else if (a == "--alias") o.alias = value(i);
-        else if (a == "--cors") o.cors_origins = smol::split_commas(value(i));
-        else if (a == "--allowed-hosts") o.allowed_hosts = smol::split_commas(value(i));
-        else if (a == "--max-body") o.max_body_bytes = std::size_t(number(i, 1024, 1ll << 32));
-        else if (a == "--max-connections") o.max_connections = int(number(i, 1, 1 << 20));
-        else if (a == "--header-timeout") o.header_timeout_s = int(number(i, 1, 3600));
-        else if (a == "--body-timeout") o.body_timeout_s = int(number(i, 1, 3600));
-        else if (a == "--keep-alive-timeout") o.keep_alive_timeout_s = int(number(i, 0, 3600));
-        else if (a == "--max-buffered") o.max_buffered_mib = std::size_t(number(i, 1, 1 << 20));
-        else if (a == "--log-prompts") o.log_prompts = true;
-        else if (a == "--cache-budget") o.cache_budget_mib = std::size_t(number(i, 0, 1ll << 24));
-        else if (smol::is_rope_scaling_flag(a) || smol::is_kv_cache_type_flag(a)) {
-            try {
-                if (smol::is_rope_scaling_flag(a)) smol::apply_rope_scaling_flag(o.rope_scaling, a, value(i));
-                else smol::apply_kv_cache_type_flag(o.cache_types, a, value(i));
-            } catch (const smol::Error& e) {
-                std::fprintf(stderr, "smol-server: %s\n", e.what());
-                usage(2);
-            }
-        } else if (a == "-h" || a == "--help") usage(0);
-        else {
-            std::fprintf(stderr, "smol-server: unknown option '%s'\n", a.c_str());
-            usage(2);
-        }
     }
     if (o.model_path.empty()) {
         // -hf downloads (with progress) when needed; no flag at all takes the cached default.

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <span>
@@ -78,40 +77,6 @@ inline RopeScaling resolve_rope_scaling(const Hyperparameters& hp, const RopeSca
     scaling.factor = request.factor > 0.0 ? request.factor
                                           : std::max(1.0, double(context) / double(scaling.original_context));
     return scaling;
-}
-
-// The programs' RoPE flags, llama.cpp's names: one parser and one help text for all of them.
-inline constexpr const char* kRopeScalingUsage =
-    "  --rope-scaling none|yarn RoPE frequency scaling (default: YaRN when -c is past the trained context)\n"
-    "  --rope-scale F           YaRN context factor (default: context / original context)\n"
-    "  --yarn-orig-ctx N        YaRN: the context the model was trained at (default: the model's)\n";
-
-inline bool is_rope_scaling_flag(std::string_view flag) {
-    return flag == "--rope-scaling" || flag == "--rope-scale" || flag == "--yarn-orig-ctx";
-}
-
-// Reads one of the flags above into `request`; a bad value is an error naming the flag.
-inline void apply_rope_scaling_flag(RopeScalingRequest& request, std::string_view flag, const std::string& value) {
-    const auto bad = [&](const char* expected) {
-        fail(flag, ": expected ", expected, ", found '", value, "'");
-    };
-    if (flag == "--rope-scaling") {
-        if (value == "none") request.type = RopeScaling::Type::none;
-        else if (value == "yarn") request.type = RopeScaling::Type::yarn;
-        else bad("none or yarn (linear scaling is not supported)");
-    } else if (flag == "--rope-scale") {
-        char* end = nullptr;
-        const double f = std::strtod(value.c_str(), &end);
-        if (value.empty() || *end != '\0' || !(f >= 1.0) || !std::isfinite(f)) bad("a factor of at least 1");
-        request.factor = f;
-    } else if (flag == "--yarn-orig-ctx") {
-        char* end = nullptr;
-        const long n = std::strtol(value.c_str(), &end, 10);
-        if (value.empty() || *end != '\0' || n <= 0 || n > (1 << 24)) bad("a positive number of tokens");
-        request.original_context = int(n);
-    } else {
-        fail("apply_rope_scaling_flag: ", flag, " is not a RoPE scaling flag");
-    }
 }
 
 // "YaRN, factor 2 over 65536 tokens" or "none".

@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <string>
 #include <string_view>
 
 #include "smol/core/error.hpp"
@@ -64,24 +63,6 @@ inline void check_kv_head_dim(KvType t, int head_dim) {
     if (head_dim <= 0 || head_dim % kv_block_values(t) != 0)
         fail("KV cache type ", kv_type_name(t), ": expected a head size that is a multiple of ", kv_block_values(t),
              ", found ", head_dim);
-}
-
-// The programs' cache-type flags, llama.cpp's names: one parser and one help text for all.
-inline constexpr const char* kKvCacheTypeUsage =
-    "  -ctk, --cache-type-k T   KV cache type for keys: f16 (default), q8_0, q4_0\n"
-    "  -ctv, --cache-type-v T   KV cache type for values: f16 (default), q8_0, q4_0\n";
-
-inline bool is_kv_cache_type_flag(std::string_view flag) {
-    return flag == "-ctk" || flag == "--cache-type-k" || flag == "-ctv" || flag == "--cache-type-v";
-}
-
-// Reads one of the flags above into `types`; a bad value is an error naming the flag.
-inline void apply_kv_cache_type_flag(KvCacheTypes& types, std::string_view flag, const std::string& value) {
-    const std::optional<KvType> t = parse_kv_type(value);
-    if (!t) fail(flag, ": expected f16, q8_0 or q4_0, found '", value, "'");
-    if (flag == "-ctk" || flag == "--cache-type-k") types.keys = *t;
-    else if (flag == "-ctv" || flag == "--cache-type-v") types.values = *t;
-    else fail("apply_kv_cache_type_flag: ", flag, " is not a cache type flag");
 }
 
 struct KvLayer {

@@ -1,0 +1,254 @@
+#pragma once
+// The programs' command lines (smol-cli, smol-server, bench/ and tools/): one reader for flags
+// and their values, so every program rejects the same mistakes with the same words, plus the
+// flag groups several programs share (RoPE scaling, KV cache types) with their help text. Not
+// part of the library: the library takes the parsed values (smol::RopeScalingRequest,
+// smol::KvCacheTypes), never argv.
+//
+//   smol::args::ArgReader args(argc, argv);
+//   while (args.next()) {
+//       if (read_rope_scaling_flag(args, rope_scaling)) continue;
+//       if (args.is("-m", "--model")) model = args.value();
+//       else if (args.is("-t", "--threads")) threads = args.integer<int>(1, 1024);
+//       else if (args.is("-p", "--n-prompt")) prompts = args.int_list(0, 1'000'000);
+//       else args.unknown();
+//   }
+//
+// Every mistake throws UsageError, whose message names the flag, what it expected (the range
+// included) and the text it found; the program prints it with its usage and exits with 2.
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <cstdlib>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <vector>
+
+#include "smol/smol.hpp"
+
+namespace smol::args {
+
+// A command-line mistake, as opposed to a failure while running (smol::Error): the programs
+// answer it with their usage text and exit status 2.
+class UsageError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// --- Values --------------------------------------------------------------------------------
+
+// "an integer", "an integer >= 0", "an integer from 1 to 1024": what a flag of that range takes.
+template <std::integral Int>
+std::string integer_range(Int min_value, Int max_value, std::string_view items = "an integer") {
+    std::string text(items);
+    const bool open_below = std::is_signed_v<Int> && min_value == std::numeric_limits<Int>::min();
+    const bool open_above = max_value == std::numeric_limits<Int>::max();
+    if (open_below && open_above) return text;
+    if (open_above) return text + " >= " + std::to_string(min_value);
+    if (open_below) return text + " <= " + std::to_string(max_value);
+    return text + " from " + std::to_string(min_value) + " to " + std::to_string(max_value);
+}
+
+// A decimal integer in [min_value, max_value] and nothing else: no spaces, no '+', no empty text.
+// Otherwise a UsageError "FLAG: expected an integer from MIN to MAX, found 'TEXT'".
+template <std::integral Int>
+Int parse_integer(std::string_view flag, std::string_view text, Int min_value = std::numeric_limits<Int>::min(),
+                  Int max_value = std::numeric_limits<Int>::max()) {
+    Int value{};
+    const char* end = text.data() + text.size();
+    const auto [stop, error] = std::from_chars(text.data(), end, value);
+    // from_chars reports a value past Int as out of range instead of wrapping it into the range.
+    if (text.empty() || error != std::errc() || stop != end || value < min_value || value > max_value)
+        throw UsageError(std::string(flag) + ": expected " + integer_range(min_value, max_value) + ", found '" +
+                         std::string(text) + "'");
+    return value;
+}
+
+// A decimal number as strtod reads it ("0.5", "1e-3"), in [min_value, max_value] (NaN never is);
+// the whole text must be the number. Otherwise a UsageError "FLAG: expected a number from MIN to
+// MAX, found 'TEXT'" ("a number" when the range is unbounded).
+template <std::floating_point Float = double>
+Float parse_number(std::string_view flag, const std::string& text, Float min_value = -std::numeric_limits<Float>::infinity(),
+                   Float max_value = std::numeric_limits<Float>::infinity()) {
+    char* end = nullptr;
+    errno = 0;
+    Float value{};
+    if constexpr (std::same_as<Float, float>) value = std::strtof(text.c_str(), &end);
+    else value = Float(std::strtod(text.c_str(), &end));
+    const bool bounded = !std::isinf(min_value) || !std::isinf(max_value);
+    if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE ||
+        (bounded && !(value >= min_value && value <= max_value))) {
+        std::string expected = "a number";
+        if (bounded) expected += " from " + smol::concat(min_value) + " to " + smol::concat(max_value);
+        throw UsageError(std::string(flag) + ": expected " + expected + ", found '" + text + "'");
+    }
+    return value;
+}
+
+// The items between commas, empty ones included ("a,,b" -> {"a", "", "b"}; "" -> {""}), so a
+// stray comma reaches the caller's validation instead of disappearing.
+inline std::vector<std::string> split_commas(std::string_view text) {
+    std::vector<std::string> items;
+    std::size_t at = 0;
+    while (true) {
+        const std::size_t comma = text.find(',', at);
+        items.emplace_back(text.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at));
+        if (comma == std::string_view::npos) return items;
+        at = comma + 1;
+    }
+}
+
+// Comma-separated decimal integers in [min_value, max_value] ("512,1024"), each item as strict as
+// parse_integer's text. A bad item is reported by itself, so a long list points at the culprit:
+// "FLAG: expected comma-separated ITEMS from MIN to MAX, found 'ITEM' in 'TEXT'", where `items`
+// says what they are ("token ids").
+inline std::vector<std::int64_t> parse_int_list(std::string_view flag, std::string_view text, std::int64_t min_value,
+                                                std::int64_t max_value, std::string_view items = "integers") {
+    std::vector<std::int64_t> values;
+    for (const std::string& item : split_commas(text)) {
+        std::int64_t v = 0;
+        const char* end = item.data() + item.size();
+        const auto [stop, error] = std::from_chars(item.data(), end, v);
+        if (item.empty() || error != std::errc() || stop != end || v < min_value || v > max_value)
+            throw UsageError(std::string(flag) + ": expected comma-separated " + std::string(items) + " from " +
+                             std::to_string(min_value) + " to " + std::to_string(max_value) + ", found '" + item +
+                             "' in '" + std::string(text) + "'");
+        values.push_back(v);
+    }
+    return values;
+}
+
+// --- The reader ----------------------------------------------------------------------------
+
+// Walks argv one argument at a time; the value readers take the argument after the current flag
+// and name that flag in their errors.
+class ArgReader {
+public:
+    // Reads argv[first] onwards (argv[0] is the program).
+    ArgReader(int argc, const char* const* argv, int first = 1) : argc_(argc), argv_(argv), next_(first) {}
+
+    // Moves to the next argument; false when none is left.
+    bool next() {
+        if (next_ >= argc_) return false;
+        current_ = argv_[next_++];
+        return true;
+    }
+
+    // The current argument: a flag, or a positional argument.
+    const std::string& arg() const { return current_; }
+
+    // Whether the current argument is `name` or its other spelling `alias` ("-m", "--model").
+    bool is(std::string_view name, std::string_view alias = {}) const {
+        return current_ == name || (!alias.empty() && current_ == alias);
+    }
+
+    // Whether the current argument looks like a flag ("-x", "--xy"; a lone "-" is a file name).
+    bool is_flag() const { return current_.size() > 1 && current_[0] == '-'; }
+
+    // The argument after the current flag, which it consumes; "FLAG needs WHAT" when there is none.
+    std::string value(std::string_view what = "a value") {
+        if (next_ >= argc_) throw UsageError(current_ + " needs " + std::string(what));
+        return argv_[next_++];
+    }
+
+    template <std::integral Int>
+    Int integer(Int min_value = std::numeric_limits<Int>::min(), Int max_value = std::numeric_limits<Int>::max()) {
+        const std::string flag = current_;
+        return parse_integer<Int>(flag, value(), min_value, max_value);
+    }
+
+    template <std::floating_point Float = double>
+    Float number(Float min_value = -std::numeric_limits<Float>::infinity(),
+                 Float max_value = std::numeric_limits<Float>::infinity()) {
+        const std::string flag = current_;
+        return parse_number<Float>(flag, value(), min_value, max_value);
+    }
+
+    std::vector<std::int64_t> int_list(std::int64_t min_value, std::int64_t max_value, std::string_view items = "integers") {
+        const std::string flag = current_;
+        return parse_int_list(flag, value(), min_value, max_value, items);
+    }
+
+    std::vector<std::string> list() { return split_commas(value()); }
+
+    // The value, which must be one of `choices`: "FLAG: expected md or json, found 'TEXT'".
+    std::string choice(std::initializer_list<std::string_view> choices) {
+        const std::string flag = current_;
+        const std::string v = value();
+        std::string expected;
+        std::size_t i = 0;
+        for (const std::string_view c : choices) {
+            if (v == c) return v;
+            expected += i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ";
+            expected += c;
+            ++i;
+        }
+        throw UsageError(flag + ": expected " + expected + ", found '" + v + "'");
+    }
+
+    // The current argument matched no flag.
+    [[noreturn]] void unknown() const { throw UsageError("unknown argument '" + current_ + "'"); }
+
+private:
+    int argc_;
+    const char* const* argv_;
+    int next_;
+    std::string current_;
+};
+
+// --- Flag groups several programs share ----------------------------------------------------
+
+// RoPE scaling, llama.cpp's flags and semantics (see README.md, "Contexts past 64K: YaRN").
+inline constexpr const char* kRopeScalingUsage =
+    "  --rope-scaling none|yarn RoPE frequency scaling (default: YaRN when -c is past the trained context)\n"
+    "  --rope-scale F           YaRN context factor (default: context / original context)\n"
+    "  --yarn-orig-ctx N        YaRN: the context the model was trained at (default: the model's)\n";
+
+// Reads the current flag into `request` when it is one of the RoPE flags; false otherwise.
+inline bool read_rope_scaling_flag(ArgReader& args, smol::RopeScalingRequest& request) {
+    if (args.is("--rope-scaling")) {
+        const std::string v = args.value();
+        if (v == "none") request.type = smol::RopeScaling::Type::none;
+        else if (v == "yarn") request.type = smol::RopeScaling::Type::yarn;
+        else throw UsageError("--rope-scaling: expected none or yarn (linear scaling is not supported), found '" + v + "'");
+    } else if (args.is("--rope-scale")) {
+        const std::string v = args.value();
+        char* end = nullptr;
+        const double f = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end != '\0' || !(f >= 1.0) || !std::isfinite(f))
+            throw UsageError("--rope-scale: expected a factor of at least 1, found '" + v + "'");
+        request.factor = f;
+    } else if (args.is("--yarn-orig-ctx")) {
+        request.original_context = args.integer<int>(1, 1 << 24);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+// KV cache types, llama.cpp's flags.
+inline constexpr const char* kKvCacheTypeUsage =
+    "  -ctk, --cache-type-k T   KV cache type for keys: f16 (default), q8_0, q4_0\n"
+    "  -ctv, --cache-type-v T   KV cache type for values: f16 (default), q8_0, q4_0\n";
+
+// Reads the current flag into `types` when it is -ctk or -ctv; false otherwise.
+inline bool read_kv_cache_type_flag(ArgReader& args, smol::KvCacheTypes& types) {
+    const bool keys = args.is("-ctk", "--cache-type-k");
+    if (!keys && !args.is("-ctv", "--cache-type-v")) return false;
+    const std::string v = args.value();
+    const std::optional<smol::KvType> type = smol::parse_kv_type(v);
+    if (!type) throw UsageError(args.arg() + ": expected f16, q8_0 or q4_0, found '" + v + "'");
+    (keys ? types.keys : types.values) = *type;
+    return true;
+}
+
+}  // namespace smol::args

@@ -1,0 +1,298 @@
+// The programs' command-line reader (examples/program_args.hpp): values, missing values, bad
+// numbers, comma lists, and the flag groups several programs share. Every mistake must be a
+// UsageError (the programs exit with 2 on it) whose message names the flag, what was expected
+// and the text found.
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "program_args.hpp"
+
+using smol::args::ArgReader;
+using smol::args::UsageError;
+
+namespace {
+
+using Ints = std::vector<std::int64_t>;
+using Strings = std::vector<std::string>;
+
+// An argv (program name first) that outlives the reader made over it.
+class Argv {
+public:
+    explicit Argv(Strings args) : strings_(std::move(args)) {
+        strings_.insert(strings_.begin(), "prog");
+        for (const std::string& s : strings_) pointers_.push_back(s.c_str());
+    }
+    Argv(const Argv&) = delete;  // the pointers point into this object's strings
+    Argv& operator=(const Argv&) = delete;
+    ArgReader reader() const { return ArgReader(int(pointers_.size()), pointers_.data()); }
+
+private:
+    Strings strings_;
+    std::vector<const char*> pointers_;
+};
+
+// The message of the UsageError `action` throws, or "" when it throws none.
+std::string usage_error(const std::function<void()>& action) {
+    try {
+        action();
+    } catch (const UsageError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+// The error reading the value of the single flag in `args` with `read` gives.
+std::string flag_error(const Strings& args, const std::function<void(ArgReader&)>& read) {
+    const Argv argv(args);
+    ArgReader reader = argv.reader();
+    REQUIRE(reader.next());
+    return usage_error([&] { read(reader); });
+}
+
+// The message parse_int_list gives for `text` as -p's value, or "" when it parses.
+std::string list_error(const std::string& text, std::int64_t min_value = 0, std::int64_t max_value = 100) {
+    return usage_error([&] { smol::args::parse_int_list("-p", text, min_value, max_value); });
+}
+
+}  // namespace
+
+TEST_CASE("the reader walks flags, their values and positional arguments in order") {
+    const Argv argv({"-m", "model.gguf", "--no-warmup", "file.txt", "-", "-t", "4"});
+    ArgReader args = argv.reader();
+    REQUIRE(args.next());
+    CHECK(args.is("-m", "--model"));
+    CHECK_FALSE(args.is("--model"));
+    CHECK(args.is_flag());
+    CHECK(args.value() == "model.gguf");
+    REQUIRE(args.next());
+    CHECK(args.is("--no-warmup"));
+    CHECK(args.arg() == "--no-warmup");
+    REQUIRE(args.next());
+    CHECK_FALSE(args.is_flag());  // a positional argument
+    CHECK(args.arg() == "file.txt");
+    REQUIRE(args.next());
+    CHECK_FALSE(args.is_flag());  // "-" names standard input, not a flag
+    REQUIRE(args.next());
+    CHECK(args.is("--threads", "-t"));
+    CHECK(args.integer<int>(1, 1024) == 4);
+    CHECK_FALSE(args.next());
+    CHECK_FALSE(args.next());
+
+    // A reader can start past leading positional arguments.
+    const char* const tail[] = {"prog", "VOCAB.gguf", "OUT", "--count", "7"};
+    ArgReader after(5, tail, 3);
+    REQUIRE(after.next());
+    CHECK(after.is("--count"));
+    CHECK(after.integer<int>(1, 10) == 7);
+    CHECK_FALSE(after.next());
+
+    // An empty argument matches no flag, not even an empty alias.
+    const Argv empty({""});
+    ArgReader reader = empty.reader();
+    REQUIRE(reader.next());
+    CHECK_FALSE(reader.is("-m"));
+    CHECK_FALSE(reader.is_flag());
+}
+
+TEST_CASE("a flag without its value, or an unknown one, is a usage error naming it") {
+    CHECK(flag_error({"-m"}, [](ArgReader& a) { a.value(); }) == "-m needs a value");
+    CHECK(flag_error({"--hf-tokenizer"}, [](ArgReader& a) { a.value("an output path"); }) ==
+          "--hf-tokenizer needs an output path");
+    CHECK(flag_error({"-t"}, [](ArgReader& a) { a.integer<int>(1, 8); }) == "-t needs a value");
+    CHECK(flag_error({"-p"}, [](ArgReader& a) { a.int_list(0, 8); }) == "-p needs a value");
+    CHECK(flag_error({"--frobnicate"}, [](ArgReader& a) { a.unknown(); }) == "unknown argument '--frobnicate'");
+
+    // A value that looks like a flag is still the value: "-p -5" is -p's text "-5".
+    CHECK(flag_error({"-r", "--stop"}, [](ArgReader& a) { CHECK(a.value() == "--stop"); }).empty());
+}
+
+TEST_CASE("integers: whole decimal text inside the range; the error names flag, range and text") {
+    CHECK(smol::args::parse_integer<int>("-t", "4", 1, 1024) == 4);
+    CHECK(smol::args::parse_integer<int>("-t", "1", 1, 1024) == 1);
+    CHECK(smol::args::parse_integer<int>("-t", "1024", 1, 1024) == 1024);
+    CHECK(smol::args::parse_integer<int>("-n", "-1") == -1);
+    CHECK(smol::args::parse_integer<int>("-c", "007", 0) == 7);
+    CHECK(smol::args::parse_integer<std::uint64_t>("--seed", "18446744073709551615") ==
+          std::numeric_limits<std::uint64_t>::max());
+
+    auto error = [](const std::string& text, int min_value, int max_value) {
+        return usage_error([&] { smol::args::parse_integer<int>("-t", text, min_value, max_value); });
+    };
+    CHECK(error("0", 1, 1024) == "-t: expected an integer from 1 to 1024, found '0'");
+    CHECK(error("1025", 1, 1024) == "-t: expected an integer from 1 to 1024, found '1025'");
+    CHECK(error("", 1, 1024) == "-t: expected an integer from 1 to 1024, found ''");
+    for (const char* bad : {"x", "4x", " 4", "4 ", "+4", "4.0", "0x10", "1e3", "--4"}) {
+        CAPTURE(bad);
+        CHECK(error(bad, 1, 1024) == std::string("-t: expected an integer from 1 to 1024, found '") + bad + "'");
+    }
+    // Past the type's range: an error, not a value wrapped into the accepted range.
+    CHECK(error("4294967297", 0, std::numeric_limits<int>::max()) == "-t: expected an integer >= 0, found '4294967297'");
+    CHECK(usage_error([] { smol::args::parse_integer<std::uint64_t>("--seed", "18446744073709551616"); }) ==
+          "--seed: expected an integer >= 0, found '18446744073709551616'");
+    CHECK(usage_error([] { smol::args::parse_integer<std::uint64_t>("--seed", "-1"); }) ==
+          "--seed: expected an integer >= 0, found '-1'");
+    // Open ends are said as such.
+    CHECK(error("-2", -1, std::numeric_limits<int>::max()) == "-t: expected an integer >= -1, found '-2'");
+    CHECK(error("9", std::numeric_limits<int>::min(), 8) == "-t: expected an integer <= 8, found '9'");
+    CHECK(usage_error([] { smol::args::parse_integer<int>("-n", "many"); }) == "-n: expected an integer, found 'many'");
+
+    // The reader's integer() names the flag as given on the command line.
+    CHECK(flag_error({"--threads", "0"}, [](ArgReader& a) { a.integer<int>(1, 1024); }) ==
+          "--threads: expected an integer from 1 to 1024, found '0'");
+    CHECK(flag_error({"--max-body", "12"}, [](ArgReader& a) { a.integer<std::size_t>(1024, std::size_t(1) << 32); }) ==
+          "--max-body: expected an integer from 1024 to 4294967296, found '12'");
+}
+
+TEST_CASE("numbers: strtod's text, all of it, inside the range when there is one") {
+    CHECK(smol::args::parse_number("--hang-up", "0.05", 0.0, 1.0) == 0.05);
+    CHECK(smol::args::parse_number("--hang-up", "1", 0.0, 1.0) == 1.0);
+    CHECK(smol::args::parse_number("--hang-up", "0", 0.0, 1.0) == 0.0);
+    CHECK(smol::args::parse_number<float>("--temp", "0.6") == 0.6f);
+    CHECK(smol::args::parse_number<float>("--temp", "-2.5e1") == -25.0f);
+
+    CHECK(usage_error([] { smol::args::parse_number("--hang-up", "1.5", 0.0, 1.0); }) ==
+          "--hang-up: expected a number from 0 to 1, found '1.5'");
+    CHECK(usage_error([] { smol::args::parse_number("--hang-up", "nan", 0.0, 1.0); }) ==
+          "--hang-up: expected a number from 0 to 1, found 'nan'");
+    CHECK(usage_error([] { smol::args::parse_number("--hang-up", "", 0.0, 1.0); }) ==
+          "--hang-up: expected a number from 0 to 1, found ''");
+    for (const char* bad : {"warm", "0.5x", "0.5 ", "", "1e999"}) {
+        CAPTURE(bad);
+        CHECK(usage_error([&] { smol::args::parse_number<float>("--temp", bad); }) ==
+              std::string("--temp: expected a number, found '") + bad + "'");
+    }
+    CHECK(usage_error([] { smol::args::parse_number<float>("--temp", "1e-60"); }) ==
+          "--temp: expected a number, found '1e-60'");  // underflows a float
+
+    CHECK(flag_error({"--top-p", "high"}, [](ArgReader& a) { a.number<float>(); }) ==
+          "--top-p: expected a number, found 'high'");
+}
+
+TEST_CASE("split_commas keeps empty items so callers see stray commas") {
+    CHECK(smol::args::split_commas("a.gguf,b.gguf") == Strings{"a.gguf", "b.gguf"});
+    CHECK(smol::args::split_commas("one") == Strings{"one"});
+    CHECK(smol::args::split_commas("") == Strings{""});
+    CHECK(smol::args::split_commas("a,,b,") == Strings{"a", "", "b", ""});
+    CHECK(smol::args::split_commas(",") == Strings{"", ""});
+
+    const Argv argv({"--cors", "http://a.test,*"});
+    ArgReader args = argv.reader();
+    REQUIRE(args.next());
+    CHECK(args.list() == Strings{"http://a.test", "*"});
+}
+
+TEST_CASE("parse_int_list reads every item in order, bounds included") {
+    CHECK(smol::args::parse_int_list("-p", "512", 0, 1000) == Ints{512});
+    CHECK(smol::args::parse_int_list("-p", "0,128,1000", 0, 1000) == Ints{0, 128, 1000});
+    CHECK(smol::args::parse_int_list("-t", "-3,-1", -3, -1) == Ints{-3, -1});
+    CHECK(smol::args::parse_int_list("--tokens", "2147483647", 0, INT32_MAX) == Ints{INT32_MAX});
+    CHECK(smol::args::parse_int_list("-p", "007", 0, 10) == Ints{7});
+}
+
+TEST_CASE("parse_int_list rejects malformed and out-of-range items, naming flag and item") {
+    // Each bad item is reported by itself, so a long list points at the culprit.
+    CHECK(list_error("1,x,3") == "-p: expected comma-separated integers from 0 to 100, found 'x' in '1,x,3'");
+    CHECK(list_error("") == "-p: expected comma-separated integers from 0 to 100, found '' in ''");
+    CHECK(list_error("1,,2").find("found '' in '1,,2'") != std::string::npos);
+    CHECK(list_error("1,2,").find("found '' in '1,2,'") != std::string::npos);
+    CHECK(list_error("12abc").find("found '12abc'") != std::string::npos);
+    CHECK(list_error(" 5").find("found ' 5'") != std::string::npos);
+    CHECK(list_error("5 ").find("found '5 '") != std::string::npos);
+    CHECK(list_error("+5").find("found '+5'") != std::string::npos);
+    CHECK(list_error("1.5").find("found '1.5'") != std::string::npos);
+    CHECK(list_error("101").find("found '101'") != std::string::npos);
+    CHECK(list_error("0", 1).find("from 1 to 100, found '0'") != std::string::npos);
+    CHECK(list_error("-1").find("found '-1'") != std::string::npos);
+    // Beyond int64: from_chars reports out of range instead of wrapping into the accepted range.
+    CHECK(list_error("18446744073709551621").find("found '18446744073709551621'") != std::string::npos);
+    CHECK(list_error("2147483648", 0, INT32_MAX).find("found '2147483648'") != std::string::npos);
+}
+
+TEST_CASE("parse_int_list names what the items are when the caller says") {
+    CHECK(usage_error([] { smol::args::parse_int_list("--tokens", "1,-2", 0, INT32_MAX, "token ids"); }) ==
+          "--tokens: expected comma-separated token ids from 0 to 2147483647, found '-2' in '1,-2'");
+    CHECK(flag_error({"--ban-tokens", "5,x"}, [](ArgReader& a) { a.int_list(0, 1 << 30, "token ids"); }) ==
+          "--ban-tokens: expected comma-separated token ids from 0 to 1073741824, found 'x' in '5,x'");
+}
+
+TEST_CASE("choice takes one of the listed words and lists them all when it is not") {
+    CHECK(flag_error({"-o", "json"}, [](ArgReader& a) { CHECK(a.choice({"md", "json"}) == "json"); }).empty());
+    CHECK(flag_error({"-o", "csv"}, [](ArgReader& a) { a.choice({"md", "json"}); }) == "-o: expected md or json, found 'csv'");
+    CHECK(flag_error({"--output", "JSON"}, [](ArgReader& a) { a.choice({"md", "json"}); }) ==
+          "--output: expected md or json, found 'JSON'");
+    CHECK(flag_error({"--mode", "x"}, [](ArgReader& a) { a.choice({"a", "b", "c"}); }) == "--mode: expected a, b or c, found 'x'");
+}
+
+TEST_CASE("the RoPE flags read llama.cpp's names and values into a RopeScalingRequest") {
+    const Argv argv({"--rope-scaling", "yarn", "--rope-scale", "4", "--yarn-orig-ctx", "64", "-c", "512",
+                     "--rope-scaling", "none"});
+    ArgReader args = argv.reader();
+    smol::RopeScalingRequest request;
+    REQUIRE(args.next());
+    CHECK(read_rope_scaling_flag(args, request));
+    CHECK(request.type == smol::RopeScaling::Type::yarn);
+    REQUIRE(args.next());
+    CHECK(read_rope_scaling_flag(args, request));
+    CHECK(request.factor == 4.0);
+    REQUIRE(args.next());
+    CHECK(read_rope_scaling_flag(args, request));
+    CHECK(request.original_context == 64);
+    REQUIRE(args.next());
+    CHECK_FALSE(read_rope_scaling_flag(args, request));  // not the group's: left for the program, value unread
+    CHECK(args.is("-c"));
+    CHECK(args.value() == "512");
+    REQUIRE(args.next());
+    CHECK(read_rope_scaling_flag(args, request));
+    CHECK(request.type == smol::RopeScaling::Type::none);
+    CHECK_FALSE(args.next());
+
+    auto error = [](const Strings& flag_and_value) {
+        smol::RopeScalingRequest r;
+        return flag_error(flag_and_value, [&](ArgReader& a) { read_rope_scaling_flag(a, r); });
+    };
+    CHECK(error({"--rope-scaling", "linear"}) ==
+          "--rope-scaling: expected none or yarn (linear scaling is not supported), found 'linear'");
+    CHECK(error({"--rope-scale", "0.5"}) == "--rope-scale: expected a factor of at least 1, found '0.5'");
+    CHECK(error({"--rope-scale", "inf"}) == "--rope-scale: expected a factor of at least 1, found 'inf'");
+    CHECK(error({"--rope-scale", "2x"}) == "--rope-scale: expected a factor of at least 1, found '2x'");
+    CHECK(error({"--rope-scale", ""}) == "--rope-scale: expected a factor of at least 1, found ''");
+    CHECK(error({"--yarn-orig-ctx", "0"}) == "--yarn-orig-ctx: expected an integer from 1 to 16777216, found '0'");
+    CHECK(error({"--yarn-orig-ctx", "64k"}) == "--yarn-orig-ctx: expected an integer from 1 to 16777216, found '64k'");
+    CHECK(error({"--rope-scale"}) == "--rope-scale needs a value");
+
+    const std::string usage = smol::args::kRopeScalingUsage;
+    for (const char* flag : {"--rope-scaling none|yarn", "--rope-scale F", "--yarn-orig-ctx N"})
+        CHECK(usage.find(std::string("  ") + flag + " ") != std::string::npos);
+}
+
+TEST_CASE("the cache-type flags take llama.cpp's names and values") {
+    const Argv argv({"-ctk", "q8_0", "--cache-type-v", "q4_0", "-ct", "q8_0"});
+    ArgReader args = argv.reader();
+    smol::KvCacheTypes types;
+    REQUIRE(args.next());
+    CHECK(read_kv_cache_type_flag(args, types));
+    REQUIRE(args.next());
+    CHECK(read_kv_cache_type_flag(args, types));
+    CHECK(types == smol::KvCacheTypes{smol::KvType::q8_0, smol::KvType::q4_0});
+    REQUIRE(args.next());
+    CHECK_FALSE(read_kv_cache_type_flag(args, types));
+    CHECK(args.arg() == "-ct");
+
+    smol::KvCacheTypes kept{smol::KvType::q8_0, smol::KvType::q4_0};
+    CHECK(flag_error({"-ctv", "q5_1"}, [&](ArgReader& a) { read_kv_cache_type_flag(a, kept); }) ==
+          "-ctv: expected f16, q8_0 or q4_0, found 'q5_1'");
+    CHECK(flag_error({"--cache-type-k", "F16"}, [&](ArgReader& a) { read_kv_cache_type_flag(a, kept); }) ==
+          "--cache-type-k: expected f16, q8_0 or q4_0, found 'F16'");
+    CHECK(kept == smol::KvCacheTypes{smol::KvType::q8_0, smol::KvType::q4_0});  // a bad value changes nothing
+
+    const std::string usage = smol::args::kKvCacheTypeUsage;
+    CHECK(usage.find("  -ctk, --cache-type-k T ") != std::string::npos);
+    CHECK(usage.find("  -ctv, --cache-type-v T ") != std::string::npos);
+}
