@@ -279,6 +279,21 @@ TEST_CASE("Q8_0, F16, BF16 and F32 dequantization; unsupported types throw") {
     CHECK_THROWS_AS(dequantize_row(TensorType::Q4_K, &b, w, 100), smol::Error);
 }
 
+TEST_CASE("Q4_0 dequantization of a hand-built block: byte l holds values l and l + 16") {
+    BlockQ4_0 b;
+    b.d = 0xb800;  // -0.5
+    for (int l = 0; l < 16; ++l) b.qs[l] = std::uint8_t(l | ((15 - l) << 4));
+    float w[64];
+    BlockQ4_0 two[2] = {b, b};
+    two[1].d = 0x4000;  // 2
+    dequantize_row(TensorType::Q4_0, two, w, 64);
+    for (int l = 0; l < 16; ++l) {
+        REQUIRE(w[l] == -0.5f * float(l - 8));
+        REQUIRE(w[l + 16] == -0.5f * float(7 - l));
+        REQUIRE(w[32 + l] == 2.0f * float(l - 8));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Weight quantizers
 
@@ -338,7 +353,7 @@ TEST_CASE("quantizers: zero rows give zero blocks") {
 }
 
 // Measured on these rows (16 rows of 4096 gaussian values, sigma 0.02 to 7.5), worst row:
-// Q4_K 0.0732, Q6_K 0.0184, Q8_0 0.0055 (RMSE / RMS). The bounds leave ~10% headroom; a
+// Q4_K 0.0732, Q6_K 0.0184, Q8_0 0.0055, Q4_0 0.0887 (RMSE / RMS). The bounds leave ~10% headroom; a
 // broken fit or a wrong bit layout lands far above them.
 TEST_CASE("quantize then dequantize gaussian rows: RMSE relative to row RMS") {
     const std::int64_t n = 4096;
@@ -346,7 +361,8 @@ TEST_CASE("quantize then dequantize gaussian rows: RMSE relative to row RMS") {
         TensorType type;
         double bound;
     };
-    for (const Case c : {Case{TensorType::Q4_K, 0.080}, Case{TensorType::Q6_K, 0.020}, Case{TensorType::Q8_0, 0.0061}}) {
+    for (const Case c : {Case{TensorType::Q4_K, 0.080}, Case{TensorType::Q6_K, 0.020}, Case{TensorType::Q8_0, 0.0061},
+                         Case{TensorType::Q4_0, 0.098}}) {
         double worst = 0, total = 0;
         for (std::uint32_t row = 0; row < 16; ++row) {
             const auto x = gaussian(std::size_t(n), 100 + row, 0.02f + 0.5f * float(row));
@@ -416,6 +432,39 @@ TEST_CASE("reference dot products equal dequantize-then-multiply") {
     // and ~0.02 sqrt(n); the bounds are 4 sigma, a sign or layout error is ~sqrt(n) off.
     CHECK(std::abs(e4 - exact) < 0.36 * std::sqrt(double(n)));
     CHECK(std::abs(e6 - exact) < 0.08 * std::sqrt(double(n)));
+}
+
+namespace {
+
+// Weights of a block-of-32 format against Q8_0 activations, dequantized and multiplied in double.
+template <class Block>
+double dequant_dot(TensorType type, const std::vector<Block>& w, const std::vector<BlockQ8_0>& a, std::int64_t n) {
+    std::vector<float> wf(static_cast<std::size_t>(n)), af(static_cast<std::size_t>(n));
+    dequantize_row(type, w.data(), wf.data(), n);
+    dequantize_row(TensorType::Q8_0, a.data(), af.data(), n);
+    double s = 0;
+    for (std::size_t i = 0; i < wf.size(); ++i) s += double(wf[i]) * af[i];
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("block-of-32 reference dot products equal dequantize-then-multiply") {
+    const std::int64_t n = 2048;
+    const auto wx = gaussian(std::size_t(n), 13);
+    const auto ax = gaussian(std::size_t(n), 14);
+    std::vector<BlockQ8_0> a(std::size_t(n / QK8_0));
+    quantize_row_q8_0(ax.data(), a.data(), n);
+    double exact = 0;
+    for (std::int64_t i = 0; i < n; ++i) exact += double(wx[std::size_t(i)]) * ax[std::size_t(i)];
+
+    std::vector<BlockQ4_0> w40(std::size_t(n / QK4_0));
+    quantize_row(TensorType::Q4_0, wx.data(), w40.data(), n);
+    const double e40 = dequant_dot(TensorType::Q4_0, w40, a, n);
+    CHECK(dot_q4_0_q8_0(n, w40.data(), a.data()) == doctest::Approx(e40).epsilon(1e-5));
+    // Per-weight errors of RMS ~0.09 of the weights' (sigma 1) give sums with sigma ~0.09
+    // sqrt(n); the bound is 4 sigma, a sign or layout error is ~sqrt(n) off.
+    CHECK(std::abs(e40 - exact) < 0.36 * std::sqrt(double(n)));
 }
 
 TEST_CASE("reference float dot products") {

@@ -1,5 +1,5 @@
 #pragma once
-// Weight quantizers: float rows to Q4_K, Q6_K and Q8_0 blocks with ggml's reference algorithms
+// Weight quantizers: float rows to Q4_K, Q6_K, Q8_0 and Q4_0 blocks with ggml's reference algorithms
 // (make_qkx2_quants for Q4_K scales and mins, make_qx_quants for Q6_K), so a model written by
 // smol's synthesis tool quantizes the way llama.cpp's quantize tool would without an imatrix.
 
@@ -256,6 +256,7 @@ inline void quantize_row(TensorType type, const float* x, void* out, std::int64_
             return;
         }
         case TensorType::Q8_0: quantize_row_q8_0(x, static_cast<BlockQ8_0*>(out), n); return;
+        case TensorType::Q4_0: quantize_row_q4_0(x, static_cast<BlockQ4_0*>(out), n); return;
         case TensorType::Q4_K: quantize_row_q4_k(x, static_cast<BlockQ4K*>(out), n); return;
         case TensorType::Q6_K: quantize_row_q6_k(x, static_cast<BlockQ6K*>(out), n); return;
         default: fail("quantize_row: no quantizer for tensor type ", type_name(type));

@@ -297,6 +297,43 @@ inline float dot_q8_0_q8_0(std::int64_t n, const BlockQ8_0* w, const BlockQ8_0* 
     return sum;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The block-of-32 weight formats (Q4_0, ...) against Q8_0 activations. Per block the exact
+// integer dot of the signed weight quants with the activation quants, then one float step per
+// block in block order with an explicit fused multiply-add:
+//   sum = fma(d_w * d_a, float(dot), sum)
+// The SIMD tiles form the same integer dot as (unsigned quants . a) - offset * (sum of a), hold
+// four rows (decode) or four columns (prompts) in the lanes of one float step, and so give these
+// bits whatever the tile's shape.
+
+// The exact sum of a Q8_0 block's 32 quants.
+inline std::int32_t q8_0_block_sum(const BlockQ8_0& a) {
+    std::int32_t sum = 0;
+    for (int l = 0; l < QK8_0; ++l) sum += a.qs[l];
+    return sum;
+}
+
+inline float block32_accumulate(float sum, float d, float ad, std::int32_t dot) {
+    return std::fma(d * ad, float(dot), sum);
+}
+
+// sum over the block of (q - 8) * a, exact.
+inline std::int32_t q4_0_q8_0_block_dot(const BlockQ4_0& w, const BlockQ8_0& a) {
+    std::int32_t dot = 0;
+    for (int l = 0; l < QK4_0 / 2; ++l) {
+        dot += std::int32_t((w.qs[l] & 0x0f) - 8) * a.qs[l];
+        dot += std::int32_t((w.qs[l] >> 4) - 8) * a.qs[l + QK4_0 / 2];
+    }
+    return dot;
+}
+
+inline float dot_q4_0_q8_0(std::int64_t n, const BlockQ4_0* w, const BlockQ8_0* a) {
+    float sum = 0.0f;
+    for (std::int64_t b = 0; b < n / QK4_0; ++b)
+        sum = block32_accumulate(sum, fp16_to_f32(w[b].d), fp16_to_f32(a[b].d), q4_0_q8_0_block_dot(w[b], a[b]));
+    return sum;
+}
+
 // Float weights against float activations; accumulated in double so the reference is the
 // most accurate value the SIMD versions can be measured against.
 inline float dot_f32(std::int64_t n, const float* w, const float* x) {

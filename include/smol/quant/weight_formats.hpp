@@ -13,11 +13,14 @@
 #include "smol/quant/kernels_amx.hpp"
 #include "smol/quant/kernels_avx512.hpp"
 #include "smol/quant/kernels_scalar.hpp"
+#include "smol/quant/legacy_tiles_avx2.hpp"
+#include "smol/quant/legacy_tiles_avx512.hpp"
 
 namespace smol {
 
 // What a weight type's rows are multiplied with: activations quantized once per matmul to Q8_K
-// (k-quants) or Q8_0 blocks, or the float activations as they are.
+// (k-quants) or Q8_0 blocks (Q8_0 and the other block-of-32 formats), or the float activations
+// as they are.
 enum class ActivationFormat { Q8K, Q8_0, Float };
 
 inline constexpr int kIsaCount = 4;  // Isa::scalar, avx2, avx512, amx
@@ -72,6 +75,7 @@ inline constexpr WeightFormat kWeightFormats[] = {
     {TensorType::Q4_K, ActivationFormat::Q8K, SMOL_TILES(q4k_q8k), SMOL_GEMMS(q4k_q8k_gemm)},
     {TensorType::Q6_K, ActivationFormat::Q8K, SMOL_TILES(q6k_q8k), SMOL_GEMMS(q6k_q8k_gemm)},
     {TensorType::Q8_0, ActivationFormat::Q8_0, SMOL_TILES(q8_0_q8_0), {}},
+    {TensorType::Q4_0, ActivationFormat::Q8_0, SMOL_TILES(q4_0_q8_0), {}},
     {TensorType::F32, ActivationFormat::Float, SMOL_TILES(f32), {}},
     {TensorType::F16, ActivationFormat::Float, SMOL_TILES(f16), {}},
     {TensorType::BF16, ActivationFormat::Float, SMOL_TILES(bf16), {}},
