@@ -1,12 +1,12 @@
 #pragma once
 // AVX-512 VNNI tiles for the block-of-32 weight formats (Q4_0, ...) against Q8_0 activations:
-// the AVX2 set's tile drivers (legacy_tiles_avx2.hpp) with one vpdpbusd per block and row in
-// place of maddubs + madd. Same bits as the reference and the AVX2 set.
+// the AVX2 set's tile driver (legacy_tiles_avx2.hpp) with two vpdpbusd per pair of blocks in
+// place of two maddubs, an add and a madd. Same bits as the reference and the AVX2 set.
 //
-// The drivers are compiled for the baseline, and GCC and clang refuse to inline a function of a
+// The driver is compiled for the baseline, and GCC and clang refuse to inline a function of a
 // wider target into them; so the entry points below carry the AVX-512 target and `flatten`,
-// which inlines the driver into them and then, inside an AVX-512 function, the AVX-512 block
-// products too (without it they would be calls, one per block and row).
+// which inlines the driver into them and then, inside an AVX-512 function, the AVX-512 integer
+// products too (without it they would be calls, four per group of blocks and row).
 
 #include "smol/quant/kernels_avx512.hpp"
 #include "smol/quant/legacy_tiles_avx2.hpp"
@@ -33,34 +33,26 @@ namespace legacy {
 
 namespace base = kernels_avx2::legacy;
 
-// 8 i32 partial sums of q . a (q unsigned, a signed), exact: vpdpbusd adds four products to
-// each lane in 32 bits.
+// A pair of unsigned quant vectors against the activations' pair, as [first block, 4 partial
+// sums | second block, 4], exact: vpdpbusd adds four products to each lane in 32 bits.
 struct Avx512Ops {
-    SMOL_TARGET_AVX512 static __m256i dot(__m256i q, __m256i a) {
-        return _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, a);
+    SMOL_TARGET_AVX512 static __m256i dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
+        return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, act_lo), hi, act_hi);
     }
 };
 
-template <class Kind>
-SMOL_TARGET_AVX512 __attribute__((flatten)) inline void column(std::int64_t n, const std::uint8_t* weights,
-                                                               std::size_t row_bytes, int n_rows,
-                                                               const std::uint8_t* acts, std::size_t act_stride,
-                                                               int n_cols, float* out, std::size_t out_stride) {
-    base::column<Kind, Avx512Ops>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
-}
-
-template <class Kind>
+template <class Kind, int C>
 SMOL_TARGET_AVX512 __attribute__((flatten)) inline void tile(std::int64_t n, const std::uint8_t* weights,
                                                              std::size_t row_bytes, int n_rows,
                                                              const std::uint8_t* acts, std::size_t act_stride,
                                                              int n_cols, float* out, std::size_t out_stride) {
-    base::tile<Kind, Avx512Ops>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+    base::tile<Kind, Avx512Ops, C>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
 }
 
 }  // namespace legacy
 
 inline constexpr DotTileFn q4_0_q8_0 =
-    kernel_detail::by_columns<legacy::column<legacy::base::Q4_0Kind>, legacy::tile<legacy::base::Q4_0Kind>>;
+    kernel_detail::by_columns<legacy::tile<legacy::base::Q4_0Kind, 1>, legacy::tile<legacy::base::Q4_0Kind, kTileCols>>;
 
 }  // namespace smol::kernels_avx512
 

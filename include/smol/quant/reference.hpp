@@ -299,12 +299,15 @@ inline float dot_q8_0_q8_0(std::int64_t n, const BlockQ8_0* w, const BlockQ8_0* 
 
 // ---------------------------------------------------------------------------------------------
 // The block-of-32 weight formats (Q4_0, ...) against Q8_0 activations. Per block the exact
-// integer dot of the signed weight quants with the activation quants, then one float step per
-// block in block order with an explicit fused multiply-add:
-//   sum = fma(d_w * d_a, float(dot), sum)
-// The SIMD tiles form the same integer dot as (unsigned quants . a) - offset * (sum of a), hold
-// four rows (decode) or four columns (prompts) in the lanes of one float step, and so give these
-// bits whatever the tile's shape.
+// integer dot of the signed weight quants with the activation quants, then one float step with
+// an explicit fused multiply-add into partial sum b % 8 of block b:
+//   s[b % 8] = fma(d_w * d_a, float(dot), s[b % 8])
+// and at the end s is added as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)). The SIMD
+// tiles hold a row's eight partial sums in the lanes of one vector (a block of 32 is too small
+// to reduce its integers to one lane per block cheaply: eight blocks are reduced at once) and
+// add them as hsum does, so every kernel set and tile shape gives these bits.
+
+inline constexpr int kBlock32Lanes = 8;
 
 // The exact sum of a Q8_0 block's 32 quants.
 inline std::int32_t q8_0_block_sum(const BlockQ8_0& a) {
@@ -315,6 +318,10 @@ inline std::int32_t q8_0_block_sum(const BlockQ8_0& a) {
 
 inline float block32_accumulate(float sum, float d, float ad, std::int32_t dot) {
     return std::fma(d * ad, float(dot), sum);
+}
+
+inline float block32_reduce(const float (&s)[kBlock32Lanes]) {
+    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
 }
 
 // sum over the block of (q - 8) * a, exact.
@@ -328,10 +335,12 @@ inline std::int32_t q4_0_q8_0_block_dot(const BlockQ4_0& w, const BlockQ8_0& a) 
 }
 
 inline float dot_q4_0_q8_0(std::int64_t n, const BlockQ4_0* w, const BlockQ8_0* a) {
-    float sum = 0.0f;
-    for (std::int64_t b = 0; b < n / QK4_0; ++b)
-        sum = block32_accumulate(sum, fp16_to_f32(w[b].d), fp16_to_f32(a[b].d), q4_0_q8_0_block_dot(w[b], a[b]));
-    return sum;
+    float s[kBlock32Lanes] = {};
+    for (std::int64_t b = 0; b < n / QK4_0; ++b) {
+        float& lane = s[b % kBlock32Lanes];
+        lane = block32_accumulate(lane, fp16_to_f32(w[b].d), fp16_to_f32(a[b].d), q4_0_q8_0_block_dot(w[b], a[b]));
+    }
+    return block32_reduce(s);
 }
 
 // Float weights against float activations; accumulated in double so the reference is the
