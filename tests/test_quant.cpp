@@ -294,6 +294,25 @@ TEST_CASE("Q4_0 dequantization of a hand-built block: byte l holds values l and 
     }
 }
 
+TEST_CASE("Q5_0 dequantization of a hand-built block: bit l of qh is bit 4 of value l") {
+    BlockQ5_0 b;
+    b.d = 0x3800;  // 0.5
+    for (int l = 0; l < 16; ++l) b.qs[l] = std::uint8_t(l | ((15 - l) << 4));
+    const std::uint32_t qh = 0xa5c3'0f01u;  // little-endian, as ggml stores it
+    std::memcpy(b.qh, &qh, sizeof(qh));
+    float w[32];
+    dequantize_row(TensorType::Q5_0, &b, w, 32);
+    for (int l = 0; l < 16; ++l) {
+        const int high_lo = (qh >> l) & 1, high_hi = (qh >> (l + 16)) & 1;
+        INFO("l = " << l);
+        REQUIRE(w[l] == 0.5f * float((l | high_lo << 4) - 16));
+        REQUIRE(w[l + 16] == 0.5f * float(((15 - l) | high_hi << 4) - 16));
+    }
+    CHECK(w[0] == 0.5f * (16 - 16));   // qh bit 0 set, nibble 0
+    CHECK(w[1] == 0.5f * (1 - 16));    // bit 1 clear
+    CHECK(w[31] == 0.5f * (16 - 16));  // bit 31 set, nibble 15 - 15
+}
+
 // ---------------------------------------------------------------------------------------------
 // Weight quantizers
 
@@ -353,7 +372,7 @@ TEST_CASE("quantizers: zero rows give zero blocks") {
 }
 
 // Measured on these rows (16 rows of 4096 gaussian values, sigma 0.02 to 7.5), worst row:
-// Q4_K 0.0732, Q6_K 0.0184, Q8_0 0.0055, Q4_0 0.0887 (RMSE / RMS). The bounds leave ~10% headroom; a
+// Q4_K 0.0732, Q6_K 0.0184, Q8_0 0.0055, Q4_0 0.0887, Q5_0 0.0439 (RMSE / RMS). The bounds leave ~10% headroom; a
 // broken fit or a wrong bit layout lands far above them.
 TEST_CASE("quantize then dequantize gaussian rows: RMSE relative to row RMS") {
     const std::int64_t n = 4096;
@@ -362,7 +381,7 @@ TEST_CASE("quantize then dequantize gaussian rows: RMSE relative to row RMS") {
         double bound;
     };
     for (const Case c : {Case{TensorType::Q4_K, 0.080}, Case{TensorType::Q6_K, 0.020}, Case{TensorType::Q8_0, 0.0061},
-                         Case{TensorType::Q4_0, 0.098}}) {
+                         Case{TensorType::Q4_0, 0.098}, Case{TensorType::Q5_0, 0.048}}) {
         double worst = 0, total = 0;
         for (std::uint32_t row = 0; row < 16; ++row) {
             const auto x = gaussian(std::size_t(n), 100 + row, 0.02f + 0.5f * float(row));
@@ -465,6 +484,12 @@ TEST_CASE("block-of-32 reference dot products equal dequantize-then-multiply") {
     // Per-weight errors of RMS ~0.09 of the weights' (sigma 1) give sums with sigma ~0.09
     // sqrt(n); the bound is 4 sigma, a sign or layout error is ~sqrt(n) off.
     CHECK(std::abs(e40 - exact) < 0.36 * std::sqrt(double(n)));
+
+    std::vector<BlockQ5_0> w50(std::size_t(n / QK5_0));
+    quantize_row(TensorType::Q5_0, wx.data(), w50.data(), n);
+    const double e50 = dequant_dot(TensorType::Q5_0, w50, a, n);
+    CHECK(dot_q5_0_q8_0(n, w50.data(), a.data()) == doctest::Approx(e50).epsilon(1e-5));
+    CHECK(std::abs(e50 - exact) < 0.18 * std::sqrt(double(n)));  // errors of RMS ~0.045
 }
 
 TEST_CASE("reference float dot products") {

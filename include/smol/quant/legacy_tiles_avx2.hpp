@@ -1,11 +1,11 @@
 #pragma once
-// AVX2 tiles for the block-of-32 weight formats (Q4_0, ...) against Q8_0 activations, and the
+// AVX2 tiles for the block-of-32 weight formats (Q4_0, Q5_0, ...) against Q8_0 activations, and the
 // tile driver that the AVX-512 set instantiates with its own integer products
 // (legacy_tiles_avx512.hpp). Every tile gives the reference's bits (reference.hpp,
 // dot_q4_0_q8_0): per block the exact integer dot, then the reference's float step into the
 // partial sum of its block index mod 8, which here is a vector lane.
 //
-// The quants are used unsigned (Q4_0's q, whose value is q - 8), so maddubs (u8 x i8) or
+// The quants are used unsigned (Q4_0's q, whose value is q - 8; Q5_0's, q - 16), so maddubs (u8 x i8) or
 // vpdpbusd multiply them with the activation quants, and the offset comes out per block as
 // offset * (sum of the activation block's quants), exact.
 //
@@ -25,6 +25,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/kernel_api.hpp"
@@ -88,6 +89,22 @@ struct Avx2Ops {
         return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, act_lo), _mm256_maddubs_epi16(hi, act_hi)),
                                  _mm256_set1_epi16(1));
     }
+
+    // Adds 16 to the quants of a pair (lo, hi) whose bit is set in their block's word (bit l:
+    // weight l): lo takes bits 0-15 of the first block's word (low 128 bits) and the second's,
+    // hi bits 16-31. Byte i of a lane picks the word's byte i / 8, keeps bit i % 8, compares.
+    static void add_high_bits(std::uint32_t first, std::uint32_t second, __m256i& lo, __m256i& hi) {
+        const __m256i words = _mm256_set_m128i(_mm_set1_epi32(int(second)), _mm_set1_epi32(int(first)));
+        const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);  // byte i: bit i % 8
+        const __m256i sixteen = _mm256_set1_epi8(16);
+        const auto spread = [&](long long byte) {  // byte i of a lane: the word's byte `byte` + i / 8
+            const long long ones = 0x0101010101010101;
+            const __m256i picked = _mm256_shuffle_epi8(words, _mm256_setr_epi64x(byte * ones, (byte + 1) * ones, byte * ones, (byte + 1) * ones));
+            return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(picked, bit), bit), sixteen);
+        };
+        lo = _mm256_or_si256(lo, spread(0));
+        hi = _mm256_or_si256(hi, spread(2));
+    }
 };
 
 // A pair of Q4_0 blocks' nibbles: byte l's low nibble is weight l, its high nibble weight l + 16.
@@ -108,6 +125,22 @@ struct Q4_0Kind {
     template <class Ops>
     static void pair(const Block& first, const Block& second, __m256i& lo, __m256i& hi) {
         nibble_pair(first.qs, second.qs, lo, hi);
+    }
+};
+
+inline std::uint32_t high_bits(const BlockQ5_0& b) {
+    std::uint32_t qh;
+    std::memcpy(&qh, b.qh, sizeof(qh));
+    return qh;
+}
+
+struct Q5_0Kind {
+    using Block = BlockQ5_0;
+    static constexpr int kOffset = 16;
+    template <class Ops>
+    static void pair(const Block& first, const Block& second, __m256i& lo, __m256i& hi) {
+        nibble_pair(first.qs, second.qs, lo, hi);
+        Ops::add_high_bits(high_bits(first), high_bits(second), lo, hi);
     }
 };
 
@@ -185,8 +218,11 @@ inline void tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_by
 
 }  // namespace legacy
 
-inline constexpr DotTileFn q4_0_q8_0 = kernel_detail::by_columns<legacy::tile<legacy::Q4_0Kind, legacy::Avx2Ops, 1>,
-                                                                 legacy::tile<legacy::Q4_0Kind, legacy::Avx2Ops, kTileCols>>;
+template <class Kind>
+inline constexpr DotTileFn legacy_tile = kernel_detail::by_columns<legacy::tile<Kind, legacy::Avx2Ops, 1>,
+                                                                   legacy::tile<Kind, legacy::Avx2Ops, kTileCols>>;
+inline constexpr DotTileFn q4_0_q8_0 = legacy_tile<legacy::Q4_0Kind>;
+inline constexpr DotTileFn q5_0_q8_0 = legacy_tile<legacy::Q5_0Kind>;
 
 }  // namespace smol::kernels_avx2
 

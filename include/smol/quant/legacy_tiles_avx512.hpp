@@ -1,5 +1,5 @@
 #pragma once
-// AVX-512 VNNI tiles for the block-of-32 weight formats (Q4_0, ...) against Q8_0 activations:
+// AVX-512 VNNI tiles for the block-of-32 weight formats (Q4_0, Q5_0, ...) against Q8_0 activations:
 // the AVX2 set's tile driver (legacy_tiles_avx2.hpp) with two vpdpbusd per pair of blocks in
 // place of two maddubs, an add and a madd. Same bits as the reference and the AVX2 set.
 //
@@ -39,6 +39,13 @@ struct Avx512Ops {
     SMOL_TARGET_AVX512 static __m256i dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
         return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, act_lo), hi, act_hi);
     }
+
+    // Q5_0's bit 4 (legacy_tiles_avx2.hpp, Avx2Ops::add_high_bits) through byte masks.
+    SMOL_TARGET_AVX512 static void add_high_bits(std::uint32_t first, std::uint32_t second, __m256i& lo, __m256i& hi) {
+        const __m256i sixteen = _mm256_set1_epi8(16);
+        lo = _mm256_mask_add_epi8(lo, __mmask32((first & 0xffffu) | (second << 16)), lo, sixteen);
+        hi = _mm256_mask_add_epi8(hi, __mmask32((first >> 16) | (second & 0xffff0000u)), hi, sixteen);
+    }
 };
 
 template <class Kind, int C>
@@ -51,8 +58,10 @@ SMOL_TARGET_AVX512 __attribute__((flatten)) inline void tile(std::int64_t n, con
 
 }  // namespace legacy
 
-inline constexpr DotTileFn q4_0_q8_0 =
-    kernel_detail::by_columns<legacy::tile<legacy::base::Q4_0Kind, 1>, legacy::tile<legacy::base::Q4_0Kind, kTileCols>>;
+template <class Kind>
+inline constexpr DotTileFn legacy_tile = kernel_detail::by_columns<legacy::tile<Kind, 1>, legacy::tile<Kind, kTileCols>>;
+inline constexpr DotTileFn q4_0_q8_0 = legacy_tile<legacy::base::Q4_0Kind>;
+inline constexpr DotTileFn q5_0_q8_0 = legacy_tile<legacy::base::Q5_0Kind>;
 
 }  // namespace smol::kernels_avx512
 

@@ -118,6 +118,25 @@ inline void dequantize_row_q4_0(const BlockQ4_0* blocks, float* out, std::int64_
     }
 }
 
+// The 32 quants of a Q5_0 block, 0..31 (value q - 16), in weight order.
+inline void q5_0_unpack_quants(const BlockQ5_0& block, std::uint8_t* q) {  // q: [QK5_0]
+    std::uint32_t qh;
+    std::memcpy(&qh, block.qh, sizeof(qh));
+    for (int l = 0; l < QK5_0 / 2; ++l) {
+        q[l] = std::uint8_t((block.qs[l] & 0x0f) | (((qh >> l) & 1) << 4));
+        q[l + QK5_0 / 2] = std::uint8_t((block.qs[l] >> 4) | (((qh >> (l + QK5_0 / 2)) & 1) << 4));
+    }
+}
+
+inline void dequantize_row_q5_0(const BlockQ5_0* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK5_0; ++b, out += QK5_0) {
+        const float d = fp16_to_f32(blocks[b].d);
+        std::uint8_t q[QK5_0];
+        q5_0_unpack_quants(blocks[b], q);
+        for (int l = 0; l < QK5_0; ++l) out[l] = d * float(int(q[l]) - 16);
+    }
+}
+
 // Dequantizes the first n weights of one row. n must be a whole number of blocks.
 inline void dequantize_row(TensorType type, const void* row, float* out, std::int64_t n) {
     const std::size_t block = traits_of(type).block_elements;
@@ -137,6 +156,7 @@ inline void dequantize_row(TensorType type, const void* row, float* out, std::in
         }
         case TensorType::Q8_0: dequantize_row_q8_0(static_cast<const BlockQ8_0*>(row), out, n); return;
         case TensorType::Q4_0: dequantize_row_q4_0(static_cast<const BlockQ4_0*>(row), out, n); return;
+        case TensorType::Q5_0: dequantize_row_q5_0(static_cast<const BlockQ5_0*>(row), out, n); return;
         case TensorType::Q4_K: dequantize_row_q4_k(static_cast<const BlockQ4K*>(row), out, n); return;
         case TensorType::Q6_K: dequantize_row_q6_k(static_cast<const BlockQ6K*>(row), out, n); return;
         default: fail("dequantize_row: no dequantizer for tensor type ", type_name(type));
@@ -339,6 +359,24 @@ inline float dot_q4_0_q8_0(std::int64_t n, const BlockQ4_0* w, const BlockQ8_0* 
     for (std::int64_t b = 0; b < n / QK4_0; ++b) {
         float& lane = s[b % kBlock32Lanes];
         lane = block32_accumulate(lane, fp16_to_f32(w[b].d), fp16_to_f32(a[b].d), q4_0_q8_0_block_dot(w[b], a[b]));
+    }
+    return block32_reduce(s);
+}
+
+// sum over the block of (q - 16) * a, exact.
+inline std::int32_t q5_0_q8_0_block_dot(const BlockQ5_0& w, const BlockQ8_0& a) {
+    std::uint8_t q[QK5_0];
+    q5_0_unpack_quants(w, q);
+    std::int32_t dot = 0;
+    for (int l = 0; l < QK5_0; ++l) dot += (std::int32_t(q[l]) - 16) * a.qs[l];
+    return dot;
+}
+
+inline float dot_q5_0_q8_0(std::int64_t n, const BlockQ5_0* w, const BlockQ8_0* a) {
+    float s[kBlock32Lanes] = {};
+    for (std::int64_t b = 0; b < n / QK5_0; ++b) {
+        float& lane = s[b % kBlock32Lanes];
+        lane = block32_accumulate(lane, fp16_to_f32(w[b].d), fp16_to_f32(a[b].d), q5_0_q8_0_block_dot(w[b], a[b]));
     }
     return block32_reduce(s);
 }
