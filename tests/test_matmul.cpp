@@ -114,8 +114,9 @@ TEST_CASE("matmul matches the naive reference for every type, shape, token count
         std::size_t padding;
     };
     const Shape shapes[] = {{1, 256, 0}, {5, 512, 0}, {37, 1280, 16}, {64, 768, 0}};
-    const TensorType types[] = {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q4_0, TensorType::Q5_0,
-                                TensorType::F32,  TensorType::F16,  TensorType::BF16};
+    const TensorType types[] = {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q4_0,
+                                TensorType::Q5_0, TensorType::Q4_1, TensorType::F32,  TensorType::F16,
+                                TensorType::BF16};
     const std::int64_t token_counts[] = {1, 2, 5, 70};  // 70 crosses a 64-token block
     for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
         if (!isa_compiled(isa) || !cpu_features().supports(isa)) {
@@ -155,12 +156,13 @@ TEST_CASE("matmul matches the naive reference for every type, shape, token count
     }
 }
 
-TEST_CASE("a token's Q4_K, Q6_K, Q4_0 and Q5_0 outputs are the same bits alone, in any batch and on every kernel set") {
+TEST_CASE("a token's Q4_K, Q6_K and block-of-32 outputs are the same bits alone, in any batch and on every kernel set") {
     // The server batches several users' decode steps; each must get the logits it would get
     // alone, and a model's logits must not depend on the CPU's kernel set.
     const std::int64_t rows = 37, cols = 1280, tokens = 70;
     std::uint32_t seed = 101;
-    for (const TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q4_0, TensorType::Q5_0}) {
+    for (const TensorType type :
+         {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1}) {
         CAPTURE(type_name(type));
         const Matrix w = random_matrix(type, rows, cols, 16, seed++);
         const auto x = random_activations(tokens, cols, seed++);

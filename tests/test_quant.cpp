@@ -313,6 +313,19 @@ TEST_CASE("Q5_0 dequantization of a hand-built block: bit l of qh is bit 4 of va
     CHECK(w[31] == 0.5f * (16 - 16));  // bit 31 set, nibble 15 - 15
 }
 
+TEST_CASE("Q4_1 dequantization of a hand-built block: d * q + m") {
+    BlockQ4_1 b;
+    b.d = 0x3400;  // 0.25
+    b.m = 0xc100;  // -2.5
+    for (int l = 0; l < 16; ++l) b.qs[l] = std::uint8_t(l | ((15 - l) << 4));
+    float w[32];
+    dequantize_row(TensorType::Q4_1, &b, w, 32);
+    for (int l = 0; l < 16; ++l) {
+        REQUIRE(w[l] == 0.25f * float(l) - 2.5f);
+        REQUIRE(w[l + 16] == 0.25f * float(15 - l) - 2.5f);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Weight quantizers
 
@@ -372,7 +385,7 @@ TEST_CASE("quantizers: zero rows give zero blocks") {
 }
 
 // Measured on these rows (16 rows of 4096 gaussian values, sigma 0.02 to 7.5), worst row:
-// Q4_K 0.0732, Q6_K 0.0184, Q8_0 0.0055, Q4_0 0.0887, Q5_0 0.0439 (RMSE / RMS). The bounds leave ~10% headroom; a
+// Q4_K 0.0732, Q6_K 0.0184, Q8_0 0.0055, Q4_0 0.0887, Q5_0 0.0439, Q4_1 0.0802 (RMSE / RMS). The bounds leave ~10% headroom; a
 // broken fit or a wrong bit layout lands far above them.
 TEST_CASE("quantize then dequantize gaussian rows: RMSE relative to row RMS") {
     const std::int64_t n = 4096;
@@ -381,7 +394,8 @@ TEST_CASE("quantize then dequantize gaussian rows: RMSE relative to row RMS") {
         double bound;
     };
     for (const Case c : {Case{TensorType::Q4_K, 0.080}, Case{TensorType::Q6_K, 0.020}, Case{TensorType::Q8_0, 0.0061},
-                         Case{TensorType::Q4_0, 0.098}, Case{TensorType::Q5_0, 0.048}}) {
+                         Case{TensorType::Q4_0, 0.098}, Case{TensorType::Q5_0, 0.048},
+                         Case{TensorType::Q4_1, 0.088}}) {
         double worst = 0, total = 0;
         for (std::uint32_t row = 0; row < 16; ++row) {
             const auto x = gaussian(std::size_t(n), 100 + row, 0.02f + 0.5f * float(row));
@@ -490,6 +504,12 @@ TEST_CASE("block-of-32 reference dot products equal dequantize-then-multiply") {
     const double e50 = dequant_dot(TensorType::Q5_0, w50, a, n);
     CHECK(dot_q5_0_q8_0(n, w50.data(), a.data()) == doctest::Approx(e50).epsilon(1e-5));
     CHECK(std::abs(e50 - exact) < 0.18 * std::sqrt(double(n)));  // errors of RMS ~0.045
+
+    std::vector<BlockQ4_1> w41(std::size_t(n / QK4_1));
+    quantize_row(TensorType::Q4_1, wx.data(), w41.data(), n);
+    const double e41 = dequant_dot(TensorType::Q4_1, w41, a, n);
+    CHECK(dot_q4_1_q8_0(n, w41.data(), a.data()) == doctest::Approx(e41).epsilon(1e-5));
+    CHECK(std::abs(e41 - exact) < 0.33 * std::sqrt(double(n)));  // errors of RMS ~0.08
 }
 
 TEST_CASE("reference float dot products") {

@@ -479,6 +479,14 @@ BlockQ5_0 block_q5_0(Gen& gen, bool extreme) {
     return b;
 }
 
+BlockQ4_1 block_q4_1(Gen& gen, bool extreme) {
+    BlockQ4_1 b;
+    b.d = gen.half_in(0.0f, 0.02f);
+    b.m = gen.half_in(-0.2f, 0.0f);
+    for (auto& q : b.qs) q = block32_byte(gen, extreme);
+    return b;
+}
+
 // Q8_0 activations over the whole int8 range (-128 included, which the quantizer never writes
 // but the kernels must still get right), or only its two ends.
 BlockQ8_0 block32_activations(Gen& gen, bool extreme) {
@@ -530,6 +538,14 @@ TEST_CASE("Q5_0 x Q8_0 tiles give the reference's bits on every kernel set") {
         if (!runnable(isa)) continue;
         CAPTURE(isa_name(isa));
         check_block32<BlockQ5_0, dot_q5_0_q8_0>(isa, TensorType::Q5_0, block_q5_0, 52);
+    }
+}
+
+TEST_CASE("Q4_1 x Q8_0 tiles give the reference's bits on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_block32<BlockQ4_1, dot_q4_1_q8_0>(isa, TensorType::Q4_1, block_q4_1, 53);
     }
 }
 
@@ -631,11 +647,12 @@ TEST_CASE("the weight-format table has a tile for every weight type in every com
         CHECK(find_weight_format(format.type) == &format);
     }
     CHECK(find_weight_format(TensorType::Q5_K) == nullptr);
-    CHECK(supported_weight_types() == "Q4_K, Q6_K, Q8_0, Q4_0, Q5_0, F32, F16, BF16");
+    CHECK(supported_weight_types() == "Q4_K, Q6_K, Q8_0, Q4_0, Q5_0, Q4_1, F32, F16, BF16");
     CHECK(weight_format(TensorType::Q6_K).activations == ActivationFormat::Q8K);
     CHECK(weight_format(TensorType::Q8_0).activations == ActivationFormat::Q8_0);
     CHECK(weight_format(TensorType::Q4_0).activations == ActivationFormat::Q8_0);
     CHECK(weight_format(TensorType::Q5_0).activations == ActivationFormat::Q8_0);
+    CHECK(weight_format(TensorType::Q4_1).activations == ActivationFormat::Q8_0);
     CHECK(weight_format(TensorType::BF16).activations == ActivationFormat::Float);
 }
 

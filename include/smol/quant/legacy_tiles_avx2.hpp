@@ -1,13 +1,14 @@
 #pragma once
-// AVX2 tiles for the block-of-32 weight formats (Q4_0, Q5_0, ...) against Q8_0 activations, and the
-// tile driver that the AVX-512 set instantiates with its own integer products
+// AVX2 tiles for the block-of-32 weight formats (Q4_0, Q5_0, Q4_1) against Q8_0 activations,
+// and the tile driver that the AVX-512 set instantiates with its own integer products
 // (legacy_tiles_avx512.hpp). Every tile gives the reference's bits (reference.hpp,
-// dot_q4_0_q8_0): per block the exact integer dot, then the reference's float step into the
-// partial sum of its block index mod 8, which here is a vector lane.
+// dot_q4_0_q8_0 and its siblings): per block the exact integer dot, then the reference's float
+// step into the partial sum of its block index mod 8, which here is a vector lane.
 //
-// The quants are used unsigned (Q4_0's q, whose value is q - 8; Q5_0's, q - 16), so maddubs (u8 x i8) or
-// vpdpbusd multiply them with the activation quants, and the offset comes out per block as
-// offset * (sum of the activation block's quants), exact.
+// The quants are used unsigned (Q4_0's q, whose value is q - 8; Q5_0's, q - 16), so maddubs
+// (u8 x i8) or vpdpbusd multiply them with the activation quants, and the offset comes out per
+// block as offset * (sum of the activation block's quants), exact. Q4_1's min meets the same
+// sums in its own float step.
 //
 // Blocks go eight at a time, as four pairs (k, k + 4): a pair fills two vectors, `lo` = [block
 // k's weights 0-15 | block k + 4's weights 0-15] and `hi` (weights 16-31), so one 16-byte load
@@ -59,7 +60,8 @@ inline __m256i group_totals(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
     return _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
 }
 
-inline __m256i load_pair(const std::int8_t* first, const std::int8_t* second) {
+// 16 bytes from `first` in the low 128 bits, 16 from `second` in the high.
+inline __m256i load_pair(const void* first, const void* second) {
     return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(second), reinterpret_cast<const __m128i*>(first));
 }
 
@@ -94,12 +96,13 @@ struct Avx2Ops {
     // weight l): lo takes bits 0-15 of the first block's word (low 128 bits) and the second's,
     // hi bits 16-31. Byte i of a lane picks the word's byte i / 8, keeps bit i % 8, compares.
     static void add_high_bits(std::uint32_t first, std::uint32_t second, __m256i& lo, __m256i& hi) {
-        const __m256i words = _mm256_set_m128i(_mm_set1_epi32(int(second)), _mm_set1_epi32(int(first)));
+        const __m256i words = _mm256_set_m128i(_mm_cvtsi32_si128(int(second)), _mm_cvtsi32_si128(int(first)));
         const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);  // byte i: bit i % 8
         const __m256i sixteen = _mm256_set1_epi8(16);
         const auto spread = [&](long long byte) {  // byte i of a lane: the word's byte `byte` + i / 8
-            const long long ones = 0x0101010101010101;
-            const __m256i picked = _mm256_shuffle_epi8(words, _mm256_setr_epi64x(byte * ones, (byte + 1) * ones, byte * ones, (byte + 1) * ones));
+            const long long ones = 0x0101010101010101, first_half = byte * ones, second_half = (byte + 1) * ones;
+            const __m256i picked =
+                _mm256_shuffle_epi8(words, _mm256_setr_epi64x(first_half, second_half, first_half, second_half));
             return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(picked, bit), bit), sixteen);
         };
         lo = _mm256_or_si256(lo, spread(0));
@@ -109,19 +112,31 @@ struct Avx2Ops {
 
 // A pair of Q4_0 blocks' nibbles: byte l's low nibble is weight l, its high nibble weight l + 16.
 inline void nibble_pair(const std::uint8_t* first, const std::uint8_t* second, __m256i& lo, __m256i& hi) {
-    const __m256i bits = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(second), reinterpret_cast<const __m128i*>(first));
+    const __m256i bits = load_pair(first, second);
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     lo = _mm256_and_si256(bits, low4);
     hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
 }
 
 // What a tile needs to know of one weight format.
-//   Block:   its block struct;
-//   kOffset: what its unsigned quants exceed the signed values by (value = q - kOffset);
-//   pair:    the unsigned quants of two blocks as (lo, hi), with the instruction set's ops.
+//   Block:    its block struct;
+//   kOffset:  what its unsigned quants exceed the signed values by (value = q - kOffset), or 0;
+//   kHasMin:  whether its blocks carry a min m (value = d * q + m);
+//   pair:     the unsigned quants of two blocks as (lo, hi), with the instruction set's ops.
 struct Q4_0Kind {
     using Block = BlockQ4_0;
     static constexpr int kOffset = 8;
+    static constexpr bool kHasMin = false;
+    template <class Ops>
+    static void pair(const Block& first, const Block& second, __m256i& lo, __m256i& hi) {
+        nibble_pair(first.qs, second.qs, lo, hi);
+    }
+};
+
+struct Q4_1Kind {
+    using Block = BlockQ4_1;
+    static constexpr int kOffset = 0;
+    static constexpr bool kHasMin = true;
     template <class Ops>
     static void pair(const Block& first, const Block& second, __m256i& lo, __m256i& hi) {
         nibble_pair(first.qs, second.qs, lo, hi);
@@ -137,6 +152,7 @@ inline std::uint32_t high_bits(const BlockQ5_0& b) {
 struct Q5_0Kind {
     using Block = BlockQ5_0;
     static constexpr int kOffset = 16;
+    static constexpr bool kHasMin = false;
     template <class Ops>
     static void pair(const Block& first, const Block& second, __m256i& lo, __m256i& hi) {
         nibble_pair(first.qs, second.qs, lo, hi);
@@ -144,25 +160,59 @@ struct Q5_0Kind {
     }
 };
 
+// The fp16 scales of eight blocks as floats and, for formats with a min, their mins (which
+// follow the scale: Q4_1's first 4 bytes are d, m). Each block's first 4 bytes go to a 32-bit
+// lane; the words are then sorted into [8 scales | 8 mins] and widened.
+template <class Kind, bool Partial>
+inline void block_scales(const typename Kind::Block* w, int last, __m256& d, __m256& m) {
+    const auto head = [&](int k) {
+        std::int32_t bytes;
+        std::memcpy(&bytes, &w[member<Partial>(k, last)], sizeof(bytes));
+        return bytes;
+    };
+    if constexpr (Kind::kHasMin) {
+        static_assert(offsetof(typename Kind::Block, m) == 2, "d and m are the block's first 4 bytes");
+        const __m256i heads = _mm256_setr_epi32(head(0), head(1), head(2), head(3), head(4), head(5), head(6), head(7));
+        const __m256i split = _mm256_shuffle_epi8(  // per 128 bits: [d d d d m m m m]
+            heads, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
+                                    0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+        const __m256i sorted = _mm256_permute4x64_epi64(split, _MM_SHUFFLE(3, 1, 2, 0));  // [8 d | 8 m]
+        d = _mm256_cvtph_ps(_mm256_castsi256_si128(sorted));
+        m = _mm256_cvtph_ps(_mm256_extracti128_si256(sorted, 1));
+    } else {
+        const auto half = [&](int k) { return short(w[member<Partial>(k, last)].d); };
+        d = _mm256_cvtph_ps(_mm_setr_epi16(half(0), half(1), half(2), half(3), half(4), half(5), half(6), half(7)));
+        m = _mm256_setzero_ps();
+    }
+}
+
 // One row's step over a group of eight blocks, for each of C columns: acc[c] lane k gets block
-// k's float step (reference.hpp, block32_accumulate). Lanes past a row's end keep their sums.
+// k's float steps (reference.hpp, block32_accumulate). Lanes past a row's end keep their sums.
 template <class Kind, class Ops, int C, bool Partial>
-__attribute__((always_inline)) inline void row_group(const typename Kind::Block* w, int last, const ActGroup* const (&acts)[C], __m256 (&acc)[C]) {
+__attribute__((always_inline)) inline void row_group(const typename Kind::Block* w, int last,
+                                                     const ActGroup* const (&acts)[C], __m256 (&acc)[C]) {
     __m256i lo[4], hi[4];
-    for (int k = 0; k < 4; ++k) Kind::template pair<Ops>(w[member<Partial>(k, last)], w[member<Partial>(k + 4, last)], lo[k], hi[k]);
-    const auto d = [&](int k) { return short(w[member<Partial>(k, last)].d); };
-    const __m256 scales = _mm256_cvtph_ps(_mm_setr_epi16(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7)));
-    static_assert(std::has_single_bit(unsigned(Kind::kOffset)), "the offset is applied as a shift");
-    constexpr int shift = std::countr_zero(unsigned(Kind::kOffset));
+    for (int k = 0; k < 4; ++k)
+        Kind::template pair<Ops>(w[member<Partial>(k, last)], w[member<Partial>(k + 4, last)], lo[k], hi[k]);
+    __m256 d, m;
+    block_scales<Kind, Partial>(w, last, d, m);
     for (int c = 0; c < C; ++c) {
         const ActGroup& g = *acts[c];
-        const __m256i totals = group_totals(Ops::dot_pair(lo[0], hi[0], g.lo[0], g.hi[0]), Ops::dot_pair(lo[1], hi[1], g.lo[1], g.hi[1]),
-                                            Ops::dot_pair(lo[2], hi[2], g.lo[2], g.hi[2]), Ops::dot_pair(lo[3], hi[3], g.lo[3], g.hi[3]));
-        const __m256i dots = _mm256_sub_epi32(totals, _mm256_slli_epi32(g.sums, shift));
-        const __m256 next = _mm256_fmadd_ps(_mm256_mul_ps(scales, g.scales), _mm256_cvtepi32_ps(dots), acc[c]);
+        const __m256i totals =
+            group_totals(Ops::dot_pair(lo[0], hi[0], g.lo[0], g.hi[0]), Ops::dot_pair(lo[1], hi[1], g.lo[1], g.hi[1]),
+                         Ops::dot_pair(lo[2], hi[2], g.lo[2], g.hi[2]), Ops::dot_pair(lo[3], hi[3], g.lo[3], g.hi[3]));
+        __m256i dots = totals;
+        if constexpr (Kind::kOffset != 0) {
+            static_assert(std::has_single_bit(unsigned(Kind::kOffset)), "the offset is applied as a shift");
+            dots = _mm256_sub_epi32(totals, _mm256_slli_epi32(g.sums, std::countr_zero(unsigned(Kind::kOffset))));
+        }
+        __m256 next = _mm256_fmadd_ps(_mm256_mul_ps(d, g.scales), _mm256_cvtepi32_ps(dots), acc[c]);
+        if constexpr (Kind::kHasMin)
+            next = _mm256_fmadd_ps(_mm256_mul_ps(m, g.scales), _mm256_cvtepi32_ps(g.sums), next);
         if constexpr (Partial) {
-            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-            acc[c] = _mm256_blendv_ps(acc[c], next, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(last + 1), lane)));
+            const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(last + 1), lanes);
+            acc[c] = _mm256_blendv_ps(acc[c], next, _mm256_castsi256_ps(valid));
         } else {
             acc[c] = next;
         }
@@ -223,6 +273,7 @@ inline constexpr DotTileFn legacy_tile = kernel_detail::by_columns<legacy::tile<
                                                                    legacy::tile<Kind, legacy::Avx2Ops, kTileCols>>;
 inline constexpr DotTileFn q4_0_q8_0 = legacy_tile<legacy::Q4_0Kind>;
 inline constexpr DotTileFn q5_0_q8_0 = legacy_tile<legacy::Q5_0Kind>;
+inline constexpr DotTileFn q4_1_q8_0 = legacy_tile<legacy::Q4_1Kind>;
 
 }  // namespace smol::kernels_avx2
 

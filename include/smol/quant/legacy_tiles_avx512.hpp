@@ -1,7 +1,7 @@
 #pragma once
-// AVX-512 VNNI tiles for the block-of-32 weight formats (Q4_0, Q5_0, ...) against Q8_0 activations:
-// the AVX2 set's tile driver (legacy_tiles_avx2.hpp) with two vpdpbusd per pair of blocks in
-// place of two maddubs, an add and a madd. Same bits as the reference and the AVX2 set.
+// AVX-512 VNNI tiles for the block-of-32 weight formats (Q4_0, Q5_0, Q4_1) against Q8_0
+// activations: the AVX2 set's tile driver (legacy_tiles_avx2.hpp) with two vpdpbusd per pair of
+// blocks in place of two maddubs, an add and a madd. Same bits as the reference and the AVX2 set.
 //
 // The driver is compiled for the baseline, and GCC and clang refuse to inline a function of a
 // wider target into them; so the entry points below carry the AVX-512 target and `flatten`,
@@ -59,9 +59,11 @@ SMOL_TARGET_AVX512 __attribute__((flatten)) inline void tile(std::int64_t n, con
 }  // namespace legacy
 
 template <class Kind>
-inline constexpr DotTileFn legacy_tile = kernel_detail::by_columns<legacy::tile<Kind, 1>, legacy::tile<Kind, kTileCols>>;
+inline constexpr DotTileFn legacy_tile =
+    kernel_detail::by_columns<legacy::tile<Kind, 1>, legacy::tile<Kind, kTileCols>>;
 inline constexpr DotTileFn q4_0_q8_0 = legacy_tile<legacy::base::Q4_0Kind>;
 inline constexpr DotTileFn q5_0_q8_0 = legacy_tile<legacy::base::Q5_0Kind>;
+inline constexpr DotTileFn q4_1_q8_0 = legacy_tile<legacy::base::Q4_1Kind>;
 
 }  // namespace smol::kernels_avx512
 

@@ -118,6 +118,18 @@ inline void dequantize_row_q4_0(const BlockQ4_0* blocks, float* out, std::int64_
     }
 }
 
+// value = d * q + m; d * q is exact (an 11-bit significand times 4 bits), so whether a compiler
+// fuses the multiply-add or not, this is ggml's `x0*d + m` bit for bit.
+inline void dequantize_row_q4_1(const BlockQ4_1* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK4_1; ++b, out += QK4_1) {
+        const float d = fp16_to_f32(blocks[b].d), m = fp16_to_f32(blocks[b].m);
+        for (int l = 0; l < QK4_1 / 2; ++l) {
+            out[l] = float(blocks[b].qs[l] & 0x0f) * d + m;
+            out[l + QK4_1 / 2] = float(blocks[b].qs[l] >> 4) * d + m;
+        }
+    }
+}
+
 // The 32 quants of a Q5_0 block, 0..31 (value q - 16), in weight order.
 inline void q5_0_unpack_quants(const BlockQ5_0& block, std::uint8_t* q) {  // q: [QK5_0]
     std::uint32_t qh;
@@ -156,6 +168,7 @@ inline void dequantize_row(TensorType type, const void* row, float* out, std::in
         }
         case TensorType::Q8_0: dequantize_row_q8_0(static_cast<const BlockQ8_0*>(row), out, n); return;
         case TensorType::Q4_0: dequantize_row_q4_0(static_cast<const BlockQ4_0*>(row), out, n); return;
+        case TensorType::Q4_1: dequantize_row_q4_1(static_cast<const BlockQ4_1*>(row), out, n); return;
         case TensorType::Q5_0: dequantize_row_q5_0(static_cast<const BlockQ5_0*>(row), out, n); return;
         case TensorType::Q4_K: dequantize_row_q4_k(static_cast<const BlockQ4K*>(row), out, n); return;
         case TensorType::Q6_K: dequantize_row_q6_k(static_cast<const BlockQ6K*>(row), out, n); return;
@@ -359,6 +372,31 @@ inline float dot_q4_0_q8_0(std::int64_t n, const BlockQ4_0* w, const BlockQ8_0* 
     for (std::int64_t b = 0; b < n / QK4_0; ++b) {
         float& lane = s[b % kBlock32Lanes];
         lane = block32_accumulate(lane, fp16_to_f32(w[b].d), fp16_to_f32(a[b].d), q4_0_q8_0_block_dot(w[b], a[b]));
+    }
+    return block32_reduce(s);
+}
+
+// Q4_1's value d * q + m gives two terms per block: d * d_a * (q . a) and m * d_a * (sum of a),
+// both exact integers before the scales, each one fused step into the block's partial sum:
+//   s[b % 8] = fma(d * d_a, float(q . a), s[b % 8]);  s[b % 8] = fma(m * d_a, float(sum a), s[b % 8])
+// The activation sum comes from the Q8_0 block's quants, exactly (the tiles form it once per
+// tile and share it among the rows), where ggml's Q8_1 stores d_a * sum rounded to fp16.
+inline std::int32_t q4_1_q8_0_block_dot(const BlockQ4_1& w, const BlockQ8_0& a) {
+    std::int32_t dot = 0;
+    for (int l = 0; l < QK4_1 / 2; ++l) {
+        dot += std::int32_t(w.qs[l] & 0x0f) * a.qs[l];
+        dot += std::int32_t(w.qs[l] >> 4) * a.qs[l + QK4_1 / 2];
+    }
+    return dot;
+}
+
+inline float dot_q4_1_q8_0(std::int64_t n, const BlockQ4_1* w, const BlockQ8_0* a) {
+    float s[kBlock32Lanes] = {};
+    for (std::int64_t b = 0; b < n / QK4_1; ++b) {
+        float& lane = s[b % kBlock32Lanes];
+        const float ad = fp16_to_f32(a[b].d);
+        lane = block32_accumulate(lane, fp16_to_f32(w[b].d), ad, q4_1_q8_0_block_dot(w[b], a[b]));
+        lane = block32_accumulate(lane, fp16_to_f32(w[b].m), ad, q8_0_block_sum(a[b]));
     }
     return block32_reduce(s);
 }

@@ -77,6 +77,7 @@ inline constexpr WeightFormat kWeightFormats[] = {
     {TensorType::Q8_0, ActivationFormat::Q8_0, SMOL_TILES(q8_0_q8_0), {}},
     {TensorType::Q4_0, ActivationFormat::Q8_0, SMOL_TILES(q4_0_q8_0), {}},
     {TensorType::Q5_0, ActivationFormat::Q8_0, SMOL_TILES(q5_0_q8_0), {}},
+    {TensorType::Q4_1, ActivationFormat::Q8_0, SMOL_TILES(q4_1_q8_0), {}},
     {TensorType::F32, ActivationFormat::Float, SMOL_TILES(f32), {}},
     {TensorType::F16, ActivationFormat::Float, SMOL_TILES(f16), {}},
     {TensorType::BF16, ActivationFormat::Float, SMOL_TILES(bf16), {}},
