@@ -15,8 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "smol/core/comma_list.hpp"
-#include "smol/gguf/reader.hpp"
-#include "smol/text/tokenizer.hpp"
+#include "smol/smol.hpp"
 
 namespace {
 

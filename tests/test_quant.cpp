@@ -9,12 +9,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "smol/core/half.hpp"
-#include "smol/quant/quantize.hpp"
-#include "smol/quant/reference.hpp"
+#include "smol/gguf/reader.hpp"
+#include "smol/quant/type_table.hpp"  // the quantizers and dequantizers, by type
 
 using namespace smol;
 
@@ -275,7 +277,7 @@ TEST_CASE("Q8_0, F16, BF16 and F32 dequantization; unsupported types throw") {
     CHECK(w[0] == 1.5f);
     CHECK(w[1] == -7.0f);
 
-    CHECK_THROWS_AS(dequantize_row(TensorType::Q5_K, &b, w, 256), smol::Error);
+    CHECK_THROWS_AS(dequantize_row(TensorType::Q5_1, &b, w, 256), smol::Error);
     CHECK_THROWS_AS(dequantize_row(TensorType::Q4_K, &b, w, 100), smol::Error);
 }
 
@@ -323,6 +325,40 @@ TEST_CASE("Q4_1 dequantization of a hand-built block: d * q + m") {
     for (int l = 0; l < 16; ++l) {
         REQUIRE(w[l] == 0.25f * float(l) - 2.5f);
         REQUIRE(w[l + 16] == 0.25f * float(15 - l) - 2.5f);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Against ggml: tests/data/tiny-quants holds llama.cpp-quantized files and ggml's own
+// dequantization of one tensor of each (README.md there says how they were made).
+
+TEST_CASE("Q4_0, Q5_0 and Q4_1 dequantization equals ggml's, bit for bit, on llama.cpp-quantized tensors") {
+    for (const TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1}) {
+        const std::string name(type_name(type));
+        CAPTURE(name);
+        const std::string dir = SMOL_TEST_DATA_DIR "/tiny-quants/";
+        const auto file = gguf::File::open(dir + "smollm3-tiny-" + name + ".gguf");
+        const gguf::TensorInfo& t = file.tensor("blk.0.attn_k.weight");
+        REQUIRE(t.type == type);
+        REQUIRE(t.shape == std::vector<std::int64_t>{256, 128});  // [columns, rows]
+        const std::int64_t rows = 128, cols = 256;
+        std::vector<float> expected(std::size_t(rows * cols));
+        std::ifstream in(dir + name + "/blk.0.attn_k.dequant.f32", std::ios::binary);
+        REQUIRE(in.read(reinterpret_cast<char*>(expected.data()), std::streamsize(expected.size() * sizeof(float))));
+        std::vector<float> row(static_cast<std::size_t>(cols));
+        int differing = 0, nonzero = 0;
+        for (std::int64_t r = 0; r < rows; ++r) {
+            dequantize_row(type, t.data + std::size_t(r) * t.row_bytes(), row.data(), cols);
+            for (std::int64_t c = 0; c < cols; ++c) {
+                const float want = expected[std::size_t(r * cols + c)];
+                nonzero += want != 0.0f;
+                if (std::bit_cast<std::uint32_t>(row[std::size_t(c)]) != std::bit_cast<std::uint32_t>(want) &&
+                    differing++ < 5)
+                    MESSAGE("row ", r, " column ", c, ": smol ", row[std::size_t(c)], ", ggml ", want);
+            }
+        }
+        CHECK(differing == 0);
+        CHECK(nonzero > rows * cols / 2);  // real weights, not an empty file
     }
 }
 

@@ -408,7 +408,7 @@ TEST_CASE("AMX GEMMs give the reference's bits, on emulated tiles and on AMX har
     // On the hardware: the kernels themselves, not the dispatch (which sends small batches to AVX-512).
     for (const TensorType wtype : {TensorType::Q4_K, TensorType::Q6_K}) {
         CAPTURE(type_name(wtype));
-        const GemmTileFn hardware = weight_format(wtype).gemms[int(Isa::amx)];
+        const GemmTileFn hardware = weight_row(wtype).gemms[std::size_t(Isa::amx)];
         REQUIRE(static_cast<bool>(hardware));
         check_gemm(wtype, shape, [&](int) { return GemmCall(hardware); }, wtype == TensorType::Q4_K ? 41 : 42);
     }
@@ -602,7 +602,7 @@ TEST_CASE("Q8_K activation quantizers are byte-identical to the reference on eve
     for (const Isa isa : kAllIsas) {
         if (!runnable(isa)) continue;
         CAPTURE(isa_name(isa));
-        const auto quantize = kernels_for(isa).quantize_q8k;
+        const FromFloatFn quantize = kernels_for(isa).quantizer(TensorType::Q8_K);
         for (int trial = 0; trial < 50; ++trial) {
             const float sigma = std::pow(10.0f, float(trial % 9) - 4.0f);
             for (auto& v : x) v = sigma * dist(rng);
@@ -637,23 +637,50 @@ TEST_CASE("Q8_K activation quantizers are byte-identical to the reference on eve
     }
 }
 
-TEST_CASE("the weight-format table has a tile for every weight type in every compiled kernel set") {
-    for (const WeightFormat& format : kWeightFormats) {
-        CAPTURE(type_name(format.type));
+TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for every weight type in every compiled set") {
+    for (const TypeRow& row : kTypeTable) {
+        CAPTURE(type_name(row.type));
+        CHECK(row.block_elements == traits_of(row.type).block_elements);
+        CHECK(row.block_bytes == traits_of(row.type).block_bytes);
+        CHECK((row.to_float != nullptr));
+        CHECK(find_type_row(row.type) == &row);
         for (const Isa isa : kAllIsas) {
             CAPTURE(isa_name(isa));
-            CHECK((format.tiles[int(isa)] != nullptr) == isa_compiled(isa));
+            if (row.is_weight()) CHECK((row.tiles[std::size_t(isa)] != nullptr) == isa_compiled(isa));
+            CHECK((row.from_float[std::size_t(isa)] != nullptr));
         }
-        CHECK(find_weight_format(format.type) == &format);
+        if (row.is_weight()) CHECK(find_type_row(row.activations) != nullptr);  // its activations have a row too
     }
-    CHECK(find_weight_format(TensorType::Q5_K) == nullptr);
+    CHECK(find_type_row(TensorType::Q5_1) == nullptr);
+    CHECK_FALSE(is_weight_type(TensorType::Q8_K));
     CHECK(supported_weight_types() == "Q4_K, Q6_K, Q8_0, Q4_0, Q5_0, Q4_1, F32, F16, BF16");
-    CHECK(weight_format(TensorType::Q6_K).activations == ActivationFormat::Q8K);
-    CHECK(weight_format(TensorType::Q8_0).activations == ActivationFormat::Q8_0);
-    CHECK(weight_format(TensorType::Q4_0).activations == ActivationFormat::Q8_0);
-    CHECK(weight_format(TensorType::Q5_0).activations == ActivationFormat::Q8_0);
-    CHECK(weight_format(TensorType::Q4_1).activations == ActivationFormat::Q8_0);
-    CHECK(weight_format(TensorType::BF16).activations == ActivationFormat::Float);
+    CHECK(weight_row(TensorType::Q6_K).activations == TensorType::Q8_K);
+    CHECK(weight_row(TensorType::Q8_0).activations == TensorType::Q8_0);
+    for (const TensorType block32 : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1})
+        CHECK(weight_row(block32).activations == TensorType::Q8_0);
+    CHECK(weight_row(TensorType::BF16).activations == TensorType::F32);
+    CHECK_THROWS_AS(weight_row(TensorType::Q8_K), smol::Error);
+    CHECK_THROWS_AS(dequantize_row(TensorType::Q5_1, nullptr, nullptr, 32), smol::Error);
+}
+
+// The AVX2 Q4_K GEMM with its first result one ulp off: what a miscompiled or misbehaving set looks like.
+void q4k_gemm_one_ulp_off(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                          const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
+    weight_row(TensorType::Q4_K).gemms[std::size_t(Isa::avx2)](n, weights, row_bytes, n_rows, acts, n_tokens, out,
+                                                                 out_stride);
+    out[0] = std::nextafter(out[0], 1e30f);
+}
+
+TEST_CASE("the GEMM self-check (run before AMX's first use) passes every runnable set and catches one wrong bit") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        CHECK(gemm_self_check(isa) == "");
+    }
+    if (runnable(Isa::avx2)) {
+        const std::string found = gemm_disagreement(TensorType::Q4_K, q4k_gemm_one_ulp_off, kGemmShapes[1]);
+        CHECK(found.find("Q4_K row 0 token 0: expected ") == 0);
+    }
 }
 
 TEST_CASE("kernel selection") {
@@ -671,5 +698,5 @@ TEST_CASE("kernel selection") {
     // AMX tiles only with the OS's permission; a CPU without them is never asked.
     if (!cpu.amx_tile) CHECK_FALSE(cpu.amx_permitted);
     CHECK(cpu.has_amx_kernels() == (cpu.best_isa() == Isa::amx));
-    CHECK_THROWS_AS(kernels_for(Isa::scalar).for_weights(TensorType::Q5_K), smol::Error);
+    CHECK_THROWS_AS(kernels_for(Isa::scalar).for_weights(TensorType::Q5_1), smol::Error);
 }

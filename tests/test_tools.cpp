@@ -1,4 +1,4 @@
-// smol-synth's library (model/synth.hpp) and the built tools smol-synth, smol-inspect,
+// smol-synth's library (tools/model_synthesis.hpp) and the built tools smol-synth, smol-inspect,
 // smol-bench and smol-tokenizer-bench: the Q4_K_M layout against llama.cpp's tiny fixture and
 // the published 3B type counts, synthesized files loading and running, the tokenizer.json
 // export, and the tools' exit codes and output.
@@ -20,8 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "smol/model/synth.hpp"
-#include "smol/quant/reference.hpp"
+#include "model_synthesis.hpp"  // tools/
 #include "smol/smol.hpp"
 #include "smol/text/tokenizer.hpp"
 

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "smol/smol.hpp"
-#include "smol/text/hf_tokenizer_json.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <string>
 
-#include "smol/model/synth.hpp"
+#include "model_synthesis.hpp"
 
 namespace {
 

@@ -527,7 +527,7 @@ inline std::string gate_response(int status, std::string_view content_type, std:
     return out;
 }
 
-// ---- header values the server checks before routing (main.cpp) ----------------------------
+// ---- header values the server checks before routing (routes.hpp) --------------------------
 
 // Whether a Content-Type value says JSON: application/json, any case, parameters allowed
 // ("application/json; charset=utf-8").

@@ -1,8 +1,9 @@
 #pragma once
 // The OpenAI API as smol-server speaks it, without HTTP: request bodies checked and turned into
 // generation requests, and replies, stream chunks and errors shaped as OpenAI shapes them (with
-// llama-server's extensions that chat front ends read). main.cpp carries them over HTTP; the
-// unit tests (tests/test_openai_api.cpp) call them directly.
+// llama-server's extensions that chat front ends read). routes.hpp, completion_routes.hpp and
+// reply_adapters.hpp carry them over HTTP; the unit tests (tests/test_openai_api.cpp) call them
+// directly.
 
 #include <algorithm>
 #include <charconv>

@@ -14,12 +14,18 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-// Concatenates its arguments with operator<< into the message of a thrown smol::Error.
+// Its arguments written one after the other with operator<<.
 template <class... Parts>
-[[noreturn]] inline void fail(Parts&&... parts) {
+inline std::string concat(Parts&&... parts) {
     std::ostringstream message;
     (message << ... << std::forward<Parts>(parts));
-    throw Error(message.str());
+    return message.str();
+}
+
+// Concatenates its arguments into the message of a thrown smol::Error.
+template <class... Parts>
+[[noreturn]] inline void fail(Parts&&... parts) {
+    throw Error(concat(std::forward<Parts>(parts)...));
 }
 
 }  // namespace smol

@@ -37,10 +37,10 @@ struct TensorTypeTraits {
     std::string_view name;
     std::size_t block_elements;  // weights per block
     std::size_t block_bytes;     // bytes per block
-};  // which of these smol can multiply: quant/weight_formats.hpp
+};  // what smol computes with each: quant/type_table.hpp
 
 // The geometry of every type a GGUF may legally hold; nullopt for ids ggml does not define.
-inline std::optional<TensorTypeTraits> tensor_type_traits(std::uint32_t id) {
+constexpr std::optional<TensorTypeTraits> tensor_type_traits(std::uint32_t id) {
     switch (id) {
         case 0: return TensorTypeTraits{TensorType::F32, "F32", 1, 4};
         case 1: return TensorTypeTraits{TensorType::F16, "F16", 1, 2};
@@ -66,7 +66,7 @@ inline std::optional<TensorTypeTraits> tensor_type_traits(std::uint32_t id) {
     }
 }
 
-inline TensorTypeTraits traits_of(TensorType type) { return *tensor_type_traits(std::uint32_t(type)); }
-inline std::string_view type_name(TensorType type) { return traits_of(type).name; }
+constexpr TensorTypeTraits traits_of(TensorType type) { return *tensor_type_traits(std::uint32_t(type)); }
+constexpr std::string_view type_name(TensorType type) { return traits_of(type).name; }
 
 }  // namespace smol

@@ -189,7 +189,7 @@ private:
     void project(const float* x, int n_tokens, std::initializer_list<MatmulTarget> targets) {
         bool same_format = true;
         for (const auto& t : targets)
-            same_format &= weight_format(t.w->type).activations == weight_format(targets.begin()->w->type).activations;
+            same_format &= weight_row(t.w->type).activations == weight_row(targets.begin()->w->type).activations;
         if (same_format) return matmul(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, scratch_);
         for (const auto& t : targets) matmul(*t.w, x, n_tokens, t.y, scratch_);
     }

@@ -9,8 +9,7 @@
 #include "smol/gguf/reader.hpp"
 #include "smol/model/config.hpp"
 #include "smol/ops/matmul.hpp"
-#include "smol/quant/reference.hpp"
-#include "smol/quant/weight_formats.hpp"
+#include "smol/quant/type_table.hpp"
 
 namespace smol {
 
@@ -44,7 +43,7 @@ inline const gguf::TensorInfo& expect_tensor(const gguf::File& file, const std::
         fail(file.name(), ": tensor '", name, "' (entry at offset ", t.info_offset, "): expected shape ",
              expected.shape_string(), ", found ", t.shape_string());
     }
-    if (find_weight_format(t.type) == nullptr)
+    if (!is_weight_type(t.type))
         fail(file.name(), ": tensor '", name, "': type ", type_name(t.type), " is not supported (expected one of ",
              supported_weight_types(), ")");
     return t;

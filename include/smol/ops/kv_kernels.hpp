@@ -31,7 +31,7 @@
 #include "smol/ops/kv_int8_scores.hpp"
 #include "smol/ops/kv_layout.hpp"
 #include "smol/quant/blocks.hpp"
-#include "smol/quant/reference.hpp"
+#include "smol/quant/type_table.hpp"
 
 namespace smol::kv_kernels {
 
@@ -40,28 +40,12 @@ namespace smol::kv_kernels {
 // One position's head_dim values written in the cache type (round to nearest even for fp16,
 // ggml's reference quantizers for Q8_0 and Q4_0).
 inline void store_row_scalar(KvType type, const float* x, std::byte* row, int head_dim) {
-    switch (type) {
-        case KvType::f16: {
-            auto* h = reinterpret_cast<std::uint16_t*>(row);
-            for (int i = 0; i < head_dim; ++i) h[i] = f32_to_fp16(x[i]);
-            return;
-        }
-        case KvType::q8_0: return quantize_row_q8_0(x, reinterpret_cast<BlockQ8_0*>(row), head_dim);
-        case KvType::q4_0: return quantize_row_q4_0(x, reinterpret_cast<BlockQ4_0*>(row), head_dim);
-    }
+    quantize_row(kv_tensor_type(type), x, row, head_dim);
 }
 
 // The row back as floats: exactly the values the cache holds (d * q for the block types).
 inline void load_row_scalar(KvType type, const std::byte* row, float* out, int head_dim) {
-    switch (type) {
-        case KvType::f16: {
-            const auto* h = reinterpret_cast<const std::uint16_t*>(row);
-            for (int i = 0; i < head_dim; ++i) out[i] = fp16_to_f32(h[i]);
-            return;
-        }
-        case KvType::q8_0: return dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(row), out, head_dim);
-        case KvType::q4_0: return dequantize_row_q4_0(reinterpret_cast<const BlockQ4_0*>(row), out, head_dim);
-    }
+    dequantize_row(kv_tensor_type(type), row, out, head_dim);
 }
 
 // scores[r * score_stride + j] = scale * (q_r . k_j) for r < n_rows, j < n_keys.

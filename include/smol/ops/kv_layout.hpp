@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "smol/core/error.hpp"
-#include "smol/quant/blocks.hpp"
+#include "smol/core/tensor_types.hpp"
 
 namespace smol {
 
@@ -33,17 +33,24 @@ inline std::optional<KvType> parse_kv_type(std::string_view name) {
     return std::nullopt;
 }
 
+// The tensor type a cache row holds: its geometry and conversions are that type's row of the
+// type table (quant/type_table.hpp).
+inline constexpr TensorType kv_tensor_type(KvType t) {
+    switch (t) {
+        case KvType::f16: return TensorType::F16;
+        case KvType::q8_0: return TensorType::Q8_0;
+        case KvType::q4_0: return TensorType::Q4_0;
+    }
+    return TensorType::F16;
+}
+
 // Values per block: a quantized row is a whole number of blocks.
-inline constexpr int kv_block_values(KvType t) { return t == KvType::f16 ? 1 : QK8_0; }
+inline constexpr int kv_block_values(KvType t) { return int(traits_of(kv_tensor_type(t)).block_elements); }
 
 // Bytes of one row of `head_dim` values.
 inline constexpr std::size_t kv_row_bytes(KvType t, int head_dim) {
-    switch (t) {
-        case KvType::f16: return std::size_t(head_dim) * 2;
-        case KvType::q8_0: return std::size_t(head_dim / QK8_0) * sizeof(BlockQ8_0);
-        case KvType::q4_0: return std::size_t(head_dim / QK4_0) * sizeof(BlockQ4_0);
-    }
-    return 0;
+    const TensorTypeTraits traits = traits_of(kv_tensor_type(t));
+    return std::size_t(head_dim) / traits.block_elements * traits.block_bytes;
 }
 
 // The cache types of keys and values; llama.cpp's default is f16 for both.

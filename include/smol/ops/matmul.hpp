@@ -1,7 +1,7 @@
 #pragma once
 // y = W x for a batch of tokens, threaded with OpenMP, on whichever kernel set dispatch.hpp
 // chose. Quantized weights meet activations quantized once per call (Q8_K for the k-quants,
-// Q8_0 for Q8_0); float weights meet the float activations as they are.
+// Q8_0 for Q8_0, Q4_0, Q5_0 and Q4_1); float weights meet the float activations as they are.
 //
 // Work split: decode (one token) is memory-bound, so each thread takes a contiguous run of
 // rows and streams kTileRows of them at once with prefetch. Prompts are compute-bound: where the
@@ -91,17 +91,16 @@ inline void check_view(const MatrixView& w, std::int64_t n_tokens) {
     if (w.data == nullptr && w.rows > 0) fail("matmul: weight data is null");
 }
 
-// Quantizes x ([n_tokens, cols]) to one row of Block per token in `out`, in parallel when
-// there is enough of it to pay for waking the threads.
-template <class Block, int BlockElements>
-void quantize_activations(void (*quantize)(const float*, Block*, std::int64_t), const float* x,
-                          std::int64_t n_tokens, std::int64_t cols, Block* out) {
-    const std::int64_t per_token = cols / BlockElements;
+// Quantizes x ([n_tokens, cols]) to one row of blocks per token in `out` (rows of `stride`
+// bytes), in parallel when there is enough of it to pay for waking the threads.
+inline void quantize_activations(FromFloatFn quantize, std::int64_t block_elements, std::size_t block_bytes,
+                                 const float* x, std::int64_t n_tokens, std::int64_t cols, std::uint8_t* out) {
+    const std::int64_t per_token = cols / block_elements;
     const std::int64_t total = n_tokens * per_token;
 #pragma omp parallel for schedule(static) if (total >= kParallelQuantizeBlocks)
     for (std::int64_t i = 0; i < total; ++i) {
         const std::int64_t t = i / per_token, b = i % per_token;
-        quantize(x + t * cols + b * BlockElements, out + i, BlockElements);
+        quantize(x + t * cols + b * block_elements, out + std::size_t(i) * block_bytes, block_elements);
     }
 }
 
@@ -123,36 +122,26 @@ struct Activations {
 
 inline std::size_t round_up_64(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
 
-// Quantizes x once into the format `format` needs (float weights take x as it is), and packs
-// Q8_K activations 16 tokens to a block when `pack` (for GEMM kernels).
-inline Activations prepare_activations(const KernelSet& kernels, ActivationFormat format, const float* x,
+// Quantizes x once into the activation format `format` (F32: x as it is), and packs Q8_K
+// activations 16 tokens to a block when `pack` (for GEMM kernels).
+inline Activations prepare_activations(const KernelSet& kernels, TensorType format, const float* x,
                                        std::int64_t n_tokens, std::int64_t cols, bool pack, MatmulScratch& scratch) {
-    switch (format) {
-        case ActivationFormat::Q8K: {
-            const std::int64_t blocks = cols / QK_K;
-            const std::size_t stride = std::size_t(blocks) * sizeof(BlockQ8K);
-            const std::size_t rows_bytes = round_up_64(std::size_t(n_tokens) * stride);
-            const std::size_t groups = std::size_t((n_tokens + kPackedTokens - 1) / kPackedTokens);
-            const std::size_t packed_bytes = pack ? groups * std::size_t(blocks) * sizeof(BlockQ8Kx16) : 0;
-            std::uint8_t* buffer = scratch.bytes(rows_bytes + packed_bytes);
-            auto* q = reinterpret_cast<BlockQ8K*>(buffer);
-            quantize_activations<BlockQ8K, QK_K>(kernels.quantize_q8k, x, n_tokens, cols, q);
-            BlockQ8Kx16* packed = nullptr;
-            if (pack) {
-                packed = reinterpret_cast<BlockQ8Kx16*>(buffer + rows_bytes);
-                pack_q8k_x16(q, n_tokens, blocks, packed);
-            }
-            return {reinterpret_cast<const std::uint8_t*>(q), stride, packed};
-        }
-        case ActivationFormat::Q8_0: {
-            const std::size_t stride = std::size_t(cols / QK8_0) * sizeof(BlockQ8_0);
-            auto* q = reinterpret_cast<BlockQ8_0*>(scratch.bytes(std::size_t(n_tokens) * stride));
-            quantize_activations<BlockQ8_0, QK8_0>(quantize_row_q8_0, x, n_tokens, cols, q);
-            return {reinterpret_cast<const std::uint8_t*>(q), stride, nullptr};
-        }
-        case ActivationFormat::Float: break;
+    if (format == TensorType::F32) return {reinterpret_cast<const std::uint8_t*>(x), std::size_t(cols) * sizeof(float), nullptr};
+    const TypeRow& blocks = type_row(format, "matmul activations");
+    const std::int64_t per_token = cols / std::int64_t(blocks.block_elements);
+    const std::size_t stride = std::size_t(per_token) * blocks.block_bytes;
+    const std::size_t rows_bytes = round_up_64(std::size_t(n_tokens) * stride);
+    const std::size_t groups = std::size_t((n_tokens + kPackedTokens - 1) / kPackedTokens);
+    const std::size_t packed_bytes = pack ? groups * std::size_t(per_token) * sizeof(BlockQ8Kx16) : 0;
+    std::uint8_t* buffer = scratch.bytes(rows_bytes + packed_bytes);
+    quantize_activations(kernels.quantizer(format), std::int64_t(blocks.block_elements), blocks.block_bytes, x,
+                         n_tokens, cols, buffer);
+    BlockQ8Kx16* packed = nullptr;
+    if (pack) {  // only the Q8_K GEMMs read packed activations
+        packed = reinterpret_cast<BlockQ8Kx16*>(buffer + rows_bytes);
+        pack_q8k_x16(reinterpret_cast<const BlockQ8K*>(buffer), n_tokens, per_token, packed);
     }
-    return {reinterpret_cast<const std::uint8_t*>(x), std::size_t(cols) * sizeof(float), nullptr};
+    return {buffer, stride, packed};
 }
 
 }  // namespace matmul_detail
@@ -168,7 +157,7 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
     if (targets.empty()) return;
     if (targets.size() > kMaxTargets) fail("matmul: at most ", kMaxTargets, " fused products, got ", targets.size());
     const MatrixView& first = *targets[0].w;
-    const ActivationFormat format = weight_format(first.type).activations;
+    const TensorType format = weight_row(first.type).activations;
     DotTileFn tiles[kMaxTargets];
     GemmTileFn gemms[kMaxTargets];  // used only when every target has one
     bool use_gemm = n_tokens > 1;
@@ -176,7 +165,7 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
     for (std::size_t i = 0; i < targets.size(); ++i) {
         const MatrixView& w = *targets[i].w;
         check_view(w, n_tokens);
-        if (w.cols != first.cols || weight_format(w.type).activations != format)
+        if (w.cols != first.cols || weight_row(w.type).activations != format)
             fail("matmul: fused products must share their input: ", type_name(w.type), " [", w.rows, " x ", w.cols,
                  "] does not fit with ", type_name(first.type), " [", first.rows, " x ", first.cols, "]");
         tiles[i] = kernels.for_weights(w.type);

@@ -1,26 +1,33 @@
 #pragma once
 // Picks the kernel set once per process: the best one this CPU runs (core/cpu.hpp), or the one
-// SMOL_ISA forces. A set names its ISA, whose column of the weight-format table
-// (weight_formats.hpp) holds its tile kernels; callers pay one indirect call per tile.
+// SMOL_ISA forces. A set names its ISA, whose column of the type table (type_table.hpp) holds
+// its kernels; callers pay one indirect call per tile.
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
 
 #include "smol/core/cpu.hpp"
 #include "smol/core/error.hpp"
 #include "smol/core/tensor_types.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/kernel_api.hpp"
-#include "smol/quant/reference.hpp"
-#include "smol/quant/weight_formats.hpp"
+#include "smol/quant/packing.hpp"
+#include "smol/quant/type_table.hpp"
 
 namespace smol {
 
 struct KernelSet {
     Isa isa;
-    void (*quantize_q8k)(const float* x, BlockQ8K* out, std::int64_t n);  // bit-identical to the reference
 
-    // This set's tile kernel for a weight type (weight_formats.hpp); fails for types smol cannot
-    // multiply.
+    // This set's quantizer into an activation format (bit-identical to the reference).
+    FromFloatFn quantizer(TensorType activations) const {
+        return type_row(activations, "kernel set").from_float[std::size_t(isa)];
+    }
+    // This set's tile kernel for a weight type; fails for types smol cannot multiply.
     DotTileFn for_weights(TensorType type) const {
-        const DotTileFn tile = weight_format(type).tiles[int(isa)];
+        const DotTileFn tile = weight_row(type).tiles[std::size_t(isa)];
         if (tile == nullptr) fail("kernel set ", isa_name(isa), " has no ", type_name(type), " kernel in this build");
         return tile;
     }
@@ -34,21 +41,9 @@ struct KernelSet {
     Gemm gemm_for_weights(TensorType type, std::int64_t n_tokens) const {
         int set = int(isa);
         while (set > 0 && n_tokens < kGemmShapes[set].min_tokens) --set;
-        return {weight_format(type).gemms[set], kGemmShapes[set]};
+        return {weight_row(type).gemms[std::size_t(set)], kGemmShapes[set]};
     }
 };
-
-inline KernelSet kernel_set(Isa isa) {
-    switch (isa) {
-#if SMOL_HAVE_AVX2_KERNELS
-        // The quantizer is memory-bound: AVX2 suffices for the AVX-512 set too.
-        case Isa::amx:
-        case Isa::avx512:
-        case Isa::avx2: return {isa, kernels_avx2::quantize_row_q8_k};
-#endif
-        default: return {isa, quantize_row_q8_k};
-    }
-}
 
 // Whether this build contains the kernel set at all (independent of the CPU).
 inline bool isa_compiled(Isa isa) {
@@ -73,14 +68,78 @@ inline KernelSet kernels_for(Isa isa) {
     if (!isa_compiled(isa)) fail("kernel set ", isa_name(isa), " is not compiled into this build");
     if (!cpu_features().supports(isa))
         fail("kernel set ", isa_name(isa), " needs CPU features this machine lacks (", describe(), ")");
-    return kernel_set(isa);
+    return KernelSet{isa};
 }
 
-// The best compiled set the CPU runs, or SMOL_ISA's choice; chosen on first use.
+// Checks one prompt GEMM against the reference tiles on a small seeded problem (a full call:
+// shape.rows weight rows of 2 blocks, shape.tokens tokens). Returns "" when every output has the
+// reference's bits, else what differed first.
+inline std::string gemm_disagreement(TensorType type, GemmTileFn gemm, GemmShape shape) {
+    constexpr std::int64_t n = 2 * QK_K;
+    const TypeRow& row = weight_row(type);
+    std::uint32_t state = 0x9e3779b9u;  // xorshift: a fixed, portable sequence
+    const auto next = [&state] {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        return float(std::int32_t(state % 2001) - 1000) / 997.0f;
+    };
+    const std::size_t row_bytes = std::size_t(n) / row.block_elements * row.block_bytes;
+    std::vector<float> x(static_cast<std::size_t>(n));
+    std::vector<std::uint8_t> weights(std::size_t(shape.rows) * row_bytes);
+    for (int r = 0; r < shape.rows; ++r) {
+        for (float& v : x) v = next();
+        row.from_float[0](x.data(), weights.data() + std::size_t(r) * row_bytes, n);
+    }
+    std::vector<BlockQ8K> acts(std::size_t(shape.tokens) * std::size_t(n / QK_K));
+    for (int t = 0; t < shape.tokens; ++t) {
+        for (float& v : x) v = next();
+        quantize_row_q8_k(x.data(), acts.data() + std::size_t(t) * std::size_t(n / QK_K), n);
+    }
+    const std::size_t groups = std::size_t((shape.tokens + kPackedTokens - 1) / kPackedTokens);
+    std::vector<BlockQ8Kx16> packed(groups * std::size_t(n / QK_K));
+    pack_q8k_x16(acts.data(), shape.tokens, n / QK_K, packed.data());
+    std::vector<float> got(std::size_t(shape.tokens) * std::size_t(shape.rows)), expected(got.size());
+    gemm(n, weights.data(), row_bytes, shape.rows, packed.data(), shape.tokens, got.data(), std::size_t(shape.rows));
+    for (int t = 0; t < shape.tokens; ++t)
+        row.tiles[0](n, weights.data(), row_bytes, shape.rows,
+                     reinterpret_cast<const std::uint8_t*>(acts.data() + std::size_t(t) * std::size_t(n / QK_K)),
+                     sizeof(BlockQ8K) * std::size_t(n / QK_K), 1, expected.data() + std::size_t(t) * std::size_t(shape.rows),
+                     std::size_t(shape.rows));
+    for (std::size_t i = 0; i < got.size(); ++i)
+        if (std::memcmp(&got[i], &expected[i], sizeof(float)) != 0)
+            return concat(type_name(type), " row ", i % std::size_t(shape.rows), " token ", i / std::size_t(shape.rows),
+                          ": expected ", expected[i], ", found ", got[i]);
+    return "";
+}
+
+// Every prompt GEMM of a kernel set checked as above: "" when all agree.
+inline std::string gemm_self_check(Isa isa) {
+    const GemmShape shape = kGemmShapes[std::size_t(isa)];
+    for (const TypeRow& row : kTypeTable)
+        if (row.gemms[std::size_t(isa)] != nullptr) {
+            std::string disagreement = gemm_disagreement(row.type, row.gemms[std::size_t(isa)], shape);
+            if (!disagreement.empty()) return disagreement;
+        }
+    return "";
+}
+
+// The best compiled set the CPU runs, or SMOL_ISA's choice; chosen on first use. The AMX set has
+// had little time on hardware, so before its first use its GEMMs are checked once against the
+// reference (a few milliseconds); on any difference smol says so on stderr and runs AVX-512, so
+// no user gets wrong logits from it.
 inline const KernelSet& kernels() {
     static const KernelSet selected = [] {
         Isa isa = selected_isa();
         while (!isa_compiled(isa)) isa = Isa(int(isa) - 1);
+        if (isa == Isa::amx) {
+            const std::string disagreement = gemm_self_check(Isa::amx);
+            if (!disagreement.empty()) {
+                std::fprintf(stderr, "smol: the AMX kernels disagree with the reference (%s); using AVX-512 instead\n",
+                             disagreement.c_str());
+                isa = Isa::avx512;
+            }
+        }
         return kernels_for(isa);
     }();
     return selected;

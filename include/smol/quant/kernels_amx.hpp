@@ -2,7 +2,7 @@
 // AMX int8 prompt GEMMs for Q4_K and Q6_K weights (Intel since Sapphire Rapids). One TDPBUSD
 // multiplies a 16 x 64 tile of unsigned weight bytes with 64 quants of 16 tokens: 16K products,
 // where the AVX-512 GEMM's vpdpbusd forms 64. Decode and every other weight type stay on the
-// AVX-512 set (weight_formats.hpp's amx column names those kernels); functions here carry
+// AVX-512 set (type_table.hpp's amx column names those kernels); functions here carry
 // SMOL_TARGET_AMX and run only after cpu_features() said has_amx_kernels(), which includes the
 // OS's permission for tile state (core/cpu.hpp).
 //

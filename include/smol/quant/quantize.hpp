@@ -290,28 +290,15 @@ inline void quantize_row_q5_0(const float* x, BlockQ5_0* out, std::int64_t n) { 
     }
 }
 
-// Quantizes one row of n floats into `type` blocks (F32/F16/BF16 are plain conversions).
-inline void quantize_row(TensorType type, const float* x, void* out, std::int64_t n) {
-    switch (type) {
-        case TensorType::F32: std::memcpy(out, x, std::size_t(n) * sizeof(float)); return;
-        case TensorType::F16: {
-            auto* h = static_cast<std::uint16_t*>(out);
-            for (std::int64_t i = 0; i < n; ++i) h[i] = f32_to_fp16(x[i]);
-            return;
-        }
-        case TensorType::BF16: {
-            auto* h = static_cast<std::uint16_t*>(out);
-            for (std::int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(x[i]);
-            return;
-        }
-        case TensorType::Q8_0: quantize_row_q8_0(x, static_cast<BlockQ8_0*>(out), n); return;
-        case TensorType::Q4_0: quantize_row_q4_0(x, static_cast<BlockQ4_0*>(out), n); return;
-        case TensorType::Q4_1: quantize_row_q4_1(x, static_cast<BlockQ4_1*>(out), n); return;
-        case TensorType::Q5_0: quantize_row_q5_0(x, static_cast<BlockQ5_0*>(out), n); return;
-        case TensorType::Q4_K: quantize_row_q4_k(x, static_cast<BlockQ4K*>(out), n); return;
-        case TensorType::Q6_K: quantize_row_q6_k(x, static_cast<BlockQ6K*>(out), n); return;
-        default: fail("quantize_row: no quantizer for tensor type ", type_name(type));
-    }
+// The float formats: plain conversions (round to nearest even).
+inline void quantize_row_f32(const float* x, float* out, std::int64_t n) {
+    std::memcpy(out, x, std::size_t(n) * sizeof(float));
+}
+inline void quantize_row_f16(const float* x, std::uint16_t* out, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = f32_to_fp16(x[i]);
+}
+inline void quantize_row_bf16(const float* x, std::uint16_t* out, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
 }
 
 }  // namespace smol

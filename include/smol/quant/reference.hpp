@@ -149,31 +149,21 @@ inline void dequantize_row_q5_0(const BlockQ5_0* blocks, float* out, std::int64_
     }
 }
 
-// Dequantizes the first n weights of one row. n must be a whole number of blocks.
-inline void dequantize_row(TensorType type, const void* row, float* out, std::int64_t n) {
-    const std::size_t block = traits_of(type).block_elements;
-    if (n < 0 || n % std::int64_t(block) != 0)
-        fail("dequantize_row: ", type_name(type), " row length must be a multiple of ", block, ", got ", n);
-    switch (type) {
-        case TensorType::F32: std::memcpy(out, row, std::size_t(n) * sizeof(float)); return;
-        case TensorType::F16: {
-            const auto* h = static_cast<const std::uint16_t*>(row);
-            for (std::int64_t i = 0; i < n; ++i) out[i] = fp16_to_f32(h[i]);
-            return;
-        }
-        case TensorType::BF16: {
-            const auto* h = static_cast<const std::uint16_t*>(row);
-            for (std::int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
-            return;
-        }
-        case TensorType::Q8_0: dequantize_row_q8_0(static_cast<const BlockQ8_0*>(row), out, n); return;
-        case TensorType::Q4_0: dequantize_row_q4_0(static_cast<const BlockQ4_0*>(row), out, n); return;
-        case TensorType::Q4_1: dequantize_row_q4_1(static_cast<const BlockQ4_1*>(row), out, n); return;
-        case TensorType::Q5_0: dequantize_row_q5_0(static_cast<const BlockQ5_0*>(row), out, n); return;
-        case TensorType::Q4_K: dequantize_row_q4_k(static_cast<const BlockQ4K*>(row), out, n); return;
-        case TensorType::Q6_K: dequantize_row_q6_k(static_cast<const BlockQ6K*>(row), out, n); return;
-        default: fail("dequantize_row: no dequantizer for tensor type ", type_name(type));
-    }
+// Q8_K activations back as floats (d * q), for tests that measure a product's magnitude.
+inline void dequantize_row_q8_k(const BlockQ8K* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK_K; ++b, out += QK_K)
+        for (int l = 0; l < QK_K; ++l) out[l] = blocks[b].d * float(blocks[b].qs[l]);
+}
+
+// The float formats, one value per "block".
+inline void dequantize_row_f32(const float* row, float* out, std::int64_t n) {
+    std::memcpy(out, row, std::size_t(n) * sizeof(float));
+}
+inline void dequantize_row_f16(const std::uint16_t* row, float* out, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = fp16_to_f32(row[i]);
+}
+inline void dequantize_row_bf16(const std::uint16_t* row, float* out, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(row[i]);
 }
 
 // ---------------------------------------------------------------------------------------------

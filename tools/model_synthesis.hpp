@@ -3,7 +3,8 @@
 // filled with seeded random weights, so anyone can benchmark smol without downloading the model.
 // The plan (names, shapes, types) is computed apart from the data, so tests can check the 3B
 // layout without writing 1.9 GB. The data is drawn in float and quantized by smol's own
-// quantizers, rows in parallel with OpenMP, one tensor at a time streamed to disk.
+// quantizers, rows in parallel with OpenMP, one tensor at a time streamed to disk. A tool's
+// concern, not the library's: it lives beside smol-synth and uses only the public API.
 
 #include <omp.h>
 
@@ -18,12 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "smol/core/error.hpp"
-#include "smol/core/tensor_types.hpp"
-#include "smol/gguf/reader.hpp"
-#include "smol/gguf/writer.hpp"
-#include "smol/model/configs.hpp"
-#include "smol/quant/quantize.hpp"
+#include "smol/smol.hpp"
 
 namespace smol::synth {
 

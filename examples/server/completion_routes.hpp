@@ -1,0 +1,90 @@
+#pragma once
+// POST /v1/chat/completions and /v1/completions: the body checked (openai_api.hpp), its grammar
+// compiled or found in the cache, the request submitted to the scheduler, and its stream handed
+// to a reply adapter (reply_adapters.hpp) that httplib runs as the response's content provider.
+
+#include <httplib.h>
+
+#include <cstddef>
+#include <memory>
+#include <string_view>
+
+#include "openai_api.hpp"
+#include "reply_adapters.hpp"
+#include "server_state.hpp"
+#include "smol/smol.hpp"
+
+namespace smol_server {
+
+// A reply adapter's sink over httplib's.
+class HttplibSink final : public ReplySink {
+public:
+    explicit HttplibSink(httplib::DataSink& sink) : sink_(sink) {}
+    bool write(std::string_view bytes) override { return sink_.write(bytes.data(), bytes.size()); }
+    bool is_writable() override { return sink_.is_writable(); }
+    void done() override { sink_.done(); }
+
+private:
+    httplib::DataSink& sink_;
+};
+
+// Answers one completion request; throws ApiError for what the client got wrong.
+inline void complete(ServerState& server, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+    smol::Scheduler& scheduler = server.model.require_scheduler();
+    if (server.live.closing()) reject(503, "the server is shutting down", "server_shutting_down");
+    const json body = parse_json_body(req.body);
+    const bool chat = endpoint == Endpoint::chat;
+    ApiRequest request = chat ? parse_chat_request(body, scheduler.tokenizer(), scheduler.context())
+                              : parse_text_request(body, scheduler.tokenizer(), scheduler.context());
+    if (!request.grammar.empty())
+        request.generation.params.grammar = server.grammars.get(request.grammar, scheduler.engine());
+    std::shared_ptr<smol::GenerationStream> stream;
+    try {
+        stream = scheduler.submit(std::move(request.generation));
+    } catch (const smol::QueueFullError& e) {
+        reject(503, e.what(), "server_busy");
+    } catch (const smol::PromptTooLongError& e) {
+        reject(400, e.what(), "context_length_exceeded");
+    } catch (const smol::Error& e) {
+        reject(400, e.what(), "invalid_value");
+    }
+    (chat ? server.metrics.chat_completions : server.metrics.text_completions)++;
+    const auto fill = [&](ReplyState& st) {
+        st.endpoint = endpoint;
+        st.source = std::make_unique<GenerationSource>(stream);
+        st.ids = {(chat ? "chatcmpl-" : "cmpl-") + uuid_v7(), server.model.id(), unix_seconds()};
+        st.tokenizer = &scheduler.tokenizer();
+        st.logprobs = request.logprobs;
+        st.metrics = &server.metrics;
+        st.listing = server.live.add(stream);
+    };
+    // Both kinds of reply are written by a content provider that runs between tokens; when the
+    // response ends for any reason (finished, client gone, write failed) its releaser cancels
+    // the generation, which frees the slot before the next token (a no-op once it finished).
+    if (request.stream) {
+        auto st = std::make_shared<StreamState>();
+        fill(*st);
+        st->include_usage = request.include_usage;
+        res.set_header("Cache-Control", "no-cache");
+        res.set_header("X-Accel-Buffering", "no");
+        res.set_chunked_content_provider(
+            "text/event-stream",
+            [st](std::size_t, httplib::DataSink& sink) {
+                HttplibSink reply_sink(sink);
+                return stream_step(*st, reply_sink);
+            },
+            [st](bool) { end_reply(*st); });
+        return;
+    }
+    auto st = std::make_shared<CompletionState>();
+    fill(*st);
+    res.set_chunked_content_provider(
+        "application/json",
+        [st](std::size_t, httplib::DataSink& sink) {
+            HttplibSink reply_sink(sink);
+            return completion_step(*st, reply_sink);
+        },
+        [st](bool) { end_reply(*st); });
+}
+
+}  // namespace smol_server

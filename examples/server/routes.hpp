@@ -1,0 +1,276 @@
+#pragma once
+// smol-server's routes on cpp-httplib: the checks every request passes first (Host, CORS,
+// Content-Type, the API key), the page and its files, the API's endpoints, the error shape of
+// httplib's own errors, and the log line with counters of each reply. The completion endpoints
+// themselves are completion_routes.hpp.
+
+#include <httplib.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "completion_routes.hpp"
+#include "connection_gate.hpp"
+#include "http_framing.hpp"
+#include "metrics.hpp"
+#include "openai_api.hpp"
+#include "origin_policy.hpp"
+#include "outgoing_text.hpp"
+#include "server_state.hpp"
+#include "smol/smol.hpp"
+#include "smol_server_assets.hpp"
+
+namespace smol_server {
+
+inline void send_error(httplib::Response& res, const ApiError& e) {
+    res.status = e.status;
+    res.set_content(to_wire(error_body(e)), "application/json");
+}
+
+inline void send_json(httplib::Response& res, const json& body, int status = 200) {
+    res.status = status;
+    res.set_content(to_wire(body), "application/json");
+}
+
+// With --cors, lets a page from an allowed origin read the reply; whether it did.
+inline bool allow_origin(const ServerOptions& options, const httplib::Request& req, httplib::Response& res) {
+    if (!req.has_header("Origin")) return false;
+    const std::string allowed = allowed_origin(options, req.get_header_value("Origin"));
+    if (allowed.empty()) return false;
+    res.set_header("Access-Control-Allow-Origin", allowed);
+    res.set_header("Vary", "Origin");
+    return true;
+}
+
+// When the request being answered on this httplib worker thread arrived, for its log line.
+inline thread_local Clock::time_point request_start;
+
+// Open to anyone: the page and its files (the embedded set) and /health; every other request
+// needs the key when one is set, whatever its path.
+inline bool public_request(const httplib::Request& req) {
+    if (req.method != "GET" && req.method != "HEAD") return false;
+    if (req.path == "/health" || req.path == "/") return true;
+    for (std::size_t i = 0; i < smol_server_assets::count; ++i)
+        if (req.path == smol_server_assets::all[i].url) return true;
+    return false;
+}
+
+inline void install_routes(httplib::Server& http, ServerState& server) {
+    // Every handler throws ApiError for client mistakes; this turns them into responses.
+    auto guarded = [](auto handler) {
+        return [handler](const httplib::Request& req, httplib::Response& res) {
+            try {
+                handler(req, res);
+            } catch (const ApiError& e) {
+                send_error(res, e);
+            } catch (const std::exception& e) {
+                send_error(res, ApiError{500, std::string("internal error: ") + e.what(), "server_error", "internal"});
+            }
+        };
+    };
+
+    http.set_pre_routing_handler([&server](const httplib::Request& req, httplib::Response& res) {
+        request_start = Clock::now();
+        server.metrics.http_requests++;
+        // DNS rebinding: a page on evil.example whose name now points at 127.0.0.1 reaches a
+        // loopback server as same-origin, and could read every reply; its requests still say
+        // "Host: evil.example". Checked before CORS and the key, on every method.
+        if (!host_allowed(server.options, req.get_header_value("Host"))) {
+            send_error(res, ApiError{403,
+                                     "the Host header '" + loggable(req.get_header_value("Host")) +
+                                         "' is not one this server answers to; it listens on a loopback address and "
+                                         "answers localhost, 127.0.0.1 and [::1] (add names with --allowed-hosts)",
+                                     "invalid_request_error", "host_not_allowed"});
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        const bool cors = allow_origin(server.options, req, res);
+        if (req.method == "OPTIONS") {
+            // A browser's preflight: answered without the key (browsers never send it here).
+            res.status = 204;
+            if (cors) {
+                res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+                res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+                res.set_header("Access-Control-Max-Age", "600");
+            }
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        // A form or text/plain POST needs no CORS preflight, so any page could send one to a
+        // loopback server; JSON bodies must say they are JSON, which only a preflighted (or
+        // same-origin) request can.
+        if (req.method == "POST" && !http::is_json_content_type(req.get_header_value("Content-Type"))) {
+            send_error(res, ApiError{415,
+                                     "request bodies must be JSON sent with 'Content-Type: application/json', found " +
+                                         (req.has_header("Content-Type")
+                                              ? "'" + loggable(req.get_header_value("Content-Type")) + "'"
+                                              : std::string("no Content-Type")),
+                                     "invalid_request_error", "unsupported_media_type"});
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        if (server.options.api_key.empty() || public_request(req)) return httplib::Server::HandlerResponse::Unhandled;
+        const std::string expected = "Bearer " + server.options.api_key;
+        if (equal_in_constant_time(req.get_header_value("Authorization"), expected))
+            return httplib::Server::HandlerResponse::Unhandled;
+        send_error(res, ApiError{401,
+                                 req.has_header("Authorization")
+                                     ? "invalid API key"
+                                     : "an API key is required: send 'Authorization: Bearer KEY'",
+                                 "authentication_error", "invalid_api_key"});
+        return httplib::Server::HandlerResponse::Handled;
+    });
+
+    // Errors httplib produces itself (unknown path, body over the limit) get the same shape.
+    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return;
+        ApiError e{res.status, "request failed", "invalid_request_error", "http_" + std::to_string(res.status)};
+        if (res.status == 404) e = {404, "no such endpoint: " + req.method + " " + req.path, "not_found_error", "not_found"};
+        if (res.status == 413) e = {413, "the request body is larger than the server accepts", "invalid_request_error",
+                                    "payload_too_large"};
+        if (res.status == 405) e = {405, "method not allowed", "invalid_request_error", "method_not_allowed"};
+        send_error(res, e);
+    });
+
+    http.set_logger([&server](const httplib::Request& req, const httplib::Response& res) {
+        if (res.status >= 500) server.metrics.http_server_errors++;
+        else if (res.status >= 400) server.metrics.http_client_errors++;
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - request_start).count();
+        // The gate says who the client is; httplib itself only sees the gate's Unix socket.
+        const std::string client = req.has_header(kClientField) ? req.get_header_value(kClientField) : req.remote_addr;
+        std::fprintf(stderr, "%s %s %s %d %.1fms\n", loggable(client).c_str(), loggable(req.method).c_str(),
+                     loggable(req.path).c_str(), res.status, ms);
+        // The body as JSON text on one line (dump() escapes control characters), not as sent.
+        if (server.options.log_prompts && req.method == "POST" &&
+            (req.path == "/v1/chat/completions" || req.path == "/v1/completions")) {
+            std::string shown = "(not JSON within the limits)";
+            if (smol::json_over_limits(req.body, "").empty()) {
+                const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+                if (!body.is_discarded()) shown = to_wire(body);
+            }
+            std::fprintf(stderr, "  body: %s\n", shown.c_str());
+        }
+    });
+
+    for (std::size_t i = 0; i < smol_server_assets::count; ++i) {
+        const auto& asset = smol_server_assets::all[i];
+        auto serve = [&asset](const httplib::Request&, httplib::Response& res) {
+            res.set_content(reinterpret_cast<const char*>(asset.data), asset.size, asset.content_type);
+            res.set_header("Cache-Control", "no-cache");
+        };
+        http.Get(asset.url, serve);
+        if (std::string_view(asset.url) == "/index.html") http.Get("/", serve);
+    }
+
+    http.Get("/health", [&server](const httplib::Request&, httplib::Response& res) {
+        if (server.model.scheduler()) send_json(res, json{{"status", "ok"}});
+        else send_json(res, json{{"status", "loading"}}, 503);
+    });
+
+    http.Get("/v1/models", guarded([&server](const httplib::Request&, httplib::Response& res) {
+        smol::Scheduler& s = server.model.require_scheduler();
+        send_json(res, json{{"object", "list"},
+                            {"data", json::array({{{"id", server.model.id()},
+                                                   {"object", "model"},
+                                                   {"created", unix_seconds()},
+                                                   {"owned_by", "smol"},
+                                                   {"meta",
+                                                    {{"n_ctx", s.context()},
+                                                     {"n_vocab", s.engine().n_vocab()},
+                                                     {"n_params", s.engine().info().n_params},
+                                                     {"slots", s.options().slots}}}}})}});
+    }));
+
+    // llama-server's /props: the defaults a request starts from, and what the server holds.
+    http.Get("/props", guarded([&server](const httplib::Request&, httplib::Response& res) {
+        smol::Scheduler& s = server.model.require_scheduler();
+        const smol::SamplerParams defaults;
+        json props = {{"default_generation_settings",
+                       {{"n_ctx", s.context()},
+                        {"params",
+                         {{"temperature", defaults.temperature},
+                          {"top_k", defaults.top_k},
+                          {"top_p", defaults.top_p},
+                          {"min_p", defaults.min_p},
+                          {"repeat_penalty", defaults.repeat_penalty},
+                          {"repeat_last_n", defaults.penalty_last_n},
+                          {"presence_penalty", defaults.presence_penalty},
+                          {"frequency_penalty", defaults.frequency_penalty},
+                          {"max_tokens", -1}}}}},
+                      {"total_slots", s.options().slots},
+                      {"model_alias", server.model.id()},
+                      {"model_path", server.options.model_path},
+                      {"modalities", {{"vision", false}, {"audio", false}}}};
+        if (const auto* tmpl = s.engine().model().file().find("tokenizer.chat_template"); tmpl && tmpl->is_string())
+            props["chat_template"] = std::string(*tmpl->as_string());
+        send_json(res, props);
+    }));
+
+    // llama-server's /slots, read-only: what each conversation slot holds.
+    http.Get("/slots", guarded([&server](const httplib::Request&, httplib::Response& res) {
+        smol::Scheduler& s = server.model.require_scheduler();
+        json slots = json::array();
+        for (const auto& slot : s.slot_states())
+            slots.push_back({{"id", slot.id},
+                             {"n_ctx", s.context()},
+                             {"is_processing", slot.processing},
+                             {"n_cached_tokens", slot.cached_tokens}});
+        send_json(res, slots);
+    }));
+
+    http.Post("/v1/chat/completions", guarded([&server](const httplib::Request& req, httplib::Response& res) {
+        complete(server, req, res, Endpoint::chat);
+    }));
+    http.Post("/v1/completions", guarded([&server](const httplib::Request& req, httplib::Response& res) {
+        complete(server, req, res, Endpoint::text);
+    }));
+
+    http.Post("/tokenize", guarded([&server](const httplib::Request& req, httplib::Response& res) {
+        smol::Scheduler& s = server.model.require_scheduler();
+        const json body = parse_json_body(req.body);
+        const auto content = body.find("content");
+        if (content == body.end()) reject(400, "'content' is required: the text to tokenize", "missing_content");
+        if (!content->is_string())
+            reject(400, std::string("'content' must be a string, found ") + content->type_name(), "invalid_type");
+        const bool special = bool_field(body, "parse_special").value_or(true);
+        const bool with_pieces = bool_field(body, "with_pieces").value_or(false);
+        const auto ids = s.tokenizer().encode(content->get<std::string>(), special);
+        json tokens = json::array();
+        for (std::int32_t id : ids) {
+            if (with_pieces)
+                tokens.push_back({{"id", id}, {"piece", std::string(s.tokenizer().rendered_piece(id, true))}});
+            else tokens.push_back(id);
+        }
+        send_json(res, json{{"tokens", tokens}});
+    }));
+
+    http.Post("/detokenize", guarded([&server](const httplib::Request& req, httplib::Response& res) {
+        smol::Scheduler& s = server.model.require_scheduler();
+        const json body = parse_json_body(req.body);
+        const auto tokens = body.find("tokens");
+        if (tokens == body.end()) reject(400, "'tokens' is required: a list of token ids", "missing_tokens");
+        if (!tokens->is_array()) reject(400, std::string("'tokens' must be an array, found ") + tokens->type_name(), "invalid_type");
+        std::vector<std::int32_t> ids;
+        for (const auto& t : *tokens) {
+            if (!t.is_number_integer()) reject(400, std::string("'tokens' must hold integers, found ") + t.type_name(), "invalid_type");
+            const long long id = t.get<long long>();
+            if (id < 0 || id >= s.engine().n_vocab())
+                reject(400,
+                       "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                           std::to_string(s.engine().n_vocab()) + ")",
+                       "invalid_value");
+            ids.push_back(std::int32_t(id));
+        }
+        send_json(res, json{{"content", s.tokenizer().decode(ids, /*show_control=*/true)}});
+    }));
+
+    http.Get("/metrics", [&server](const httplib::Request&, httplib::Response& res) {
+        res.set_content(metrics_text(server.metrics, server.gate_stats.load(), server.model.scheduler()),
+                        "text/plain; version=0.0.4");
+    });
+}
+
+}  // namespace smol_server

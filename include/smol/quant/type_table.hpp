@@ -1,0 +1,220 @@
+#pragma once
+// One row per tensor type smol computes with, and everything smol knows about it: block geometry
+// (checked against the block struct), its reference to-float and from-float conversions (plus
+// faster from-float versions where a kernel set has one), the activations its rows meet, and its
+// tile kernel and prompt GEMM in every kernel set. Weight binding, matmul, the KV cache, dispatch
+// and the tools all read a type's facts from here: adding a type adds a row here and its kernels.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "smol/core/cpu.hpp"
+#include "smol/core/error.hpp"
+#include "smol/core/tensor_types.hpp"
+#include "smol/quant/blocks.hpp"
+#include "smol/quant/kernel_api.hpp"
+#include "smol/quant/kernels_amx.hpp"
+#include "smol/quant/kernels_avx2.hpp"
+#include "smol/quant/kernels_avx512.hpp"
+#include "smol/quant/kernels_scalar.hpp"
+#include "smol/quant/legacy_tiles_avx2.hpp"
+#include "smol/quant/legacy_tiles_avx512.hpp"
+#include "smol/quant/quantize.hpp"
+#include "smol/quant/reference.hpp"
+
+namespace smol {
+
+inline constexpr int kIsaCount = 4;  // Isa::scalar, avx2, avx512, amx
+
+using ToFloatFn = void (*)(const void* blocks, float* out, std::int64_t n);      // out: [n]
+using FromFloatFn = void (*)(const float* x, void* blocks, std::int64_t n);      // x: [n]
+
+struct TypeRow {
+    TensorType type;
+    std::size_t block_elements;  // values per block (1 for the float formats)
+    std::size_t block_bytes;     // sizeof the block struct, equal to ggml's (checked when the row is made)
+    ToFloatFn to_float;          // the reference dequantizer, exactly ggml's values
+    // [Isa] float rows to blocks, each column byte-identical to column 0 (the reference); all
+    // nullptr where smol never writes the type.
+    std::array<FromFloatFn, kIsaCount> from_float;
+    // What the rows are multiplied with: Q8_K or Q8_0 blocks quantized once per matmul, or F32
+    // (the activations as they are). Activation formats name themselves.
+    TensorType activations;
+    std::array<DotTileFn, kIsaCount> tiles;   // [Isa]: nullptr where the type is not a weight or the build lacks the set
+    std::array<GemmTileFn, kIsaCount> gemms;  // [Isa]: prompt kernels over activations packed 16 tokens to a
+                                              // block (Q8_K only); nullptr where the set multiplies prompts with tiles
+
+    bool is_weight() const { return tiles[0] != nullptr; }  // every weight type has a scalar tile
+};
+
+// How much one GEMM call of a kernel set covers: at most `rows` weight rows and `tokens` tokens
+// (a multiple of kPackedTokens). Batches of fewer than `min_tokens` tokens take the GEMM of the
+// set below instead (AMX pays for its tiles only from a full group of tokens on).
+struct GemmShape {
+    int rows;
+    int tokens;
+    int min_tokens;
+};
+inline constexpr GemmShape kGemmShapes[kIsaCount] = {
+    {kTileRows, kGemmTokens, 1},  // scalar: unused, it has no GEMM
+    {kTileRows, kGemmTokens, 1},
+    {kTileRows, kGemmTokens, 1},
+#if SMOL_HAVE_AMX_KERNELS
+    {kernels_amx::kRows, kernels_amx::kTokens, kernels_amx::kMinTokens},
+#else
+    {kTileRows, kGemmTokens, 1},
+#endif
+};
+
+namespace type_table_detail {
+
+template <class Block, void (*F)(const Block*, float*, std::int64_t)>
+void to_float(const void* blocks, float* out, std::int64_t n) {
+    F(static_cast<const Block*>(blocks), out, n);
+}
+template <class Block, void (*F)(const float*, Block*, std::int64_t)>
+void from_float(const float* x, void* blocks, std::int64_t n) {
+    F(x, static_cast<Block*>(blocks), n);
+}
+
+// A row's identity: geometry from core/tensor_types.hpp, checked against the block struct, and
+// the reference conversions (from_float in every column).
+template <TensorType T, class Block, void (*ToFloat)(const Block*, float*, std::int64_t),
+          void (*FromFloat)(const float*, Block*, std::int64_t)>
+constexpr TypeRow row(TensorType activations, std::array<DotTileFn, kIsaCount> tiles = {},
+                      std::array<GemmTileFn, kIsaCount> gemms = {}) {
+    static_assert(sizeof(Block) == traits_of(T).block_bytes, "block struct size differs from ggml's block size");
+    constexpr FromFloatFn reference = from_float<Block, FromFloat>;
+    return TypeRow{T,
+                   traits_of(T).block_elements,
+                   sizeof(Block),
+                   to_float<Block, ToFloat>,
+                   {reference, reference, reference, reference},
+                   activations,
+                   tiles,
+                   gemms};
+}
+
+// The same row with a kernel set's own from-float in the columns from `first` on.
+constexpr TypeRow with_fast_from_float(TypeRow r, Isa first, FromFloatFn fast) {
+    for (int isa = int(first); isa < kIsaCount; ++isa) r.from_float[std::size_t(isa)] = fast;
+    return r;
+}
+
+}  // namespace type_table_detail
+
+#if SMOL_HAVE_AVX2_KERNELS
+#define SMOL_AVX2_TILE(name) kernels_avx2::name
+#else
+#define SMOL_AVX2_TILE(name) nullptr
+#endif
+#if SMOL_HAVE_AVX512_KERNELS
+#define SMOL_AVX512_TILE(name) kernels_avx512::name
+#else
+#define SMOL_AVX512_TILE(name) nullptr
+#endif
+#if SMOL_HAVE_AMX_KERNELS
+#define SMOL_AMX_GEMM(name) kernels_amx::name
+#else
+#define SMOL_AMX_GEMM(name) nullptr
+#endif
+// The AMX set decodes, and multiplies what has no AMX GEMM, with the AVX-512 kernels.
+#define SMOL_TILES(name) {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
+#define SMOL_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name)}
+
+inline constexpr TypeRow kTypeTable[] = {
+    // Weights, in the order error messages list them.
+    type_table_detail::row<TensorType::Q4_K, BlockQ4K, dequantize_row_q4_k, quantize_row_q4_k>(
+        TensorType::Q8_K, SMOL_TILES(q4k_q8k), SMOL_GEMMS(q4k_q8k_gemm)),
+    type_table_detail::row<TensorType::Q6_K, BlockQ6K, dequantize_row_q6_k, quantize_row_q6_k>(
+        TensorType::Q8_K, SMOL_TILES(q6k_q8k), SMOL_GEMMS(q6k_q8k_gemm)),
+    type_table_detail::row<TensorType::Q8_0, BlockQ8_0, dequantize_row_q8_0, quantize_row_q8_0>(
+        TensorType::Q8_0, SMOL_TILES(q8_0_q8_0)),
+    type_table_detail::row<TensorType::Q4_0, BlockQ4_0, dequantize_row_q4_0, quantize_row_q4_0>(
+        TensorType::Q8_0, SMOL_TILES(q4_0_q8_0)),
+    type_table_detail::row<TensorType::Q5_0, BlockQ5_0, dequantize_row_q5_0, quantize_row_q5_0>(
+        TensorType::Q8_0, SMOL_TILES(q5_0_q8_0)),
+    type_table_detail::row<TensorType::Q4_1, BlockQ4_1, dequantize_row_q4_1, quantize_row_q4_1>(
+        TensorType::Q8_0, SMOL_TILES(q4_1_q8_0)),
+    type_table_detail::row<TensorType::F32, float, dequantize_row_f32, quantize_row_f32>(TensorType::F32,
+                                                                                          SMOL_TILES(f32)),
+    type_table_detail::row<TensorType::F16, std::uint16_t, dequantize_row_f16, quantize_row_f16>(TensorType::F32,
+                                                                                                  SMOL_TILES(f16)),
+    type_table_detail::row<TensorType::BF16, std::uint16_t, dequantize_row_bf16, quantize_row_bf16>(
+        TensorType::F32, SMOL_TILES(bf16)),
+    // Activations only: what the k-quants' rows meet. The quantizer is memory-bound, so the AVX2
+    // version serves the AVX-512 and AMX sets too.
+#if SMOL_HAVE_AVX2_KERNELS
+    type_table_detail::with_fast_from_float(
+        type_table_detail::row<TensorType::Q8_K, BlockQ8K, dequantize_row_q8_k, quantize_row_q8_k>(TensorType::Q8_K),
+        Isa::avx2, type_table_detail::from_float<BlockQ8K, kernels_avx2::quantize_row_q8_k>),
+#else
+    type_table_detail::row<TensorType::Q8_K, BlockQ8K, dequantize_row_q8_k, quantize_row_q8_k>(TensorType::Q8_K),
+#endif
+};
+
+#undef SMOL_GEMMS
+#undef SMOL_TILES
+#undef SMOL_AMX_GEMM
+#undef SMOL_AVX512_TILE
+#undef SMOL_AVX2_TILE
+
+// The row for a type, or nullptr where smol has none.
+constexpr const TypeRow* find_type_row(TensorType type) {
+    for (const TypeRow& r : kTypeTable)
+        if (r.type == type) return &r;
+    return nullptr;
+}
+
+// The row for a type; fails naming the type and where (`what`) it was needed.
+inline const TypeRow& type_row(TensorType type, const char* what) {
+    const TypeRow* r = find_type_row(type);
+    if (r == nullptr) fail(what, ": smol has no row for tensor type ", type_name(type), " in its type table");
+    return *r;
+}
+
+// Whether smol can multiply weights of this type (some GGUF types it only reads through).
+inline bool is_weight_type(TensorType type) {
+    const TypeRow* r = find_type_row(type);
+    return r != nullptr && r->is_weight();
+}
+
+// "Q4_K, Q6_K, ...": the weight types the table holds, for error messages.
+inline std::string supported_weight_types() {
+    std::string names;
+    for (const TypeRow& r : kTypeTable) {
+        if (!r.is_weight()) continue;
+        if (!names.empty()) names += ", ";
+        names += type_name(r.type);
+    }
+    return names;
+}
+
+// The row of a weight type; fails for types smol cannot multiply.
+inline const TypeRow& weight_row(TensorType type) {
+    const TypeRow* r = find_type_row(type);
+    if (r == nullptr || !r->is_weight())
+        fail("matmul: no kernel for ", type_name(type), " weights (supported: ", supported_weight_types(), ")");
+    return *r;
+}
+
+// Dequantizes the first n values of one row with the reference; n must be a whole number of blocks.
+inline void dequantize_row(TensorType type, const void* row, float* out, std::int64_t n) {
+    const std::size_t block = traits_of(type).block_elements;
+    if (n < 0 || n % std::int64_t(block) != 0)
+        fail("dequantize_row: ", type_name(type), " row length must be a multiple of ", block, ", got ", n);
+    type_row(type, "dequantize_row").to_float(row, out, n);
+}
+
+// Quantizes one row of n floats into `type` blocks with the reference quantizer.
+inline void quantize_row(TensorType type, const float* x, void* out, std::int64_t n) {
+    const TypeRow& r = type_row(type, "quantize_row");
+    const std::size_t block = r.block_elements;
+    if (n < 0 || n % std::int64_t(block) != 0)
+        fail("quantize_row: ", type_name(type), " row length must be a multiple of ", block, ", got ", n);
+    r.from_float[0](x, out, n);
+}
+
+}  // namespace smol

@@ -1,0 +1,364 @@
+// smol-server's reply adapters (examples/server/reply_adapters.hpp) without HTTP: a scripted
+// source of generation events and a fake sink stand in for the scheduler and httplib, so each
+// test sees exactly which bytes a reply writes, in which order, and when it gives up.
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "reply_adapters.hpp"
+#include "smol/smol.hpp"
+
+namespace {
+
+using smol_server::Endpoint;
+using smol_server::json;
+
+const smol::text::Tokenizer& tokenizer() {
+    static const smol::gguf::File file =
+        smol::gguf::File::open(std::string(SMOL_TEST_DATA_DIR) + "/tiny-f32/smollm3-tiny-f32.gguf");
+    static const smol::text::Tokenizer tok = smol::text::Tokenizer::from_gguf(file);
+    return tok;
+}
+
+// httplib's DataSink as the adapters see it, recording what they do.
+struct FakeSink final : smol_server::ReplySink {
+    std::string written;
+    int write_attempts = 0;
+    int failing_write = 0;            // the 1-based write attempt from which writes fail; 0: none fail
+    int writable_checks_left = 1000;  // is_writable() answers false once these are used up (the client left)
+    int done_calls = 0;
+
+    bool write(std::string_view bytes) override {
+        ++write_attempts;
+        if (failing_write > 0 && write_attempts >= failing_write) return false;
+        written += bytes;
+        return true;
+    }
+    bool is_writable() override {
+        if (writable_checks_left == 0) return false;
+        --writable_checks_left;
+        return true;
+    }
+    void done() override { ++done_calls; }
+};
+
+// The scheduler's stream as the adapters see it: the scripted events one per call, then nothing.
+struct FakeSource final : smol_server::ReplySource {
+    std::deque<smol::StreamEvent> script;
+    int next_calls = 0;
+    bool cancelled = false;
+
+    std::optional<smol::StreamEvent> next(std::chrono::milliseconds) override {
+        ++next_calls;
+        if (script.empty()) return std::nullopt;
+        smol::StreamEvent event = std::move(script.front());
+        script.pop_front();
+        return event;
+    }
+    void cancel() override { cancelled = true; }
+};
+
+smol::StreamEvent reasoning(std::string text) {
+    smol::StreamEvent e;
+    e.reasoning = std::move(text);
+    return e;
+}
+
+smol::StreamEvent content(std::string text) {
+    smol::StreamEvent e;
+    e.content = std::move(text);
+    return e;
+}
+
+smol::StreamEvent finished(smol::FinishReason reason, smol::StreamEvent e = {}) {
+    e.finished = true;
+    e.finish = reason;
+    e.usage.prompt_tokens = 7;
+    e.usage.cached_tokens = 2;
+    e.usage.completion_tokens = 5;
+    return e;
+}
+
+smol::StreamEvent failed(std::string error, bool request_past_limit) {
+    smol::StreamEvent e = finished(smol::FinishReason::error);
+    e.error = std::move(error);
+    e.request_past_limit = request_past_limit;
+    return e;
+}
+
+// Gives a reply state its scripted source and ids; returns the source to look at afterwards.
+FakeSource& script(smol_server::ReplyState& st, Endpoint endpoint, std::vector<smol::StreamEvent> events,
+                   smol_server::Metrics* metrics = nullptr) {
+    auto source = std::make_unique<FakeSource>();
+    for (smol::StreamEvent& e : events) source->script.push_back(std::move(e));
+    FakeSource& kept = *source;
+    st.source = std::move(source);
+    st.endpoint = endpoint;
+    st.ids = {endpoint == Endpoint::chat ? "chatcmpl-test" : "cmpl-test", "tiny-model", 1700000000};
+    st.tokenizer = &tokenizer();
+    st.metrics = metrics;
+    return kept;
+}
+
+// Runs a reply as httplib's chunked content provider does: steps until one returns false (the
+// response ends early) or the reply is done, then the releaser. Whether it ended early.
+template <class State, class Step>
+bool run_reply(State& st, FakeSink& sink, Step step) {
+    bool ended_early = false;
+    for (int i = 0; i < 100 && sink.done_calls == 0; ++i) {
+        if (!step(st, sink)) {
+            ended_early = true;
+            break;
+        }
+    }
+    smol_server::end_reply(st);
+    return ended_early;
+}
+
+// A reply's SSE events in order: each "data: " payload ("[DONE]" as is), comments whole.
+std::vector<std::string> sse_events(const std::string& text) {
+    std::vector<std::string> events;
+    std::size_t at = 0;
+    while (at < text.size()) {
+        const std::size_t end = text.find("\n\n", at);
+        REQUIRE_MESSAGE(end != std::string::npos, "an SSE event without its blank line: " << text.substr(at));
+        const std::string event = text.substr(at, end - at);
+        at = end + 2;
+        if (event.rfind(": ", 0) == 0) {
+            events.push_back(event);
+            continue;
+        }
+        REQUIRE_MESSAGE(event.rfind("data: ", 0) == 0, "expected 'data: ', found: " << event);
+        events.push_back(event.substr(6));
+    }
+    return events;
+}
+
+json delta_of(const std::string& event) { return json::parse(event)["choices"][0]["delta"]; }
+
+TEST_CASE("a streamed chat reply: role, reasoning, content, a tool call, the finish, usage and [DONE] in order") {
+    smol_server::StreamState st;
+    smol::StreamEvent first = reasoning("thinking");  // one step's reasoning and answer: in that order
+    first.content = "Hello";
+    smol::StreamEvent last = content(" world");
+    last.tool_calls.push_back({"get_weather", R"({"city":"Paris"})"});
+    FakeSource& source = script(st, Endpoint::chat, {first, finished(smol::FinishReason::tool_calls, last)});
+    st.include_usage = true;
+    FakeSink sink;
+    CHECK_FALSE(run_reply(st, sink, smol_server::stream_step));
+    CHECK(sink.done_calls == 1);
+    CHECK(source.script.empty());
+
+    const std::vector<std::string> events = sse_events(sink.written);
+    REQUIRE(events.size() == 8);
+    CHECK(delta_of(events[0]) == json{{"role", "assistant"}, {"content", ""}});
+    CHECK(delta_of(events[1]) == json{{"reasoning_content", "thinking"}});
+    CHECK(delta_of(events[2]) == json{{"content", "Hello"}});
+    CHECK(delta_of(events[3]) == json{{"content", " world"}});
+    const json call = delta_of(events[4])["tool_calls"];
+    REQUIRE(call.size() == 1);
+    CHECK(call[0]["index"] == 0);
+    CHECK(call[0]["function"] == json{{"name", "get_weather"}, {"arguments", R"({"city":"Paris"})"}});
+    const json finish = json::parse(events[5]);
+    CHECK(finish["choices"][0]["delta"] == json::object());
+    CHECK(finish["choices"][0]["finish_reason"] == "tool_calls");
+    CHECK(finish["timings"]["predicted_n"] == 5);
+    const json usage = json::parse(events[6]);
+    CHECK(usage["choices"] == json::array());
+    CHECK(usage["usage"]["total_tokens"] == 12);
+    CHECK(usage["usage"]["prompt_tokens_details"]["cached_tokens"] == 2);
+    CHECK(events[7] == "[DONE]");
+    for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+        const json chunk = json::parse(events[i]);
+        CHECK(chunk["object"] == "chat.completion.chunk");
+        CHECK(chunk["id"] == "chatcmpl-test");
+        CHECK(chunk["model"] == "tiny-model");
+        if (i < 5) {
+            CHECK(chunk["choices"][0]["finish_reason"].is_null());
+        }
+    }
+}
+
+TEST_CASE("a streamed text completion: log-probabilities of held-back text ride on the next chunk") {
+    const std::vector<std::int32_t> ids = tokenizer().encode("Hello world", false);
+    REQUIRE(ids.size() >= 2);
+    const std::string first = tokenizer().token_bytes(ids[0]);
+    const std::string second = tokenizer().token_bytes(ids[1]);
+    smol::StreamEvent held;  // a token whose text is held back (it could start a stop string)
+    held.logprobs.push_back({ids[0], -0.5f, {}});
+    smol::StreamEvent shown = content(first + second);
+    shown.logprobs.push_back({ids[1], -1.5f, {}});
+    smol_server::StreamState st;
+    script(st, Endpoint::text, {held, shown, finished(smol::FinishReason::stop_string)});
+    st.logprobs = true;
+    FakeSink sink;
+    CHECK_FALSE(run_reply(st, sink, smol_server::stream_step));
+
+    const std::vector<std::string> events = sse_events(sink.written);
+    REQUIRE(events.size() == 3);
+    const json text = json::parse(events[0]);
+    CHECK(text["object"] == "text_completion");
+    CHECK(text["choices"][0]["text"] == first + second);
+    CHECK(text["choices"][0]["logprobs"]["tokens"] == json{first, second});
+    CHECK(text["choices"][0]["logprobs"]["token_logprobs"] == json{-0.5, -1.5});
+    CHECK(text["choices"][0]["logprobs"]["text_offset"] == json{0, first.size()});
+    const json finish = json::parse(events[1]);
+    CHECK(finish["choices"][0]["text"] == "");
+    CHECK(finish["choices"][0]["finish_reason"] == "stop");
+    CHECK(finish["choices"][0]["logprobs"]["tokens"] == json::array());
+    CHECK(events[2] == "[DONE]");
+}
+
+TEST_CASE("an error mid-stream ends the reply with an error event and [DONE], counted by whose it was") {
+    smol_server::Metrics metrics;
+    smol_server::StreamState st;
+    std::string code, type;
+    SUBCASE("the generation failed: the server's error") {
+        script(st, Endpoint::chat, {content("partial"), failed("the model produced NaN", false)}, &metrics);
+        code = "generation_failed";
+        type = "server_error";
+    }
+    SUBCASE("the request's grammar went past a token's budget: the client's error") {
+        script(st, Endpoint::chat, {content("partial"), failed("a token took too long", true)}, &metrics);
+        code = "grammar_too_complex";
+        type = "invalid_request_error";
+    }
+    SUBCASE("the server is shutting down") {
+        script(st, Endpoint::chat, {content("partial"), finished(smol::FinishReason::cancelled)}, &metrics);
+        code = "server_shutting_down";
+        type = "unavailable_error";
+    }
+    FakeSink sink;
+    CHECK_FALSE(run_reply(st, sink, smol_server::stream_step));
+    CHECK(sink.done_calls == 1);
+    const std::vector<std::string> events = sse_events(sink.written);
+    REQUIRE(events.size() == 4);
+    CHECK(delta_of(events[0])["role"] == "assistant");
+    CHECK(delta_of(events[1]) == json{{"content", "partial"}});
+    const json error = json::parse(events[2]);
+    CHECK(error["error"]["code"] == code);
+    CHECK(error["error"]["type"] == type);
+    CHECK_FALSE(error.contains("choices"));  // no finish chunk: the reply did not finish
+    CHECK(events[3] == "[DONE]");
+    CHECK(metrics.http_server_errors.load() == (type == "server_error" ? 1u : 0u));
+    CHECK(metrics.http_client_errors.load() == (type == "invalid_request_error" ? 1u : 0u));
+}
+
+TEST_CASE("a non-streaming reply is one JSON body written at the end") {
+    smol_server::Metrics metrics;
+    smol_server::CompletionState st;
+    FakeSink sink;
+    SUBCASE("chat") {
+        script(st, Endpoint::chat,
+               {reasoning("hmm"), content("Hello"), finished(smol::FinishReason::end_of_generation, content(" world"))},
+               &metrics);
+        CHECK_FALSE(run_reply(st, sink, smol_server::completion_step));
+        CHECK(sink.write_attempts == 1);
+        const json body = json::parse(sink.written);
+        CHECK(body["object"] == "chat.completion");
+        CHECK(body["choices"][0]["message"]["content"] == "Hello world");
+        CHECK(body["choices"][0]["message"]["reasoning_content"] == "hmm");
+        CHECK(body["choices"][0]["finish_reason"] == "stop");
+        CHECK(body["usage"]["completion_tokens"] == 5);
+    }
+    SUBCASE("text") {
+        script(st, Endpoint::text, {content("Once"), finished(smol::FinishReason::max_tokens, content(" upon"))}, &metrics);
+        CHECK_FALSE(run_reply(st, sink, smol_server::completion_step));
+        const json body = json::parse(sink.written);
+        CHECK(body["object"] == "text_completion");
+        CHECK(body["choices"][0]["text"] == "Once upon");
+        CHECK(body["choices"][0]["finish_reason"] == "length");
+        CHECK(body["usage"]["prompt_tokens"] == 7);
+    }
+    SUBCASE("a failed generation: the error object is the body") {
+        script(st, Endpoint::chat, {content("partial"), failed("out of memory", false)}, &metrics);
+        CHECK_FALSE(run_reply(st, sink, smol_server::completion_step));
+        const json body = json::parse(sink.written);
+        CHECK(body["error"]["code"] == "generation_failed");
+        CHECK_FALSE(body.contains("choices"));
+        CHECK(metrics.http_server_errors.load() == 1);
+    }
+    CHECK(sink.done_calls == 1);
+}
+
+TEST_CASE("a client that disconnects stops its generation") {
+    FakeSink sink;
+    SUBCASE("streaming: a write that fails ends the reply before the next token") {
+        smol_server::StreamState st;
+        FakeSource& source =
+            script(st, Endpoint::chat, {content("Hello"), content(" there"), finished(smol::FinishReason::stop_string)});
+        sink.failing_write = 2;  // the role chunk goes out, the first content chunk does not
+        CHECK(run_reply(st, sink, smol_server::stream_step));
+        CHECK(source.cancelled);
+        CHECK(source.next_calls == 1);      // nothing more was waited for after the failed write
+        CHECK(source.script.size() == 2);  // the generation had more to say
+        CHECK(sink.done_calls == 0);
+    }
+    SUBCASE("streaming: a client that hung up is noticed before a token is waited for") {
+        smol_server::StreamState st;
+        FakeSource& source = script(st, Endpoint::chat, {content("Hello"), finished(smol::FinishReason::stop_string)});
+        sink.writable_checks_left = 1;  // gone after the first token
+        CHECK(run_reply(st, sink, smol_server::stream_step));
+        CHECK(source.cancelled);
+        CHECK(source.next_calls == 1);
+        CHECK(source.script.size() == 1);
+        CHECK(sink.done_calls == 0);
+    }
+    SUBCASE("streaming: the keep-alive comment of a quiet stream finds the client gone") {
+        smol_server::StreamState st;
+        FakeSource& source = script(st, Endpoint::chat, {});  // still waiting for a slot
+        REQUIRE(smol_server::stream_step(st, sink));           // the role chunk; nothing else yet
+        REQUIRE(smol_server::stream_step(st, sink));           // written just now: no comment
+        CHECK(sse_events(sink.written).size() == 1);
+        st.last_write -= std::chrono::seconds(3);
+        REQUIRE(smol_server::stream_step(st, sink));
+        const std::vector<std::string> events = sse_events(sink.written);
+        REQUIRE(events.size() == 2);
+        CHECK(events[1] == ": waiting");
+        st.last_write -= std::chrono::seconds(3);
+        sink.failing_write = sink.write_attempts + 1;
+        CHECK_FALSE(smol_server::stream_step(st, sink));
+        smol_server::end_reply(st);
+        CHECK(source.cancelled);
+    }
+    SUBCASE("not streaming: a client that hung up is noticed between tokens, with nothing written") {
+        smol_server::CompletionState st;
+        FakeSource& source = script(st, Endpoint::chat,
+                                    {content("Hello"), content(" there"), finished(smol::FinishReason::stop_string)});
+        sink.writable_checks_left = 2;  // gone after two tokens
+        CHECK(run_reply(st, sink, smol_server::completion_step));
+        CHECK(source.cancelled);
+        CHECK(source.next_calls == 2);
+        CHECK(source.script.size() == 1);
+        CHECK(sink.write_attempts == 0);
+        CHECK(sink.done_calls == 0);
+    }
+    SUBCASE("not streaming: the body's write fails") {
+        smol_server::CompletionState st;
+        FakeSource& source = script(st, Endpoint::chat, {finished(smol::FinishReason::stop_string, content("Hi"))});
+        sink.failing_write = 1;
+        CHECK(run_reply(st, sink, smol_server::completion_step));
+        CHECK(source.cancelled);
+        CHECK(sink.done_calls == 0);
+    }
+}
+
+TEST_CASE("the server's source passes a cancel on to the scheduler's stream") {
+    auto stream = std::make_shared<smol::GenerationStream>(1);
+    smol_server::GenerationSource source(stream);
+    CHECK_FALSE(source.next(std::chrono::milliseconds(1)));
+    CHECK_FALSE(stream->cancel_requested());
+    source.cancel();
+    CHECK(stream->cancel_requested());
+}
+
+}  // namespace
