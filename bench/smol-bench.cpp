@@ -79,7 +79,10 @@ std::string ftype_name(const smol::gguf::File& file) {
         switch (*v->as_int()) {
             case 0: return "all F32";
             case 1: return "F16";
+            case 2: return "Q4_0";
+            case 3: return "Q4_1";
             case 7: return "Q8_0";
+            case 8: return "Q5_0";
             case 14: return "Q4_K - Small";
             case 15: return "Q4_K - Medium";
             case 16: return "Q5_K - Small";

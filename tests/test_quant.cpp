@@ -9,10 +9,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "smol/core/half.hpp"
+#include "smol/gguf/reader.hpp"
 #include "smol/quant/type_table.hpp"  // the quantizers and dequantizers, by type
 
 using namespace smol;
@@ -278,6 +281,87 @@ TEST_CASE("Q8_0, F16, BF16 and F32 dequantization; unsupported types throw") {
     CHECK_THROWS_AS(dequantize_row(TensorType::Q4_K, &b, w, 100), smol::Error);
 }
 
+TEST_CASE("Q4_0 dequantization of a hand-built block: byte l holds values l and l + 16") {
+    BlockQ4_0 b;
+    b.d = 0xb800;  // -0.5
+    for (int l = 0; l < 16; ++l) b.qs[l] = std::uint8_t(l | ((15 - l) << 4));
+    float w[64];
+    BlockQ4_0 two[2] = {b, b};
+    two[1].d = 0x4000;  // 2
+    dequantize_row(TensorType::Q4_0, two, w, 64);
+    for (int l = 0; l < 16; ++l) {
+        REQUIRE(w[l] == -0.5f * float(l - 8));
+        REQUIRE(w[l + 16] == -0.5f * float(7 - l));
+        REQUIRE(w[32 + l] == 2.0f * float(l - 8));
+    }
+}
+
+TEST_CASE("Q5_0 dequantization of a hand-built block: bit l of qh is bit 4 of value l") {
+    BlockQ5_0 b;
+    b.d = 0x3800;  // 0.5
+    for (int l = 0; l < 16; ++l) b.qs[l] = std::uint8_t(l | ((15 - l) << 4));
+    const std::uint32_t qh = 0xa5c3'0f01u;  // little-endian, as ggml stores it
+    std::memcpy(b.qh, &qh, sizeof(qh));
+    float w[32];
+    dequantize_row(TensorType::Q5_0, &b, w, 32);
+    for (int l = 0; l < 16; ++l) {
+        const int high_lo = (qh >> l) & 1, high_hi = (qh >> (l + 16)) & 1;
+        INFO("l = " << l);
+        REQUIRE(w[l] == 0.5f * float((l | high_lo << 4) - 16));
+        REQUIRE(w[l + 16] == 0.5f * float(((15 - l) | high_hi << 4) - 16));
+    }
+    CHECK(w[0] == 0.5f * (16 - 16));   // qh bit 0 set, nibble 0
+    CHECK(w[1] == 0.5f * (1 - 16));    // bit 1 clear
+    CHECK(w[31] == 0.5f * (16 - 16));  // bit 31 set, nibble 15 - 15
+}
+
+TEST_CASE("Q4_1 dequantization of a hand-built block: d * q + m") {
+    BlockQ4_1 b;
+    b.d = 0x3400;  // 0.25
+    b.m = 0xc100;  // -2.5
+    for (int l = 0; l < 16; ++l) b.qs[l] = std::uint8_t(l | ((15 - l) << 4));
+    float w[32];
+    dequantize_row(TensorType::Q4_1, &b, w, 32);
+    for (int l = 0; l < 16; ++l) {
+        REQUIRE(w[l] == 0.25f * float(l) - 2.5f);
+        REQUIRE(w[l + 16] == 0.25f * float(15 - l) - 2.5f);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Against ggml: tests/data/tiny-quants holds llama.cpp-quantized files and ggml's own
+// dequantization of one tensor of each (README.md there says how they were made).
+
+TEST_CASE("Q4_0, Q5_0 and Q4_1 dequantization equals ggml's, bit for bit, on llama.cpp-quantized tensors") {
+    for (const TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1}) {
+        const std::string name(type_name(type));
+        CAPTURE(name);
+        const std::string dir = SMOL_TEST_DATA_DIR "/tiny-quants/";
+        const auto file = gguf::File::open(dir + "smollm3-tiny-" + name + ".gguf");
+        const gguf::TensorInfo& t = file.tensor("blk.0.attn_k.weight");
+        REQUIRE(t.type == type);
+        REQUIRE(t.shape == std::vector<std::int64_t>{256, 128});  // [columns, rows]
+        const std::int64_t rows = 128, cols = 256;
+        std::vector<float> expected(std::size_t(rows * cols));
+        std::ifstream in(dir + name + "/blk.0.attn_k.dequant.f32", std::ios::binary);
+        REQUIRE(in.read(reinterpret_cast<char*>(expected.data()), std::streamsize(expected.size() * sizeof(float))));
+        std::vector<float> row(static_cast<std::size_t>(cols));
+        int differing = 0, nonzero = 0;
+        for (std::int64_t r = 0; r < rows; ++r) {
+            dequantize_row(type, t.data + std::size_t(r) * t.row_bytes(), row.data(), cols);
+            for (std::int64_t c = 0; c < cols; ++c) {
+                const float want = expected[std::size_t(r * cols + c)];
+                nonzero += want != 0.0f;
+                if (std::bit_cast<std::uint32_t>(row[std::size_t(c)]) != std::bit_cast<std::uint32_t>(want) &&
+                    differing++ < 5)
+                    MESSAGE("row ", r, " column ", c, ": smol ", row[std::size_t(c)], ", ggml ", want);
+            }
+        }
+        CHECK(differing == 0);
+        CHECK(nonzero > rows * cols / 2);  // real weights, not an empty file
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Weight quantizers
 
@@ -337,7 +421,7 @@ TEST_CASE("quantizers: zero rows give zero blocks") {
 }
 
 // Measured on these rows (16 rows of 4096 gaussian values, sigma 0.02 to 7.5), worst row:
-// Q4_K 0.0732, Q6_K 0.0184, Q8_0 0.0055 (RMSE / RMS). The bounds leave ~10% headroom; a
+// Q4_K 0.0732, Q6_K 0.0184, Q8_0 0.0055, Q4_0 0.0887, Q5_0 0.0439, Q4_1 0.0802 (RMSE / RMS). The bounds leave ~10% headroom; a
 // broken fit or a wrong bit layout lands far above them.
 TEST_CASE("quantize then dequantize gaussian rows: RMSE relative to row RMS") {
     const std::int64_t n = 4096;
@@ -345,7 +429,9 @@ TEST_CASE("quantize then dequantize gaussian rows: RMSE relative to row RMS") {
         TensorType type;
         double bound;
     };
-    for (const Case c : {Case{TensorType::Q4_K, 0.080}, Case{TensorType::Q6_K, 0.020}, Case{TensorType::Q8_0, 0.0061}}) {
+    for (const Case c : {Case{TensorType::Q4_K, 0.080}, Case{TensorType::Q6_K, 0.020}, Case{TensorType::Q8_0, 0.0061},
+                         Case{TensorType::Q4_0, 0.098}, Case{TensorType::Q5_0, 0.048},
+                         Case{TensorType::Q4_1, 0.088}}) {
         double worst = 0, total = 0;
         for (std::uint32_t row = 0; row < 16; ++row) {
             const auto x = gaussian(std::size_t(n), 100 + row, 0.02f + 0.5f * float(row));
@@ -415,6 +501,51 @@ TEST_CASE("reference dot products equal dequantize-then-multiply") {
     // and ~0.02 sqrt(n); the bounds are 4 sigma, a sign or layout error is ~sqrt(n) off.
     CHECK(std::abs(e4 - exact) < 0.36 * std::sqrt(double(n)));
     CHECK(std::abs(e6 - exact) < 0.08 * std::sqrt(double(n)));
+}
+
+namespace {
+
+// Weights of a block-of-32 format against Q8_0 activations, dequantized and multiplied in double.
+template <class Block>
+double dequant_dot(TensorType type, const std::vector<Block>& w, const std::vector<BlockQ8_0>& a, std::int64_t n) {
+    std::vector<float> wf(static_cast<std::size_t>(n)), af(static_cast<std::size_t>(n));
+    dequantize_row(type, w.data(), wf.data(), n);
+    dequantize_row(TensorType::Q8_0, a.data(), af.data(), n);
+    double s = 0;
+    for (std::size_t i = 0; i < wf.size(); ++i) s += double(wf[i]) * af[i];
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("block-of-32 reference dot products equal dequantize-then-multiply") {
+    const std::int64_t n = 2048;
+    const auto wx = gaussian(std::size_t(n), 13);
+    const auto ax = gaussian(std::size_t(n), 14);
+    std::vector<BlockQ8_0> a(std::size_t(n / QK8_0));
+    quantize_row_q8_0(ax.data(), a.data(), n);
+    double exact = 0;
+    for (std::int64_t i = 0; i < n; ++i) exact += double(wx[std::size_t(i)]) * ax[std::size_t(i)];
+
+    std::vector<BlockQ4_0> w40(std::size_t(n / QK4_0));
+    quantize_row(TensorType::Q4_0, wx.data(), w40.data(), n);
+    const double e40 = dequant_dot(TensorType::Q4_0, w40, a, n);
+    CHECK(dot_q4_0_q8_0(n, w40.data(), a.data()) == doctest::Approx(e40).epsilon(1e-5));
+    // Per-weight errors of RMS ~0.09 of the weights' (sigma 1) give sums with sigma ~0.09
+    // sqrt(n); the bound is 4 sigma, a sign or layout error is ~sqrt(n) off.
+    CHECK(std::abs(e40 - exact) < 0.36 * std::sqrt(double(n)));
+
+    std::vector<BlockQ5_0> w50(std::size_t(n / QK5_0));
+    quantize_row(TensorType::Q5_0, wx.data(), w50.data(), n);
+    const double e50 = dequant_dot(TensorType::Q5_0, w50, a, n);
+    CHECK(dot_q5_0_q8_0(n, w50.data(), a.data()) == doctest::Approx(e50).epsilon(1e-5));
+    CHECK(std::abs(e50 - exact) < 0.18 * std::sqrt(double(n)));  // errors of RMS ~0.045
+
+    std::vector<BlockQ4_1> w41(std::size_t(n / QK4_1));
+    quantize_row(TensorType::Q4_1, wx.data(), w41.data(), n);
+    const double e41 = dequant_dot(TensorType::Q4_1, w41, a, n);
+    CHECK(dot_q4_1_q8_0(n, w41.data(), a.data()) == doctest::Approx(e41).epsilon(1e-5));
+    CHECK(std::abs(e41 - exact) < 0.33 * std::sqrt(double(n)));  // errors of RMS ~0.08
 }
 
 TEST_CASE("reference float dot products") {

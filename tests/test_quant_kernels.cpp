@@ -459,6 +459,96 @@ TEST_CASE("Q8_0 x Q8_0 tiles match the reference on every kernel set") {
     }
 }
 
+namespace {
+
+// Random bytes, or (extreme) only 0x00 and 0xff: every quant 0 or its largest value.
+std::uint8_t block32_byte(Gen& gen, bool extreme) { return extreme ? std::uint8_t(gen.uniform(0, 1) * 0xff) : gen.byte(); }
+
+BlockQ4_0 block_q4_0(Gen& gen, bool extreme) {
+    BlockQ4_0 b;
+    b.d = gen.half_in(-0.02f, 0.02f);
+    for (auto& q : b.qs) q = block32_byte(gen, extreme);
+    return b;
+}
+
+BlockQ5_0 block_q5_0(Gen& gen, bool extreme) {
+    BlockQ5_0 b;
+    b.d = gen.half_in(-0.02f, 0.02f);
+    for (auto& q : b.qh) q = block32_byte(gen, extreme);
+    for (auto& q : b.qs) q = block32_byte(gen, extreme);
+    return b;
+}
+
+BlockQ4_1 block_q4_1(Gen& gen, bool extreme) {
+    BlockQ4_1 b;
+    b.d = gen.half_in(0.0f, 0.02f);
+    b.m = gen.half_in(-0.2f, 0.0f);
+    for (auto& q : b.qs) q = block32_byte(gen, extreme);
+    return b;
+}
+
+// Q8_0 activations over the whole int8 range (-128 included, which the quantizer never writes
+// but the kernels must still get right), or only its two ends.
+BlockQ8_0 block32_activations(Gen& gen, bool extreme) {
+    BlockQ8_0 b;
+    b.d = gen.half_in(-0.05f, 0.05f);
+    for (auto& q : b.qs) q = std::int8_t(extreme ? (gen.uniform(0, 1) ? 127 : -128) : gen.uniform(-128, 127));
+    return b;
+}
+
+// Random weights of one block-of-32 format against random Q8_0 activations: every kernel set
+// gives the reference's bits, on every tile shape.
+template <class Block, float (*Dot)(std::int64_t, const Block*, const BlockQ8_0*)>
+void check_block32(Isa isa, TensorType wtype, Block (*make)(Gen&, bool), std::uint32_t seed) {
+    const DotTileFn tile = kernels_for(isa).for_weights(wtype);
+    Gen gen{std::mt19937(seed), false};
+    // 1, 3, 17, 65 and 517 blocks: groups of four cut short, and past decode's 512-block runs.
+    for (const std::int64_t n : {std::int64_t(32), std::int64_t(96), std::int64_t(544), std::int64_t(2080),
+                                 std::int64_t(16544)})
+        for (const bool extreme : {false, true}) {
+            CAPTURE(n);
+            CAPTURE(extreme);
+            const std::int64_t blocks = n / QK8_0;
+            Operands ops;
+            ops.row_bytes = std::size_t(blocks) * sizeof(Block) + 6;  // padded rows
+            ops.act_stride = std::size_t(blocks) * sizeof(BlockQ8_0) + 2;
+            ops.weights = rows_of<Block>(kTileRows, blocks, ops.row_bytes, [&] { return make(gen, extreme); });
+            ops.acts = rows_of<BlockQ8_0>(kTileCols, blocks, ops.act_stride, [&] { return block32_activations(gen, extreme); });
+            const auto reference = [&](int r, int c) {
+                return Dot(n, reinterpret_cast<const Block*>(ops.weights.data() + std::size_t(r) * ops.row_bytes),
+                           reinterpret_cast<const BlockQ8_0*>(ops.acts.data() + std::size_t(c) * ops.act_stride));
+            };
+            check_tiles(tile, n, ops, reference, 0.0, wtype, TensorType::Q8_0);
+            CHECK(reference(0, 0) != 0.0f);  // not vacuous
+        }
+}
+
+}  // namespace
+
+TEST_CASE("Q4_0 x Q8_0 tiles give the reference's bits on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_block32<BlockQ4_0, dot_q4_0_q8_0>(isa, TensorType::Q4_0, block_q4_0, 51);
+    }
+}
+
+TEST_CASE("Q5_0 x Q8_0 tiles give the reference's bits on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_block32<BlockQ5_0, dot_q5_0_q8_0>(isa, TensorType::Q5_0, block_q5_0, 52);
+    }
+}
+
+TEST_CASE("Q4_1 x Q8_0 tiles give the reference's bits on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_block32<BlockQ4_1, dot_q4_1_q8_0>(isa, TensorType::Q4_1, block_q4_1, 53);
+    }
+}
+
 TEST_CASE("F32, F16 and BF16 tiles match the reference on every kernel set") {
     for (const Isa isa : kAllIsas) {
         if (!runnable(isa)) continue;
@@ -563,9 +653,11 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
     }
     CHECK(find_type_row(TensorType::Q5_1) == nullptr);
     CHECK_FALSE(is_weight_type(TensorType::Q8_K));
-    CHECK(supported_weight_types() == "Q4_K, Q6_K, Q8_0, F32, F16, BF16");
+    CHECK(supported_weight_types() == "Q4_K, Q6_K, Q8_0, Q4_0, Q5_0, Q4_1, F32, F16, BF16");
     CHECK(weight_row(TensorType::Q6_K).activations == TensorType::Q8_K);
     CHECK(weight_row(TensorType::Q8_0).activations == TensorType::Q8_0);
+    for (const TensorType block32 : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1})
+        CHECK(weight_row(block32).activations == TensorType::Q8_0);
     CHECK(weight_row(TensorType::BF16).activations == TensorType::F32);
     CHECK_THROWS_AS(weight_row(TensorType::Q8_K), smol::Error);
     CHECK_THROWS_AS(dequantize_row(TensorType::Q5_1, nullptr, nullptr, 32), smol::Error);

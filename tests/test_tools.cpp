@@ -235,6 +235,43 @@ TEST_CASE("a synthesized tiny model has the fixture's layout and tokenizer, load
     CHECK(sum_sq > 0);  // not a file of zeros
 }
 
+TEST_CASE("smol-synth --type makes every matrix one type, as llama-quantize --pure, and the file runs") {
+    for (const TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1, TensorType::Q8_0}) {
+        CAPTURE(smol::type_name(type));
+        const auto counts = count_types(synth::plan_tensors(synth::preset("tiny"), type));
+        CHECK(counts.at(type) == 57);  // token_embd and 7 matrices x 8 layers
+        CHECK(counts.at(TensorType::F32) == 17);
+        CHECK(counts.size() == 2);
+    }
+    CHECK(synth::llama_file_type({}) == 15);
+    CHECK(synth::llama_file_type(TensorType::Q5_0) == 8);
+    CHECK_THROWS_WITH_AS(synth::plan_tensors(synth::preset("tiny"), TensorType::I8),
+                         doctest::Contains("matrices of type I8 are not supported"), smol::Error);
+
+    const fs::path out = scratch_dir() / "tiny-q4_1.gguf";
+    const auto made = run_tool("smol-synth", "-o " + quoted(out) + " --preset tiny --type q4_1 --seed 3 -t 1");
+    REQUIRE(made.exit_code == 0);
+    const auto file = smol::gguf::File::open(out);
+    CHECK(file.get_int("general.file_type") == 3);
+    for (const auto& t : file.tensors()) {
+        CAPTURE(t.name);
+        CHECK(t.type == (t.shape.size() == 2 ? TensorType::Q4_1 : TensorType::F32));
+    }
+    auto model = smol::load_model(out);
+    auto cache = model->make_cache(16);
+    const std::vector<std::int32_t> tokens = {1, 500, 4078};
+    std::vector<float> logits(tokens.size() * std::size_t(model->n_vocab()));
+    model->forward(cache, tokens, logits.data(), /*all_logits=*/true);
+    double sum_sq = 0;
+    for (float x : logits) sum_sq += double(x) * x;
+    CHECK(std::isfinite(sum_sq));
+    CHECK(sum_sq > 0);
+
+    const auto refused = run_tool("smol-synth", "-o " + quoted(scratch_dir() / "y.gguf") + " --preset tiny --type Q9_9");
+    CHECK(refused.exit_code == 1);
+    CHECK(refused.output.find("--type: expected a tensor type such as Q4_0 or Q8_0, found 'Q9_9'") != std::string::npos);
+}
+
 TEST_CASE("synthesized weights: std 0.02 around 0, norms around 1, after quantization") {
     const auto file = smol::gguf::File::open(synthesized_tiny());
     auto stats = [&](const std::string& name) {

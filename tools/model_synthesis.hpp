@@ -1,6 +1,6 @@
 #pragma once
-// Synthetic SmolLM3 model files: the real network's shape and llama.cpp's Q4_K_M tensor types,
-// filled with seeded random weights, so anyone can benchmark smol without downloading the model.
+// Synthetic SmolLM3 model files: the real network's shape and llama.cpp's Q4_K_M tensor types
+// (or one type for every matrix, as llama-quantize --pure), filled with seeded random weights, so anyone can benchmark smol without downloading the model.
 // The plan (names, shapes, types) is computed apart from the data, so tests can check the 3B
 // layout without writing 1.9 GB. The data is drawn in float and quantized by smol's own
 // quantizers, rows in parallel with OpenMP, one tensor at a time streamed to disk. A tool's
@@ -106,8 +106,12 @@ struct PlannedTensor {
 // The Q4_K_M recipe over the SmolLM3 tensor list (tied embeddings: token_embd is also the LM
 // head, so llama.cpp gives it the output tensor's Q6_K), in the order llama.cpp's quantize tool
 // writes them (as in the tiny fixture: output_norm, token_embd, then each layer's by name).
-inline std::vector<PlannedTensor> plan_tensors(const Shape& s) {
+// With `matrix_type`, every matrix has that type instead (llama-quantize --pure); norms stay F32.
+inline std::vector<PlannedTensor> plan_tensors(const Shape& s, std::optional<TensorType> matrix_type = {}) {
     validate(s);
+    if (matrix_type && !is_weight_type(*matrix_type))
+        fail("synthetic model: matrices of type ", type_name(*matrix_type), " are not supported (expected one of ",
+             supported_weight_types(), ")");
     const std::int64_t d = s.d_model, f = s.d_ffn, q = s.d_q(), kv = s.d_kv();
     std::vector<PlannedTensor> plan;
     plan.push_back({"output_norm.weight", TensorType::F32, {d}, Init::Norm});
@@ -125,7 +129,27 @@ inline std::vector<PlannedTensor> plan_tensors(const Shape& s) {
         plan.push_back({p + "ffn_norm.weight", TensorType::F32, {d}, Init::Norm});
         plan.push_back({p + "ffn_up.weight", TensorType::Q4_K, {d, f}, Init::Weight});
     }
+    if (matrix_type)
+        for (PlannedTensor& t : plan)
+            if (t.init == Init::Weight) t.type = *matrix_type;
     return plan;
+}
+
+// llama.cpp's general.file_type for the recipe (MOSTLY_Q4_K_M) or a file of one matrix type.
+inline std::uint32_t llama_file_type(std::optional<TensorType> matrix_type) {
+    if (!matrix_type) return 15;
+    switch (*matrix_type) {
+        case TensorType::F32: return 0;
+        case TensorType::F16: return 1;
+        case TensorType::Q4_0: return 2;
+        case TensorType::Q4_1: return 3;
+        case TensorType::Q8_0: return 7;
+        case TensorType::Q5_0: return 8;
+        case TensorType::Q4_K: return 15;  // MOSTLY_Q4_K_M, which --pure keeps for a Q4_K file
+        case TensorType::Q6_K: return 18;
+        case TensorType::BF16: return 32;
+        default: fail("synthetic model: no llama.cpp file type for ", type_name(*matrix_type), " matrices");
+    }
 }
 
 // Weights: mean 0, std 0.02 (a typical init); norm weights: 1 + the same noise.
@@ -255,6 +279,7 @@ struct Options {
     // Fail rather than synthesize a byte-level vocabulary when no vocab file fits (--vocab given).
     bool require_vocab_file = false;
     std::string name;  // general.name; empty: described from the shape
+    std::optional<TensorType> matrix_type;  // every matrix of this type; empty: the Q4_K_M recipe
 };
 
 struct Progress {
@@ -347,7 +372,7 @@ inline Result write_model(const std::filesystem::path& out, const Options& optio
                           const std::function<void(const Progress&)>& on_progress = {}) {
     const auto start = std::chrono::steady_clock::now();
     const Shape& s = options.shape;
-    const std::vector<PlannedTensor> plan = plan_tensors(s);
+    const std::vector<PlannedTensor> plan = plan_tensors(s, options.matrix_type);
 
     Result result;
     result.vocab = choose_vocab(options);
@@ -373,7 +398,7 @@ inline Result write_model(const std::filesystem::path& out, const Options& optio
     writer.set_u32("smollm3.vocab_size", std::uint32_t(s.n_vocab));
     add_tokenizer(writer, result.vocab, s.n_vocab);
     writer.set_u32("general.quantization_version", 2);
-    writer.set_u32("general.file_type", 15);  // MOSTLY_Q4_K_M
+    writer.set_u32("general.file_type", llama_file_type(options.matrix_type));
 
     Progress progress;
     progress.tensors_total = plan.size();

@@ -1,14 +1,17 @@
-// smol-synth: writes a GGUF with SmolLM3's shape and Q4_K_M tensor types and seeded random
-// weights, so smol can be benchmarked without downloading the model (about 1.9 GB for 3b).
+// smol-synth: writes a GGUF with SmolLM3's shape and Q4_K_M tensor types (or one type for every
+// matrix) and seeded random weights, so smol can be benchmarked without downloading the model
+// (about 1.9 GB for 3b).
 //
-//   smol-synth -o OUT.gguf [--preset 3b|tiny] [--seed N] [-t THREADS] [--vocab FILE]
+//   smol-synth -o OUT.gguf [--preset 3b|tiny] [--type T] [--seed N] [-t THREADS] [--vocab FILE]
 //              [--layers N --dim N --ffn N --heads N --kv-heads N --head-dim N --vocab-size N]
 
 #include <omp.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "model_synthesis.hpp"
@@ -19,11 +22,13 @@ namespace {
 void usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: smol-synth -o OUT.gguf [options]\n"
-                 "  Writes a SmolLM3-architecture GGUF with llama.cpp's Q4_K_M tensor types and seeded random\n"
-                 "  weights (std 0.02, norms ~1), for benchmarks.\n"
+                 "  Writes a SmolLM3-architecture GGUF with llama.cpp's Q4_K_M tensor types (or --type) and\n"
+                 "  seeded random weights (std 0.02, norms ~1), for benchmarks.\n"
                  "options:\n"
                  "  -o, --output FILE   where to write (required)\n"
                  "  --preset NAME       3b (SmolLM3-3B, default, ~1.9 GB) or tiny (the test fixture's shape)\n"
+                 "  --type T            every matrix of type T (as llama-quantize --pure), e.g. Q4_0, Q5_0,\n"
+                 "                      Q4_1, Q8_0; default: llama.cpp's Q4_K_M recipe\n"
                  "  --seed N            random seed (default 42); the file depends only on the seed and shape\n"
                  "  -t, --threads N     quantization threads (default: all)\n"
                  "  --vocab FILE        copy the tokenizer (tokenizer.* keys, chat template) from this GGUF;\n"
@@ -37,6 +42,15 @@ void usage(std::FILE* out) {
 
 // A size or count flag's value: 1 to 2^30.
 int positive(smol::args::ArgReader& args) { return args.integer<int>(1, 1 << 30); }
+
+// A tensor type by its ggml name ("Q4_0"), any case.
+smol::TensorType parse_type(const std::string& flag, const std::string& text) {
+    std::string upper = text;
+    for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
+    for (std::uint32_t id = 0; id < 64; ++id)
+        if (const auto traits = smol::tensor_type_traits(id); traits && traits->name == upper) return traits->type;
+    smol::fail(flag, ": expected a tensor type such as Q4_0 or Q8_0, found '", text, "'");
+}
 
 bool is_number(const std::string& s) {
     return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
@@ -57,6 +71,7 @@ std::string megabytes(std::uint64_t bytes) {
 
 int main(int argc, char** argv) {
     std::string out_path, preset = "3b", vocab_path;
+    std::optional<smol::TensorType> matrix_type;
     std::uint64_t seed = 42;
     int threads = 0;
     int layers = 0, dim = 0, ffn = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab_size = 0;
@@ -65,6 +80,7 @@ int main(int argc, char** argv) {
         while (args.next()) {
             if (args.is("-o", "--output")) out_path = args.value();
             else if (args.is("--preset")) preset = args.value();
+            else if (args.is("--type")) matrix_type = parse_type("--type", args.value());
             else if (args.is("--seed")) seed = args.integer<std::uint64_t>();
             else if (args.is("-t", "--threads")) threads = positive(args);
             else if (args.is("--vocab")) {
@@ -95,6 +111,7 @@ int main(int argc, char** argv) {
 
         smol::synth::Options options;
         options.seed = seed;
+        options.matrix_type = matrix_type;
         options.shape = smol::synth::preset(preset);
         smol::synth::Shape& s = options.shape;
         const bool custom = layers || dim || ffn || heads || kv_heads || head_dim || vocab_size;
@@ -118,10 +135,11 @@ int main(int argc, char** argv) {
             options.vocab_files = {source_data_dir() / "vocab" / "smollm3-vocab.gguf",
                                    source_data_dir() / "tiny" / "smollm3-tiny-Q4_K_M.gguf"};
         }
-        if (!custom && preset == "3b") options.name = "SmolLM3-3B synthetic (seeded random weights)";
-        if (!custom && preset == "tiny") options.name = "SmolLM3-tiny-512 synthetic (seeded random weights)";
+        const std::string types = matrix_type ? std::string(smol::type_name(*matrix_type)) + " " : "";
+        if (!custom && preset == "3b") options.name = "SmolLM3-3B " + types + "synthetic (seeded random weights)";
+        if (!custom && preset == "tiny") options.name = "SmolLM3-tiny-512 " + types + "synthetic (seeded random weights)";
 
-        const auto plan = smol::synth::plan_tensors(s);
+        const auto plan = smol::synth::plan_tensors(s, matrix_type);
         std::uint64_t total = 0;
         for (const auto& t : plan) total += t.n_bytes();
         std::fprintf(stderr,

@@ -1,7 +1,7 @@
 #pragma once
 // y = W x for a batch of tokens, threaded with OpenMP, on whichever kernel set dispatch.hpp
 // chose. Quantized weights meet activations quantized once per call (Q8_K for the k-quants,
-// Q8_0 for Q8_0); float weights meet the float activations as they are.
+// Q8_0 for Q8_0, Q4_0, Q5_0 and Q4_1); float weights meet the float activations as they are.
 //
 // Work split: decode (one token) is memory-bound, so each thread takes a contiguous run of
 // rows and streams kTileRows of them at once with prefetch. Prompts are compute-bound: where the

@@ -60,4 +60,24 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 
+// 5 bits per value: 32 values with one fp16 scale and one fp16 min, unsigned quants 0..15:
+// value = d * q + m. Nibbles as in Q4_0.
+inline constexpr int QK4_1 = 32;
+struct BlockQ4_1 {
+    std::uint16_t d;  // fp16 scale
+    std::uint16_t m;  // fp16 min
+    std::uint8_t qs[QK4_1 / 2];
+};
+static_assert(sizeof(BlockQ4_1) == 20);
+
+// 5.5 bits per value: 32 values with one fp16 scale, quants 0..31 stored offset by 16. The low
+// four bits are nibbles as in Q4_0; bit l of the little-endian word qh is bit 4 of value l.
+inline constexpr int QK5_0 = 32;
+struct BlockQ5_0 {
+    std::uint16_t d;  // fp16
+    std::uint8_t qh[4];
+    std::uint8_t qs[QK5_0 / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+
 }  // namespace smol

@@ -1,5 +1,5 @@
 #pragma once
-// Weight quantizers: float rows to Q4_K, Q6_K and Q8_0 blocks with ggml's reference algorithms
+// Weight quantizers: float rows to Q4_K, Q6_K, Q8_0, Q4_0, Q4_1 and Q5_0 blocks with ggml's reference algorithms
 // (make_qkx2_quants for Q4_K scales and mins, make_qx_quants for Q6_K), so a model written by
 // smol's synthesis tool quantizes the way llama.cpp's quantize tool would without an imatrix.
 
@@ -238,6 +238,55 @@ inline void quantize_row_q6_k(const float* x, BlockQ6K* out, std::int64_t n) {  
                 qh[l] = std::uint8_t((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
             }
         }
+    }
+}
+
+// ggml's quantize_row_q4_1_ref: the block's range [min, max] in 15 steps, m = min; quants are
+// truncated after adding 0.5 and clamped to 15.
+inline void quantize_row_q4_1(const float* x, BlockQ4_1* out, std::int64_t n) {  // x: [n]
+    if (n % QK4_1 != 0) fail("quantize_row_q4_1: row length must be a multiple of ", QK4_1, ", got ", n);
+    for (std::int64_t b = 0; b < n / QK4_1; ++b, x += QK4_1) {
+        float min = x[0], max = x[0];
+        for (int j = 1; j < QK4_1; ++j) {
+            min = std::min(min, x[j]);
+            max = std::max(max, x[j]);
+        }
+        const float d = (max - min) / 15.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        out[b].d = f32_to_fp16(d);
+        out[b].m = f32_to_fp16(min);
+        for (int j = 0; j < QK4_1 / 2; ++j) {
+            const int lo = std::min(15, int((x[j] - min) * id + 0.5f));
+            const int hi = std::min(15, int((x[j + QK4_1 / 2] - min) * id + 0.5f));
+            out[b].qs[j] = std::uint8_t(lo | (hi << 4));
+        }
+    }
+}
+
+// ggml's quantize_row_q5_0_ref: the value of largest magnitude maps to -16, so d = max / -16
+// keeps its sign; quants are truncated after adding 16.5 and clamped to 31, their bit 4 going
+// to qh.
+inline void quantize_row_q5_0(const float* x, BlockQ5_0* out, std::int64_t n) {  // x: [n]
+    if (n % QK5_0 != 0) fail("quantize_row_q5_0: row length must be a multiple of ", QK5_0, ", got ", n);
+    for (std::int64_t b = 0; b < n / QK5_0; ++b, x += QK5_0) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK5_0; ++j)
+            if (amax < std::fabs(x[j])) {
+                amax = std::fabs(x[j]);
+                max = x[j];
+            }
+        const float d = max / -16.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        out[b].d = f32_to_fp16(d);
+        std::uint32_t qh = 0;
+        for (int j = 0; j < QK5_0 / 2; ++j) {
+            const int lo = std::min(31, int(x[j] * id + 16.5f));
+            const int hi = std::min(31, int(x[j + QK5_0 / 2] * id + 16.5f));
+            out[b].qs[j] = std::uint8_t((lo & 0x0f) | ((hi & 0x0f) << 4));
+            qh |= std::uint32_t(lo >> 4) << j;
+            qh |= std::uint32_t(hi >> 4) << (j + QK5_0 / 2);
+        }
+        std::memcpy(out[b].qh, &qh, sizeof(qh));
     }
 }
 

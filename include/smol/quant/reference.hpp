@@ -118,6 +118,37 @@ inline void dequantize_row_q4_0(const BlockQ4_0* blocks, float* out, std::int64_
     }
 }
 
+// value = d * q + m; d * q is exact (an 11-bit significand times 4 bits), so whether a compiler
+// fuses the multiply-add or not, this is ggml's `x0*d + m` bit for bit.
+inline void dequantize_row_q4_1(const BlockQ4_1* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK4_1; ++b, out += QK4_1) {
+        const float d = fp16_to_f32(blocks[b].d), m = fp16_to_f32(blocks[b].m);
+        for (int l = 0; l < QK4_1 / 2; ++l) {
+            out[l] = float(blocks[b].qs[l] & 0x0f) * d + m;
+            out[l + QK4_1 / 2] = float(blocks[b].qs[l] >> 4) * d + m;
+        }
+    }
+}
+
+// The 32 quants of a Q5_0 block, 0..31 (value q - 16), in weight order.
+inline void q5_0_unpack_quants(const BlockQ5_0& block, std::uint8_t* q) {  // q: [QK5_0]
+    std::uint32_t qh;
+    std::memcpy(&qh, block.qh, sizeof(qh));
+    for (int l = 0; l < QK5_0 / 2; ++l) {
+        q[l] = std::uint8_t((block.qs[l] & 0x0f) | (((qh >> l) & 1) << 4));
+        q[l + QK5_0 / 2] = std::uint8_t((block.qs[l] >> 4) | (((qh >> (l + QK5_0 / 2)) & 1) << 4));
+    }
+}
+
+inline void dequantize_row_q5_0(const BlockQ5_0* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK5_0; ++b, out += QK5_0) {
+        const float d = fp16_to_f32(blocks[b].d);
+        std::uint8_t q[QK5_0];
+        q5_0_unpack_quants(blocks[b], q);
+        for (int l = 0; l < QK5_0; ++l) out[l] = d * float(int(q[l]) - 16);
+    }
+}
+
 // Q8_K activations back as floats (d * q), for tests that measure a product's magnitude.
 inline void dequantize_row_q8_k(const BlockQ8K* blocks, float* out, std::int64_t n) {  // out: [n]
     for (std::int64_t b = 0; b < n / QK_K; ++b, out += QK_K)
@@ -287,6 +318,95 @@ inline float dot_q8_0_q8_0(std::int64_t n, const BlockQ8_0* w, const BlockQ8_0* 
         sum += fp16_to_f32(w[b].d) * fp16_to_f32(a[b].d) * float(isum);
     }
     return sum;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The block-of-32 weight formats (Q4_0, ...) against Q8_0 activations. Per block the exact
+// integer dot of the signed weight quants with the activation quants, then one float step with
+// an explicit fused multiply-add into partial sum b % 8 of block b:
+//   s[b % 8] = fma(d_w * d_a, float(dot), s[b % 8])
+// and at the end s is added as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)). The SIMD
+// tiles hold a row's eight partial sums in the lanes of one vector (a block of 32 is too small
+// to reduce its integers to one lane per block cheaply: eight blocks are reduced at once) and
+// add them as hsum does, so every kernel set and tile shape gives these bits.
+
+inline constexpr int kBlock32Lanes = 8;
+
+// The exact sum of a Q8_0 block's 32 quants.
+inline std::int32_t q8_0_block_sum(const BlockQ8_0& a) {
+    std::int32_t sum = 0;
+    for (int l = 0; l < QK8_0; ++l) sum += a.qs[l];
+    return sum;
+}
+
+inline float block32_accumulate(float sum, float d, float ad, std::int32_t dot) {
+    return std::fma(d * ad, float(dot), sum);
+}
+
+inline float block32_reduce(const float (&s)[kBlock32Lanes]) {
+    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+// sum over the block of (q - 8) * a, exact.
+inline std::int32_t q4_0_q8_0_block_dot(const BlockQ4_0& w, const BlockQ8_0& a) {
+    std::int32_t dot = 0;
+    for (int l = 0; l < QK4_0 / 2; ++l) {
+        dot += std::int32_t((w.qs[l] & 0x0f) - 8) * a.qs[l];
+        dot += std::int32_t((w.qs[l] >> 4) - 8) * a.qs[l + QK4_0 / 2];
+    }
+    return dot;
+}
+
+inline float dot_q4_0_q8_0(std::int64_t n, const BlockQ4_0* w, const BlockQ8_0* a) {
+    float s[kBlock32Lanes] = {};
+    for (std::int64_t b = 0; b < n / QK4_0; ++b) {
+        float& lane = s[b % kBlock32Lanes];
+        lane = block32_accumulate(lane, fp16_to_f32(w[b].d), fp16_to_f32(a[b].d), q4_0_q8_0_block_dot(w[b], a[b]));
+    }
+    return block32_reduce(s);
+}
+
+// Q4_1's value d * q + m gives two terms per block: d * d_a * (q . a) and m * d_a * (sum of a),
+// both exact integers before the scales, each one fused step into the block's partial sum:
+//   s[b % 8] = fma(d * d_a, float(q . a), s[b % 8]);  s[b % 8] = fma(m * d_a, float(sum a), s[b % 8])
+// The activation sum comes from the Q8_0 block's quants, exactly (the tiles form it once per
+// tile and share it among the rows), where ggml's Q8_1 stores d_a * sum rounded to fp16.
+inline std::int32_t q4_1_q8_0_block_dot(const BlockQ4_1& w, const BlockQ8_0& a) {
+    std::int32_t dot = 0;
+    for (int l = 0; l < QK4_1 / 2; ++l) {
+        dot += std::int32_t(w.qs[l] & 0x0f) * a.qs[l];
+        dot += std::int32_t(w.qs[l] >> 4) * a.qs[l + QK4_1 / 2];
+    }
+    return dot;
+}
+
+inline float dot_q4_1_q8_0(std::int64_t n, const BlockQ4_1* w, const BlockQ8_0* a) {
+    float s[kBlock32Lanes] = {};
+    for (std::int64_t b = 0; b < n / QK4_1; ++b) {
+        float& lane = s[b % kBlock32Lanes];
+        const float ad = fp16_to_f32(a[b].d);
+        lane = block32_accumulate(lane, fp16_to_f32(w[b].d), ad, q4_1_q8_0_block_dot(w[b], a[b]));
+        lane = block32_accumulate(lane, fp16_to_f32(w[b].m), ad, q8_0_block_sum(a[b]));
+    }
+    return block32_reduce(s);
+}
+
+// sum over the block of (q - 16) * a, exact.
+inline std::int32_t q5_0_q8_0_block_dot(const BlockQ5_0& w, const BlockQ8_0& a) {
+    std::uint8_t q[QK5_0];
+    q5_0_unpack_quants(w, q);
+    std::int32_t dot = 0;
+    for (int l = 0; l < QK5_0; ++l) dot += (std::int32_t(q[l]) - 16) * a.qs[l];
+    return dot;
+}
+
+inline float dot_q5_0_q8_0(std::int64_t n, const BlockQ5_0* w, const BlockQ8_0* a) {
+    float s[kBlock32Lanes] = {};
+    for (std::int64_t b = 0; b < n / QK5_0; ++b) {
+        float& lane = s[b % kBlock32Lanes];
+        lane = block32_accumulate(lane, fp16_to_f32(w[b].d), fp16_to_f32(a[b].d), q5_0_q8_0_block_dot(w[b], a[b]));
+    }
+    return block32_reduce(s);
 }
 
 // Float weights against float activations; accumulated in double so the reference is the

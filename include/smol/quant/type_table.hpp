@@ -19,6 +19,8 @@
 #include "smol/quant/kernels_avx2.hpp"
 #include "smol/quant/kernels_avx512.hpp"
 #include "smol/quant/kernels_scalar.hpp"
+#include "smol/quant/legacy_tiles_avx2.hpp"
+#include "smol/quant/legacy_tiles_avx512.hpp"
 #include "smol/quant/quantize.hpp"
 #include "smol/quant/reference.hpp"
 
@@ -130,14 +132,18 @@ inline constexpr TypeRow kTypeTable[] = {
         TensorType::Q8_K, SMOL_TILES(q6k_q8k), SMOL_GEMMS(q6k_q8k_gemm)),
     type_table_detail::row<TensorType::Q8_0, BlockQ8_0, dequantize_row_q8_0, quantize_row_q8_0>(
         TensorType::Q8_0, SMOL_TILES(q8_0_q8_0)),
+    type_table_detail::row<TensorType::Q4_0, BlockQ4_0, dequantize_row_q4_0, quantize_row_q4_0>(
+        TensorType::Q8_0, SMOL_TILES(q4_0_q8_0)),
+    type_table_detail::row<TensorType::Q5_0, BlockQ5_0, dequantize_row_q5_0, quantize_row_q5_0>(
+        TensorType::Q8_0, SMOL_TILES(q5_0_q8_0)),
+    type_table_detail::row<TensorType::Q4_1, BlockQ4_1, dequantize_row_q4_1, quantize_row_q4_1>(
+        TensorType::Q8_0, SMOL_TILES(q4_1_q8_0)),
     type_table_detail::row<TensorType::F32, float, dequantize_row_f32, quantize_row_f32>(TensorType::F32,
                                                                                           SMOL_TILES(f32)),
     type_table_detail::row<TensorType::F16, std::uint16_t, dequantize_row_f16, quantize_row_f16>(TensorType::F32,
                                                                                                   SMOL_TILES(f16)),
     type_table_detail::row<TensorType::BF16, std::uint16_t, dequantize_row_bf16, quantize_row_bf16>(
         TensorType::F32, SMOL_TILES(bf16)),
-    // Cache rows only (the KV cache's q4_0 type); not a weight type yet.
-    type_table_detail::row<TensorType::Q4_0, BlockQ4_0, dequantize_row_q4_0, quantize_row_q4_0>(TensorType::Q4_0),
     // Activations only: what the k-quants' rows meet. The quantizer is memory-bound, so the AVX2
     // version serves the AVX-512 and AMX sets too.
 #if SMOL_HAVE_AVX2_KERNELS
