@@ -223,6 +223,40 @@ TEST_CASE("Q4_K word-wide scale unpacking agrees with the per-index formula") {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Q5_K dequantization of a hand-built block
+
+TEST_CASE("Q5_K dequantization of a hand-built block") {
+    // The Q4_K case's header (d = 1, dmin = 0.5, the same packed scales and mins) and low nibbles
+    // (qs[i]: low i % 16, high 15 - i % 16), with qh[l] = 7 l + 3: the fifth bit of weight
+    // 64c + l is bit 2c of qh[l], that of weight 64c + 32 + l bit 2c + 1.
+    BlockQ5K b;
+    b.d = 0x3c00;
+    b.dmin = 0x3800;
+    const std::uint8_t packed[12] = {0x81, 0x82, 0xc3, 0x44, 0x00, 0xc1, 0x82, 0xc3, 0x51, 0xf8, 0x0f, 0x01};
+    std::memcpy(b.scales, packed, 12);
+    for (int i = 0; i < 128; ++i) b.qs[i] = std::uint8_t((i % 16) | ((15 - i % 16) << 4));
+    for (int l = 0; l < 32; ++l) b.qh[l] = std::uint8_t(7 * l + 3);
+
+    const int sc[8] = {1, 2, 3, 4, 33, 40, 63, 17}, m[8] = {0, 1, 2, 3, 5, 63, 32, 48};
+    std::vector<float> w(QK_K);
+    dequantize_row(TensorType::Q5_K, &b, w.data(), QK_K);
+    CHECK(w[0] == 16.0f);             // qh[0] = 0b11: bit 0 set, q = 0 + 16; 1*16 - 0.5*0
+    CHECK(w[1] == 1.0f);              // qh[1] = 0b1010: bit 0 clear, q = 1
+    CHECK(w[32 + 3] == 23.5f);        // qh[3] = 0b11000: bit 1 clear, q = 12; 2*12 - 0.5*1
+    CHECK(w[96 + 3] == 110.5f);       // bit 3 set, q = 12 + 16; 4*28 - 0.5*3
+    CHECK(w[128 + 7] == 756.5f);      // qh[7] = 0b110100: bit 4 set, q = 7 + 16; 33*23 - 0.5*5
+    CHECK(w[192 + 31] == 1937.0f);    // qh[31] = 0b11011100: bit 6 set, q = 15 + 16; 63*31 - 0.5*32
+    CHECK(w[255] == 248.0f);          // bit 7 set, q = 0 + 16; 17*16 - 0.5*48
+    for (int c = 0; c < 4; ++c)
+        for (int l = 0; l < 32; ++l) {
+            const int q_low = l % 16 + 16 * ((b.qh[l] >> (2 * c)) & 1);
+            const int q_high = 15 - l % 16 + 16 * ((b.qh[l] >> (2 * c + 1)) & 1);
+            REQUIRE(w[64 * c + l] == float(sc[2 * c] * q_low) - 0.5f * float(m[2 * c]));
+            REQUIRE(w[64 * c + 32 + l] == float(sc[2 * c + 1] * q_high) - 0.5f * float(m[2 * c + 1]));
+        }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Q6_K dequantization of a hand-built block
 
 TEST_CASE("Q6_K dequantization of a hand-built block") {
@@ -275,7 +309,7 @@ TEST_CASE("Q8_0, F16, BF16 and F32 dequantization; unsupported types throw") {
     CHECK(w[0] == 1.5f);
     CHECK(w[1] == -7.0f);
 
-    CHECK_THROWS_AS(dequantize_row(TensorType::Q5_K, &b, w, 256), smol::Error);
+    CHECK_THROWS_AS(dequantize_row(TensorType::Q8_1, &b, w, 256), smol::Error);  // an activation format only
     CHECK_THROWS_AS(dequantize_row(TensorType::Q4_K, &b, w, 100), smol::Error);
 }
 
@@ -310,6 +344,35 @@ TEST_CASE("Q4_K quantizer: hand-made input round-trips to hand-checked values") 
     }
 }
 
+TEST_CASE("Q5_K quantizer: hand-made input round-trips to hand-checked values") {
+    // Even sub-blocks hold 0..31, odd ones -16..15: make_qkx2_quants fits both with error 0,
+    // scale 1 and min 0 (even) or 16 (odd). Then every 6-bit scale is 63, every odd min 63,
+    // every even min 0, and
+    //   d    = fp16(1/63)  = 2^-6 * (1 + 16/1024) = 0.015869140625  -> d * 63    = 0.999755859375
+    //   dmin = fp16(16/63) = 2^-2 * (1 + 16/1024) = 0.25390625      -> dmin * 63 = 15.99609375
+    // and the quants requantized against those are q = x (even) and q = x + 16 (odd): half of
+    // them need the fifth bit.
+    std::vector<float> x(QK_K);
+    for (int i = 0; i < QK_K; ++i) x[i] = float(i % 32) - ((i / 32) % 2 == 1 ? 16.0f : 0.0f);
+    BlockQ5K b;
+    quantize_row_q5_k(x.data(), &b, QK_K);
+    CHECK(fp16_to_f32(b.d) == 0.015869140625f);
+    CHECK(fp16_to_f32(b.dmin) == 0.25390625f);
+    for (int j = 0; j < 8; ++j) {
+        std::uint8_t sc, m;
+        q4k_scale_min(j, b.scales, sc, m);
+        CHECK(int(sc) == 63);
+        CHECK(int(m) == (j % 2 == 1 ? 63 : 0));
+    }
+    std::vector<float> w(QK_K);
+    dequantize_row(TensorType::Q5_K, &b, w.data(), QK_K);
+    for (int i = 0; i < QK_K; ++i) {
+        const bool odd = (i / 32) % 2 == 1;
+        const float q = float(i % 32);
+        REQUIRE(w[i] == (odd ? 0.999755859375f * q - 15.99609375f : 0.999755859375f * q));
+    }
+}
+
 TEST_CASE("Q6_K quantizer: hand-made input round-trips exactly") {
     // Every sub-block of 16 holds -32 (the largest magnitude) and integers in [-31, 31]:
     // make_qx_quants gives scale 1 for each, so max_scale = 1, iscale = -128, d = fp16(-1/128)
@@ -335,10 +398,14 @@ TEST_CASE("quantizers: zero rows give zero blocks") {
     quantize_row_q6_k(x.data(), &q6, QK_K);
     dequantize_row(TensorType::Q6_K, &q6, w.data(), QK_K);
     for (float v : w) REQUIRE(v == 0.0f);
+    BlockQ5K q5;
+    quantize_row_q5_k(x.data(), &q5, QK_K);
+    dequantize_row(TensorType::Q5_K, &q5, w.data(), QK_K);
+    for (float v : w) REQUIRE(v == 0.0f);
 }
 
 // Measured on these rows (16 rows of 4096 gaussian values, sigma 0.02 to 7.5), worst row:
-// Q4_K 0.0732, Q6_K 0.0184, Q8_0 0.0055 (RMSE / RMS). The bounds leave ~10% headroom; a
+// Q4_K 0.0732, Q5_K 0.0367, Q6_K 0.0184, Q8_0 0.0055 (RMSE / RMS). The bounds leave ~10% headroom; a
 // broken fit or a wrong bit layout lands far above them.
 TEST_CASE("quantize then dequantize gaussian rows: RMSE relative to row RMS") {
     const std::int64_t n = 4096;
@@ -346,7 +413,8 @@ TEST_CASE("quantize then dequantize gaussian rows: RMSE relative to row RMS") {
         TensorType type;
         double bound;
     };
-    for (const Case c : {Case{TensorType::Q4_K, 0.080}, Case{TensorType::Q6_K, 0.020}, Case{TensorType::Q8_0, 0.0061}}) {
+    for (const Case c : {Case{TensorType::Q4_K, 0.080}, Case{TensorType::Q5_K, 0.040}, Case{TensorType::Q6_K, 0.020},
+                         Case{TensorType::Q8_0, 0.0061}}) {
         double worst = 0, total = 0;
         for (std::uint32_t row = 0; row < 16; ++row) {
             const auto x = gaussian(std::size_t(n), 100 + row, 0.02f + 0.5f * float(row));
@@ -394,6 +462,11 @@ TEST_CASE("reference dot products equal dequantize-then-multiply") {
     const double e4 = dequant_dot(TensorType::Q4_K, w4, a, n);
     CHECK(dot_q4k_q8k(n, w4.data(), a.data()) == doctest::Approx(e4).epsilon(1e-5));
 
+    std::vector<BlockQ5K> w5(std::size_t(n / QK_K));
+    quantize_row_q5_k(wx.data(), w5.data(), n);
+    const double e5 = dequant_dot(TensorType::Q5_K, w5, a, n);
+    CHECK(dot_q5k_q8k(n, w5.data(), a.data()) == doctest::Approx(e5).epsilon(1e-5));
+
     std::vector<BlockQ6K> w6(std::size_t(n / QK_K));
     quantize_row_q6_k(wx.data(), w6.data(), n);
     const double e6 = dequant_dot(TensorType::Q6_K, w6, a, n);
@@ -416,6 +489,7 @@ TEST_CASE("reference dot products equal dequantize-then-multiply") {
     // and ~0.02 sqrt(n); the bounds are 4 sigma, a sign or layout error is ~sqrt(n) off.
     CHECK(std::abs(e4 - exact) < 0.36 * std::sqrt(double(n)));
     CHECK(std::abs(e6 - exact) < 0.08 * std::sqrt(double(n)));
+    CHECK(std::abs(e5 - exact) < 0.18 * std::sqrt(double(n)));  // per-weight error RMS ~0.04
 }
 
 TEST_CASE("reference float dot products") {

@@ -12,6 +12,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "smol/core/cpu.hpp"
@@ -66,6 +67,16 @@ struct Gen {
         for (auto& q : b.qh) q = byte();
         for (auto& s : b.scales) s = std::int8_t(exact ? uniform(-8, 8) : uniform(-128, 127));
         b.d = exact ? f32_to_fp16(1.0f / 8) : half_in(-0.01f, 0.01f);
+        return b;
+    }
+    BlockQ5K q5k() {
+        BlockQ5K b;
+        const BlockQ4K head = q4k();  // the same header: d, dmin and packed 6-bit scales and mins
+        b.d = head.d;
+        b.dmin = head.dmin;
+        std::memcpy(b.scales, head.scales, sizeof b.scales);
+        for (auto& q : b.qh) q = byte();
+        for (auto& q : b.qs) q = byte();
         return b;
     }
     BlockQ8K q8k() {
@@ -175,6 +186,18 @@ std::vector<std::uint8_t> rows_of(int n_rows, std::int64_t blocks, std::size_t s
     return bytes;
 }
 
+// A random block of each k-quant type, and the reference dot product it is checked against.
+template <class Weight>
+Weight random_block(Gen& gen) {
+    if constexpr (std::is_same_v<Weight, BlockQ4K>) return gen.q4k();
+    if constexpr (std::is_same_v<Weight, BlockQ5K>) return gen.q5k();
+    if constexpr (std::is_same_v<Weight, BlockQ6K>) return gen.q6k();
+}
+
+inline float reference_dot(std::int64_t n, const BlockQ4K* w, const BlockQ8K* a) { return dot_q4k_q8k(n, w, a); }
+inline float reference_dot(std::int64_t n, const BlockQ5K* w, const BlockQ8K* a) { return dot_q5k_q8k(n, w, a); }
+inline float reference_dot(std::int64_t n, const BlockQ6K* w, const BlockQ8K* a) { return dot_q6k_q8k(n, w, a); }
+
 // Random weights of one k-quant type against random Q8_K activations.
 template <class Weight>
 void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed) {
@@ -187,14 +210,12 @@ void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed) {
         Operands ops;
         ops.row_bytes = std::size_t(blocks) * sizeof(Weight) + 40;  // padded rows
         ops.act_stride = std::size_t(blocks) * sizeof(BlockQ8K) + 12;
-        ops.weights = rows_of<Weight>(kTileRows, blocks, ops.row_bytes, [&] {
-            if constexpr (std::is_same_v<Weight, BlockQ4K>) return gen.q4k(); else return gen.q6k();
-        });
+        ops.weights = rows_of<Weight>(kTileRows, blocks, ops.row_bytes, [&] { return random_block<Weight>(gen); });
         ops.acts = rows_of<BlockQ8K>(kTileCols, blocks, ops.act_stride, [&] { return gen.q8k(); });
         const auto reference = [&](int r, int c) {
             const auto* w = reinterpret_cast<const Weight*>(ops.weights.data() + std::size_t(r) * ops.row_bytes);
             const auto* a = reinterpret_cast<const BlockQ8K*>(ops.acts.data() + std::size_t(c) * ops.act_stride);
-            if constexpr (std::is_same_v<Weight, BlockQ4K>) return dot_q4k_q8k(n, w, a); else return dot_q6k_q8k(n, w, a);
+            return reference_dot(n, w, a);
         };
         // Every set reproduces the reference's bits (reference.hpp, q4k_accumulate_block), with
         // realistic scales too.
@@ -215,6 +236,15 @@ TEST_CASE("Q4_K x Q8_K tiles match the reference on every kernel set") {
         CAPTURE(isa_name(isa));
         check_kquant<BlockQ4K>(isa, TensorType::Q4_K, true, 1);
         check_kquant<BlockQ4K>(isa, TensorType::Q4_K, false, 2);
+    }
+}
+
+TEST_CASE("Q5_K x Q8_K tiles match the reference on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_kquant<BlockQ5K>(isa, TensorType::Q5_K, true, 51);
+        check_kquant<BlockQ5K>(isa, TensorType::Q5_K, false, 52);
     }
 }
 
@@ -556,8 +586,8 @@ TEST_CASE("the weight-format table has a tile for every weight type in every com
         }
         CHECK(find_weight_format(format.type) == &format);
     }
-    CHECK(find_weight_format(TensorType::Q5_K) == nullptr);
-    CHECK(supported_weight_types() == "Q4_K, Q6_K, Q8_0, F32, F16, BF16");
+    CHECK(find_weight_format(TensorType::Q8_1) == nullptr);  // an activation format, never a weight here
+    CHECK(supported_weight_types() == "Q4_K, Q5_K, Q6_K, Q8_0, F32, F16, BF16");
     CHECK(weight_format(TensorType::Q6_K).activations == ActivationFormat::Q8K);
     CHECK(weight_format(TensorType::Q8_0).activations == ActivationFormat::Q8_0);
     CHECK(weight_format(TensorType::BF16).activations == ActivationFormat::Float);
@@ -578,5 +608,5 @@ TEST_CASE("kernel selection") {
     // AMX tiles only with the OS's permission; a CPU without them is never asked.
     if (!cpu.amx_tile) CHECK_FALSE(cpu.amx_permitted);
     CHECK(cpu.has_amx_kernels() == (cpu.best_isa() == Isa::amx));
-    CHECK_THROWS_AS(kernels_for(Isa::scalar).for_weights(TensorType::Q5_K), smol::Error);
+    CHECK_THROWS_AS(kernels_for(Isa::scalar).for_weights(TensorType::Q8_1), smol::Error);
 }

@@ -17,6 +17,18 @@ struct BlockQ4K {
 };
 static_assert(sizeof(BlockQ4K) == 144);
 
+// 5.5 bits per weight: Q4_K's layout (eight sub-blocks of 32, 6-bit scales and mins) with a fifth
+// bit per weight. Byte l of qh holds that bit for weight 64c + l in bit 2c and for weight
+// 64c + 32 + l in bit 2c + 1 (chunk c = 0..3 of 64 weights, as in qs).
+struct BlockQ5K {
+    std::uint16_t d;      // fp16 super-block scale for the scales
+    std::uint16_t dmin;   // fp16 super-block scale for the mins
+    std::uint8_t scales[12];    // 6-bit scales and mins, packed as in Q4_K
+    std::uint8_t qh[QK_K / 8];  // fifth bits
+    std::uint8_t qs[QK_K / 2];  // low 4 bits, as Q4_K's quants
+};
+static_assert(sizeof(BlockQ5K) == 176);
+
 // 6.5625 bits per weight: sixteen sub-blocks of 16 with 8-bit scales.
 struct BlockQ6K {
     std::uint8_t ql[QK_K / 2];  // low 4 bits

@@ -22,6 +22,7 @@ void dot_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes
 }
 
 inline constexpr DotTileFn q4k_q8k = dot_tile<BlockQ4K, BlockQ8K, dot_q4k_q8k>;
+inline constexpr DotTileFn q5k_q8k = dot_tile<BlockQ5K, BlockQ8K, dot_q5k_q8k>;
 inline constexpr DotTileFn q6k_q8k = dot_tile<BlockQ6K, BlockQ8K, dot_q6k_q8k>;
 inline constexpr DotTileFn q8_0_q8_0 = dot_tile<BlockQ8_0, BlockQ8_0, dot_q8_0_q8_0>;
 inline constexpr DotTileFn f32 = dot_tile<float, float, dot_f32>;

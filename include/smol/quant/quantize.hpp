@@ -1,6 +1,6 @@
 #pragma once
-// Weight quantizers: float rows to Q4_K, Q6_K and Q8_0 blocks with ggml's reference algorithms
-// (make_qkx2_quants for Q4_K scales and mins, make_qx_quants for Q6_K), so a model written by
+// Weight quantizers: float rows to k-quant and Q8_0 blocks with ggml's reference algorithms
+// (make_qkx2_quants for Q4_K/Q5_K scales and mins, make_qx_quants for Q6_K), so a model written by
 // smol's synthesis tool quantizes the way llama.cpp's quantize tool would without an imatrix.
 
 #include <algorithm>
@@ -140,6 +140,19 @@ inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) {
     return scale;
 }
 
+// Q4_K and Q5_K scale/min bytes: 6-bit scale ls and min lm of sub-block j (0..7), packed as
+// q4k_scale_min() unpacks them. scales must start zeroed.
+inline void pack_scale_min_k4(int j, int ls, int lm, std::uint8_t* scales) {
+    if (j < 4) {
+        scales[j] = std::uint8_t(ls);
+        scales[j + 4] = std::uint8_t(lm);
+    } else {
+        scales[j + 4] = std::uint8_t((ls & 0x0f) | ((lm & 0x0f) << 4));
+        scales[j - 4] |= std::uint8_t((ls >> 4) << 6);
+        scales[j] |= std::uint8_t((lm >> 4) << 6);
+    }
+}
+
 }  // namespace quantize_detail
 
 inline void quantize_row_q4_k(const float* x, BlockQ4K* out, std::int64_t n) {  // x: [n]
@@ -163,18 +176,9 @@ inline void quantize_row_q4_k(const float* x, BlockQ4K* out, std::int64_t n) {  
         const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
         const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
         std::memset(y.scales, 0, sizeof(y.scales));
-        for (int j = 0; j < 8; ++j) {
-            const int ls = std::min(63, nearest_int(inv_scale * scales[j]));
-            const int lm = std::min(63, nearest_int(inv_min * mins[j]));
-            if (j < 4) {
-                y.scales[j] = std::uint8_t(ls);
-                y.scales[j + 4] = std::uint8_t(lm);
-            } else {
-                y.scales[j + 4] = std::uint8_t((ls & 0x0f) | ((lm & 0x0f) << 4));
-                y.scales[j - 4] |= std::uint8_t((ls >> 4) << 6);
-                y.scales[j] |= std::uint8_t((lm >> 4) << 6);
-            }
-        }
+        for (int j = 0; j < 8; ++j)
+            pack_scale_min_k4(j, std::min(63, nearest_int(inv_scale * scales[j])),
+                              std::min(63, nearest_int(inv_min * mins[j])), y.scales);
         y.d = f32_to_fp16(max_scale / 63.0f);
         y.dmin = f32_to_fp16(max_min / 63.0f);
         // Requantize against the scales as stored (6-bit, fp16) so rounding is not compounded.
@@ -192,6 +196,57 @@ inline void quantize_row_q4_k(const float* x, BlockQ4K* out, std::int64_t n) {  
         for (int chunk = 0; chunk < 4; ++chunk)
             for (int l = 0; l < 32; ++l)
                 y.qs[32 * chunk + l] = std::uint8_t(L[64 * chunk + l] | (L[64 * chunk + 32 + l] << 4));
+    }
+}
+
+// ggml's quantize_row_q5_K_ref: Q4_K's algorithm with 5-bit quants (make_qkx2_quants over 0..31,
+// a narrower search: rmin -0.5, 15 steps).
+inline void quantize_row_q5_k(const float* x, BlockQ5K* out, std::int64_t n) {  // x: [n]
+    using namespace quantize_detail;
+    if (n % QK_K != 0) fail("quantize_row_q5_k: row length must be a multiple of ", QK_K, ", got ", n);
+    for (std::int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
+        BlockQ5K& y = out[b];
+        std::uint8_t L[QK_K], Laux[32];
+        float weights[32], mins[8], scales[8];
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < 8; ++j) {
+            const float* xs = x + 32 * j;
+            float sum_x2 = 0;
+            for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+            const float av_x = std::sqrt(sum_x2 / 32);
+            for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
+            scales[j] = make_qkx2_quants(32, 31, xs, weights, L + 32 * j, &mins[j], Laux, -0.5f, 0.1f, 15);
+            max_scale = std::max(max_scale, scales[j]);
+            max_min = std::max(max_min, mins[j]);
+        }
+        const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+        const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+        std::memset(y.scales, 0, sizeof(y.scales));
+        for (int j = 0; j < 8; ++j)
+            pack_scale_min_k4(j, std::min(63, nearest_int(inv_scale * scales[j])),
+                              std::min(63, nearest_int(inv_min * mins[j])), y.scales);
+        y.d = f32_to_fp16(max_scale / 63.0f);
+        y.dmin = f32_to_fp16(max_min / 63.0f);
+        // Requantize against the scales as stored (6-bit, fp16) so rounding is not compounded.
+        for (int j = 0; j < 8; ++j) {
+            std::uint8_t sc, m;
+            q4k_scale_min(j, y.scales, sc, m);
+            const float d = fp16_to_f32(y.d) * float(sc);
+            if (d == 0.0f) continue;
+            const float dm = fp16_to_f32(y.dmin) * float(m);
+            for (int i = 0; i < 32; ++i) {
+                const int l = nearest_int((x[32 * j + i] + dm) / d);
+                L[32 * j + i] = std::uint8_t(std::max(0, std::min(31, l)));
+            }
+        }
+        // Low nibbles as Q4_K packs them; the fifth bits into qh (q5k_unpack_quants' layout).
+        std::memset(y.qh, 0, sizeof(y.qh));
+        for (int c = 0; c < 4; ++c)
+            for (int l = 0; l < 32; ++l) {
+                const int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+                y.qs[32 * c + l] = std::uint8_t((lo & 0x0f) | ((hi & 0x0f) << 4));
+                y.qh[l] |= std::uint8_t(((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
+            }
     }
 }
 
@@ -257,6 +312,7 @@ inline void quantize_row(TensorType type, const float* x, void* out, std::int64_
         }
         case TensorType::Q8_0: quantize_row_q8_0(x, static_cast<BlockQ8_0*>(out), n); return;
         case TensorType::Q4_K: quantize_row_q4_k(x, static_cast<BlockQ4K*>(out), n); return;
+        case TensorType::Q5_K: quantize_row_q5_k(x, static_cast<BlockQ5K*>(out), n); return;
         case TensorType::Q6_K: quantize_row_q6_k(x, static_cast<BlockQ6K*>(out), n); return;
         default: fail("quantize_row: no quantizer for tensor type ", type_name(type));
     }

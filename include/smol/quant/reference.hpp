@@ -68,6 +68,18 @@ inline void q6k_unpack_quants(const BlockQ6K& block, std::int8_t* q) {  // q: [Q
     }
 }
 
+// The 256 quants of a Q5_K block (0..31), in weight order: chunk c (weights 64c..64c+63) is the
+// low nibbles of qs[32c..32c+31] then their high nibbles, as in Q4_K, with the fifth bit of weight
+// 64c + l in bit 2c of qh[l] and that of weight 64c + 32 + l in bit 2c + 1.
+inline void q5k_unpack_quants(const BlockQ5K& block, std::uint8_t* q) {  // q: [QK_K]
+    for (int c = 0; c < 4; ++c)
+        for (int l = 0; l < 32; ++l) {
+            const int bits = block.qs[32 * c + l], high = block.qh[l];
+            q[64 * c + l] = std::uint8_t((bits & 0x0f) | (((high >> (2 * c)) & 1) << 4));
+            q[64 * c + 32 + l] = std::uint8_t((bits >> 4) | (((high >> (2 * c + 1)) & 1) << 4));
+        }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dequantization
 
@@ -86,6 +98,24 @@ inline void dequantize_row_q4_k(const BlockQ4K* blocks, float* out, std::int64_t
             for (int l = 0; l < 32; ++l) *out++ = d_lo * float(q[l] & 0x0f) - min_lo;
             for (int l = 0; l < 32; ++l) *out++ = d_hi * float(q[l] >> 4) - min_hi;
             q += 32;
+        }
+    }
+}
+
+// ggml's operations in ggml's order: d * scale and dmin * min once per sub-block, then
+// d_sub * q - min_sub per weight.
+inline void dequantize_row_q5_k(const BlockQ5K* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const BlockQ5K& block = blocks[b];
+        const float d = fp16_to_f32(block.d);
+        const float dmin = fp16_to_f32(block.dmin);
+        std::uint8_t q[QK_K];
+        q5k_unpack_quants(block, q);
+        for (int j = 0; j < QK_K / 32; ++j) {
+            std::uint8_t sc, m;
+            q4k_scale_min(j, block.scales, sc, m);
+            const float d_sub = d * sc, min_sub = dmin * m;
+            for (int l = 0; l < 32; ++l) *out++ = d_sub * float(q[32 * j + l]) - min_sub;
         }
     }
 }
@@ -138,6 +168,7 @@ inline void dequantize_row(TensorType type, const void* row, float* out, std::in
         case TensorType::Q8_0: dequantize_row_q8_0(static_cast<const BlockQ8_0*>(row), out, n); return;
         case TensorType::Q4_0: dequantize_row_q4_0(static_cast<const BlockQ4_0*>(row), out, n); return;
         case TensorType::Q4_K: dequantize_row_q4_k(static_cast<const BlockQ4K*>(row), out, n); return;
+        case TensorType::Q5_K: dequantize_row_q5_k(static_cast<const BlockQ5K*>(row), out, n); return;
         case TensorType::Q6_K: dequantize_row_q6_k(static_cast<const BlockQ6K*>(row), out, n); return;
         default: fail("dequantize_row: no dequantizer for tensor type ", type_name(type));
     }
@@ -262,6 +293,41 @@ inline float dot_q4k_q8k(std::int64_t n, const BlockQ4K* w, const BlockQ8K* a) {
     float sum = 0.0f;
     for (std::int64_t b = 0; b < n / QK_K; ++b) {
         const Q4KBlockSums s = q4k_q8k_block_sums(w[b], a[b]);
+        sum = q4k_accumulate_block(sum, fp16_to_f32(w[b].d), fp16_to_f32(w[b].dmin), a[b].d, s.dot, s.mins);
+    }
+    return sum;
+}
+
+// The two integer sums of a block whose unsigned quants q have a scale and a min per sub-block
+// (Q5_K: 8 of 32 weights, Q2_K: 16 of 16): dot = sum_j scale_j * (q . q8 over sub-block j),
+// mins = sum_j min_j * (the bsums of sub-block j). They meet d and dmin in q4k_accumulate_block.
+template <int SubBlocks>
+inline Q4KBlockSums scale_min_block_sums(const std::uint8_t* q, const std::uint8_t* scales, const std::uint8_t* mins,
+                                         const BlockQ8K& a) {
+    constexpr int size = QK_K / SubBlocks, bsums_per_sub_block = size / 16;
+    Q4KBlockSums sums{0, 0};
+    for (int j = 0; j < SubBlocks; ++j) {
+        std::int32_t sub = 0, bsum = 0;
+        for (int l = size * j; l < size * (j + 1); ++l) sub += std::int32_t(q[l]) * a.qs[l];
+        for (int k = 0; k < bsums_per_sub_block; ++k) bsum += a.bsums[bsums_per_sub_block * j + k];
+        sums.dot += std::int32_t(scales[j]) * sub;
+        sums.mins += std::int32_t(mins[j]) * bsum;
+    }
+    return sums;
+}
+
+inline Q4KBlockSums q5k_q8k_block_sums(const BlockQ5K& w, const BlockQ8K& a) {
+    std::uint8_t q[QK_K], scales_mins[16];  // [8 scales, 8 mins]
+    q5k_unpack_quants(w, q);
+    q4k_unpack_scales_mins(w.scales, scales_mins);
+    return scale_min_block_sums<8>(q, scales_mins, scales_mins + 8, a);
+}
+
+// Q5_K takes Q4_K's float step: d * ad * dot, then - dmin * ad * mins.
+inline float dot_q5k_q8k(std::int64_t n, const BlockQ5K* w, const BlockQ8K* a) {
+    float sum = 0.0f;
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const Q4KBlockSums s = q5k_q8k_block_sums(w[b], a[b]);
         sum = q4k_accumulate_block(sum, fp16_to_f32(w[b].d), fp16_to_f32(w[b].dmin), a[b].d, s.dot, s.mins);
     }
     return sum;

@@ -13,6 +13,8 @@
 #include "smol/quant/kernels_amx.hpp"
 #include "smol/quant/kernels_avx512.hpp"
 #include "smol/quant/kernels_scalar.hpp"
+#include "smol/quant/kquant_tiles_avx2.hpp"
+#include "smol/quant/kquant_tiles_avx512.hpp"
 
 namespace smol {
 
@@ -70,6 +72,7 @@ inline constexpr GemmShape kGemmShapes[kIsaCount] = {
 
 inline constexpr WeightFormat kWeightFormats[] = {
     {TensorType::Q4_K, ActivationFormat::Q8K, SMOL_TILES(q4k_q8k), SMOL_GEMMS(q4k_q8k_gemm)},
+    {TensorType::Q5_K, ActivationFormat::Q8K, SMOL_TILES(q5k_q8k), {}},
     {TensorType::Q6_K, ActivationFormat::Q8K, SMOL_TILES(q6k_q8k), SMOL_GEMMS(q6k_q8k_gemm)},
     {TensorType::Q8_0, ActivationFormat::Q8_0, SMOL_TILES(q8_0_q8_0), {}},
     {TensorType::F32, ActivationFormat::Float, SMOL_TILES(f32), {}},

@@ -1,0 +1,120 @@
+#pragma once
+// AVX-512 (F, BW, VL, DQ) + VNNI tiles for Q5_K, Q3_K and Q2_K weights against Q8_K activations,
+// built as kernels_avx512.hpp builds Q4_K and Q6_K decode: per 64 weights one vpdpbusd forms 16
+// sums of 4 products, vpackssdw narrows two such vectors to words (at most 4 * 31 * 128 in
+// magnitude here, so nothing saturates) and one vpmaddwd applies the sub-block scales. The
+// exact block totals then take the AVX2 tiles' float step (kquant_tiles_avx2.hpp), so the bits
+// are the scalar reference's. Every function carries SMOL_TARGET_AVX512 and runs only where
+// dispatch.hpp found the CPU able to.
+
+#include "smol/quant/kernels_avx512.hpp"
+#include "smol/quant/kquant_tiles_avx2.hpp"
+
+#if SMOL_HAVE_AVX512_KERNELS
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "smol/quant/blocks.hpp"
+#include "smol/quant/kernel_api.hpp"
+#include "smol/quant/reference.hpp"
+
+// As in kernels_avx512.hpp: GCC 12 reports the masked intrinsics' undefined seeds (bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#define SMOL_KQUANT_AVX512_GCC_DIAGNOSTICS 1
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace smol::kernels_avx512 {
+
+namespace kquant_detail {
+
+namespace avx2 = kernels_avx2::detail;
+namespace avx2_kquant = kernels_avx2::kquant_detail;
+using avx2::kDecodeChunk;
+
+// Per byte, in the lower 256 bits `low`, in the upper 256 bits `high`.
+SMOL_TARGET_AVX512 inline __m512i halves_epi8(int low, int high) {
+    return _mm512_inserti64x4(_mm512_set1_epi8(char(low)), _mm256_set1_epi8(char(high)), 1);
+}
+
+// Decode of one activation column, as kernels_avx512.hpp's q4k_column: the rows are read one after
+// the other, each whole, and Kernel::sums gives each block's exact totals (Kernel::Sums as in
+// kquant_tiles_avx2.hpp); the four rows meet in the AVX2 tiles' float step.
+template <class Kernel>
+SMOL_TARGET_AVX512 inline void kquant_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
+                                             int n_rows, const std::uint8_t* acts, std::size_t act_stride, int n_cols,
+                                             float* out, std::size_t out_stride) {
+    using Weight = typename Kernel::Weight;
+    const kernel_detail::TileOperands<Weight, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    const std::size_t ahead = prefetch_distance(row_bytes);
+    const Kernel kernel;  // its constants, built once per call
+    __m128 acc = _mm_setzero_ps();  // [row]
+    const std::int64_t blocks = n / QK_K;
+    for (std::int64_t b0 = 0; b0 < blocks; b0 += kDecodeChunk) {
+        const int chunk = int(std::min<std::int64_t>(kDecodeChunk, blocks - b0));
+        typename Kernel::Sums sums[kTileRows][kDecodeChunk];
+        for (int r = 0; r < kTileRows; ++r)
+            for (int i = 0; i < chunk; ++i) {
+                const Weight& wb = t.w[r][b0 + i];
+                detail::prefetch_ahead(&wb, sizeof(Weight), ahead);
+                sums[r][i] = kernel.sums(wb, t.a[0][b0 + i]);
+            }
+        acc = avx2_kquant::accumulate_run(acc, t.w, t.a[0], b0, chunk, sums);
+    }
+    avx2::store_column(acc, n_rows, n_cols, out, out_stride);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q5_K: Q4_K's chunks (kernels_avx512.hpp, q4k_block_dot) with the fifth bits added: for chunk c
+// bit 2c of qh[l] in the lower half (weights 64c + l) and bit 2c + 1 in the upper half.
+
+struct Q5KDecode {
+    using Weight = BlockQ5K;
+    using Sums = avx2_kquant::ScaleMinSums4;
+    detail::Q4KScalePickers pickers;
+    SMOL_TARGET_AVX512 Q5KDecode() {}
+
+    SMOL_TARGET_AVX512 static __m512i chunk_quants(const BlockQ5K& wb, int c, __m512i high) {
+        const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * c)));
+        const __m512i low = _mm512_and_si512(_mm512_mask_srli_epi16(bits, 0xffff0000u, bits, 4), _mm512_set1_epi8(0x0f));
+        const __mmask64 fifth = _mm512_test_epi8_mask(high, halves_epi8(1 << (2 * c), 1 << (2 * c + 1)));
+        return _mm512_mask_add_epi8(low, fifth, low, _mm512_set1_epi8(16));
+    }
+
+    SMOL_TARGET_AVX512 Sums sums(const BlockQ5K& wb, const BlockQ8K& ab) const {
+        const __m128i unpacked = avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb)));
+        const __m512i scales = _mm512_broadcast_i32x4(unpacked);
+        const __m512i high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh)));
+        __m512i sumi = _mm512_setzero_si512();
+        for (int p = 0; p < 2; ++p) {
+            __m512i dots[2];
+            for (int k = 0; k < 2; ++k) {
+                const int c = 2 * p + k;
+                dots[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), chunk_quants(wb, c, high),
+                                              _mm512_loadu_si512(ab.qs + 64 * c));
+            }
+            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_packs_epi32(dots[0], dots[1]),
+                                                            _mm512_shuffle_epi8(scales, pickers.pair[p])));
+        }
+        return {detail::fold_to_256(sumi), avx2::q4k_min_dots(unpacked, avx2::q8k_sub_block_sums(ab))};
+    }
+};
+
+}  // namespace kquant_detail
+
+inline constexpr DotTileFn q5k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q5KDecode>>;
+
+}  // namespace smol::kernels_avx512
+
+#if SMOL_KQUANT_AVX512_GCC_DIAGNOSTICS
+#pragma GCC diagnostic pop
+#undef SMOL_KQUANT_AVX512_GCC_DIAGNOSTICS
+#endif
+
+#endif
