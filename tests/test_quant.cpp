@@ -223,6 +223,53 @@ TEST_CASE("Q4_K word-wide scale unpacking agrees with the per-index formula") {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Q3_K dequantization of a hand-built block
+
+TEST_CASE("Q3_K dequantization of a hand-built block") {
+    // Scales j - 8 for sub-block j (stored + 32: 24..39). Bytes 0-7 hold the low four bits of
+    // scale j (low nibble, 8 + j) and of scale j + 8 (high nibble, j); every top-bits byte 8 + i
+    // holds 1 (scales i, i + 4) and 2 (scales i + 8, i + 12): 1 | 1 << 2 | 2 << 4 | 2 << 6 = 0xa5.
+    BlockQ3K b;
+    b.d = 0x3800;  // 0.5
+    const std::uint8_t packed[12] = {0x08, 0x19, 0x2a, 0x3b, 0x4c, 0x5d, 0x6e, 0x7f, 0xa5, 0xa5, 0xa5, 0xa5};
+    std::memcpy(b.scales, packed, 12);
+    std::int8_t scales[16];
+    q3k_unpack_scales(b.scales, scales);
+    for (int j = 0; j < 16; ++j) CHECK(int(scales[j]) == j - 8);
+    // Weight 32k + l: bit pair 2 (k % 4) of qs[32 (k / 4) + l] minus 4 unless bit k of hmask[l].
+    for (int i = 0; i < 64; ++i) b.qs[i] = std::uint8_t(29 * i + 7);
+    for (int l = 0; l < 32; ++l) b.hmask[l] = std::uint8_t(13 * l + 5);
+    std::vector<float> w(QK_K);
+    dequantize_row(TensorType::Q3_K, &b, w.data(), QK_K);
+    CHECK(w[0] == -12.0f);   // qs[0] = 7: pair 0 is 3; hmask[0] = 0b101: bit 0 set; 0.5 * -8 * 3
+    CHECK(w[1] == 16.0f);    // qs[1] = 36: pair 0 is 0; hmask[1] = 0b10010: bit 0 clear, q = -4; 0.5 * -8 * -4
+    CHECK(w[17] == 14.0f);   // qs[17] = 244: 0; hmask[17] = 226: bit 0 clear, q = -4; 0.5 * -7 * -4
+    CHECK(w[201] == 4.0f);   // chunk 6: qs[41] = 172, pair 2 is 2; hmask[9] = 122: bit 6 set; 0.5 * 4 * 2
+    CHECK(w[225] == -3.0f);  // chunk 7: qs[33] = 196, pair 3 is 3; hmask[1]: bit 7 clear, q = -1; 0.5 * 6 * -1
+    CHECK(w[240] == 3.5f);   // chunk 7: qs[48] = 119, pair 3 is 1; hmask[16] = 213: bit 7 set; 0.5 * 7 * 1
+    for (int i = 0; i < QK_K; ++i) {
+        const int k = i / 32, l = i % 32;
+        const int q = ((b.qs[32 * (k / 4) + l] >> (2 * (k % 4))) & 3) - ((b.hmask[l] >> k) & 1 ? 0 : 4);
+        REQUIRE(w[i] == 0.5f * float(i / 16 - 8) * float(q));
+    }
+}
+
+TEST_CASE("Q3_K word-wide scale unpacking agrees with the per-index formula") {
+    std::mt19937 rng(43);
+    for (int trial = 0; trial < 20000; ++trial) {
+        std::uint8_t packed[12];
+        std::int8_t unpacked[16];
+        for (auto& b : packed) b = std::uint8_t(rng());
+        q3k_unpack_scales(packed, unpacked);
+        for (int j = 0; j < 16; ++j) {
+            const int low = j < 8 ? packed[j] & 0x0f : packed[j - 8] >> 4;
+            const int top = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+            REQUIRE(int(unpacked[j]) == (low | top << 4) - 32);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Q5_K dequantization of a hand-built block
 
 TEST_CASE("Q5_K dequantization of a hand-built block") {
@@ -344,6 +391,26 @@ TEST_CASE("Q4_K quantizer: hand-made input round-trips to hand-checked values") 
     }
 }
 
+TEST_CASE("Q3_K quantizer: hand-made input round-trips exactly") {
+    // Sub-block j holds s * q with s = j % 4 + 1 and q in -4..3, q = -4 first: make_q3_quants
+    // fits each with scale s exactly (its sums are small integers), the largest, 4, maps to -32,
+    // so d = fp16(4 / -32) = -0.125 exactly and the 6-bit scales are -8 s: d * scale = s.
+    std::vector<float> x(QK_K);
+    for (int i = 0; i < QK_K; ++i) {
+        const int q = i % 16 == 0 ? -4 : (i * 5) % 8 - 4;
+        x[i] = float((i / 16) % 4 + 1) * float(q);
+    }
+    BlockQ3K b;
+    quantize_row_q3_k(x.data(), &b, QK_K);
+    CHECK(fp16_to_f32(b.d) == -0.125f);
+    std::int8_t scales[16];
+    q3k_unpack_scales(b.scales, scales);
+    for (int j = 0; j < 16; ++j) CHECK(int(scales[j]) == -8 * (j % 4 + 1));
+    std::vector<float> w(QK_K);
+    dequantize_row(TensorType::Q3_K, &b, w.data(), QK_K);
+    for (int i = 0; i < QK_K; ++i) REQUIRE(w[i] == x[i]);
+}
+
 TEST_CASE("Q5_K quantizer: hand-made input round-trips to hand-checked values") {
     // Even sub-blocks hold 0..31, odd ones -16..15: make_qkx2_quants fits both with error 0,
     // scale 1 and min 0 (even) or 16 (odd). Then every 6-bit scale is 63, every odd min 63,
@@ -402,19 +469,23 @@ TEST_CASE("quantizers: zero rows give zero blocks") {
     quantize_row_q5_k(x.data(), &q5, QK_K);
     dequantize_row(TensorType::Q5_K, &q5, w.data(), QK_K);
     for (float v : w) REQUIRE(v == 0.0f);
+    BlockQ3K q3;
+    quantize_row_q3_k(x.data(), &q3, QK_K);
+    dequantize_row(TensorType::Q3_K, &q3, w.data(), QK_K);
+    for (float v : w) REQUIRE(v == 0.0f);
 }
 
 // Measured on these rows (16 rows of 4096 gaussian values, sigma 0.02 to 7.5), worst row:
-// Q4_K 0.0732, Q5_K 0.0367, Q6_K 0.0184, Q8_0 0.0055 (RMSE / RMS). The bounds leave ~10% headroom; a
-// broken fit or a wrong bit layout lands far above them.
+// Q3_K 0.155, Q4_K 0.0732, Q5_K 0.0367, Q6_K 0.0184, Q8_0 0.0055 (RMSE / RMS). The bounds
+// leave ~10% headroom; a broken fit or a wrong bit layout lands far above them.
 TEST_CASE("quantize then dequantize gaussian rows: RMSE relative to row RMS") {
     const std::int64_t n = 4096;
     struct Case {
         TensorType type;
         double bound;
     };
-    for (const Case c : {Case{TensorType::Q4_K, 0.080}, Case{TensorType::Q5_K, 0.040}, Case{TensorType::Q6_K, 0.020},
-                         Case{TensorType::Q8_0, 0.0061}}) {
+    for (const Case c : {Case{TensorType::Q3_K, 0.17}, Case{TensorType::Q4_K, 0.080}, Case{TensorType::Q5_K, 0.040},
+                         Case{TensorType::Q6_K, 0.020}, Case{TensorType::Q8_0, 0.0061}}) {
         double worst = 0, total = 0;
         for (std::uint32_t row = 0; row < 16; ++row) {
             const auto x = gaussian(std::size_t(n), 100 + row, 0.02f + 0.5f * float(row));
@@ -462,6 +533,11 @@ TEST_CASE("reference dot products equal dequantize-then-multiply") {
     const double e4 = dequant_dot(TensorType::Q4_K, w4, a, n);
     CHECK(dot_q4k_q8k(n, w4.data(), a.data()) == doctest::Approx(e4).epsilon(1e-5));
 
+    std::vector<BlockQ3K> w3(std::size_t(n / QK_K));
+    quantize_row_q3_k(wx.data(), w3.data(), n);
+    const double e3 = dequant_dot(TensorType::Q3_K, w3, a, n);
+    CHECK(dot_q3k_q8k(n, w3.data(), a.data()) == doctest::Approx(e3).epsilon(1e-5));
+
     std::vector<BlockQ5K> w5(std::size_t(n / QK_K));
     quantize_row_q5_k(wx.data(), w5.data(), n);
     const double e5 = dequant_dot(TensorType::Q5_K, w5, a, n);
@@ -490,6 +566,7 @@ TEST_CASE("reference dot products equal dequantize-then-multiply") {
     CHECK(std::abs(e4 - exact) < 0.36 * std::sqrt(double(n)));
     CHECK(std::abs(e6 - exact) < 0.08 * std::sqrt(double(n)));
     CHECK(std::abs(e5 - exact) < 0.18 * std::sqrt(double(n)));  // per-weight error RMS ~0.04
+    CHECK(std::abs(e3 - exact) < 0.62 * std::sqrt(double(n)));  // ~0.155
 }
 
 TEST_CASE("reference float dot products") {

@@ -8,6 +8,17 @@ namespace smol {
 inline constexpr int QK_K = 256;  // weights per super-block of the k-quants
 inline constexpr int QK8_0 = 32;
 
+// 3.4375 bits per weight: sixteen sub-blocks of 16 with signed 6-bit scales. A quant (-4..3) is
+// two low bits in qs and a third bit in hmask that, clear, subtracts 4: weight 32k + l of chunk
+// k = 0..7 has bit pair 2 (k % 4) of qs[32 (k / 4) + l] and bit k of hmask[l].
+struct BlockQ3K {
+    std::uint8_t hmask[QK_K / 8];  // third bits
+    std::uint8_t qs[QK_K / 4];     // low two bits
+    std::uint8_t scales[12];       // 6-bit scales stored + 32, packed (q3k_unpack_scales)
+    std::uint16_t d;               // fp16 super-block scale
+};
+static_assert(sizeof(BlockQ3K) == 110);
+
 // 4.5 bits per weight: eight sub-blocks of 32 with 6-bit scales and mins.
 struct BlockQ4K {
     std::uint16_t d;      // fp16 super-block scale for the scales

@@ -106,8 +106,49 @@ struct Q5KDecode {
     }
 };
 
+// ---------------------------------------------------------------------------------------------
+// Q3_K: Q6_K's halves (kernels_avx512.hpp, q6k_block_dot) with 3-bit quants used unsigned
+// (0..7, the AVX2 tiles' q3k_offset takes the -4 out). Half h's 32 qs bytes hold weights
+// 128h..128h+63 in bit pairs 0 and 1 and weights 128h+64..128h+127 in pairs 2 and 3; chunk
+// k = 4h + j (32 weights) takes bit k of the hmask bytes as its third bit.
+
+struct Q3KDecode {
+    using Weight = BlockQ3K;
+    using Sums = avx2_kquant::ScaleSums;
+    detail::Q6KScalePickers pickers;
+    SMOL_TARGET_AVX512 Q3KDecode() {}
+
+    // 64 weights from 128h + 64p, unsigned: bit pairs 2p and 2p + 1 of `bits` (half h's qs in
+    // both 256-bit halves) plus 4 where the chunk's bit of `high` (the hmask, likewise) is set.
+    SMOL_TARGET_AVX512 static __m512i quants(__m512i bits, __m512i high, int h, int p) {
+        const __m512i shifts = _mm512_inserti64x4(_mm512_set1_epi16(short(4 * p)), _mm256_set1_epi16(short(4 * p + 2)), 1);
+        const __m512i low = _mm512_and_si512(_mm512_srlv_epi16(bits, shifts), _mm512_set1_epi8(0x03));
+        const int k = 4 * h + 2 * p;  // the chunk in the lower 256 bits; k + 1 in the upper
+        const __mmask64 third = _mm512_test_epi8_mask(high, halves_epi8(1 << k, 1 << (k + 1)));
+        return _mm512_mask_add_epi8(low, third, low, _mm512_set1_epi8(4));
+    }
+
+    SMOL_TARGET_AVX512 Sums sums(const BlockQ3K& wb, const BlockQ8K& ab) const {
+        const __m128i scale_bytes = avx2_kquant::q3k_scales(wb);
+        const __m512i scales_x4 = _mm512_broadcast_i32x4(scale_bytes);
+        const __m512i high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.hmask)));
+        __m512i sumi = _mm512_setzero_si512();
+        for (int h = 0; h < 2; ++h) {
+            const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * h)));
+            const __m512i dots0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), quants(bits, high, h, 0), _mm512_loadu_si512(ab.qs + 128 * h));
+            const __m512i dots1 =
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), quants(bits, high, h, 1), _mm512_loadu_si512(ab.qs + 128 * h + 64));
+            const __m512i scales = _mm512_srai_epi16(_mm512_shuffle_epi8(scales_x4, pickers.half[h]), 8);
+            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_packs_epi32(dots0, dots1), scales));
+        }
+        const __m256i offset = avx2_kquant::q3k_offset(_mm256_cvtepi8_epi16(scale_bytes), avx2::q8k_bsums(ab));
+        return {_mm256_sub_epi32(detail::fold_to_256(sumi), offset)};
+    }
+};
+
 }  // namespace kquant_detail
 
+inline constexpr DotTileFn q3k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q3KDecode>>;
 inline constexpr DotTileFn q5k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q5KDecode>>;
 
 }  // namespace smol::kernels_avx512

@@ -1,7 +1,8 @@
 #pragma once
 // Weight quantizers: float rows to k-quant and Q8_0 blocks with ggml's reference algorithms
-// (make_qkx2_quants for Q4_K/Q5_K scales and mins, make_qx_quants for Q6_K), so a model written by
-// smol's synthesis tool quantizes the way llama.cpp's quantize tool would without an imatrix.
+// (make_qkx2_quants for Q4_K/Q5_K scales and mins, make_q3_quants for Q3_K, make_qx_quants for
+// Q6_K), so a model written by smol's synthesis tool quantizes the way llama.cpp's quantize tool
+// would without an imatrix.
 
 #include <algorithm>
 #include <cmath>
@@ -140,6 +141,57 @@ inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) {
     return scale;
 }
 
+// Symmetric fit x ~ scale * L, L in [-nmax, nmax-1], weighting by x^2: starts from the scale
+// that maps the largest magnitude to -nmax, then (up to 5 rounds) moves single quants wherever
+// that raises the fit's sumlx^2 / suml2. Returns the scale; L gets l + nmax (0..2 nmax - 1).
+inline float make_q3_quants(int n, int nmax, const float* x, std::int8_t* L) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; ++i) {
+        const float ax = std::fabs(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < kGroupMaxEps) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        return 0.0f;
+    }
+    const float iscale = -float(nmax) / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        const int l = std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i])));
+        L[i] = std::int8_t(l);
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * float(l);
+        suml2 += w * float(l) * float(l);
+    }
+    for (int round = 0; round < 5; ++round) {
+        int changed = 0;
+        for (int i = 0; i < n; ++i) {
+            const float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * float(L[i]);
+            if (slx > 0) {
+                float sl2 = suml2 - w * float(L[i]) * float(L[i]);
+                const int l = std::max(-nmax, std::min(nmax - 1, nearest_int(x[i] * sl2 / slx)));
+                if (l != L[i]) {
+                    slx += w * x[i] * float(l);
+                    sl2 += w * float(l) * float(l);
+                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = std::int8_t(l);
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++changed;
+                    }
+                }
+            }
+        }
+        if (changed == 0) break;
+    }
+    for (int i = 0; i < n; ++i) L[i] = std::int8_t(L[i] + nmax);
+    return sumlx / suml2;
+}
+
 // Q4_K and Q5_K scale/min bytes: 6-bit scale ls and min lm of sub-block j (0..7), packed as
 // q4k_scale_min() unpacks them. scales must start zeroed.
 inline void pack_scale_min_k4(int j, int ls, int lm, std::uint8_t* scales) {
@@ -196,6 +248,61 @@ inline void quantize_row_q4_k(const float* x, BlockQ4K* out, std::int64_t n) {  
         for (int chunk = 0; chunk < 4; ++chunk)
             for (int l = 0; l < 32; ++l)
                 y.qs[32 * chunk + l] = std::uint8_t(L[64 * chunk + l] | (L[64 * chunk + 32 + l] << 4));
+    }
+}
+
+// ggml's quantize_row_q3_K_ref: make_q3_quants per sub-block of 16, the scale of largest
+// magnitude mapped to -32 so the 6-bit scales land in [-32, 31], then requantized against the
+// stored scales.
+inline void quantize_row_q3_k(const float* x, BlockQ3K* out, std::int64_t n) {  // x: [n]
+    using namespace quantize_detail;
+    if (n % QK_K != 0) fail("quantize_row_q3_k: row length must be a multiple of ", QK_K, ", got ", n);
+    for (std::int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
+        BlockQ3K& y = out[b];
+        std::int8_t L[QK_K];  // q + 4, in [0, 7]
+        float scales[QK_K / 16];
+        float max_scale = 0, amax = 0;
+        for (int j = 0; j < QK_K / 16; ++j) {
+            scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+            if (std::fabs(scales[j]) > amax) {
+                amax = std::fabs(scales[j]);
+                max_scale = scales[j];
+            }
+        }
+        std::memset(y.scales, 0, sizeof(y.scales));
+        if (max_scale != 0.0f) {
+            const float iscale = -32.0f / max_scale;
+            for (int j = 0; j < QK_K / 16; ++j) {
+                const int l = std::max(-32, std::min(31, nearest_int(iscale * scales[j]))) + 32;
+                y.scales[j % 8] |= std::uint8_t((l & 0x0f) << (j < 8 ? 0 : 4));
+                y.scales[8 + j % 4] |= std::uint8_t((l >> 4) << (2 * (j / 4)));
+            }
+            y.d = f32_to_fp16(1.0f / iscale);
+        } else {
+            y.d = f32_to_fp16(0.0f);
+        }
+        std::int8_t stored[16];
+        q3k_unpack_scales(y.scales, stored);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d = fp16_to_f32(y.d) * float(stored[j]);
+            if (d == 0.0f) continue;
+            for (int i = 0; i < 16; ++i) {
+                const int l = nearest_int(x[16 * j + i] / d);
+                L[16 * j + i] = std::int8_t(std::max(-4, std::min(3, l)) + 4);
+            }
+        }
+        // The third bit of weight 32k + l goes to bit k of hmask[l], the low two bits to qs.
+        std::memset(y.hmask, 0, sizeof(y.hmask));
+        for (int i = 0; i < QK_K; ++i)
+            if (L[i] > 3) {
+                y.hmask[i % 32] |= std::uint8_t(1 << (i / 32));
+                L[i] = std::int8_t(L[i] - 4);
+            }
+        for (int half = 0; half < 2; ++half)
+            for (int l = 0; l < 32; ++l) {
+                const std::int8_t* Lh = L + 128 * half;
+                y.qs[32 * half + l] = std::uint8_t(Lh[l] | (Lh[l + 32] << 2) | (Lh[l + 64] << 4) | (Lh[l + 96] << 6));
+            }
     }
 }
 
@@ -311,6 +418,7 @@ inline void quantize_row(TensorType type, const float* x, void* out, std::int64_
             return;
         }
         case TensorType::Q8_0: quantize_row_q8_0(x, static_cast<BlockQ8_0*>(out), n); return;
+        case TensorType::Q3_K: quantize_row_q3_k(x, static_cast<BlockQ3K*>(out), n); return;
         case TensorType::Q4_K: quantize_row_q4_k(x, static_cast<BlockQ4K*>(out), n); return;
         case TensorType::Q5_K: quantize_row_q5_k(x, static_cast<BlockQ5K*>(out), n); return;
         case TensorType::Q6_K: quantize_row_q6_k(x, static_cast<BlockQ6K*>(out), n); return;

@@ -80,6 +80,37 @@ inline void q5k_unpack_quants(const BlockQ5K& block, std::uint8_t* q) {  // q: [
         }
 }
 
+// The 16 signed scales of a Q3_K block (-32..31) from its 12 packed bytes, with word-wide masks
+// as ggml unpacks them: byte j < 8 holds the low four bits of scale j (low nibble) and of scale
+// j + 8 (high nibble); byte 8 + i the top two bits of scales i, i + 4, i + 8 and i + 12 in its bit
+// pairs 0-1, 2-3, 4-5 and 6-7. Scales are stored offset by 32.
+inline void q3k_unpack_scales(const std::uint8_t* packed, std::int8_t* out) {  // packed: [12], out: [16]
+    std::uint32_t a, b, top;  // bytes 0-3, 4-7, 8-11
+    std::memcpy(&a, packed, 4);
+    std::memcpy(&b, packed + 4, 4);
+    std::memcpy(&top, packed + 8, 4);
+    const std::uint32_t four = 0x0f0f0f0fu, two = 0x03030303u;
+    const std::uint32_t words[4] = {
+        (a & four) | (((top >> 0) & two) << 4),         // scales 0-3
+        (b & four) | (((top >> 2) & two) << 4),         // scales 4-7
+        ((a >> 4) & four) | (((top >> 4) & two) << 4),  // scales 8-11
+        ((b >> 4) & four) | (((top >> 6) & two) << 4),  // scales 12-15
+    };
+    std::uint8_t stored[16];
+    std::memcpy(stored, words, 16);
+    for (int j = 0; j < 16; ++j) out[j] = std::int8_t(stored[j] - 32);
+}
+
+// The 256 signed quants of a Q3_K block (-4..3), in weight order (the layout at BlockQ3K).
+inline void q3k_unpack_quants(const BlockQ3K& block, std::int8_t* q) {  // q: [QK_K]
+    for (int k = 0; k < 8; ++k)
+        for (int l = 0; l < 32; ++l) {
+            const int low = (block.qs[32 * (k / 4) + l] >> (2 * (k % 4))) & 3;
+            const int third = (block.hmask[l] >> k) & 1;
+            q[32 * k + l] = std::int8_t(low - (third ? 0 : 4));
+        }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dequantization
 
@@ -98,6 +129,21 @@ inline void dequantize_row_q4_k(const BlockQ4K* blocks, float* out, std::int64_t
             for (int l = 0; l < 32; ++l) *out++ = d_lo * float(q[l] & 0x0f) - min_lo;
             for (int l = 0; l < 32; ++l) *out++ = d_hi * float(q[l] >> 4) - min_hi;
             q += 32;
+        }
+    }
+}
+
+// ggml's operations: d * scale once per sub-block of 16, then times the quant.
+inline void dequantize_row_q3_k(const BlockQ3K* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const BlockQ3K& block = blocks[b];
+        const float d = fp16_to_f32(block.d);
+        std::int8_t scales[16], q[QK_K];
+        q3k_unpack_scales(block.scales, scales);
+        q3k_unpack_quants(block, q);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d_sub = d * float(scales[j]);
+            for (int l = 0; l < 16; ++l) *out++ = d_sub * float(q[16 * j + l]);
         }
     }
 }
@@ -167,6 +213,7 @@ inline void dequantize_row(TensorType type, const void* row, float* out, std::in
         }
         case TensorType::Q8_0: dequantize_row_q8_0(static_cast<const BlockQ8_0*>(row), out, n); return;
         case TensorType::Q4_0: dequantize_row_q4_0(static_cast<const BlockQ4_0*>(row), out, n); return;
+        case TensorType::Q3_K: dequantize_row_q3_k(static_cast<const BlockQ3K*>(row), out, n); return;
         case TensorType::Q4_K: dequantize_row_q4_k(static_cast<const BlockQ4K*>(row), out, n); return;
         case TensorType::Q5_K: dequantize_row_q5_k(static_cast<const BlockQ5K*>(row), out, n); return;
         case TensorType::Q6_K: dequantize_row_q6_k(static_cast<const BlockQ6K*>(row), out, n); return;
@@ -330,6 +377,28 @@ inline float dot_q5k_q8k(std::int64_t n, const BlockQ5K* w, const BlockQ8K* a) {
         const Q4KBlockSums s = q5k_q8k_block_sums(w[b], a[b]);
         sum = q4k_accumulate_block(sum, fp16_to_f32(w[b].d), fp16_to_f32(w[b].dmin), a[b].d, s.dot, s.mins);
     }
+    return sum;
+}
+
+// sum over the 16 sub-blocks of scale_j * (q3 . q8), exact.
+inline std::int32_t q3k_q8k_block_sum(const BlockQ3K& w, const BlockQ8K& a) {
+    std::int8_t scales[16], q[QK_K];
+    q3k_unpack_scales(w.scales, scales);
+    q3k_unpack_quants(w, q);
+    std::int32_t total = 0;
+    for (int j = 0; j < QK_K / 16; ++j) {
+        std::int32_t sub = 0;
+        for (int l = 16 * j; l < 16 * j + 16; ++l) sub += std::int32_t(q[l]) * a.qs[l];
+        total += std::int32_t(scales[j]) * sub;
+    }
+    return total;
+}
+
+// Q3_K takes Q6_K's float step: d * ad * total.
+inline float dot_q3k_q8k(std::int64_t n, const BlockQ3K* w, const BlockQ8K* a) {
+    float sum = 0.0f;
+    for (std::int64_t b = 0; b < n / QK_K; ++b)
+        sum = q6k_accumulate_block(sum, fp16_to_f32(w[b].d), a[b].d, q3k_q8k_block_sum(w[b], a[b]));
     return sum;
 }
 
