@@ -9,10 +9,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "smol/core/half.hpp"
+#include "smol/gguf/reader.hpp"
 #include "smol/quant/quantize.hpp"
 #include "smol/quant/reference.hpp"
 
@@ -358,6 +361,38 @@ TEST_CASE("Q8_0, F16, BF16 and F32 dequantization; unsupported types throw") {
 
     CHECK_THROWS_AS(dequantize_row(TensorType::Q8_1, &b, w, 256), smol::Error);  // an activation format only
     CHECK_THROWS_AS(dequantize_row(TensorType::Q4_K, &b, w, 100), smol::Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Against ggml: tests/data/tiny-quants holds llama.cpp-quantized files and ggml's own
+// dequantization of one tensor of each (README.md there says how they were made).
+
+TEST_CASE("k-quant dequantization equals ggml's, bit for bit, on llama.cpp-quantized tensors") {
+    for (const TensorType type : {TensorType::Q5_K, TensorType::Q3_K}) {
+        const std::string name(type_name(type));
+        CAPTURE(name);
+        const std::string dir = SMOL_TEST_DATA_DIR "/tiny-quants/";
+        const auto file = gguf::File::open(dir + "smollm3-tiny-" + name + ".gguf");
+        const gguf::TensorInfo& t = file.tensor("blk.0.attn_k.weight");
+        REQUIRE(t.type == type);
+        REQUIRE(t.shape == std::vector<std::int64_t>{256, 128});  // [columns, rows]
+        const std::int64_t rows = 128, cols = 256;
+        std::vector<float> expected(std::size_t(rows * cols));
+        std::ifstream in(dir + name + "/blk.0.attn_k.dequant.f32", std::ios::binary);
+        REQUIRE(in.read(reinterpret_cast<char*>(expected.data()), std::streamsize(expected.size() * sizeof(float))));
+        std::vector<float> row(static_cast<std::size_t>(cols));
+        int differing = 0;
+        for (std::int64_t r = 0; r < rows; ++r) {
+            dequantize_row(type, t.data + std::size_t(r) * t.row_bytes(), row.data(), cols);
+            for (std::int64_t c = 0; c < cols; ++c) {
+                const float want = expected[std::size_t(r * cols + c)];
+                if (std::bit_cast<std::uint32_t>(row[std::size_t(c)]) != std::bit_cast<std::uint32_t>(want)) {
+                    if (differing++ < 5) MESSAGE("row ", r, " column ", c, ": smol ", row[std::size_t(c)], ", ggml ", want);
+                }
+            }
+        }
+        CHECK(differing == 0);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
