@@ -226,6 +226,31 @@ TEST_CASE("Q4_K word-wide scale unpacking agrees with the per-index formula") {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Q2_K dequantization of a hand-built block
+
+TEST_CASE("Q2_K dequantization of a hand-built block") {
+    // d = 0.5, dmin = 0.25; sub-block j has scale j (low nibble) and min 15 - j (high nibble).
+    // Weight 32k + l is bit pair 2 (k % 4) of qs[32 (k / 4) + l], with qs[i] = 29 i + 7.
+    BlockQ2K b;
+    b.d = 0x3800;
+    b.dmin = 0x3400;
+    for (int j = 0; j < 16; ++j) b.scales[j] = std::uint8_t(j | (15 - j) << 4);
+    for (int i = 0; i < 64; ++i) b.qs[i] = std::uint8_t(29 * i + 7);
+    std::vector<float> w(QK_K);
+    dequantize_row(TensorType::Q2_K, &b, w.data(), QK_K);
+    CHECK(w[0] == -3.75f);   // qs[0] = 7: pair 0 is 3; 0.5 * 0 * 3 - 0.25 * 15
+    CHECK(w[17] == -3.5f);   // qs[17] = 244: pair 0 is 0; - 0.25 * 14
+    CHECK(w[201] == 11.25f); // chunk 6: qs[41] = 172, pair 2 is 2; 0.5 * 12 * 2 - 0.25 * 3
+    CHECK(w[225] == 20.75f); // chunk 7: qs[33] = 196, pair 3 is 3; 0.5 * 14 * 3 - 0.25 * 1
+    CHECK(w[240] == 7.5f);   // chunk 7: qs[48] = 119, pair 3 is 1; 0.5 * 15 * 1 - 0.25 * 0
+    for (int i = 0; i < QK_K; ++i) {
+        const int k = i / 32, j = i / 16;
+        const int q = (b.qs[32 * (k / 4) + i % 32] >> (2 * (k % 4))) & 3;
+        REQUIRE(w[i] == 0.5f * float(j) * float(q) - 0.25f * float(15 - j));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Q3_K dequantization of a hand-built block
 
 TEST_CASE("Q3_K dequantization of a hand-built block") {
@@ -368,7 +393,7 @@ TEST_CASE("Q8_0, F16, BF16 and F32 dequantization; unsupported types throw") {
 // dequantization of one tensor of each (README.md there says how they were made).
 
 TEST_CASE("k-quant dequantization equals ggml's, bit for bit, on llama.cpp-quantized tensors") {
-    for (const TensorType type : {TensorType::Q5_K, TensorType::Q3_K}) {
+    for (const TensorType type : {TensorType::Q5_K, TensorType::Q3_K, TensorType::Q2_K}) {
         const std::string name(type_name(type));
         CAPTURE(name);
         const std::string dir = SMOL_TEST_DATA_DIR "/tiny-quants/";
@@ -424,6 +449,29 @@ TEST_CASE("Q4_K quantizer: hand-made input round-trips to hand-checked values") 
         const float q = float(i % 16);
         REQUIRE(w[i] == (odd ? 0.999755859375f * q - 7.998046875f : 0.999755859375f * q));
     }
+}
+
+TEST_CASE("Q2_K quantizer: hand-made input round-trips exactly") {
+    // Sub-block j holds 15 (q - o) with q = (3 i + j) % 4 (all of 0..3) and offset o = j % 4:
+    // make_qkx2_quants fits scale 15 and min -15 o up to float rounding, so the largest scale
+    // maps to 15 with d = fp16(15 / 15) = 1, the largest min (45) to 15 with dmin = fp16(3) = 3,
+    // the 4-bit mins are 5 o, and every weight comes back exactly.
+    std::vector<float> x(QK_K);
+    for (int i = 0; i < QK_K; ++i) {
+        const int j = i / 16, q = (3 * i + j) % 4;
+        x[i] = 15.0f * float(q - j % 4);
+    }
+    BlockQ2K b;
+    quantize_row_q2_k(x.data(), &b, QK_K);
+    CHECK(fp16_to_f32(b.d) == 1.0f);
+    CHECK(fp16_to_f32(b.dmin) == 3.0f);
+    for (int j = 0; j < 16; ++j) {
+        CHECK(int(b.scales[j] & 0x0f) == 15);
+        CHECK(int(b.scales[j] >> 4) == 5 * (j % 4));
+    }
+    std::vector<float> w(QK_K);
+    dequantize_row(TensorType::Q2_K, &b, w.data(), QK_K);
+    for (int i = 0; i < QK_K; ++i) REQUIRE(w[i] == x[i]);
 }
 
 TEST_CASE("Q3_K quantizer: hand-made input round-trips exactly") {
@@ -508,18 +556,22 @@ TEST_CASE("quantizers: zero rows give zero blocks") {
     quantize_row_q3_k(x.data(), &q3, QK_K);
     dequantize_row(TensorType::Q3_K, &q3, w.data(), QK_K);
     for (float v : w) REQUIRE(v == 0.0f);
+    BlockQ2K q2;
+    quantize_row_q2_k(x.data(), &q2, QK_K);
+    dequantize_row(TensorType::Q2_K, &q2, w.data(), QK_K);
+    for (float v : w) REQUIRE(v == 0.0f);
 }
 
 // Measured on these rows (16 rows of 4096 gaussian values, sigma 0.02 to 7.5), worst row:
-// Q3_K 0.155, Q4_K 0.0732, Q5_K 0.0367, Q6_K 0.0184, Q8_0 0.0055 (RMSE / RMS). The bounds
-// leave ~10% headroom; a broken fit or a wrong bit layout lands far above them.
+// Q2_K 0.304, Q3_K 0.155, Q4_K 0.0732, Q5_K 0.0367, Q6_K 0.0184, Q8_0 0.0055 (RMSE / RMS). The
+// bounds leave ~10% headroom; a broken fit or a wrong bit layout lands far above them.
 TEST_CASE("quantize then dequantize gaussian rows: RMSE relative to row RMS") {
     const std::int64_t n = 4096;
     struct Case {
         TensorType type;
         double bound;
     };
-    for (const Case c : {Case{TensorType::Q3_K, 0.17}, Case{TensorType::Q4_K, 0.080}, Case{TensorType::Q5_K, 0.040},
+    for (const Case c : {Case{TensorType::Q2_K, 0.33}, Case{TensorType::Q3_K, 0.17}, Case{TensorType::Q4_K, 0.080}, Case{TensorType::Q5_K, 0.040},
                          Case{TensorType::Q6_K, 0.020}, Case{TensorType::Q8_0, 0.0061}}) {
         double worst = 0, total = 0;
         for (std::uint32_t row = 0; row < 16; ++row) {
@@ -568,6 +620,11 @@ TEST_CASE("reference dot products equal dequantize-then-multiply") {
     const double e4 = dequant_dot(TensorType::Q4_K, w4, a, n);
     CHECK(dot_q4k_q8k(n, w4.data(), a.data()) == doctest::Approx(e4).epsilon(1e-5));
 
+    std::vector<BlockQ2K> w2(std::size_t(n / QK_K));
+    quantize_row_q2_k(wx.data(), w2.data(), n);
+    const double e2 = dequant_dot(TensorType::Q2_K, w2, a, n);
+    CHECK(dot_q2k_q8k(n, w2.data(), a.data()) == doctest::Approx(e2).epsilon(1e-5));
+
     std::vector<BlockQ3K> w3(std::size_t(n / QK_K));
     quantize_row_q3_k(wx.data(), w3.data(), n);
     const double e3 = dequant_dot(TensorType::Q3_K, w3, a, n);
@@ -602,6 +659,7 @@ TEST_CASE("reference dot products equal dequantize-then-multiply") {
     CHECK(std::abs(e6 - exact) < 0.08 * std::sqrt(double(n)));
     CHECK(std::abs(e5 - exact) < 0.18 * std::sqrt(double(n)));  // per-weight error RMS ~0.04
     CHECK(std::abs(e3 - exact) < 0.62 * std::sqrt(double(n)));  // ~0.155
+    CHECK(std::abs(e2 - exact) < 1.22 * std::sqrt(double(n)));  // ~0.304
 }
 
 TEST_CASE("reference float dot products") {

@@ -69,6 +69,14 @@ struct Gen {
         b.d = exact ? f32_to_fp16(1.0f / 8) : half_in(-0.01f, 0.01f);
         return b;
     }
+    BlockQ2K q2k() {
+        BlockQ2K b;
+        for (auto& s : b.scales) s = exact ? std::uint8_t(byte() & 0x77) : byte();  // exact: scales and mins below 8
+        for (auto& q : b.qs) q = byte();
+        b.d = exact ? f32_to_fp16(1.0f / 16) : half_in(0.0005f, 0.02f);
+        b.dmin = exact ? f32_to_fp16(1.0f / 32) : half_in(0.0005f, 0.02f);
+        return b;
+    }
     BlockQ3K q3k() {
         BlockQ3K b;
         for (auto& q : b.hmask) q = byte();
@@ -199,12 +207,14 @@ std::vector<std::uint8_t> rows_of(int n_rows, std::int64_t blocks, std::size_t s
 // A random block of each k-quant type, and the reference dot product it is checked against.
 template <class Weight>
 Weight random_block(Gen& gen) {
+    if constexpr (std::is_same_v<Weight, BlockQ2K>) return gen.q2k();
     if constexpr (std::is_same_v<Weight, BlockQ3K>) return gen.q3k();
     if constexpr (std::is_same_v<Weight, BlockQ4K>) return gen.q4k();
     if constexpr (std::is_same_v<Weight, BlockQ5K>) return gen.q5k();
     if constexpr (std::is_same_v<Weight, BlockQ6K>) return gen.q6k();
 }
 
+inline float reference_dot(std::int64_t n, const BlockQ2K* w, const BlockQ8K* a) { return dot_q2k_q8k(n, w, a); }
 inline float reference_dot(std::int64_t n, const BlockQ3K* w, const BlockQ8K* a) { return dot_q3k_q8k(n, w, a); }
 inline float reference_dot(std::int64_t n, const BlockQ4K* w, const BlockQ8K* a) { return dot_q4k_q8k(n, w, a); }
 inline float reference_dot(std::int64_t n, const BlockQ5K* w, const BlockQ8K* a) { return dot_q5k_q8k(n, w, a); }
@@ -248,6 +258,15 @@ TEST_CASE("Q4_K x Q8_K tiles match the reference on every kernel set") {
         CAPTURE(isa_name(isa));
         check_kquant<BlockQ4K>(isa, TensorType::Q4_K, true, 1);
         check_kquant<BlockQ4K>(isa, TensorType::Q4_K, false, 2);
+    }
+}
+
+TEST_CASE("Q2_K x Q8_K tiles match the reference on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_kquant<BlockQ2K>(isa, TensorType::Q2_K, true, 55);
+        check_kquant<BlockQ2K>(isa, TensorType::Q2_K, false, 56);
     }
 }
 
@@ -608,7 +627,7 @@ TEST_CASE("the weight-format table has a tile for every weight type in every com
         CHECK(find_weight_format(format.type) == &format);
     }
     CHECK(find_weight_format(TensorType::Q8_1) == nullptr);  // an activation format, never a weight here
-    CHECK(supported_weight_types() == "Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, F32, F16, BF16");
+    CHECK(supported_weight_types() == "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, F32, F16, BF16");
     CHECK(weight_format(TensorType::Q6_K).activations == ActivationFormat::Q8K);
     CHECK(weight_format(TensorType::Q8_0).activations == ActivationFormat::Q8_0);
     CHECK(weight_format(TensorType::BF16).activations == ActivationFormat::Float);

@@ -8,6 +8,16 @@ namespace smol {
 inline constexpr int QK_K = 256;  // weights per super-block of the k-quants
 inline constexpr int QK8_0 = 32;
 
+// 2.625 bits per weight: sixteen sub-blocks of 16, each with a 4-bit scale and a 4-bit min;
+// quants 0..3, weight 32k + l of chunk k = 0..7 in bit pair 2 (k % 4) of qs[32 (k / 4) + l].
+struct BlockQ2K {
+    std::uint8_t scales[QK_K / 16];  // [sub-block]: scale in the low nibble, min in the high one
+    std::uint8_t qs[QK_K / 4];
+    std::uint16_t d;     // fp16 super-block scale for the scales
+    std::uint16_t dmin;  // fp16 super-block scale for the mins
+};
+static_assert(sizeof(BlockQ2K) == 84);
+
 // 3.4375 bits per weight: sixteen sub-blocks of 16 with signed 6-bit scales. A quant (-4..3) is
 // two low bits in qs and a third bit in hmask that, clear, subtracts 4: weight 32k + l of chunk
 // k = 0..7 has bit pair 2 (k % 4) of qs[32 (k / 4) + l] and bit k of hmask[l].

@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/kernel_api.hpp"
@@ -160,9 +162,37 @@ struct Q5KDecode {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Q3_K x Q8_K: Q6_K's shape (16 sub-blocks of 16, signed scales, halves of 128 weights). The
-// quants are used unsigned, u = low two bits + 4 * third bit (0..7) = q + 4, and the offset is
-// taken out once per block as 4 * sum_j scale_j * bsum_j.
+// Q3_K and Q2_K x Q8_K: Q6_K's shape (16 sub-blocks of 16, halves of 128 weights). Both keep a
+// quant's two low bits in qs: weight 32k + l (chunk k = 0..7) in bit pair 2 (k % 4) of
+// qs[32 (k / 4) + l].
+
+// Chunk k's two low bits of every weight (0..3).
+template <int k>
+inline __m256i low_bit_pairs(const std::uint8_t* qs) {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (k / 4)));
+    return _mm256_and_si256(_mm256_srli_epi16(bits, 2 * (k % 4)), _mm256_set1_epi8(0x03));
+}
+
+// Sum over the 16 sub-blocks of scale_j * (u . a) for unsigned quants u, as 8 i32 partial sums.
+// quants(std::integral_constant<int, k>) gives chunk k's 32 quants; scales16: the 16 scales as
+// i16. Chunk k meets sub-block scales 2k and 2k + 1 the way q6k_block_dot picks them.
+template <class Quants>
+inline __m256i sixteen_scale_dots(const BlockQ8K& ab, __m256i scales16, Quants quants) {
+    const __m256i halves[2] = {_mm256_permute2x128_si256(scales16, scales16, 0x00),   // scales 0-7 twice
+                               _mm256_permute2x128_si256(scales16, scales16, 0x11)};  // scales 8-15 twice
+    __m256i sum = _mm256_setzero_si256();
+    const auto chunk = [&]<int k>(std::integral_constant<int, k> index) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * k));
+        const __m256i scales = _mm256_shuffle_epi8(halves[k / 4], avx2::q6k_scale_picker(k % 4));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(quants(index), a), scales));
+    };
+    [&]<int... k>(std::integer_sequence<int, k...>) { (chunk(std::integral_constant<int, k>{}), ...); }(
+        std::make_integer_sequence<int, 8>{});
+    return sum;
+}
+
+// Q3_K: signed scales and quants -4..3, used unsigned as u = low two bits + 4 * third bit (0..7)
+// = q + 4; the offset comes out once per block as 4 * sum_j scale_j * bsum_j.
 
 // The block's 16 signed scales as i8, unpacked as q3k_unpack_scales() does: the 12 scale bytes are
 // the top of a 16-byte load that ends with them (the 4 bytes before are qs, dropped).
@@ -176,17 +206,6 @@ inline __m128i q3k_scales(const BlockQ3K& wb) {
     return _mm_sub_epi8(_mm_or_si128(low, high), _mm_set1_epi8(32));
 }
 
-// Chunk k (32 weights: sub-blocks 2k and 2k + 1) of scale_j * (u . a), as 8 i32 partial sums.
-// high: the 32 hmask bytes; half_scales: the i16 scales of this chunk's half in both lanes.
-template <int k>
-inline __m256i q3k_chunk_dot(const BlockQ3K& wb, const BlockQ8K& ab, __m256i high, __m256i half_scales) {
-    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * (k / 4)));
-    const __m256i low = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * (k % 4)), _mm256_set1_epi8(0x03));
-    const __m256i u = _mm256_or_si256(low, move_bit<k, 2>(high));
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * k));
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_shuffle_epi8(half_scales, avx2::q6k_scale_picker(k % 4)));
-}
-
 // The offset the unsigned quants add: 4 * sum_j scale_j * bsum_j, as 8 i32 partial sums.
 inline __m256i q3k_offset(__m256i scales16, __m256i bsums) {
     return _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 2);
@@ -198,15 +217,25 @@ struct Q3KDecode {
     static Sums sums(const BlockQ3K& wb, const BlockQ8K& ab) {
         const __m256i scales16 = _mm256_cvtepi8_epi16(q3k_scales(wb));
         const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.hmask));
-        const __m256i first = _mm256_permute2x128_si256(scales16, scales16, 0x00);  // scales 0-7 twice
-        const __m256i second = _mm256_permute2x128_si256(scales16, scales16, 0x11);  // scales 8-15 twice
-        const __m256i half0 = _mm256_add_epi32(
-            _mm256_add_epi32(q3k_chunk_dot<0>(wb, ab, high, first), q3k_chunk_dot<1>(wb, ab, high, first)),
-            _mm256_add_epi32(q3k_chunk_dot<2>(wb, ab, high, first), q3k_chunk_dot<3>(wb, ab, high, first)));
-        const __m256i half1 = _mm256_add_epi32(
-            _mm256_add_epi32(q3k_chunk_dot<4>(wb, ab, high, second), q3k_chunk_dot<5>(wb, ab, high, second)),
-            _mm256_add_epi32(q3k_chunk_dot<6>(wb, ab, high, second), q3k_chunk_dot<7>(wb, ab, high, second)));
-        return {_mm256_sub_epi32(_mm256_add_epi32(half0, half1), q3k_offset(scales16, avx2::q8k_bsums(ab)))};
+        const __m256i dots = sixteen_scale_dots(ab, scales16, [&]<int k>(std::integral_constant<int, k>) {
+            return _mm256_or_si256(low_bit_pairs<k>(wb.qs), move_bit<k, 2>(high));  // chunk k's third bit: bit k
+        });
+        return {_mm256_sub_epi32(dots, q3k_offset(scales16, avx2::q8k_bsums(ab)))};
+    }
+};
+
+// Q2_K: unsigned 4-bit scales and mins, quants 0..3; the mins meet the bsums directly.
+struct Q2KDecode {
+    using Weight = BlockQ2K;
+    using Sums = ScaleMinSums8;
+    static Sums sums(const BlockQ2K& wb, const BlockQ8K& ab) {
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales));  // [j]: scale | min << 4
+        const __m128i low4 = _mm_set1_epi8(0x0f);
+        const __m256i scales16 = _mm256_cvtepu8_epi16(_mm_and_si128(packed, low4));
+        const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low4));
+        const __m256i dots =
+            sixteen_scale_dots(ab, scales16, [&]<int k>(std::integral_constant<int, k>) { return low_bit_pairs<k>(wb.qs); });
+        return {dots, _mm256_madd_epi16(mins16, avx2::q8k_bsums(ab))};
     }
 };
 
@@ -214,6 +243,7 @@ struct Q3KDecode {
 
 // Decode kernels; a tile of a few columns (smol's matmul asks for one only where a type has no
 // GEMM) takes them one at a time.
+inline constexpr DotTileFn q2k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q2KDecode>>;
 inline constexpr DotTileFn q3k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q3KDecode>>;
 inline constexpr DotTileFn q5k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q5KDecode>>;
 

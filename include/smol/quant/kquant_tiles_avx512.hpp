@@ -107,47 +107,86 @@ struct Q5KDecode {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Q3_K: Q6_K's halves (kernels_avx512.hpp, q6k_block_dot) with 3-bit quants used unsigned
-// (0..7, the AVX2 tiles' q3k_offset takes the -4 out). Half h's 32 qs bytes hold weights
-// 128h..128h+63 in bit pairs 0 and 1 and weights 128h+64..128h+127 in pairs 2 and 3; chunk
-// k = 4h + j (32 weights) takes bit k of the hmask bytes as its third bit.
+// Q3_K and Q2_K: Q6_K's halves (kernels_avx512.hpp, q6k_block_dot) with quants used unsigned.
+// Half h's 32 qs bytes hold the two low bits of weights 128h..128h+63 in bit pairs 0 and 1 and
+// of weights 128h+64..128h+127 in pairs 2 and 3.
 
+// The low two bits of the 64 weights from 128h + 64p: bit pairs 2p (lower 256 bits) and 2p + 1
+// (upper) of `bits`, half h's qs bytes in both 256-bit halves.
+SMOL_TARGET_AVX512 inline __m512i low_bit_pairs(__m512i bits, int p) {
+    const __m512i shifts = _mm512_inserti64x4(_mm512_set1_epi16(short(4 * p)), _mm256_set1_epi16(short(4 * p + 2)), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(bits, shifts), _mm512_set1_epi8(0x03));
+}
+
+// Sum over the 16 sub-blocks of scale_j * (u . a) for unsigned quants u, as 8 i32 partial sums:
+// quants(bits, h, p) gives the 64 quants from 128h + 64p; scale_bytes: the 16 signed scales.
+template <class Quants>
+SMOL_TARGET_AVX512 inline __m256i sixteen_scale_dots(const std::uint8_t* qs, const BlockQ8K& ab, __m128i scale_bytes,
+                                                     const detail::Q6KScalePickers& pickers, const Quants& quants) {
+    const __m512i scales_x4 = _mm512_broadcast_i32x4(scale_bytes);
+    __m512i sumi = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+        const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h)));
+        const __m512i dots0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), quants(bits, h, 0), _mm512_loadu_si512(ab.qs + 128 * h));
+        const __m512i dots1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), quants(bits, h, 1), _mm512_loadu_si512(ab.qs + 128 * h + 64));
+        const __m512i scales = _mm512_srai_epi16(_mm512_shuffle_epi8(scales_x4, pickers.half[h]), 8);
+        sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_packs_epi32(dots0, dots1), scales));
+    }
+    return detail::fold_to_256(sumi);
+}
+
+// Q3_K: chunk k = 4h + 2p (lower 256 bits) and k + 1 (upper) take bit k, k + 1 of the hmask bytes
+// as their third bit, adding 4 (quants 0..7; the AVX2 tiles' q3k_offset takes the -4 out).
 struct Q3KDecode {
     using Weight = BlockQ3K;
     using Sums = avx2_kquant::ScaleSums;
     detail::Q6KScalePickers pickers;
     SMOL_TARGET_AVX512 Q3KDecode() {}
 
-    // 64 weights from 128h + 64p, unsigned: bit pairs 2p and 2p + 1 of `bits` (half h's qs in
-    // both 256-bit halves) plus 4 where the chunk's bit of `high` (the hmask, likewise) is set.
-    SMOL_TARGET_AVX512 static __m512i quants(__m512i bits, __m512i high, int h, int p) {
-        const __m512i shifts = _mm512_inserti64x4(_mm512_set1_epi16(short(4 * p)), _mm256_set1_epi16(short(4 * p + 2)), 1);
-        const __m512i low = _mm512_and_si512(_mm512_srlv_epi16(bits, shifts), _mm512_set1_epi8(0x03));
-        const int k = 4 * h + 2 * p;  // the chunk in the lower 256 bits; k + 1 in the upper
-        const __mmask64 third = _mm512_test_epi8_mask(high, halves_epi8(1 << k, 1 << (k + 1)));
-        return _mm512_mask_add_epi8(low, third, low, _mm512_set1_epi8(4));
-    }
+    // (Functors, not lambdas: a lambda's call operator would lack SMOL_TARGET_AVX512.)
+    struct Quants {
+        __m512i high;  // the hmask bytes in both 256-bit halves
+        SMOL_TARGET_AVX512 __m512i operator()(__m512i bits, int h, int p) const {
+            const __m512i low = low_bit_pairs(bits, p);
+            const int k = 4 * h + 2 * p;
+            const __mmask64 third = _mm512_test_epi8_mask(high, halves_epi8(1 << k, 1 << (k + 1)));
+            return _mm512_mask_add_epi8(low, third, low, _mm512_set1_epi8(4));
+        }
+    };
 
     SMOL_TARGET_AVX512 Sums sums(const BlockQ3K& wb, const BlockQ8K& ab) const {
         const __m128i scale_bytes = avx2_kquant::q3k_scales(wb);
-        const __m512i scales_x4 = _mm512_broadcast_i32x4(scale_bytes);
-        const __m512i high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.hmask)));
-        __m512i sumi = _mm512_setzero_si512();
-        for (int h = 0; h < 2; ++h) {
-            const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * h)));
-            const __m512i dots0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), quants(bits, high, h, 0), _mm512_loadu_si512(ab.qs + 128 * h));
-            const __m512i dots1 =
-                _mm512_dpbusd_epi32(_mm512_setzero_si512(), quants(bits, high, h, 1), _mm512_loadu_si512(ab.qs + 128 * h + 64));
-            const __m512i scales = _mm512_srai_epi16(_mm512_shuffle_epi8(scales_x4, pickers.half[h]), 8);
-            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_packs_epi32(dots0, dots1), scales));
-        }
+        const Quants quants{_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.hmask)))};
+        const __m256i dots = sixteen_scale_dots(wb.qs, ab, scale_bytes, pickers, quants);
         const __m256i offset = avx2_kquant::q3k_offset(_mm256_cvtepi8_epi16(scale_bytes), avx2::q8k_bsums(ab));
-        return {_mm256_sub_epi32(detail::fold_to_256(sumi), offset)};
+        return {_mm256_sub_epi32(dots, offset)};
+    }
+};
+
+// Q2_K: quants 0..3 as they are; unsigned 4-bit scales (picked and sign-extended as Q6_K's, which
+// leaves them unchanged) and mins, which meet the bsums in the AVX2 way.
+struct Q2KDecode {
+    using Weight = BlockQ2K;
+    using Sums = avx2_kquant::ScaleMinSums8;
+    detail::Q6KScalePickers pickers;
+    SMOL_TARGET_AVX512 Q2KDecode() {}
+
+    struct Quants {
+        SMOL_TARGET_AVX512 __m512i operator()(__m512i bits, int, int p) const { return low_bit_pairs(bits, p); }
+    };
+
+    SMOL_TARGET_AVX512 Sums sums(const BlockQ2K& wb, const BlockQ8K& ab) const {
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales));  // [j]: scale | min << 4
+        const __m128i low4 = _mm_set1_epi8(0x0f);
+        const __m256i dots = sixteen_scale_dots(wb.qs, ab, _mm_and_si128(packed, low4), pickers, Quants{});
+        const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low4));
+        return {dots, _mm256_madd_epi16(mins16, avx2::q8k_bsums(ab))};
     }
 };
 
 }  // namespace kquant_detail
 
+inline constexpr DotTileFn q2k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q2KDecode>>;
 inline constexpr DotTileFn q3k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q3KDecode>>;
 inline constexpr DotTileFn q5k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q5KDecode>>;
 

@@ -1,8 +1,8 @@
 #pragma once
 // Weight quantizers: float rows to k-quant and Q8_0 blocks with ggml's reference algorithms
-// (make_qkx2_quants for Q4_K/Q5_K scales and mins, make_q3_quants for Q3_K, make_qx_quants for
-// Q6_K), so a model written by smol's synthesis tool quantizes the way llama.cpp's quantize tool
-// would without an imatrix.
+// (make_qkx2_quants for Q2_K/Q4_K/Q5_K scales and mins, make_q3_quants for Q3_K, make_qx_quants
+// for Q6_K), so a model written by smol's synthesis tool quantizes the way llama.cpp's quantize
+// tool would without an imatrix.
 
 #include <algorithm>
 #include <cmath>
@@ -21,10 +21,18 @@ namespace quantize_detail {
 
 inline constexpr float kGroupMaxEps = 1e-15f;
 
+// How make_qkx2_quants weighs a weight's error when it compares candidate fits.
+enum class FitError { squared, absolute };
+
 // Fits x ~ scale * L + min with L in [0, nmax] and min <= 0 by weighted least squares, trying
-// nstep+1 candidate scales around nmax/(max-min). Returns the scale; *neg_min = -min >= 0.
+// nstep+1 candidate scales around nmax/(max-min) and keeping the one of least weighted error
+// (squared, or absolute as Q2_K asks). Returns the scale; *neg_min = -min >= 0.
 inline float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, std::uint8_t* L,
-                              float* neg_min, std::uint8_t* Laux, float rmin, float rdelta, int nstep) {
+                              float* neg_min, std::uint8_t* Laux, float rmin, float rdelta, int nstep,
+                              FitError fit_error) {
+    const auto weighted_error = [fit_error](float w, float diff) {
+        return fit_error == FitError::absolute ? w * std::fabs(diff) : w * diff * diff;
+    };
     float min = x[0], max = x[0];
     float sum_w = weights[0];
     float sum_x = sum_w * x[0];
@@ -47,8 +55,7 @@ inline float make_qkx2_quants(int n, int nmax, const float* x, const float* weig
     for (int i = 0; i < n; ++i) {
         const int l = nearest_int(iscale * (x[i] - min));
         L[i] = std::uint8_t(std::max(0, std::min(nmax, l)));
-        const float diff = scale * float(L[i]) + min - x[i];
-        best_error += weights[i] * diff * diff;
+        best_error += weighted_error(weights[i], scale * float(L[i]) + min - x[i]);
     }
     if (nstep < 1) {
         *neg_min = -min;
@@ -75,10 +82,7 @@ inline float make_qkx2_quants(int n, int nmax, const float* x, const float* weig
                 this_scale = sum_xl / sum_l2;
             }
             float cur_error = 0;
-            for (int i = 0; i < n; ++i) {
-                const float diff = this_scale * float(Laux[i]) + this_min - x[i];
-                cur_error += weights[i] * diff * diff;
-            }
+            for (int i = 0; i < n; ++i) cur_error += weighted_error(weights[i], this_scale * float(Laux[i]) + this_min - x[i]);
             if (cur_error < best_error) {
                 std::memcpy(L, Laux, std::size_t(n));
                 best_error = cur_error;
@@ -221,7 +225,8 @@ inline void quantize_row_q4_k(const float* x, BlockQ4K* out, std::int64_t n) {  
             for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
             const float av_x = std::sqrt(sum_x2 / 32);
             for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
-            scales[j] = make_qkx2_quants(32, 15, xs, weights, L + 32 * j, &mins[j], Laux, -1.0f, 0.1f, 20);
+            scales[j] =
+                make_qkx2_quants(32, 15, xs, weights, L + 32 * j, &mins[j], Laux, -1.0f, 0.1f, 20, FitError::squared);
             max_scale = std::max(max_scale, scales[j]);
             max_min = std::max(max_min, mins[j]);
         }
@@ -248,6 +253,51 @@ inline void quantize_row_q4_k(const float* x, BlockQ4K* out, std::int64_t n) {  
         for (int chunk = 0; chunk < 4; ++chunk)
             for (int l = 0; l < 32; ++l)
                 y.qs[32 * chunk + l] = std::uint8_t(L[64 * chunk + l] | (L[64 * chunk + 32 + l] << 4));
+    }
+}
+
+// ggml's quantize_row_q2_K_ref: make_qkx2_quants over 0..3 per sub-block of 16, weighted by |x|
+// and judged by absolute error, then the scales and mins as 4-bit fractions of their largest
+// and the quants requantized against the stored values. (ggml leaves a negative fitted scale to
+// wrap around in its byte; it is clamped to 0 here.)
+inline void quantize_row_q2_k(const float* x, BlockQ2K* out, std::int64_t n) {  // x: [n]
+    using namespace quantize_detail;
+    if (n % QK_K != 0) fail("quantize_row_q2_k: row length must be a multiple of ", QK_K, ", got ", n);
+    for (std::int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
+        BlockQ2K& y = out[b];
+        std::uint8_t L[QK_K], Laux[16];
+        float weights[16], mins[QK_K / 16], scales[QK_K / 16];
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < QK_K / 16; ++j) {
+            for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+            scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15,
+                                         FitError::absolute);
+            max_scale = std::max(max_scale, scales[j]);
+            max_min = std::max(max_min, mins[j]);
+        }
+        const float inv_scale = max_scale > 0 ? 15.0f / max_scale : 0.0f;
+        const float inv_min = max_min > 0 ? 15.0f / max_min : 0.0f;
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const int ls = std::max(0, std::min(15, nearest_int(inv_scale * scales[j])));
+            const int lm = std::max(0, std::min(15, nearest_int(inv_min * mins[j])));
+            y.scales[j] = std::uint8_t(ls | lm << 4);
+        }
+        y.d = f32_to_fp16(max_scale > 0 ? max_scale / 15.0f : 0.0f);
+        y.dmin = f32_to_fp16(max_min > 0 ? max_min / 15.0f : 0.0f);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d = fp16_to_f32(y.d) * float(y.scales[j] & 0x0f);
+            if (d == 0.0f) continue;
+            const float dm = fp16_to_f32(y.dmin) * float(y.scales[j] >> 4);
+            for (int i = 0; i < 16; ++i) {
+                const int l = nearest_int((x[16 * j + i] + dm) / d);
+                L[16 * j + i] = std::uint8_t(std::max(0, std::min(3, l)));
+            }
+        }
+        for (int half = 0; half < 2; ++half)
+            for (int l = 0; l < 32; ++l) {
+                const std::uint8_t* Lh = L + 128 * half;
+                y.qs[32 * half + l] = std::uint8_t(Lh[l] | (Lh[l + 32] << 2) | (Lh[l + 64] << 4) | (Lh[l + 96] << 6));
+            }
     }
 }
 
@@ -322,7 +372,8 @@ inline void quantize_row_q5_k(const float* x, BlockQ5K* out, std::int64_t n) {  
             for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
             const float av_x = std::sqrt(sum_x2 / 32);
             for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
-            scales[j] = make_qkx2_quants(32, 31, xs, weights, L + 32 * j, &mins[j], Laux, -0.5f, 0.1f, 15);
+            scales[j] =
+                make_qkx2_quants(32, 31, xs, weights, L + 32 * j, &mins[j], Laux, -0.5f, 0.1f, 15, FitError::squared);
             max_scale = std::max(max_scale, scales[j]);
             max_min = std::max(max_min, mins[j]);
         }
@@ -418,6 +469,7 @@ inline void quantize_row(TensorType type, const float* x, void* out, std::int64_
             return;
         }
         case TensorType::Q8_0: quantize_row_q8_0(x, static_cast<BlockQ8_0*>(out), n); return;
+        case TensorType::Q2_K: quantize_row_q2_k(x, static_cast<BlockQ2K*>(out), n); return;
         case TensorType::Q3_K: quantize_row_q3_k(x, static_cast<BlockQ3K*>(out), n); return;
         case TensorType::Q4_K: quantize_row_q4_k(x, static_cast<BlockQ4K*>(out), n); return;
         case TensorType::Q5_K: quantize_row_q5_k(x, static_cast<BlockQ5K*>(out), n); return;

@@ -80,6 +80,12 @@ inline void q5k_unpack_quants(const BlockQ5K& block, std::uint8_t* q) {  // q: [
         }
 }
 
+// The 256 quants of a Q2_K block (0..3), in weight order (the layout at BlockQ2K).
+inline void q2k_unpack_quants(const BlockQ2K& block, std::uint8_t* q) {  // q: [QK_K]
+    for (int k = 0; k < 8; ++k)
+        for (int l = 0; l < 32; ++l) q[32 * k + l] = std::uint8_t((block.qs[32 * (k / 4) + l] >> (2 * (k % 4))) & 3);
+}
+
 // The 16 signed scales of a Q3_K block (-32..31) from its 12 packed bytes, with word-wide masks
 // as ggml unpacks them: byte j < 8 holds the low four bits of scale j (low nibble) and of scale
 // j + 8 (high nibble); byte 8 + i the top two bits of scales i, i + 4, i + 8 and i + 12 in its bit
@@ -129,6 +135,22 @@ inline void dequantize_row_q4_k(const BlockQ4K* blocks, float* out, std::int64_t
             for (int l = 0; l < 32; ++l) *out++ = d_lo * float(q[l] & 0x0f) - min_lo;
             for (int l = 0; l < 32; ++l) *out++ = d_hi * float(q[l] >> 4) - min_hi;
             q += 32;
+        }
+    }
+}
+
+// ggml's operations in ggml's order: d * scale and dmin * min once per sub-block of 16, then
+// d_sub * q - min_sub per weight.
+inline void dequantize_row_q2_k(const BlockQ2K* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const BlockQ2K& block = blocks[b];
+        const float d = fp16_to_f32(block.d);
+        const float dmin = fp16_to_f32(block.dmin);
+        std::uint8_t q[QK_K];
+        q2k_unpack_quants(block, q);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d_sub = d * float(block.scales[j] & 0x0f), min_sub = dmin * float(block.scales[j] >> 4);
+            for (int l = 0; l < 16; ++l) *out++ = d_sub * float(q[16 * j + l]) - min_sub;
         }
     }
 }
@@ -213,6 +235,7 @@ inline void dequantize_row(TensorType type, const void* row, float* out, std::in
         }
         case TensorType::Q8_0: dequantize_row_q8_0(static_cast<const BlockQ8_0*>(row), out, n); return;
         case TensorType::Q4_0: dequantize_row_q4_0(static_cast<const BlockQ4_0*>(row), out, n); return;
+        case TensorType::Q2_K: dequantize_row_q2_k(static_cast<const BlockQ2K*>(row), out, n); return;
         case TensorType::Q3_K: dequantize_row_q3_k(static_cast<const BlockQ3K*>(row), out, n); return;
         case TensorType::Q4_K: dequantize_row_q4_k(static_cast<const BlockQ4K*>(row), out, n); return;
         case TensorType::Q5_K: dequantize_row_q5_k(static_cast<const BlockQ5K*>(row), out, n); return;
@@ -375,6 +398,26 @@ inline float dot_q5k_q8k(std::int64_t n, const BlockQ5K* w, const BlockQ8K* a) {
     float sum = 0.0f;
     for (std::int64_t b = 0; b < n / QK_K; ++b) {
         const Q4KBlockSums s = q5k_q8k_block_sums(w[b], a[b]);
+        sum = q4k_accumulate_block(sum, fp16_to_f32(w[b].d), fp16_to_f32(w[b].dmin), a[b].d, s.dot, s.mins);
+    }
+    return sum;
+}
+
+inline Q4KBlockSums q2k_q8k_block_sums(const BlockQ2K& w, const BlockQ8K& a) {
+    std::uint8_t q[QK_K], scales[16], mins[16];
+    q2k_unpack_quants(w, q);
+    for (int j = 0; j < 16; ++j) {
+        scales[j] = w.scales[j] & 0x0f;
+        mins[j] = w.scales[j] >> 4;
+    }
+    return scale_min_block_sums<16>(q, scales, mins, a);
+}
+
+// Q2_K takes Q4_K's float step: d * ad * dot, then - dmin * ad * mins.
+inline float dot_q2k_q8k(std::int64_t n, const BlockQ2K* w, const BlockQ8K* a) {
+    float sum = 0.0f;
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const Q4KBlockSums s = q2k_q8k_block_sums(w[b], a[b]);
         sum = q4k_accumulate_block(sum, fp16_to_f32(w[b].d), fp16_to_f32(w[b].dmin), a[b].d, s.dot, s.mins);
     }
     return sum;

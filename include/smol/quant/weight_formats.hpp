@@ -71,6 +71,7 @@ inline constexpr GemmShape kGemmShapes[kIsaCount] = {
 #define SMOL_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name)}
 
 inline constexpr WeightFormat kWeightFormats[] = {
+    {TensorType::Q2_K, ActivationFormat::Q8K, SMOL_TILES(q2k_q8k), {}},
     {TensorType::Q3_K, ActivationFormat::Q8K, SMOL_TILES(q3k_q8k), {}},
     {TensorType::Q4_K, ActivationFormat::Q8K, SMOL_TILES(q4k_q8k), SMOL_GEMMS(q4k_q8k_gemm)},
     {TensorType::Q5_K, ActivationFormat::Q8K, SMOL_TILES(q5k_q8k), {}},
