@@ -52,7 +52,7 @@ std::vector<float> effective_activations(TensorType wtype, const std::vector<flo
     for (std::int64_t t = 0; t < tokens; ++t) {
         const float* xt = x.data() + t * cols;
         float* ot = out.data() + t * cols;
-        if (wtype == TensorType::Q4_K || wtype == TensorType::Q6_K) {
+        if (weight_format(wtype).activations == ActivationFormat::Q8K) {
             std::vector<BlockQ8K> q(std::size_t(cols / QK_K));
             quantize_row_q8_k(xt, q.data(), cols);
             for (std::int64_t i = 0; i < cols; ++i) ot[i] = q[std::size_t(i / QK_K)].d * q[std::size_t(i / QK_K)].qs[i % QK_K];
@@ -113,8 +113,8 @@ TEST_CASE("matmul matches the naive reference for every type, shape, token count
         std::size_t padding;
     };
     const Shape shapes[] = {{1, 256, 0}, {5, 512, 0}, {37, 1280, 16}, {64, 768, 0}};
-    const TensorType types[] = {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0,
-                                TensorType::F32,  TensorType::F16,  TensorType::BF16};
+    const TensorType types[] = {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
+                                TensorType::Q8_0, TensorType::F32,  TensorType::F16,  TensorType::BF16};
     const std::int64_t token_counts[] = {1, 2, 5, 70};  // 70 crosses a 64-token block
     for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
         if (!isa_compiled(isa) || !cpu_features().supports(isa)) {
@@ -154,12 +154,12 @@ TEST_CASE("matmul matches the naive reference for every type, shape, token count
     }
 }
 
-TEST_CASE("a token's Q4_K and Q6_K outputs are the same bits alone, in any batch and on every kernel set") {
+TEST_CASE("a token's k-quant outputs are the same bits alone, in any batch and on every kernel set") {
     // The server batches several users' decode steps; each must get the logits it would get
     // alone, and a model's logits must not depend on the CPU's kernel set.
     const std::int64_t rows = 37, cols = 1280, tokens = 70;
     std::uint32_t seed = 101;
-    for (const TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
+    for (const TensorType type : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
         CAPTURE(type_name(type));
         const Matrix w = random_matrix(type, rows, cols, 16, seed++);
         const auto x = random_activations(tokens, cols, seed++);
@@ -272,4 +272,37 @@ TEST_CASE("matmul on llama.cpp-quantized Q4_K and Q6_K tensors agrees with the n
     MESSAGE("checked ", checked_q4k, " Q4_K and ", checked_q6k, " Q6_K tensors");
     CHECK(checked_q4k > 0);
     CHECK(checked_q6k > 0);
+}
+
+TEST_CASE("matmul on llama.cpp-quantized Q5_K, Q3_K and Q2_K tensors agrees with the naive reference on every kernel set") {
+    // Real blocks from llama.cpp's quantizer (tests/data/tiny-quants: the tiny float model with
+    // every matrix in one type), not ones smol made. Layer 0's matrices and the embedding.
+    const std::int64_t tokens = 3;
+    for (const TensorType type : {TensorType::Q5_K, TensorType::Q3_K, TensorType::Q2_K}) {
+        const std::string name(type_name(type));
+        CAPTURE(name);
+        const auto file = gguf::File::open(SMOL_TEST_DATA_DIR "/tiny-quants/smollm3-tiny-" + name + ".gguf");
+        int checked = 0;
+        for (const gguf::TensorInfo& t : file.tensors()) {
+            if (t.type != type || t.shape.size() != 2) continue;
+            if (t.name.rfind("blk.0.", 0) != 0 && t.name != "token_embd.weight") continue;
+            CAPTURE(t.name);
+            Matrix w{t.type, t.rows(), t.shape[0], t.row_bytes(), std::vector<std::uint8_t>(t.data, t.data + t.n_bytes)};
+            const auto x = random_activations(tokens, w.cols, std::uint32_t(t.offset));
+            const Expected expected = naive_matmul(w, x, tokens);
+            for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
+                if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
+                CAPTURE(isa_name(isa));
+                MatmulScratch scratch;
+                for (const std::int64_t n : {std::int64_t(1), tokens}) {
+                    std::vector<float> y(std::size_t(n * w.rows));
+                    matmul(kernels_for(isa), w.view(), x.data(), n, y.data(), scratch);
+                    for (std::size_t i = 0; i < y.size(); ++i)
+                        REQUIRE(std::abs(y[i] - expected.y[i]) <= 1e-5 * expected.magnitude[i] + 1e-30);
+                }
+            }
+            ++checked;
+        }
+        CHECK(checked == 8);  // token_embd and layer 0's seven matrices
+    }
 }
