@@ -1,7 +1,8 @@
-// smol-synth: writes a GGUF with SmolLM3's shape and Q4_K_M tensor types and seeded random
-// weights, so smol can be benchmarked without downloading the model (about 1.9 GB for 3b).
+// smol-synth: writes a GGUF with SmolLM3's shape and Q4_K_M tensor types (or one type for every
+// matrix) and seeded random weights, so smol can be benchmarked without downloading the model
+// (about 1.9 GB for 3b).
 //
-//   smol-synth -o OUT.gguf [--preset 3b|tiny] [--seed N] [-t THREADS] [--vocab FILE]
+//   smol-synth -o OUT.gguf [--preset 3b|tiny] [--type T] [--seed N] [-t THREADS] [--vocab FILE]
 //              [--layers N --dim N --ffn N --heads N --kv-heads N --head-dim N --vocab-size N]
 
 #include <omp.h>
@@ -9,6 +10,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "smol/model/synth.hpp"
@@ -23,6 +25,8 @@ void usage(std::FILE* out) {
                  "options:\n"
                  "  -o, --output FILE   where to write (required)\n"
                  "  --preset NAME       3b (SmolLM3-3B, default, ~1.9 GB) or tiny (the test fixture's shape)\n"
+                 "  --type T            Q4_K_M (default: llama.cpp's mix of Q4_K and Q6_K), or Q2_K, Q3_K, Q4_K,\n"
+                 "                      Q5_K, Q6_K, Q8_0: every matrix in that type (llama-quantize --pure)\n"
                  "  --seed N            random seed (default 42); the file depends only on the seed and shape\n"
                  "  -t, --threads N     quantization threads (default: all)\n"
                  "  --vocab FILE        copy the tokenizer (tokenizer.* keys, chat template) from this GGUF;\n"
@@ -47,6 +51,19 @@ int parse_int(const std::string& flag, const std::string& text) {
     return int(v);
 }
 
+// --type: "Q4_K_M" is the default recipe (nullopt); any other value names one tensor type.
+std::optional<smol::TensorType> parse_type(const std::string& text) {
+    if (text == "Q4_K_M") return std::nullopt;
+    for (std::uint32_t id = 0; id < 64; ++id) {
+        const auto traits = smol::tensor_type_traits(id);
+        if (traits && traits->name == text) {
+            smol::synth::pure_file_type(traits->type);  // refuses types it cannot write
+            return traits->type;
+        }
+    }
+    smol::fail("--type: expected Q4_K_M, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or Q8_0, found '", text, "'");
+}
+
 bool is_number(const std::string& s) {
     return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
 }
@@ -66,6 +83,7 @@ std::string megabytes(std::uint64_t bytes) {
 
 int main(int argc, char** argv) {
     std::string out_path, preset = "3b", vocab_path;
+    std::optional<smol::TensorType> pure_type;
     std::uint64_t seed = 42;
     int threads = 0;
     int layers = 0, dim = 0, ffn = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab_size = 0;
@@ -82,6 +100,7 @@ int main(int argc, char** argv) {
             };
             if (a == "-o" || a == "--output") out_path = value();
             else if (a == "--preset") preset = value();
+            else if (a == "--type") pure_type = parse_type(value());
             else if (a == "--seed") {
                 const std::string v = value();
                 if (!is_number(v)) smol::fail("--seed: expected a non-negative integer, found '", v, "'");
@@ -117,6 +136,7 @@ int main(int argc, char** argv) {
 
         smol::synth::Options options;
         options.seed = seed;
+        options.pure_type = pure_type;
         options.shape = smol::synth::preset(preset);
         smol::synth::Shape& s = options.shape;
         const bool custom = layers || dim || ffn || heads || kv_heads || head_dim || vocab_size;
@@ -140,10 +160,12 @@ int main(int argc, char** argv) {
             options.vocab_files = {source_data_dir() / "vocab" / "smollm3-vocab.gguf",
                                    source_data_dir() / "tiny" / "smollm3-tiny-Q4_K_M.gguf"};
         }
-        if (!custom && preset == "3b") options.name = "SmolLM3-3B synthetic (seeded random weights)";
-        if (!custom && preset == "tiny") options.name = "SmolLM3-tiny-512 synthetic (seeded random weights)";
+        std::string name_type;  // " Q5_K" for a pure file (appended: GCC 12 warns on " " + string)
+        if (pure_type) name_type.append(" ").append(smol::type_name(*pure_type));
+        if (!custom && preset == "3b") options.name = "SmolLM3-3B" + name_type + " synthetic (seeded random weights)";
+        if (!custom && preset == "tiny") options.name = "SmolLM3-tiny-512" + name_type + " synthetic (seeded random weights)";
 
-        const auto plan = smol::synth::plan_tensors(s);
+        const auto plan = smol::synth::plan_tensors(s, pure_type);
         std::uint64_t total = 0;
         for (const auto& t : plan) total += t.n_bytes();
         std::fprintf(stderr,

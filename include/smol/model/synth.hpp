@@ -1,6 +1,7 @@
 #pragma once
-// Synthetic SmolLM3 model files: the real network's shape and llama.cpp's Q4_K_M tensor types,
-// filled with seeded random weights, so anyone can benchmark smol without downloading the model.
+// Synthetic SmolLM3 model files: the real network's shape and llama.cpp's Q4_K_M tensor types (or
+// every matrix in one type, as llama-quantize --pure writes), filled with seeded random weights,
+// so anyone can benchmark smol without downloading the model.
 // The plan (names, shapes, types) is computed apart from the data, so tests can check the 3B
 // layout without writing 1.9 GB. The data is drawn in float and quantized by smol's own
 // quantizers, rows in parallel with OpenMP, one tensor at a time streamed to disk.
@@ -107,27 +108,48 @@ struct PlannedTensor {
     std::uint64_t n_bytes() const { return row_bytes() * std::uint64_t(rows()); }
 };
 
+// The llama.cpp file type (general.file_type) of a file whose matrices are all `type`, under the
+// name llama-quantize gives that type (Q3_K, Q4_K and Q5_K stand for their _M mixes); fails for
+// types smol cannot synthesize that way.
+inline std::uint32_t pure_file_type(TensorType type) {
+    switch (type) {
+        case TensorType::Q8_0: return 7;   // MOSTLY_Q8_0
+        case TensorType::Q2_K: return 10;  // MOSTLY_Q2_K
+        case TensorType::Q3_K: return 12;  // MOSTLY_Q3_K_M
+        case TensorType::Q4_K: return 15;  // MOSTLY_Q4_K_M
+        case TensorType::Q5_K: return 17;  // MOSTLY_Q5_K_M
+        case TensorType::Q6_K: return 18;  // MOSTLY_Q6_K
+        default:
+            fail("synthetic model: cannot write every matrix as ", type_name(type),
+                 " (expected Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or Q8_0)");
+    }
+}
+
 // The Q4_K_M recipe over the SmolLM3 tensor list (tied embeddings: token_embd is also the LM
 // head, so llama.cpp gives it the output tensor's Q6_K), in the order llama.cpp's quantize tool
-// writes them (as in the tiny fixture: output_norm, token_embd, then each layer's by name).
-inline std::vector<PlannedTensor> plan_tensors(const Shape& s) {
+// writes them (as in the tiny fixture: output_norm, token_embd, then each layer's by name). With
+// pure_type, every matrix has that type instead (llama-quantize --pure); norms stay F32.
+inline std::vector<PlannedTensor> plan_tensors(const Shape& s, std::optional<TensorType> pure_type = std::nullopt) {
     validate(s);
+    if (pure_type) pure_file_type(*pure_type);  // refuses what it cannot write
     const std::int64_t d = s.d_model, f = s.d_ffn, q = s.d_q(), kv = s.d_kv();
+    const TensorType base = pure_type.value_or(TensorType::Q4_K);
+    const TensorType embd = pure_type.value_or(TensorType::Q6_K);
     std::vector<PlannedTensor> plan;
     plan.push_back({"output_norm.weight", TensorType::F32, {d}, Init::Norm});
-    plan.push_back({"token_embd.weight", TensorType::Q6_K, {d, s.n_vocab}, Init::Weight});
+    plan.push_back({"token_embd.weight", embd, {d, s.n_vocab}, Init::Weight});
     for (int il = 0; il < s.n_layers; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
-        const TensorType more = use_more_bits(il, s.n_layers) ? TensorType::Q6_K : TensorType::Q4_K;
-        plan.push_back({p + "attn_k.weight", TensorType::Q4_K, {d, kv}, Init::Weight});
+        const TensorType more = pure_type ? *pure_type : use_more_bits(il, s.n_layers) ? TensorType::Q6_K : TensorType::Q4_K;
+        plan.push_back({p + "attn_k.weight", base, {d, kv}, Init::Weight});
         plan.push_back({p + "attn_norm.weight", TensorType::F32, {d}, Init::Norm});
-        plan.push_back({p + "attn_output.weight", TensorType::Q4_K, {q, d}, Init::Weight});
-        plan.push_back({p + "attn_q.weight", TensorType::Q4_K, {d, q}, Init::Weight});
+        plan.push_back({p + "attn_output.weight", base, {q, d}, Init::Weight});
+        plan.push_back({p + "attn_q.weight", base, {d, q}, Init::Weight});
         plan.push_back({p + "attn_v.weight", more, {d, kv}, Init::Weight});
         plan.push_back({p + "ffn_down.weight", more, {f, d}, Init::Weight});
-        plan.push_back({p + "ffn_gate.weight", TensorType::Q4_K, {d, f}, Init::Weight});
+        plan.push_back({p + "ffn_gate.weight", base, {d, f}, Init::Weight});
         plan.push_back({p + "ffn_norm.weight", TensorType::F32, {d}, Init::Norm});
-        plan.push_back({p + "ffn_up.weight", TensorType::Q4_K, {d, f}, Init::Weight});
+        plan.push_back({p + "ffn_up.weight", base, {d, f}, Init::Weight});
     }
     return plan;
 }
@@ -259,6 +281,7 @@ struct Options {
     // Fail rather than synthesize a byte-level vocabulary when no vocab file fits (--vocab given).
     bool require_vocab_file = false;
     std::string name;  // general.name; empty: described from the shape
+    std::optional<TensorType> pure_type;  // every matrix in this type; empty: llama.cpp's Q4_K_M recipe
 };
 
 struct Progress {
@@ -351,7 +374,7 @@ inline Result write_model(const std::filesystem::path& out, const Options& optio
                           const std::function<void(const Progress&)>& on_progress = {}) {
     const auto start = std::chrono::steady_clock::now();
     const Shape& s = options.shape;
-    const std::vector<PlannedTensor> plan = plan_tensors(s);
+    const std::vector<PlannedTensor> plan = plan_tensors(s, options.pure_type);
 
     Result result;
     result.vocab = choose_vocab(options);
@@ -377,7 +400,7 @@ inline Result write_model(const std::filesystem::path& out, const Options& optio
     writer.set_u32("smollm3.vocab_size", std::uint32_t(s.n_vocab));
     add_tokenizer(writer, result.vocab, s.n_vocab);
     writer.set_u32("general.quantization_version", 2);
-    writer.set_u32("general.file_type", 15);  // MOSTLY_Q4_K_M
+    writer.set_u32("general.file_type", options.pure_type ? pure_file_type(*options.pure_type) : 15);  // 15: MOSTLY_Q4_K_M
 
     Progress progress;
     progress.tensors_total = plan.size();
