@@ -12,6 +12,8 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <string>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -220,6 +222,19 @@ inline float reference_dot(std::int64_t n, const BlockQ4K* w, const BlockQ8K* a)
 inline float reference_dot(std::int64_t n, const BlockQ5K* w, const BlockQ8K* a) { return dot_q5k_q8k(n, w, a); }
 inline float reference_dot(std::int64_t n, const BlockQ6K* w, const BlockQ8K* a) { return dot_q6k_q8k(n, w, a); }
 
+// f(Block{}) for the block struct of a k-quant weight type.
+template <class F>
+decltype(auto) visit_kquant(TensorType type, F&& f) {
+    switch (type) {
+        case TensorType::Q2_K: return f(BlockQ2K{});
+        case TensorType::Q3_K: return f(BlockQ3K{});
+        case TensorType::Q4_K: return f(BlockQ4K{});
+        case TensorType::Q5_K: return f(BlockQ5K{});
+        case TensorType::Q6_K: return f(BlockQ6K{});
+        default: throw std::logic_error("not a k-quant weight type: " + std::string(type_name(type)));
+    }
+}
+
 // Random weights of one k-quant type against random Q8_K activations.
 template <class Weight>
 void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed) {
@@ -316,18 +331,18 @@ void check_gemm(TensorType wtype, const GemmShape& shape, const std::function<Ge
     const auto* act_blocks = reinterpret_cast<const BlockQ8K*>(acts.data());
     std::vector<BlockQ8Kx16> packed(std::size_t((max_tokens + kPackedTokens - 1) / kPackedTokens * blocks));
     pack_q8k_x16(act_blocks, max_tokens, blocks, packed.data());
-    const bool q4 = wtype == TensorType::Q4_K;
-    const std::size_t row_bytes = std::size_t(blocks) * (q4 ? sizeof(BlockQ4K) : sizeof(BlockQ6K)) + 24;
+    const std::size_t row_bytes = std::size_t(blocks) * traits_of(wtype).block_bytes + 24;
     for (int trial = 0; trial < 3; ++trial) {
-        const auto weights = q4 ? rows_of<BlockQ4K>(shape.rows, blocks, row_bytes, [&] { return gen.q4k(); })
-                                : rows_of<BlockQ6K>(shape.rows, blocks, row_bytes, [&] { return gen.q6k(); });
+        const auto weights = visit_kquant(wtype, [&]<class Block>(Block) {
+            return rows_of<Block>(shape.rows, blocks, row_bytes, [&] { return random_block<Block>(gen); });
+        });
         std::vector<float> expected(std::size_t(shape.rows * max_tokens));  // [token][row]
         for (int t = 0; t < max_tokens; ++t)
             for (int r = 0; r < shape.rows; ++r) {
                 const auto* w = weights.data() + std::size_t(r) * row_bytes;
                 const BlockQ8K* a = act_blocks + std::size_t(t) * std::size_t(blocks);
-                expected[std::size_t(t * shape.rows + r)] = q4 ? dot_q4k_q8k(n, reinterpret_cast<const BlockQ4K*>(w), a)
-                                                              : dot_q6k_q8k(n, reinterpret_cast<const BlockQ6K*>(w), a);
+                expected[std::size_t(t * shape.rows + r)] =
+                    visit_kquant(wtype, [&]<class Block>(Block) { return reference_dot(n, reinterpret_cast<const Block*>(w), a); });
             }
         for (const int n_rows : {1, 3, shape.rows - 1, shape.rows})
             for (const int first_token : {0, shape.tokens})
@@ -356,7 +371,7 @@ void check_gemm(TensorType wtype, const GemmShape& shape, const std::function<Ge
 
 }  // namespace
 
-TEST_CASE("Q4_K and Q6_K prompt GEMMs give the reference's bits for every row and token count") {
+TEST_CASE("k-quant prompt GEMMs give the reference's bits for every row and token count") {
     // Prompts go through the GEMM and decode through the tiles: the same bits from both keep a
     // sequence's logits independent of what shares its batch.
     int sets_with_gemm = 0;
@@ -364,7 +379,7 @@ TEST_CASE("Q4_K and Q6_K prompt GEMMs give the reference's bits for every row an
         if (!runnable(isa)) continue;
         CAPTURE(isa_name(isa));
         const KernelSet set = kernels_for(isa);
-        for (const TensorType wtype : {TensorType::Q4_K, TensorType::Q6_K}) {
+        for (const TensorType wtype : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
             CAPTURE(type_name(wtype));
             const KernelSet::Gemm widest = set.gemm_for_weights(wtype, kGemmShapes[int(isa)].tokens);
             if (widest.fn == nullptr) continue;
@@ -381,7 +396,7 @@ TEST_CASE("Q4_K and Q6_K prompt GEMMs give the reference's bits for every row an
                              n_tokens_, out + r, out_stride);
                 });
             };
-            check_gemm(wtype, widest.shape, gemm_for, wtype == TensorType::Q4_K ? 17 : 18);
+            check_gemm(wtype, widest.shape, gemm_for, 60 + std::uint32_t(wtype));
         }
     }
     if (sets_with_gemm == 0) MESSAGE("no kernel set with a prompt GEMM runs on this CPU (", describe(), ")");
@@ -626,6 +641,13 @@ TEST_CASE("the weight-format table has a tile for every weight type in every com
         }
         CHECK(find_weight_format(format.type) == &format);
     }
+    // Every k-quant has prompt GEMMs in the AVX2 and AVX-512 sets (the GEMM test skips a missing one).
+    for (const TensorType type : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K})
+        for (const Isa isa : {Isa::avx2, Isa::avx512}) {
+            CAPTURE(type_name(type));
+            CAPTURE(isa_name(isa));
+            CHECK((weight_format(type).gemms[int(isa)] != nullptr) == isa_compiled(isa));
+        }
     CHECK(find_weight_format(TensorType::Q8_1) == nullptr);  // an activation format, never a weight here
     CHECK(supported_weight_types() == "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, F32, F16, BF16");
     CHECK(weight_format(TensorType::Q6_K).activations == ActivationFormat::Q8K);

@@ -184,11 +184,129 @@ struct Q2KDecode {
     }
 };
 
+// ---------------------------------------------------------------------------------------------
+// Prompt GEMMs, as kernels_avx512.hpp's q4k_gemm and q6k_gemm: vector lanes are 16 tokens of a
+// packed group, each 4-byte group of an unpacked weight row is broadcast and one vpdpbusd
+// multiplies it with the group's tokens (scaled_block_dots), so each unpacked byte serves
+// kGemmTokens tokens. Each (row, token) lane ends a block with the exact integer totals and takes
+// the reference's float step: the decode tiles' bits.
+
+// What a row's block contributes besides its unpacked quants.
+struct GemmFactors {
+    std::int32_t scales[16];       // [sub-block]: the scale vpmulld applies
+    std::int16_t bsum_factors[16]; // [bsum of 16 weights]: its min (types with mins) or its scale (Q3_K)
+    float d, dmin;
+};
+
+// Kernel: Weight, SubBlocks, kMins (mins against bsums; else Q3_K's offset: quants stored + 4),
+// and unpack(weight block, UnpackedQuants&, GemmFactors&).
+template <class Kernel>
+SMOL_TARGET_AVX512 inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
+                                           int n_rows, const BlockQ8Kx16* acts, int n_tokens, float* out,
+                                           std::size_t out_stride) {
+    using Weight = typename Kernel::Weight;
+    constexpr int R = kTileRows, G = kGemmTokens / kPackedTokens;
+    if (n_rows <= 0 || n_tokens <= 0) return;
+    const Weight* w[R];
+    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
+    const std::int64_t blocks = n / QK_K;
+    const int groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
+    const Kernel kernel;
+    __m512 acc[R][G];
+    for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+    detail::UnpackedQuants u[R];
+    GemmFactors factors[R];
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        for (int r = 0; r < R; ++r) kernel.unpack(w[r][b], u[r], factors[r]);
+        const BlockQ8Kx16* a[G];
+        for (int g = 0; g < G; ++g) a[g] = acts + std::min(g, groups - 1) * blocks + b;
+        __m512i dots[R][G];
+        detail::scaled_block_dots<Kernel::kSubBlocks>(dots, u, a, [&](int r, int j) { return factors[r].scales[j]; });
+        for (int r = 0; r < R; ++r) {
+            const GemmFactors& f = factors[r];
+            for (int g = 0; g < G; ++g) {
+                __m512i bsum_term = _mm512_setzero_si512();
+                for (int p = 0; p < 8; ++p)
+                    bsum_term = _mm512_dpwssd_epi32(bsum_term, _mm512_load_si512(a[g]->bsums[p]),
+                                                    detail::word_pair(f.bsum_factors[2 * p], f.bsum_factors[2 * p + 1]));
+                const __m512 ad = _mm512_load_ps(a[g]->d);
+                if constexpr (Kernel::kMins) {
+                    acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.d), ad), _mm512_cvtepi32_ps(dots[r][g]), acc[r][g]);
+                    acc[r][g] = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.dmin), ad), _mm512_cvtepi32_ps(bsum_term), acc[r][g]);
+                } else {
+                    const __m512i total = _mm512_sub_epi32(dots[r][g], _mm512_slli_epi32(bsum_term, 2));
+                    acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.d), ad), _mm512_cvtepi32_ps(total), acc[r][g]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < n_rows; ++r) detail::store_token_lanes<G>(acc[r], r, n_tokens, out, out_stride);
+}
+
+struct Q5KGemm {
+    using Weight = BlockQ5K;
+    static constexpr int kSubBlocks = 8;
+    static constexpr bool kMins = true;
+    SMOL_TARGET_AVX512 void unpack(const BlockQ5K& wb, detail::UnpackedQuants& u, GemmFactors& f) const {
+        alignas(16) std::uint8_t scales_mins[16];  // 8 scales, 8 mins
+        _mm_store_si128(reinterpret_cast<__m128i*>(scales_mins),
+                        avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb))));
+        for (int j = 0; j < 8; ++j) f.scales[j] = scales_mins[j];
+        for (int k = 0; k < 16; ++k) f.bsum_factors[k] = scales_mins[8 + k / 2];  // a sub-block of 32 has two bsums
+        f.d = detail::half_to_float(wb.d);
+        f.dmin = detail::half_to_float(wb.dmin);
+        const __m512i high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh)));
+        for (int c = 0; c < 4; ++c) _mm512_store_si512(u.q + 64 * c, Q5KDecode::chunk_quants(wb, c, high));
+    }
+};
+
+struct Q3KGemm {
+    using Weight = BlockQ3K;
+    static constexpr int kSubBlocks = 16;
+    static constexpr bool kMins = false;
+    SMOL_TARGET_AVX512 void unpack(const BlockQ3K& wb, detail::UnpackedQuants& u, GemmFactors& f) const {
+        alignas(16) std::int8_t scales[16];
+        _mm_store_si128(reinterpret_cast<__m128i*>(scales), avx2_kquant::q3k_scales(wb));
+        for (int j = 0; j < 16; ++j) f.scales[j] = f.bsum_factors[j] = scales[j];
+        f.d = detail::half_to_float(wb.d);
+        f.dmin = 0.0f;
+        const Q3KDecode::Quants quants{_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.hmask)))};
+        for (int h = 0; h < 2; ++h) {
+            const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * h)));
+            for (int p = 0; p < 2; ++p) _mm512_store_si512(u.q + 128 * h + 64 * p, quants(bits, h, p));
+        }
+    }
+};
+
+struct Q2KGemm {
+    using Weight = BlockQ2K;
+    static constexpr int kSubBlocks = 16;
+    static constexpr bool kMins = true;
+    SMOL_TARGET_AVX512 void unpack(const BlockQ2K& wb, detail::UnpackedQuants& u, GemmFactors& f) const {
+        for (int j = 0; j < 16; ++j) {
+            f.scales[j] = wb.scales[j] & 0x0f;
+            f.bsum_factors[j] = std::int16_t(wb.scales[j] >> 4);
+        }
+        f.d = detail::half_to_float(wb.d);
+        f.dmin = detail::half_to_float(wb.dmin);
+        for (int h = 0; h < 2; ++h) {
+            const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * h)));
+            for (int p = 0; p < 2; ++p) _mm512_store_si512(u.q + 128 * h + 64 * p, low_bit_pairs(bits, p));
+        }
+    }
+};
+
 }  // namespace kquant_detail
 
+// Decode takes the 512-bit column kernels, prompts the GEMMs; a tile of a few columns (smol's
+// matmul never asks for one) goes column by column. All give the reference's bits.
 inline constexpr DotTileFn q2k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q2KDecode>>;
 inline constexpr DotTileFn q3k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q3KDecode>>;
 inline constexpr DotTileFn q5k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q5KDecode>>;
+inline constexpr GemmTileFn q2k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q2KGemm>;
+inline constexpr GemmTileFn q3k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q3KGemm>;
+inline constexpr GemmTileFn q5k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q5KGemm>;
 
 }  // namespace smol::kernels_avx512
 

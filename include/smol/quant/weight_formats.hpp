@@ -69,12 +69,15 @@ inline constexpr GemmShape kGemmShapes[kIsaCount] = {
 // The AMX set decodes, and multiplies what has no AMX GEMM, with the AVX-512 kernels.
 #define SMOL_TILES(name) {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
 #define SMOL_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name)}
+// Types with AVX2 and AVX-512 GEMMs but no AMX one: the AMX set multiplies their prompts with
+// tiles (its GEMM shape is larger than the AVX-512 GEMMs take).
+#define SMOL_SET_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), nullptr}
 
 inline constexpr WeightFormat kWeightFormats[] = {
-    {TensorType::Q2_K, ActivationFormat::Q8K, SMOL_TILES(q2k_q8k), {}},
-    {TensorType::Q3_K, ActivationFormat::Q8K, SMOL_TILES(q3k_q8k), {}},
+    {TensorType::Q2_K, ActivationFormat::Q8K, SMOL_TILES(q2k_q8k), SMOL_SET_GEMMS(q2k_q8k_gemm)},
+    {TensorType::Q3_K, ActivationFormat::Q8K, SMOL_TILES(q3k_q8k), SMOL_SET_GEMMS(q3k_q8k_gemm)},
     {TensorType::Q4_K, ActivationFormat::Q8K, SMOL_TILES(q4k_q8k), SMOL_GEMMS(q4k_q8k_gemm)},
-    {TensorType::Q5_K, ActivationFormat::Q8K, SMOL_TILES(q5k_q8k), {}},
+    {TensorType::Q5_K, ActivationFormat::Q8K, SMOL_TILES(q5k_q8k), SMOL_SET_GEMMS(q5k_q8k_gemm)},
     {TensorType::Q6_K, ActivationFormat::Q8K, SMOL_TILES(q6k_q8k), SMOL_GEMMS(q6k_q8k_gemm)},
     {TensorType::Q8_0, ActivationFormat::Q8_0, SMOL_TILES(q8_0_q8_0), {}},
     {TensorType::F32, ActivationFormat::Float, SMOL_TILES(f32), {}},
@@ -82,6 +85,7 @@ inline constexpr WeightFormat kWeightFormats[] = {
     {TensorType::BF16, ActivationFormat::Float, SMOL_TILES(bf16), {}},
 };
 
+#undef SMOL_SET_GEMMS
 #undef SMOL_GEMMS
 #undef SMOL_TILES
 #undef SMOL_AMX_GEMM
