@@ -112,9 +112,9 @@ TEST_CASE("matmul matches the naive reference for every type, shape, token count
         std::size_t padding;
     };
     const Shape shapes[] = {{1, 256, 0}, {5, 512, 0}, {37, 1280, 16}, {64, 768, 0}};
-    const TensorType types[] = {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q4_0,
-                                TensorType::Q5_0, TensorType::Q4_1, TensorType::F32,  TensorType::F16,
-                                TensorType::BF16};
+    const TensorType types[] = {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+                                TensorType::Q6_K, TensorType::Q8_0, TensorType::Q4_0, TensorType::Q5_0,
+                                TensorType::Q4_1, TensorType::F32,  TensorType::F16,  TensorType::BF16};
     const std::int64_t token_counts[] = {1, 2, 5, 70};  // 70 crosses a 64-token block
     for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
         if (!isa_compiled(isa) || !cpu_features().supports(isa)) {
@@ -154,13 +154,13 @@ TEST_CASE("matmul matches the naive reference for every type, shape, token count
     }
 }
 
-TEST_CASE("a token's Q4_K, Q6_K and block-of-32 outputs are the same bits alone, in any batch and on every kernel set") {
+TEST_CASE("a token's quantized outputs are the same bits alone, in any batch and on every kernel set") {
     // The server batches several users' decode steps; each must get the logits it would get
     // alone, and a model's logits must not depend on the CPU's kernel set.
     const std::int64_t rows = 37, cols = 1280, tokens = 70;
     std::uint32_t seed = 101;
-    for (const TensorType type :
-         {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1}) {
+    for (const TensorType type : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
+                                  TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1}) {
         CAPTURE(type_name(type));
         const Matrix w = random_matrix(type, rows, cols, 16, seed++);
         const auto x = random_activations(tokens, cols, seed++);
@@ -275,16 +275,19 @@ TEST_CASE("matmul on llama.cpp-quantized Q4_K and Q6_K tensors agrees with the n
     CHECK(checked_q6k > 0);
 }
 
-TEST_CASE("matmul on llama.cpp-quantized Q4_0, Q5_0 and Q4_1 tensors: the naive reference's values, every set the same bits") {
-    // Real blocks from llama.cpp's quantizer (tests/data/tiny-quants, one type per file).
+TEST_CASE("matmul on llama.cpp-quantized tensors of every type the table added: the naive reference's values, every set the same bits") {
+    // Real blocks from llama.cpp's quantizer (tests/data/tiny-quants: the tiny float model with
+    // every matrix in one type), not ones smol made. Layer 0's matrices and the embedding.
     const std::int64_t tokens = 5;
-    for (const TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1}) {
+    for (const TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1, TensorType::Q5_K,
+                                  TensorType::Q3_K, TensorType::Q2_K}) {
         const std::string name(type_name(type));
         CAPTURE(name);
         const auto file = gguf::File::open(SMOL_TEST_DATA_DIR "/tiny-quants/smollm3-tiny-" + name + ".gguf");
         int checked = 0;
         for (const gguf::TensorInfo& t : file.tensors()) {
             if (t.type != type || t.shape.size() != 2) continue;
+            if (t.name.rfind("blk.0.", 0) != 0 && t.name != "token_embd.weight") continue;
             CAPTURE(t.name);
             Matrix w{t.type, t.rows(), t.shape[0], t.row_bytes(), std::vector<std::uint8_t>(t.data, t.data + t.n_bytes)};
             const auto x = random_activations(tokens, w.cols, std::uint32_t(t.offset));
@@ -306,7 +309,6 @@ TEST_CASE("matmul on llama.cpp-quantized Q4_0, Q5_0 and Q4_1 tensors: the naive 
             }
             ++checked;
         }
-        MESSAGE("checked ", checked, " ", name, " tensors");
-        CHECK(checked == 57);  // token_embd and the 7 matrices of each of the 8 layers (README.md there)
+        CHECK(checked == 8);  // token_embd and layer 0's seven matrices
     }
 }

@@ -225,6 +225,112 @@ TEST_CASE("Q4_K word-wide scale unpacking agrees with the per-index formula") {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Q2_K dequantization of a hand-built block
+
+TEST_CASE("Q2_K dequantization of a hand-built block") {
+    // d = 0.5, dmin = 0.25; sub-block j has scale j (low nibble) and min 15 - j (high nibble).
+    // Weight 32k + l is bit pair 2 (k % 4) of qs[32 (k / 4) + l], with qs[i] = 29 i + 7.
+    BlockQ2K b;
+    b.d = 0x3800;
+    b.dmin = 0x3400;
+    for (int j = 0; j < 16; ++j) b.scales[j] = std::uint8_t(j | (15 - j) << 4);
+    for (int i = 0; i < 64; ++i) b.qs[i] = std::uint8_t(29 * i + 7);
+    std::vector<float> w(QK_K);
+    dequantize_row(TensorType::Q2_K, &b, w.data(), QK_K);
+    CHECK(w[0] == -3.75f);   // qs[0] = 7: pair 0 is 3; 0.5 * 0 * 3 - 0.25 * 15
+    CHECK(w[17] == -3.5f);   // qs[17] = 244: pair 0 is 0; - 0.25 * 14
+    CHECK(w[201] == 11.25f); // chunk 6: qs[41] = 172, pair 2 is 2; 0.5 * 12 * 2 - 0.25 * 3
+    CHECK(w[225] == 20.75f); // chunk 7: qs[33] = 196, pair 3 is 3; 0.5 * 14 * 3 - 0.25 * 1
+    CHECK(w[240] == 7.5f);   // chunk 7: qs[48] = 119, pair 3 is 1; 0.5 * 15 * 1 - 0.25 * 0
+    for (int i = 0; i < QK_K; ++i) {
+        const int k = i / 32, j = i / 16;
+        const int q = (b.qs[32 * (k / 4) + i % 32] >> (2 * (k % 4))) & 3;
+        REQUIRE(w[i] == 0.5f * float(j) * float(q) - 0.25f * float(15 - j));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q3_K dequantization of a hand-built block
+
+TEST_CASE("Q3_K dequantization of a hand-built block") {
+    // Scales j - 8 for sub-block j (stored + 32: 24..39). Bytes 0-7 hold the low four bits of
+    // scale j (low nibble, 8 + j) and of scale j + 8 (high nibble, j); every top-bits byte 8 + i
+    // holds 1 (scales i, i + 4) and 2 (scales i + 8, i + 12): 1 | 1 << 2 | 2 << 4 | 2 << 6 = 0xa5.
+    BlockQ3K b;
+    b.d = 0x3800;  // 0.5
+    const std::uint8_t packed[12] = {0x08, 0x19, 0x2a, 0x3b, 0x4c, 0x5d, 0x6e, 0x7f, 0xa5, 0xa5, 0xa5, 0xa5};
+    std::memcpy(b.scales, packed, 12);
+    std::int8_t scales[16];
+    q3k_unpack_scales(b.scales, scales);
+    for (int j = 0; j < 16; ++j) CHECK(int(scales[j]) == j - 8);
+    // Weight 32k + l: bit pair 2 (k % 4) of qs[32 (k / 4) + l] minus 4 unless bit k of hmask[l].
+    for (int i = 0; i < 64; ++i) b.qs[i] = std::uint8_t(29 * i + 7);
+    for (int l = 0; l < 32; ++l) b.hmask[l] = std::uint8_t(13 * l + 5);
+    std::vector<float> w(QK_K);
+    dequantize_row(TensorType::Q3_K, &b, w.data(), QK_K);
+    CHECK(w[0] == -12.0f);   // qs[0] = 7: pair 0 is 3; hmask[0] = 0b101: bit 0 set; 0.5 * -8 * 3
+    CHECK(w[1] == 16.0f);    // qs[1] = 36: pair 0 is 0; hmask[1] = 0b10010: bit 0 clear, q = -4; 0.5 * -8 * -4
+    CHECK(w[17] == 14.0f);   // qs[17] = 244: 0; hmask[17] = 226: bit 0 clear, q = -4; 0.5 * -7 * -4
+    CHECK(w[201] == 4.0f);   // chunk 6: qs[41] = 172, pair 2 is 2; hmask[9] = 122: bit 6 set; 0.5 * 4 * 2
+    CHECK(w[225] == -3.0f);  // chunk 7: qs[33] = 196, pair 3 is 3; hmask[1]: bit 7 clear, q = -1; 0.5 * 6 * -1
+    CHECK(w[240] == 3.5f);   // chunk 7: qs[48] = 119, pair 3 is 1; hmask[16] = 213: bit 7 set; 0.5 * 7 * 1
+    for (int i = 0; i < QK_K; ++i) {
+        const int k = i / 32, l = i % 32;
+        const int q = ((b.qs[32 * (k / 4) + l] >> (2 * (k % 4))) & 3) - ((b.hmask[l] >> k) & 1 ? 0 : 4);
+        REQUIRE(w[i] == 0.5f * float(i / 16 - 8) * float(q));
+    }
+}
+
+TEST_CASE("Q3_K word-wide scale unpacking agrees with the per-index formula") {
+    std::mt19937 rng(43);
+    for (int trial = 0; trial < 20000; ++trial) {
+        std::uint8_t packed[12];
+        std::int8_t unpacked[16];
+        for (auto& b : packed) b = std::uint8_t(rng());
+        q3k_unpack_scales(packed, unpacked);
+        for (int j = 0; j < 16; ++j) {
+            const int low = j < 8 ? packed[j] & 0x0f : packed[j - 8] >> 4;
+            const int top = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+            REQUIRE(int(unpacked[j]) == (low | top << 4) - 32);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q5_K dequantization of a hand-built block
+
+TEST_CASE("Q5_K dequantization of a hand-built block") {
+    // The Q4_K case's header (d = 1, dmin = 0.5, the same packed scales and mins) and low nibbles
+    // (qs[i]: low i % 16, high 15 - i % 16), with qh[l] = 7 l + 3: the fifth bit of weight
+    // 64c + l is bit 2c of qh[l], that of weight 64c + 32 + l bit 2c + 1.
+    BlockQ5K b;
+    b.d = 0x3c00;
+    b.dmin = 0x3800;
+    const std::uint8_t packed[12] = {0x81, 0x82, 0xc3, 0x44, 0x00, 0xc1, 0x82, 0xc3, 0x51, 0xf8, 0x0f, 0x01};
+    std::memcpy(b.scales, packed, 12);
+    for (int i = 0; i < 128; ++i) b.qs[i] = std::uint8_t((i % 16) | ((15 - i % 16) << 4));
+    for (int l = 0; l < 32; ++l) b.qh[l] = std::uint8_t(7 * l + 3);
+
+    const int sc[8] = {1, 2, 3, 4, 33, 40, 63, 17}, m[8] = {0, 1, 2, 3, 5, 63, 32, 48};
+    std::vector<float> w(QK_K);
+    dequantize_row(TensorType::Q5_K, &b, w.data(), QK_K);
+    CHECK(w[0] == 16.0f);             // qh[0] = 0b11: bit 0 set, q = 0 + 16; 1*16 - 0.5*0
+    CHECK(w[1] == 1.0f);              // qh[1] = 0b1010: bit 0 clear, q = 1
+    CHECK(w[32 + 3] == 23.5f);        // qh[3] = 0b11000: bit 1 clear, q = 12; 2*12 - 0.5*1
+    CHECK(w[96 + 3] == 110.5f);       // bit 3 set, q = 12 + 16; 4*28 - 0.5*3
+    CHECK(w[128 + 7] == 756.5f);      // qh[7] = 0b110100: bit 4 set, q = 7 + 16; 33*23 - 0.5*5
+    CHECK(w[192 + 31] == 1937.0f);    // qh[31] = 0b11011100: bit 6 set, q = 15 + 16; 63*31 - 0.5*32
+    CHECK(w[255] == 248.0f);          // bit 7 set, q = 0 + 16; 17*16 - 0.5*48
+    for (int c = 0; c < 4; ++c)
+        for (int l = 0; l < 32; ++l) {
+            const int q_low = l % 16 + 16 * ((b.qh[l] >> (2 * c)) & 1);
+            const int q_high = 15 - l % 16 + 16 * ((b.qh[l] >> (2 * c + 1)) & 1);
+            REQUIRE(w[64 * c + l] == float(sc[2 * c] * q_low) - 0.5f * float(m[2 * c]));
+            REQUIRE(w[64 * c + 32 + l] == float(sc[2 * c + 1] * q_high) - 0.5f * float(m[2 * c + 1]));
+        }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Q6_K dequantization of a hand-built block
 
 TEST_CASE("Q6_K dequantization of a hand-built block") {
@@ -363,6 +469,38 @@ TEST_CASE("Q4_0, Q5_0 and Q4_1 dequantization equals ggml's, bit for bit, on lla
 }
 
 // ---------------------------------------------------------------------------------------------
+// Against ggml: tests/data/tiny-quants holds llama.cpp-quantized files and ggml's own
+// dequantization of one tensor of each (README.md there says how they were made).
+
+TEST_CASE("k-quant dequantization equals ggml's, bit for bit, on llama.cpp-quantized tensors") {
+    for (const TensorType type : {TensorType::Q5_K, TensorType::Q3_K, TensorType::Q2_K}) {
+        const std::string name(type_name(type));
+        CAPTURE(name);
+        const std::string dir = SMOL_TEST_DATA_DIR "/tiny-quants/";
+        const auto file = gguf::File::open(dir + "smollm3-tiny-" + name + ".gguf");
+        const gguf::TensorInfo& t = file.tensor("blk.0.attn_k.weight");
+        REQUIRE(t.type == type);
+        REQUIRE(t.shape == std::vector<std::int64_t>{256, 128});  // [columns, rows]
+        const std::int64_t rows = 128, cols = 256;
+        std::vector<float> expected(std::size_t(rows * cols));
+        std::ifstream in(dir + name + "/blk.0.attn_k.dequant.f32", std::ios::binary);
+        REQUIRE(in.read(reinterpret_cast<char*>(expected.data()), std::streamsize(expected.size() * sizeof(float))));
+        std::vector<float> row(static_cast<std::size_t>(cols));
+        int differing = 0;
+        for (std::int64_t r = 0; r < rows; ++r) {
+            dequantize_row(type, t.data + std::size_t(r) * t.row_bytes(), row.data(), cols);
+            for (std::int64_t c = 0; c < cols; ++c) {
+                const float want = expected[std::size_t(r * cols + c)];
+                if (std::bit_cast<std::uint32_t>(row[std::size_t(c)]) != std::bit_cast<std::uint32_t>(want)) {
+                    if (differing++ < 5) MESSAGE("row ", r, " column ", c, ": smol ", row[std::size_t(c)], ", ggml ", want);
+                }
+            }
+        }
+        CHECK(differing == 0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Weight quantizers
 
 TEST_CASE("Q4_K quantizer: hand-made input round-trips to hand-checked values") {
@@ -393,6 +531,78 @@ TEST_CASE("Q4_K quantizer: hand-made input round-trips to hand-checked values") 
     }
 }
 
+TEST_CASE("Q2_K quantizer: hand-made input round-trips exactly") {
+    // Sub-block j holds 15 (q - o) with q = (3 i + j) % 4 (all of 0..3) and offset o = j % 4:
+    // make_qkx2_quants fits scale 15 and min -15 o up to float rounding, so the largest scale
+    // maps to 15 with d = fp16(15 / 15) = 1, the largest min (45) to 15 with dmin = fp16(3) = 3,
+    // the 4-bit mins are 5 o, and every weight comes back exactly.
+    std::vector<float> x(QK_K);
+    for (int i = 0; i < QK_K; ++i) {
+        const int j = i / 16, q = (3 * i + j) % 4;
+        x[i] = 15.0f * float(q - j % 4);
+    }
+    BlockQ2K b;
+    quantize_row_q2_k(x.data(), &b, QK_K);
+    CHECK(fp16_to_f32(b.d) == 1.0f);
+    CHECK(fp16_to_f32(b.dmin) == 3.0f);
+    for (int j = 0; j < 16; ++j) {
+        CHECK(int(b.scales[j] & 0x0f) == 15);
+        CHECK(int(b.scales[j] >> 4) == 5 * (j % 4));
+    }
+    std::vector<float> w(QK_K);
+    dequantize_row(TensorType::Q2_K, &b, w.data(), QK_K);
+    for (int i = 0; i < QK_K; ++i) REQUIRE(w[i] == x[i]);
+}
+
+TEST_CASE("Q3_K quantizer: hand-made input round-trips exactly") {
+    // Sub-block j holds s * q with s = j % 4 + 1 and q in -4..3, q = -4 first: make_q3_quants
+    // fits each with scale s exactly (its sums are small integers), the largest, 4, maps to -32,
+    // so d = fp16(4 / -32) = -0.125 exactly and the 6-bit scales are -8 s: d * scale = s.
+    std::vector<float> x(QK_K);
+    for (int i = 0; i < QK_K; ++i) {
+        const int q = i % 16 == 0 ? -4 : (i * 5) % 8 - 4;
+        x[i] = float((i / 16) % 4 + 1) * float(q);
+    }
+    BlockQ3K b;
+    quantize_row_q3_k(x.data(), &b, QK_K);
+    CHECK(fp16_to_f32(b.d) == -0.125f);
+    std::int8_t scales[16];
+    q3k_unpack_scales(b.scales, scales);
+    for (int j = 0; j < 16; ++j) CHECK(int(scales[j]) == -8 * (j % 4 + 1));
+    std::vector<float> w(QK_K);
+    dequantize_row(TensorType::Q3_K, &b, w.data(), QK_K);
+    for (int i = 0; i < QK_K; ++i) REQUIRE(w[i] == x[i]);
+}
+
+TEST_CASE("Q5_K quantizer: hand-made input round-trips to hand-checked values") {
+    // Even sub-blocks hold 0..31, odd ones -16..15: make_qkx2_quants fits both with error 0,
+    // scale 1 and min 0 (even) or 16 (odd). Then every 6-bit scale is 63, every odd min 63,
+    // every even min 0, and
+    //   d    = fp16(1/63)  = 2^-6 * (1 + 16/1024) = 0.015869140625  -> d * 63    = 0.999755859375
+    //   dmin = fp16(16/63) = 2^-2 * (1 + 16/1024) = 0.25390625      -> dmin * 63 = 15.99609375
+    // and the quants requantized against those are q = x (even) and q = x + 16 (odd): half of
+    // them need the fifth bit.
+    std::vector<float> x(QK_K);
+    for (int i = 0; i < QK_K; ++i) x[i] = float(i % 32) - ((i / 32) % 2 == 1 ? 16.0f : 0.0f);
+    BlockQ5K b;
+    quantize_row_q5_k(x.data(), &b, QK_K);
+    CHECK(fp16_to_f32(b.d) == 0.015869140625f);
+    CHECK(fp16_to_f32(b.dmin) == 0.25390625f);
+    for (int j = 0; j < 8; ++j) {
+        std::uint8_t sc, m;
+        q4k_scale_min(j, b.scales, sc, m);
+        CHECK(int(sc) == 63);
+        CHECK(int(m) == (j % 2 == 1 ? 63 : 0));
+    }
+    std::vector<float> w(QK_K);
+    dequantize_row(TensorType::Q5_K, &b, w.data(), QK_K);
+    for (int i = 0; i < QK_K; ++i) {
+        const bool odd = (i / 32) % 2 == 1;
+        const float q = float(i % 32);
+        REQUIRE(w[i] == (odd ? 0.999755859375f * q - 15.99609375f : 0.999755859375f * q));
+    }
+}
+
 TEST_CASE("Q6_K quantizer: hand-made input round-trips exactly") {
     // Every sub-block of 16 holds -32 (the largest magnitude) and integers in [-31, 31]:
     // make_qx_quants gives scale 1 for each, so max_scale = 1, iscale = -128, d = fp16(-1/128)
@@ -418,20 +628,33 @@ TEST_CASE("quantizers: zero rows give zero blocks") {
     quantize_row_q6_k(x.data(), &q6, QK_K);
     dequantize_row(TensorType::Q6_K, &q6, w.data(), QK_K);
     for (float v : w) REQUIRE(v == 0.0f);
+    BlockQ5K q5;
+    quantize_row_q5_k(x.data(), &q5, QK_K);
+    dequantize_row(TensorType::Q5_K, &q5, w.data(), QK_K);
+    for (float v : w) REQUIRE(v == 0.0f);
+    BlockQ3K q3;
+    quantize_row_q3_k(x.data(), &q3, QK_K);
+    dequantize_row(TensorType::Q3_K, &q3, w.data(), QK_K);
+    for (float v : w) REQUIRE(v == 0.0f);
+    BlockQ2K q2;
+    quantize_row_q2_k(x.data(), &q2, QK_K);
+    dequantize_row(TensorType::Q2_K, &q2, w.data(), QK_K);
+    for (float v : w) REQUIRE(v == 0.0f);
 }
 
 // Measured on these rows (16 rows of 4096 gaussian values, sigma 0.02 to 7.5), worst row:
-// Q4_K 0.0732, Q6_K 0.0184, Q8_0 0.0055, Q4_0 0.0887, Q5_0 0.0439, Q4_1 0.0802 (RMSE / RMS). The bounds leave ~10% headroom; a
-// broken fit or a wrong bit layout lands far above them.
+// Q2_K 0.304, Q3_K 0.155, Q4_K 0.0732, Q5_K 0.0367, Q6_K 0.0184, Q8_0 0.0055, Q4_0 0.0887, Q5_0
+// 0.0439, Q4_1 0.0802 (RMSE / RMS). The bounds leave ~10% headroom; a broken fit or a wrong bit
+// layout lands far above them.
 TEST_CASE("quantize then dequantize gaussian rows: RMSE relative to row RMS") {
     const std::int64_t n = 4096;
     struct Case {
         TensorType type;
         double bound;
     };
-    for (const Case c : {Case{TensorType::Q4_K, 0.080}, Case{TensorType::Q6_K, 0.020}, Case{TensorType::Q8_0, 0.0061},
-                         Case{TensorType::Q4_0, 0.098}, Case{TensorType::Q5_0, 0.048},
-                         Case{TensorType::Q4_1, 0.088}}) {
+    for (const Case c : {Case{TensorType::Q2_K, 0.33}, Case{TensorType::Q3_K, 0.17}, Case{TensorType::Q4_K, 0.080},
+                         Case{TensorType::Q5_K, 0.040}, Case{TensorType::Q6_K, 0.020}, Case{TensorType::Q8_0, 0.0061},
+                         Case{TensorType::Q4_0, 0.098}, Case{TensorType::Q5_0, 0.048}, Case{TensorType::Q4_1, 0.088}}) {
         double worst = 0, total = 0;
         for (std::uint32_t row = 0; row < 16; ++row) {
             const auto x = gaussian(std::size_t(n), 100 + row, 0.02f + 0.5f * float(row));
@@ -479,6 +702,21 @@ TEST_CASE("reference dot products equal dequantize-then-multiply") {
     const double e4 = dequant_dot(TensorType::Q4_K, w4, a, n);
     CHECK(dot_q4k_q8k(n, w4.data(), a.data()) == doctest::Approx(e4).epsilon(1e-5));
 
+    std::vector<BlockQ2K> w2(std::size_t(n / QK_K));
+    quantize_row_q2_k(wx.data(), w2.data(), n);
+    const double e2 = dequant_dot(TensorType::Q2_K, w2, a, n);
+    CHECK(dot_q2k_q8k(n, w2.data(), a.data()) == doctest::Approx(e2).epsilon(1e-5));
+
+    std::vector<BlockQ3K> w3(std::size_t(n / QK_K));
+    quantize_row_q3_k(wx.data(), w3.data(), n);
+    const double e3 = dequant_dot(TensorType::Q3_K, w3, a, n);
+    CHECK(dot_q3k_q8k(n, w3.data(), a.data()) == doctest::Approx(e3).epsilon(1e-5));
+
+    std::vector<BlockQ5K> w5(std::size_t(n / QK_K));
+    quantize_row_q5_k(wx.data(), w5.data(), n);
+    const double e5 = dequant_dot(TensorType::Q5_K, w5, a, n);
+    CHECK(dot_q5k_q8k(n, w5.data(), a.data()) == doctest::Approx(e5).epsilon(1e-5));
+
     std::vector<BlockQ6K> w6(std::size_t(n / QK_K));
     quantize_row_q6_k(wx.data(), w6.data(), n);
     const double e6 = dequant_dot(TensorType::Q6_K, w6, a, n);
@@ -501,6 +739,9 @@ TEST_CASE("reference dot products equal dequantize-then-multiply") {
     // and ~0.02 sqrt(n); the bounds are 4 sigma, a sign or layout error is ~sqrt(n) off.
     CHECK(std::abs(e4 - exact) < 0.36 * std::sqrt(double(n)));
     CHECK(std::abs(e6 - exact) < 0.08 * std::sqrt(double(n)));
+    CHECK(std::abs(e5 - exact) < 0.18 * std::sqrt(double(n)));  // per-weight error RMS ~0.04
+    CHECK(std::abs(e3 - exact) < 0.62 * std::sqrt(double(n)));  // ~0.155
+    CHECK(std::abs(e2 - exact) < 1.22 * std::sqrt(double(n)));  // ~0.304
 }
 
 namespace {

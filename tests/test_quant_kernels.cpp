@@ -12,6 +12,9 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <string>
+#include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "smol/core/cpu.hpp"
@@ -66,6 +69,34 @@ struct Gen {
         for (auto& q : b.qh) q = byte();
         for (auto& s : b.scales) s = std::int8_t(exact ? uniform(-8, 8) : uniform(-128, 127));
         b.d = exact ? f32_to_fp16(1.0f / 8) : half_in(-0.01f, 0.01f);
+        return b;
+    }
+    BlockQ2K q2k() {
+        BlockQ2K b;
+        for (auto& s : b.scales) s = exact ? std::uint8_t(byte() & 0x77) : byte();  // exact: scales and mins below 8
+        for (auto& q : b.qs) q = byte();
+        b.d = exact ? f32_to_fp16(1.0f / 16) : half_in(0.0005f, 0.02f);
+        b.dmin = exact ? f32_to_fp16(1.0f / 32) : half_in(0.0005f, 0.02f);
+        return b;
+    }
+    BlockQ3K q3k() {
+        BlockQ3K b;
+        for (auto& q : b.hmask) q = byte();
+        for (auto& q : b.qs) q = byte();
+        for (auto& s : b.scales) s = byte();
+        if (exact)  // every scale's top two bits 2: stored 32..47, scales 0..15
+            for (int i = 8; i < 12; ++i) b.scales[i] = 0xaa;
+        b.d = exact ? f32_to_fp16(1.0f / 8) : half_in(-0.01f, 0.01f);
+        return b;
+    }
+    BlockQ5K q5k() {
+        BlockQ5K b;
+        const BlockQ4K head = q4k();  // the same header: d, dmin and packed 6-bit scales and mins
+        b.d = head.d;
+        b.dmin = head.dmin;
+        std::memcpy(b.scales, head.scales, sizeof b.scales);
+        for (auto& q : b.qh) q = byte();
+        for (auto& q : b.qs) q = byte();
         return b;
     }
     BlockQ8K q8k() {
@@ -175,6 +206,35 @@ std::vector<std::uint8_t> rows_of(int n_rows, std::int64_t blocks, std::size_t s
     return bytes;
 }
 
+// A random block of each k-quant type, and the reference dot product it is checked against.
+template <class Weight>
+Weight random_block(Gen& gen) {
+    if constexpr (std::is_same_v<Weight, BlockQ2K>) return gen.q2k();
+    if constexpr (std::is_same_v<Weight, BlockQ3K>) return gen.q3k();
+    if constexpr (std::is_same_v<Weight, BlockQ4K>) return gen.q4k();
+    if constexpr (std::is_same_v<Weight, BlockQ5K>) return gen.q5k();
+    if constexpr (std::is_same_v<Weight, BlockQ6K>) return gen.q6k();
+}
+
+inline float reference_dot(std::int64_t n, const BlockQ2K* w, const BlockQ8K* a) { return dot_q2k_q8k(n, w, a); }
+inline float reference_dot(std::int64_t n, const BlockQ3K* w, const BlockQ8K* a) { return dot_q3k_q8k(n, w, a); }
+inline float reference_dot(std::int64_t n, const BlockQ4K* w, const BlockQ8K* a) { return dot_q4k_q8k(n, w, a); }
+inline float reference_dot(std::int64_t n, const BlockQ5K* w, const BlockQ8K* a) { return dot_q5k_q8k(n, w, a); }
+inline float reference_dot(std::int64_t n, const BlockQ6K* w, const BlockQ8K* a) { return dot_q6k_q8k(n, w, a); }
+
+// f(Block{}) for the block struct of a k-quant weight type.
+template <class F>
+decltype(auto) visit_kquant(TensorType type, F&& f) {
+    switch (type) {
+        case TensorType::Q2_K: return f(BlockQ2K{});
+        case TensorType::Q3_K: return f(BlockQ3K{});
+        case TensorType::Q4_K: return f(BlockQ4K{});
+        case TensorType::Q5_K: return f(BlockQ5K{});
+        case TensorType::Q6_K: return f(BlockQ6K{});
+        default: throw std::logic_error("not a k-quant weight type: " + std::string(type_name(type)));
+    }
+}
+
 // Random weights of one k-quant type against random Q8_K activations.
 template <class Weight>
 void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed) {
@@ -187,14 +247,12 @@ void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed) {
         Operands ops;
         ops.row_bytes = std::size_t(blocks) * sizeof(Weight) + 40;  // padded rows
         ops.act_stride = std::size_t(blocks) * sizeof(BlockQ8K) + 12;
-        ops.weights = rows_of<Weight>(kTileRows, blocks, ops.row_bytes, [&] {
-            if constexpr (std::is_same_v<Weight, BlockQ4K>) return gen.q4k(); else return gen.q6k();
-        });
+        ops.weights = rows_of<Weight>(kTileRows, blocks, ops.row_bytes, [&] { return random_block<Weight>(gen); });
         ops.acts = rows_of<BlockQ8K>(kTileCols, blocks, ops.act_stride, [&] { return gen.q8k(); });
         const auto reference = [&](int r, int c) {
             const auto* w = reinterpret_cast<const Weight*>(ops.weights.data() + std::size_t(r) * ops.row_bytes);
             const auto* a = reinterpret_cast<const BlockQ8K*>(ops.acts.data() + std::size_t(c) * ops.act_stride);
-            if constexpr (std::is_same_v<Weight, BlockQ4K>) return dot_q4k_q8k(n, w, a); else return dot_q6k_q8k(n, w, a);
+            return reference_dot(n, w, a);
         };
         // Every set reproduces the reference's bits (reference.hpp, q4k_accumulate_block), with
         // realistic scales too.
@@ -215,6 +273,33 @@ TEST_CASE("Q4_K x Q8_K tiles match the reference on every kernel set") {
         CAPTURE(isa_name(isa));
         check_kquant<BlockQ4K>(isa, TensorType::Q4_K, true, 1);
         check_kquant<BlockQ4K>(isa, TensorType::Q4_K, false, 2);
+    }
+}
+
+TEST_CASE("Q2_K x Q8_K tiles match the reference on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_kquant<BlockQ2K>(isa, TensorType::Q2_K, true, 55);
+        check_kquant<BlockQ2K>(isa, TensorType::Q2_K, false, 56);
+    }
+}
+
+TEST_CASE("Q3_K x Q8_K tiles match the reference on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_kquant<BlockQ3K>(isa, TensorType::Q3_K, true, 53);
+        check_kquant<BlockQ3K>(isa, TensorType::Q3_K, false, 54);
+    }
+}
+
+TEST_CASE("Q5_K x Q8_K tiles match the reference on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_kquant<BlockQ5K>(isa, TensorType::Q5_K, true, 51);
+        check_kquant<BlockQ5K>(isa, TensorType::Q5_K, false, 52);
     }
 }
 
@@ -246,18 +331,18 @@ void check_gemm(TensorType wtype, const GemmShape& shape, const std::function<Ge
     const auto* act_blocks = reinterpret_cast<const BlockQ8K*>(acts.data());
     std::vector<BlockQ8Kx16> packed(std::size_t((max_tokens + kPackedTokens - 1) / kPackedTokens * blocks));
     pack_q8k_x16(act_blocks, max_tokens, blocks, packed.data());
-    const bool q4 = wtype == TensorType::Q4_K;
-    const std::size_t row_bytes = std::size_t(blocks) * (q4 ? sizeof(BlockQ4K) : sizeof(BlockQ6K)) + 24;
+    const std::size_t row_bytes = std::size_t(blocks) * traits_of(wtype).block_bytes + 24;
     for (int trial = 0; trial < 3; ++trial) {
-        const auto weights = q4 ? rows_of<BlockQ4K>(shape.rows, blocks, row_bytes, [&] { return gen.q4k(); })
-                                : rows_of<BlockQ6K>(shape.rows, blocks, row_bytes, [&] { return gen.q6k(); });
+        const auto weights = visit_kquant(wtype, [&]<class Block>(Block) {
+            return rows_of<Block>(shape.rows, blocks, row_bytes, [&] { return random_block<Block>(gen); });
+        });
         std::vector<float> expected(std::size_t(shape.rows * max_tokens));  // [token][row]
         for (int t = 0; t < max_tokens; ++t)
             for (int r = 0; r < shape.rows; ++r) {
                 const auto* w = weights.data() + std::size_t(r) * row_bytes;
                 const BlockQ8K* a = act_blocks + std::size_t(t) * std::size_t(blocks);
-                expected[std::size_t(t * shape.rows + r)] = q4 ? dot_q4k_q8k(n, reinterpret_cast<const BlockQ4K*>(w), a)
-                                                              : dot_q6k_q8k(n, reinterpret_cast<const BlockQ6K*>(w), a);
+                expected[std::size_t(t * shape.rows + r)] =
+                    visit_kquant(wtype, [&]<class Block>(Block) { return reference_dot(n, reinterpret_cast<const Block*>(w), a); });
             }
         for (const int n_rows : {1, 3, shape.rows - 1, shape.rows})
             for (const int first_token : {0, shape.tokens})
@@ -286,7 +371,7 @@ void check_gemm(TensorType wtype, const GemmShape& shape, const std::function<Ge
 
 }  // namespace
 
-TEST_CASE("Q4_K and Q6_K prompt GEMMs give the reference's bits for every row and token count") {
+TEST_CASE("k-quant prompt GEMMs give the reference's bits for every row and token count") {
     // Prompts go through the GEMM and decode through the tiles: the same bits from both keep a
     // sequence's logits independent of what shares its batch.
     int sets_with_gemm = 0;
@@ -294,7 +379,7 @@ TEST_CASE("Q4_K and Q6_K prompt GEMMs give the reference's bits for every row an
         if (!runnable(isa)) continue;
         CAPTURE(isa_name(isa));
         const KernelSet set = kernels_for(isa);
-        for (const TensorType wtype : {TensorType::Q4_K, TensorType::Q6_K}) {
+        for (const TensorType wtype : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
             CAPTURE(type_name(wtype));
             const KernelSet::Gemm widest = set.gemm_for_weights(wtype, kGemmShapes[int(isa)].tokens);
             if (widest.fn == nullptr) continue;
@@ -311,7 +396,7 @@ TEST_CASE("Q4_K and Q6_K prompt GEMMs give the reference's bits for every row an
                              n_tokens_, out + r, out_stride);
                 });
             };
-            check_gemm(wtype, widest.shape, gemm_for, wtype == TensorType::Q4_K ? 17 : 18);
+            check_gemm(wtype, widest.shape, gemm_for, 60 + std::uint32_t(wtype));
         }
     }
     if (sets_with_gemm == 0) MESSAGE("no kernel set with a prompt GEMM runs on this CPU (", describe(), ")");
@@ -653,7 +738,14 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
     }
     CHECK(find_type_row(TensorType::Q5_1) == nullptr);
     CHECK_FALSE(is_weight_type(TensorType::Q8_K));
-    CHECK(supported_weight_types() == "Q4_K, Q6_K, Q8_0, Q4_0, Q5_0, Q4_1, F32, F16, BF16");
+    CHECK(supported_weight_types() == "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, Q4_1, F32, F16, BF16");
+    // Every k-quant has prompt GEMMs in the AVX2 and AVX-512 sets (the GEMM test skips a missing one).
+    for (const TensorType type : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K})
+        for (const Isa isa : {Isa::avx2, Isa::avx512}) {
+            CAPTURE(type_name(type));
+            CAPTURE(isa_name(isa));
+            CHECK((weight_row(type).gemms[std::size_t(isa)] != nullptr) == isa_compiled(isa));
+        }
     CHECK(weight_row(TensorType::Q6_K).activations == TensorType::Q8_K);
     CHECK(weight_row(TensorType::Q8_0).activations == TensorType::Q8_0);
     for (const TensorType block32 : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1})

@@ -182,6 +182,40 @@ TEST_CASE("the 3B plan has SmolLM3-3B's Q4_K_M tensor list and size") {
     CHECK(params == 3075098624);  // SmolLM3-3B's published 3.08 B
 }
 
+TEST_CASE("a pure plan puts every matrix in one type, and such tiny files load and run") {
+    const auto plan = synth::plan_tensors(synth::preset("tiny"), TensorType::Q3_K);
+    const auto counts = count_types(plan);
+    CHECK(counts.at(TensorType::Q3_K) == 57);  // token_embd and 7 matrices x 8 layers
+    CHECK(counts.at(TensorType::F32) == 17);   // the norms
+    CHECK(counts.size() == 2);
+    CHECK_THROWS_WITH_AS(synth::plan_tensors(synth::preset("tiny"), TensorType::Q8_1),
+                         doctest::Contains("matrices of type Q8_1 are not supported"), smol::Error);
+    for (const TensorType type : {TensorType::Q5_K, TensorType::Q3_K, TensorType::Q2_K}) {
+        CAPTURE(smol::type_name(type));
+        synth::Options options;
+        options.shape = synth::preset("tiny");
+        options.seed = 11;
+        options.vocab_files = {kTinyFixture};
+        options.require_vocab_file = true;
+        options.matrix_type = type;
+        const fs::path out = scratch_dir() / ("tiny-" + std::string(smol::type_name(type)) + ".gguf");
+        synth::write_model(out, options);
+        const auto file = smol::gguf::File::open(out);
+        CHECK(file.get_int("general.file_type") == synth::llama_file_type(type));
+        CHECK(file.tensor("token_embd.weight").type == type);
+        CHECK(file.tensor("blk.7.ffn_down.weight").type == type);
+        auto model = smol::load_model(out);
+        auto cache = model->make_cache(16);
+        const std::vector<std::int32_t> tokens = {1, 500, 4078};
+        std::vector<float> logits(tokens.size() * std::size_t(model->n_vocab()));
+        model->forward(cache, tokens, logits.data(), /*all_logits=*/true);
+        double sum_sq = 0;
+        for (float x : logits) sum_sq += double(x) * x;
+        CHECK(std::isfinite(sum_sq));
+        CHECK(sum_sq > 0);
+    }
+}
+
 TEST_CASE("shapes the K-quants cannot hold are refused with the reason") {
     synth::Shape s = small_custom_shape();
     s.d_model = 320;
@@ -473,6 +507,17 @@ TEST_CASE("smol-synth writes a custom size, and smol-inspect says why no config 
     CHECK(shown.output.find("config: no compiled config matches") != std::string::npos);
     CHECK(shown.output.find("smollm3.block_count: expected 8, found 2") != std::string::npos);
     CHECK(shown.output.find("tensors: 20") != std::string::npos);
+
+    const auto pure = run_tool("smol-synth", "-o " + quoted(scratch_dir() / "pure.gguf") +
+                                                 " --preset tiny --layers 2 --dim 256 --ffn 512 --heads 2 --kv-heads 1"
+                                                 " --vocab 300 --type Q2_K -t 1");
+    CHECK(pure.exit_code == 0);
+    const auto pure_shown = run_tool("smol-inspect", quoted(scratch_dir() / "pure.gguf"));
+    CHECK(pure_shown.output.find("Q2_K") != std::string::npos);
+    CHECK(pure_shown.output.find("Q4_K") == std::string::npos);
+    const auto bad_type = run_tool("smol-synth", "-o " + quoted(scratch_dir() / "x.gguf") + " --preset tiny --type Q9_K");
+    CHECK(bad_type.exit_code == 1);
+    CHECK(bad_type.output.find("--type: expected Q4_K_M, Q2_K") != std::string::npos);
 
     const auto refused = run_tool("smol-synth", "-o " + quoted(scratch_dir() / "x.gguf") + " --preset tiny --dim 320 --heads 2");
     CHECK(refused.exit_code == 1);

@@ -145,7 +145,10 @@ inline std::uint32_t llama_file_type(std::optional<TensorType> matrix_type) {
         case TensorType::Q4_1: return 3;
         case TensorType::Q8_0: return 7;
         case TensorType::Q5_0: return 8;
-        case TensorType::Q4_K: return 15;  // MOSTLY_Q4_K_M, which --pure keeps for a Q4_K file
+        case TensorType::Q2_K: return 10;
+        case TensorType::Q3_K: return 12;  // MOSTLY_Q3_K_M: llama-quantize's name for Q3_K (likewise below)
+        case TensorType::Q4_K: return 15;  // MOSTLY_Q4_K_M
+        case TensorType::Q5_K: return 17;  // MOSTLY_Q5_K_M
         case TensorType::Q6_K: return 18;
         case TensorType::BF16: return 32;
         default: fail("synthetic model: no llama.cpp file type for ", type_name(*matrix_type), " matrices");

@@ -27,8 +27,9 @@ void usage(std::FILE* out) {
                  "options:\n"
                  "  -o, --output FILE   where to write (required)\n"
                  "  --preset NAME       3b (SmolLM3-3B, default, ~1.9 GB) or tiny (the test fixture's shape)\n"
-                 "  --type T            every matrix of type T (as llama-quantize --pure), e.g. Q4_0, Q5_0,\n"
-                 "                      Q4_1, Q8_0; default: llama.cpp's Q4_K_M recipe\n"
+                 "  --type T            Q4_K_M (default: llama.cpp's mix of Q4_K and Q6_K), or every matrix of\n"
+                 "                      type T (as llama-quantize --pure): Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0,\n"
+                 "                      Q4_0, Q4_1, Q5_0\n"
                  "  --seed N            random seed (default 42); the file depends only on the seed and shape\n"
                  "  -t, --threads N     quantization threads (default: all)\n"
                  "  --vocab FILE        copy the tokenizer (tokenizer.* keys, chat template) from this GGUF;\n"
@@ -43,10 +44,11 @@ void usage(std::FILE* out) {
 // A size or count flag's value: 1 to 2^30.
 int positive(smol::args::ArgReader& args) { return args.integer<int>(1, 1 << 30); }
 
-// A tensor type by its ggml name ("Q4_0"), any case.
-smol::TensorType parse_type(const std::string& flag, const std::string& text) {
+// --type: Q4_K_M (the default recipe: nullopt) or a tensor type by its ggml name ("Q4_0"), any case.
+std::optional<smol::TensorType> parse_type(const std::string& flag, const std::string& text) {
     std::string upper = text;
     for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
+    if (upper == "Q4_K_M") return std::nullopt;
     for (std::uint32_t id = 0; id < 64; ++id)
         if (const auto traits = smol::tensor_type_traits(id); traits && traits->name == upper) return traits->type;
     smol::fail(flag, ": expected a tensor type such as Q4_0 or Q8_0, found '", text, "'");

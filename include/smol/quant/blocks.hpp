@@ -8,6 +8,27 @@ namespace smol {
 inline constexpr int QK_K = 256;  // weights per super-block of the k-quants
 inline constexpr int QK8_0 = 32;
 
+// 2.625 bits per weight: sixteen sub-blocks of 16, each with a 4-bit scale and a 4-bit min;
+// quants 0..3, weight 32k + l of chunk k = 0..7 in bit pair 2 (k % 4) of qs[32 (k / 4) + l].
+struct BlockQ2K {
+    std::uint8_t scales[QK_K / 16];  // [sub-block]: scale in the low nibble, min in the high one
+    std::uint8_t qs[QK_K / 4];
+    std::uint16_t d;     // fp16 super-block scale for the scales
+    std::uint16_t dmin;  // fp16 super-block scale for the mins
+};
+static_assert(sizeof(BlockQ2K) == 84);
+
+// 3.4375 bits per weight: sixteen sub-blocks of 16 with signed 6-bit scales. A quant (-4..3) is
+// two low bits in qs and a third bit in hmask that, clear, subtracts 4: weight 32k + l of chunk
+// k = 0..7 has bit pair 2 (k % 4) of qs[32 (k / 4) + l] and bit k of hmask[l].
+struct BlockQ3K {
+    std::uint8_t hmask[QK_K / 8];  // third bits
+    std::uint8_t qs[QK_K / 4];     // low two bits
+    std::uint8_t scales[12];       // 6-bit scales stored + 32, packed (q3k_unpack_scales)
+    std::uint16_t d;               // fp16 super-block scale
+};
+static_assert(sizeof(BlockQ3K) == 110);
+
 // 4.5 bits per weight: eight sub-blocks of 32 with 6-bit scales and mins.
 struct BlockQ4K {
     std::uint16_t d;      // fp16 super-block scale for the scales
@@ -16,6 +37,18 @@ struct BlockQ4K {
     std::uint8_t qs[QK_K / 2];  // 4-bit quants
 };
 static_assert(sizeof(BlockQ4K) == 144);
+
+// 5.5 bits per weight: Q4_K's layout (eight sub-blocks of 32, 6-bit scales and mins) with a fifth
+// bit per weight. Byte l of qh holds that bit for weight 64c + l in bit 2c and for weight
+// 64c + 32 + l in bit 2c + 1 (chunk c = 0..3 of 64 weights, as in qs).
+struct BlockQ5K {
+    std::uint16_t d;      // fp16 super-block scale for the scales
+    std::uint16_t dmin;   // fp16 super-block scale for the mins
+    std::uint8_t scales[12];    // 6-bit scales and mins, packed as in Q4_K
+    std::uint8_t qh[QK_K / 8];  // fifth bits
+    std::uint8_t qs[QK_K / 2];  // low 4 bits, as Q4_K's quants
+};
+static_assert(sizeof(BlockQ5K) == 176);
 
 // 6.5625 bits per weight: sixteen sub-blocks of 16 with 8-bit scales.
 struct BlockQ6K {

@@ -21,7 +21,10 @@ void dot_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes
     }
 }
 
+inline constexpr DotTileFn q2k_q8k = dot_tile<BlockQ2K, BlockQ8K, dot_q2k_q8k>;
+inline constexpr DotTileFn q3k_q8k = dot_tile<BlockQ3K, BlockQ8K, dot_q3k_q8k>;
 inline constexpr DotTileFn q4k_q8k = dot_tile<BlockQ4K, BlockQ8K, dot_q4k_q8k>;
+inline constexpr DotTileFn q5k_q8k = dot_tile<BlockQ5K, BlockQ8K, dot_q5k_q8k>;
 inline constexpr DotTileFn q6k_q8k = dot_tile<BlockQ6K, BlockQ8K, dot_q6k_q8k>;
 inline constexpr DotTileFn q8_0_q8_0 = dot_tile<BlockQ8_0, BlockQ8_0, dot_q8_0_q8_0>;
 inline constexpr DotTileFn q4_0_q8_0 = dot_tile<BlockQ4_0, BlockQ8_0, dot_q4_0_q8_0>;

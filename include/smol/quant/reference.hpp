@@ -68,6 +68,55 @@ inline void q6k_unpack_quants(const BlockQ6K& block, std::int8_t* q) {  // q: [Q
     }
 }
 
+// The 256 quants of a Q5_K block (0..31), in weight order: chunk c (weights 64c..64c+63) is the
+// low nibbles of qs[32c..32c+31] then their high nibbles, as in Q4_K, with the fifth bit of weight
+// 64c + l in bit 2c of qh[l] and that of weight 64c + 32 + l in bit 2c + 1.
+inline void q5k_unpack_quants(const BlockQ5K& block, std::uint8_t* q) {  // q: [QK_K]
+    for (int c = 0; c < 4; ++c)
+        for (int l = 0; l < 32; ++l) {
+            const int bits = block.qs[32 * c + l], high = block.qh[l];
+            q[64 * c + l] = std::uint8_t((bits & 0x0f) | (((high >> (2 * c)) & 1) << 4));
+            q[64 * c + 32 + l] = std::uint8_t((bits >> 4) | (((high >> (2 * c + 1)) & 1) << 4));
+        }
+}
+
+// The 256 quants of a Q2_K block (0..3), in weight order (the layout at BlockQ2K).
+inline void q2k_unpack_quants(const BlockQ2K& block, std::uint8_t* q) {  // q: [QK_K]
+    for (int k = 0; k < 8; ++k)
+        for (int l = 0; l < 32; ++l) q[32 * k + l] = std::uint8_t((block.qs[32 * (k / 4) + l] >> (2 * (k % 4))) & 3);
+}
+
+// The 16 signed scales of a Q3_K block (-32..31) from its 12 packed bytes, with word-wide masks
+// as ggml unpacks them: byte j < 8 holds the low four bits of scale j (low nibble) and of scale
+// j + 8 (high nibble); byte 8 + i the top two bits of scales i, i + 4, i + 8 and i + 12 in its bit
+// pairs 0-1, 2-3, 4-5 and 6-7. Scales are stored offset by 32.
+inline void q3k_unpack_scales(const std::uint8_t* packed, std::int8_t* out) {  // packed: [12], out: [16]
+    std::uint32_t a, b, top;  // bytes 0-3, 4-7, 8-11
+    std::memcpy(&a, packed, 4);
+    std::memcpy(&b, packed + 4, 4);
+    std::memcpy(&top, packed + 8, 4);
+    const std::uint32_t four = 0x0f0f0f0fu, two = 0x03030303u;
+    const std::uint32_t words[4] = {
+        (a & four) | (((top >> 0) & two) << 4),         // scales 0-3
+        (b & four) | (((top >> 2) & two) << 4),         // scales 4-7
+        ((a >> 4) & four) | (((top >> 4) & two) << 4),  // scales 8-11
+        ((b >> 4) & four) | (((top >> 6) & two) << 4),  // scales 12-15
+    };
+    std::uint8_t stored[16];
+    std::memcpy(stored, words, 16);
+    for (int j = 0; j < 16; ++j) out[j] = std::int8_t(stored[j] - 32);
+}
+
+// The 256 signed quants of a Q3_K block (-4..3), in weight order (the layout at BlockQ3K).
+inline void q3k_unpack_quants(const BlockQ3K& block, std::int8_t* q) {  // q: [QK_K]
+    for (int k = 0; k < 8; ++k)
+        for (int l = 0; l < 32; ++l) {
+            const int low = (block.qs[32 * (k / 4) + l] >> (2 * (k % 4))) & 3;
+            const int third = (block.hmask[l] >> k) & 1;
+            q[32 * k + l] = std::int8_t(low - (third ? 0 : 4));
+        }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dequantization
 
@@ -86,6 +135,55 @@ inline void dequantize_row_q4_k(const BlockQ4K* blocks, float* out, std::int64_t
             for (int l = 0; l < 32; ++l) *out++ = d_lo * float(q[l] & 0x0f) - min_lo;
             for (int l = 0; l < 32; ++l) *out++ = d_hi * float(q[l] >> 4) - min_hi;
             q += 32;
+        }
+    }
+}
+
+// ggml's operations in ggml's order: d * scale and dmin * min once per sub-block of 16, then
+// d_sub * q - min_sub per weight.
+inline void dequantize_row_q2_k(const BlockQ2K* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const BlockQ2K& block = blocks[b];
+        const float d = fp16_to_f32(block.d);
+        const float dmin = fp16_to_f32(block.dmin);
+        std::uint8_t q[QK_K];
+        q2k_unpack_quants(block, q);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d_sub = d * float(block.scales[j] & 0x0f), min_sub = dmin * float(block.scales[j] >> 4);
+            for (int l = 0; l < 16; ++l) *out++ = d_sub * float(q[16 * j + l]) - min_sub;
+        }
+    }
+}
+
+// ggml's operations: d * scale once per sub-block of 16, then times the quant.
+inline void dequantize_row_q3_k(const BlockQ3K* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const BlockQ3K& block = blocks[b];
+        const float d = fp16_to_f32(block.d);
+        std::int8_t scales[16], q[QK_K];
+        q3k_unpack_scales(block.scales, scales);
+        q3k_unpack_quants(block, q);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d_sub = d * float(scales[j]);
+            for (int l = 0; l < 16; ++l) *out++ = d_sub * float(q[16 * j + l]);
+        }
+    }
+}
+
+// ggml's operations in ggml's order: d * scale and dmin * min once per sub-block, then
+// d_sub * q - min_sub per weight.
+inline void dequantize_row_q5_k(const BlockQ5K* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const BlockQ5K& block = blocks[b];
+        const float d = fp16_to_f32(block.d);
+        const float dmin = fp16_to_f32(block.dmin);
+        std::uint8_t q[QK_K];
+        q5k_unpack_quants(block, q);
+        for (int j = 0; j < QK_K / 32; ++j) {
+            std::uint8_t sc, m;
+            q4k_scale_min(j, block.scales, sc, m);
+            const float d_sub = d * sc, min_sub = dmin * m;
+            for (int l = 0; l < 32; ++l) *out++ = d_sub * float(q[32 * j + l]) - min_sub;
         }
     }
 }
@@ -287,6 +385,83 @@ inline float dot_q4k_q8k(std::int64_t n, const BlockQ4K* w, const BlockQ8K* a) {
         const Q4KBlockSums s = q4k_q8k_block_sums(w[b], a[b]);
         sum = q4k_accumulate_block(sum, fp16_to_f32(w[b].d), fp16_to_f32(w[b].dmin), a[b].d, s.dot, s.mins);
     }
+    return sum;
+}
+
+// The two integer sums of a block whose unsigned quants q have a scale and a min per sub-block
+// (Q5_K: 8 of 32 weights, Q2_K: 16 of 16): dot = sum_j scale_j * (q . q8 over sub-block j),
+// mins = sum_j min_j * (the bsums of sub-block j). They meet d and dmin in q4k_accumulate_block.
+template <int SubBlocks>
+inline Q4KBlockSums scale_min_block_sums(const std::uint8_t* q, const std::uint8_t* scales, const std::uint8_t* mins,
+                                         const BlockQ8K& a) {
+    constexpr int size = QK_K / SubBlocks, bsums_per_sub_block = size / 16;
+    Q4KBlockSums sums{0, 0};
+    for (int j = 0; j < SubBlocks; ++j) {
+        std::int32_t sub = 0, bsum = 0;
+        for (int l = size * j; l < size * (j + 1); ++l) sub += std::int32_t(q[l]) * a.qs[l];
+        for (int k = 0; k < bsums_per_sub_block; ++k) bsum += a.bsums[bsums_per_sub_block * j + k];
+        sums.dot += std::int32_t(scales[j]) * sub;
+        sums.mins += std::int32_t(mins[j]) * bsum;
+    }
+    return sums;
+}
+
+inline Q4KBlockSums q5k_q8k_block_sums(const BlockQ5K& w, const BlockQ8K& a) {
+    std::uint8_t q[QK_K], scales_mins[16];  // [8 scales, 8 mins]
+    q5k_unpack_quants(w, q);
+    q4k_unpack_scales_mins(w.scales, scales_mins);
+    return scale_min_block_sums<8>(q, scales_mins, scales_mins + 8, a);
+}
+
+// Q5_K takes Q4_K's float step: d * ad * dot, then - dmin * ad * mins.
+inline float dot_q5k_q8k(std::int64_t n, const BlockQ5K* w, const BlockQ8K* a) {
+    float sum = 0.0f;
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const Q4KBlockSums s = q5k_q8k_block_sums(w[b], a[b]);
+        sum = q4k_accumulate_block(sum, fp16_to_f32(w[b].d), fp16_to_f32(w[b].dmin), a[b].d, s.dot, s.mins);
+    }
+    return sum;
+}
+
+inline Q4KBlockSums q2k_q8k_block_sums(const BlockQ2K& w, const BlockQ8K& a) {
+    std::uint8_t q[QK_K], scales[16], mins[16];
+    q2k_unpack_quants(w, q);
+    for (int j = 0; j < 16; ++j) {
+        scales[j] = w.scales[j] & 0x0f;
+        mins[j] = w.scales[j] >> 4;
+    }
+    return scale_min_block_sums<16>(q, scales, mins, a);
+}
+
+// Q2_K takes Q4_K's float step: d * ad * dot, then - dmin * ad * mins.
+inline float dot_q2k_q8k(std::int64_t n, const BlockQ2K* w, const BlockQ8K* a) {
+    float sum = 0.0f;
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const Q4KBlockSums s = q2k_q8k_block_sums(w[b], a[b]);
+        sum = q4k_accumulate_block(sum, fp16_to_f32(w[b].d), fp16_to_f32(w[b].dmin), a[b].d, s.dot, s.mins);
+    }
+    return sum;
+}
+
+// sum over the 16 sub-blocks of scale_j * (q3 . q8), exact.
+inline std::int32_t q3k_q8k_block_sum(const BlockQ3K& w, const BlockQ8K& a) {
+    std::int8_t scales[16], q[QK_K];
+    q3k_unpack_scales(w.scales, scales);
+    q3k_unpack_quants(w, q);
+    std::int32_t total = 0;
+    for (int j = 0; j < QK_K / 16; ++j) {
+        std::int32_t sub = 0;
+        for (int l = 16 * j; l < 16 * j + 16; ++l) sub += std::int32_t(q[l]) * a.qs[l];
+        total += std::int32_t(scales[j]) * sub;
+    }
+    return total;
+}
+
+// Q3_K takes Q6_K's float step: d * ad * total.
+inline float dot_q3k_q8k(std::int64_t n, const BlockQ3K* w, const BlockQ8K* a) {
+    float sum = 0.0f;
+    for (std::int64_t b = 0; b < n / QK_K; ++b)
+        sum = q6k_accumulate_block(sum, fp16_to_f32(w[b].d), a[b].d, q3k_q8k_block_sum(w[b], a[b]));
     return sum;
 }
 

@@ -19,6 +19,8 @@
 #include "smol/quant/kernels_avx2.hpp"
 #include "smol/quant/kernels_avx512.hpp"
 #include "smol/quant/kernels_scalar.hpp"
+#include "smol/quant/kquant_tiles_avx2.hpp"
+#include "smol/quant/kquant_tiles_avx512.hpp"
 #include "smol/quant/legacy_tiles_avx2.hpp"
 #include "smol/quant/legacy_tiles_avx512.hpp"
 #include "smol/quant/quantize.hpp"
@@ -123,11 +125,20 @@ constexpr TypeRow with_fast_from_float(TypeRow r, Isa first, FromFloatFn fast) {
 // The AMX set decodes, and multiplies what has no AMX GEMM, with the AVX-512 kernels.
 #define SMOL_TILES(name) {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
 #define SMOL_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name)}
+// Types with AVX2 and AVX-512 GEMMs but no AMX one: the AMX set multiplies their prompts with
+// tiles (its GEMM shape is larger than the AVX-512 GEMMs take).
+#define SMOL_SET_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), nullptr}
 
 inline constexpr TypeRow kTypeTable[] = {
     // Weights, in the order error messages list them.
+    type_table_detail::row<TensorType::Q2_K, BlockQ2K, dequantize_row_q2_k, quantize_row_q2_k>(
+        TensorType::Q8_K, SMOL_TILES(q2k_q8k), SMOL_SET_GEMMS(q2k_q8k_gemm)),
+    type_table_detail::row<TensorType::Q3_K, BlockQ3K, dequantize_row_q3_k, quantize_row_q3_k>(
+        TensorType::Q8_K, SMOL_TILES(q3k_q8k), SMOL_SET_GEMMS(q3k_q8k_gemm)),
     type_table_detail::row<TensorType::Q4_K, BlockQ4K, dequantize_row_q4_k, quantize_row_q4_k>(
         TensorType::Q8_K, SMOL_TILES(q4k_q8k), SMOL_GEMMS(q4k_q8k_gemm)),
+    type_table_detail::row<TensorType::Q5_K, BlockQ5K, dequantize_row_q5_k, quantize_row_q5_k>(
+        TensorType::Q8_K, SMOL_TILES(q5k_q8k), SMOL_SET_GEMMS(q5k_q8k_gemm)),
     type_table_detail::row<TensorType::Q6_K, BlockQ6K, dequantize_row_q6_k, quantize_row_q6_k>(
         TensorType::Q8_K, SMOL_TILES(q6k_q8k), SMOL_GEMMS(q6k_q8k_gemm)),
     type_table_detail::row<TensorType::Q8_0, BlockQ8_0, dequantize_row_q8_0, quantize_row_q8_0>(
@@ -155,6 +166,7 @@ inline constexpr TypeRow kTypeTable[] = {
 #endif
 };
 
+#undef SMOL_SET_GEMMS
 #undef SMOL_GEMMS
 #undef SMOL_TILES
 #undef SMOL_AMX_GEMM
