@@ -34,7 +34,7 @@
 #include "smol/core/half.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/ops/kv_layout.hpp"
-#include "smol/quant/reference.hpp"
+#include "smol/quant/type_table.hpp"  // the reference dequantizers and quantizers, by type
 
 namespace smol_test {
 
