@@ -302,8 +302,9 @@ TEST_CASE("smol-synth --type makes every matrix one type, as llama-quantize --pu
     CHECK(sum_sq > 0);
 
     const auto refused = run_tool("smol-synth", "-o " + quoted(scratch_dir() / "y.gguf") + " --preset tiny --type Q9_9");
-    CHECK(refused.exit_code == 1);
-    CHECK(refused.output.find("--type: expected a tensor type such as Q4_0 or Q8_0, found 'Q9_9'") != std::string::npos);
+    CHECK(refused.exit_code == 2);  // a usage mistake
+    CHECK(refused.output.find("--type: expected Q4_K_M or a weight type (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, "
+                              "Q4_1, F32, F16, BF16), found 'Q9_9'") != std::string::npos);
 }
 
 TEST_CASE("synthesized weights: std 0.02 around 0, norms around 1, after quantization") {
@@ -516,8 +517,8 @@ TEST_CASE("smol-synth writes a custom size, and smol-inspect says why no config 
     CHECK(pure_shown.output.find("Q2_K") != std::string::npos);
     CHECK(pure_shown.output.find("Q4_K") == std::string::npos);
     const auto bad_type = run_tool("smol-synth", "-o " + quoted(scratch_dir() / "x.gguf") + " --preset tiny --type Q9_K");
-    CHECK(bad_type.exit_code == 1);
-    CHECK(bad_type.output.find("--type: expected Q4_K_M, Q2_K") != std::string::npos);
+    CHECK(bad_type.exit_code == 2);
+    CHECK(bad_type.output.find("--type: expected Q4_K_M or a weight type") != std::string::npos);
 
     const auto refused = run_tool("smol-synth", "-o " + quoted(scratch_dir() / "x.gguf") + " --preset tiny --dim 320 --heads 2");
     CHECK(refused.exit_code == 1);

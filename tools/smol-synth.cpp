@@ -50,8 +50,10 @@ std::optional<smol::TensorType> parse_type(const std::string& flag, const std::s
     for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
     if (upper == "Q4_K_M") return std::nullopt;
     for (std::uint32_t id = 0; id < 64; ++id)
-        if (const auto traits = smol::tensor_type_traits(id); traits && traits->name == upper) return traits->type;
-    smol::fail(flag, ": expected a tensor type such as Q4_0 or Q8_0, found '", text, "'");
+        if (const auto traits = smol::tensor_type_traits(id); traits && traits->name == upper && smol::is_weight_type(traits->type))
+            return traits->type;
+    throw smol::args::UsageError(flag + ": expected Q4_K_M or a weight type (" + smol::supported_weight_types() +
+                                 "), found '" + text + "'");
 }
 
 bool is_number(const std::string& s) {
