@@ -792,3 +792,30 @@ TEST_CASE("kernel selection") {
     CHECK(cpu.has_amx_kernels() == (cpu.best_isa() == Isa::amx));
     CHECK_THROWS_AS(kernels_for(Isa::scalar).for_weights(TensorType::Q5_1), smol::Error);
 }
+
+TEST_CASE("a set without a type's prompt GEMM hands prompts to the widest set below that has one") {
+    // Choosing a GEMM runs no kernel, so every compiled set's choice is checked on any CPU.
+    for (const Isa isa : kAllIsas) {
+        if (!isa_compiled(isa)) continue;
+        CAPTURE(isa_name(isa));
+        const KernelSet set{isa};
+        for (const TypeRow& row : kTypeTable) {
+            if (!is_weight_type(row.type)) continue;
+            CAPTURE(type_name(row.type));
+            // The widest set up to `isa` with a GEMM for this type, and what a batch of that set's
+            // width gets: that GEMM, with its set's shape.
+            int expected = int(isa);
+            while (expected > 0 && row.gemms[std::size_t(expected)] == nullptr) --expected;
+            const std::int64_t batch = kGemmShapes[std::size_t(isa)].tokens;
+            const KernelSet::Gemm gemm = set.gemm_for_weights(row.type, batch);
+            CHECK((gemm.fn == row.gemms[std::size_t(expected)]));
+            if (gemm.fn != nullptr) CHECK(gemm.shape.tokens == kGemmShapes[std::size_t(expected)].tokens);
+        }
+    }
+#if SMOL_HAVE_AMX_KERNELS
+    // The case that asked for it: AMX has Q4_K and Q6_K GEMMs only, so Q5_K prompts take AVX-512's.
+    if (weight_row(TensorType::Q5_K).gemms[std::size_t(Isa::amx)] == nullptr)
+        CHECK((KernelSet{Isa::amx}.gemm_for_weights(TensorType::Q5_K, 512).fn ==
+               weight_row(TensorType::Q5_K).gemms[std::size_t(Isa::avx512)]));
+#endif
+}

@@ -32,16 +32,19 @@ struct KernelSet {
         return tile;
     }
     // This set's prompt GEMM for a weight type and a batch of n_tokens, with the shape of one
-    // call; fn is nullptr where the set multiplies prompts with tiles. A batch too small for
-    // the set's GEMM gets the one of the set below (AMX's goes to AVX-512's).
+    // call; fn is nullptr where no set up to this one has a GEMM for the type (prompts then run
+    // through the tiles). A batch too small for the set's GEMM, or a type the set has no GEMM
+    // for, gets the GEMM of the widest set below that fits (AMX: AVX-512's for Q5_K); every set
+    // gives the reference's bits, so which one runs never shows in the logits.
     struct Gemm {
         GemmTileFn fn;
         GemmShape shape;
     };
     Gemm gemm_for_weights(TensorType type, std::int64_t n_tokens) const {
+        const TypeRow& row = weight_row(type);
         int set = int(isa);
-        while (set > 0 && n_tokens < kGemmShapes[set].min_tokens) --set;
-        return {weight_row(type).gemms[std::size_t(set)], kGemmShapes[set]};
+        while (set > 0 && (n_tokens < kGemmShapes[set].min_tokens || row.gemms[std::size_t(set)] == nullptr)) --set;
+        return {row.gemms[std::size_t(set)], kGemmShapes[set]};
     }
 };
 
