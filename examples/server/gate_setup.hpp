@@ -6,6 +6,9 @@
 // it share only the client's address (the X-Smol-Client field, kClientField) and the gate's
 // counters, which /metrics reads (ServerState::gate_stats).
 
+#include <httplib.h>
+#include <sys/socket.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +20,7 @@
 #include "openai_api.hpp"
 #include "origin_policy.hpp"
 #include "outgoing_text.hpp"
+#include "process_plumbing.hpp"
 #include "server_options.hpp"
 #include "server_state.hpp"
 
@@ -63,6 +67,21 @@ inline GateHooks gate_hooks_for(ServerState& server) {
                      loggable(target).c_str(), r.status, r.code.c_str());
     };
     return hooks;
+}
+
+// httplib bound behind the gate, on the internal Unix socket; false (errno says why) when the
+// socket cannot be made. httplib's listen backlog is fixed at 5 in the library, too few for a
+// burst of requests the gate passes on at once, so the socket is listened on again with a
+// longer queue (Linux applies the new length).
+inline bool bind_behind_gate(httplib::Server& http, InternalSocket& internal) {
+    int internal_fd = -1;
+    http.set_address_family(AF_UNIX);
+    http.set_socket_options([&internal_fd](int fd) { internal_fd = fd; });
+    if (!internal.ok() || !http.bind_to_port(internal.path(), 80)) return false;
+    ::listen(internal_fd, SOMAXCONN);
+    http.set_socket_options([](int) {});  // the callback above points into this frame
+    internal.detach();
+    return true;
 }
 
 }  // namespace smol_server

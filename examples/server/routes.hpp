@@ -273,4 +273,18 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
     });
 }
 
+// httplib's threads: every chat client holds one for its whole reply, so the pool has room for
+// all generating and queued requests plus a few quick ones (health, metrics, the page). Only
+// whole requests reach it (the gate holds the rest), one per connection.
+inline int http_pool_size(const ServerOptions& options) { return options.parallel + options.max_queue + 8; }
+
+// httplib as the server runs it: its pool, body cap, timeouts and the routes.
+inline void configure_http(httplib::Server& http, ServerState& server, int pool) {
+    http.new_task_queue = [pool] { return new httplib::ThreadPool(std::size_t(pool)); };
+    http.set_payload_max_length(server.options.max_body_bytes);
+    http.set_read_timeout(30, 0);
+    http.set_write_timeout(30, 0);
+    install_routes(http, server);
+}
+
 }  // namespace smol_server
