@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "float64_transformer.hpp"
+#include "reference_data.hpp"
 #include "smol/smol.hpp"
 
 namespace {
@@ -24,6 +25,8 @@ namespace {
 using smol_test::Float64Options;
 using smol_test::Float64Transformer;
 using smol_test::RowMatrix;
+using smol_test::nmse;
+using smol_test::read_floats;
 
 // The model files in tests/data, each run by the compiled config whose metadata it matches.
 struct ModelFile {
@@ -33,34 +36,9 @@ struct ModelFile {
 const ModelFile kModelFiles[] = {{"tiny-f32", "smollm3-tiny-f32.gguf"}, {"tiny", "smollm3-tiny-Q4_K_M.gguf"}};
 const ModelFile kFloatFile = kModelFiles[0], kQuantizedFile = kModelFiles[1];
 
-std::string data_path(const std::string& relative) { return std::string(SMOL_TEST_DATA_DIR) + "/" + relative; }
-std::string model_path(const ModelFile& f) { return data_path(std::string(f.dir) + "/" + f.file); }
+std::string model_path(const ModelFile& f) { return smol_test::test_data_path(std::string(f.dir) + "/" + f.file); }
 
-std::vector<std::vector<std::int32_t>> read_prompts(const ModelFile& f) {
-    std::ifstream in(data_path(std::string(f.dir) + "/prompts.txt"));
-    REQUIRE(in);
-    std::vector<std::vector<std::int32_t>> prompts;
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.empty()) continue;
-        std::vector<std::int32_t> ids;
-        std::stringstream ss(line);
-        std::string item;
-        while (std::getline(ss, item, ',')) ids.push_back(std::stoi(item));
-        prompts.push_back(ids);
-    }
-    return prompts;
-}
 
-std::vector<float> read_floats(const std::string& path) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    REQUIRE(in);
-    const auto bytes = std::size_t(in.tellg());
-    std::vector<float> out(bytes / sizeof(float));
-    in.seekg(0);
-    in.read(reinterpret_cast<char*>(out.data()), std::streamsize(bytes));
-    return out;
-}
 
 // Seeded random tokens: prompts no fixture covers, the same on every run.
 std::vector<std::int32_t> random_prompt(std::mt19937& rng, int n, int n_vocab) {
@@ -70,17 +48,6 @@ std::vector<std::int32_t> random_prompt(std::mt19937& rng, int n, int n_vocab) {
     return out;
 }
 
-// sum((a - b)^2) / sum(b^2) over one row, b the reference.
-template <class A, class B>
-double nmse(const A* a, const B* b, int n) {
-    double err = 0, ref = 0;
-    for (int i = 0; i < n; ++i) {
-        const double d = double(a[i]) - double(b[i]);
-        err += d * d;
-        ref += double(b[i]) * double(b[i]);
-    }
-    return err / ref;
-}
 
 // Worst and mean row NMSE over the rows compared so far.
 struct RowErrors {
@@ -197,12 +164,12 @@ TEST_CASE("the float64 reference reproduces llama.cpp's logits on the float fixt
     // Both are exact up to rounding: the fixture README measured an independent float64
     // implementation at NMSE 1e-10 from llama.cpp's float32 one.
     const Float64Transformer& reference = reference_for(kFloatFile);
-    const auto prompts = read_prompts(kFloatFile);
+    const auto prompts = smol_test::read_prompts(smol_test::test_data_path(std::string(kFloatFile.dir) + "/prompts.txt"));
     REQUIRE(prompts.size() == 5);
     RowErrors all;
     for (std::size_t p = 0; p < prompts.size(); ++p) {
         CAPTURE(p);
-        const auto expected = read_floats(data_path("tiny-f32/ref-p" + std::to_string(p) + ".logits.f32"));
+        const auto expected = read_floats(smol_test::test_data_path("tiny-f32/ref-p" + std::to_string(p) + ".logits.f32"));
         const RowMatrix ours = reference.logits(prompts[p]);
         REQUIRE(expected.size() == std::size_t(ours.size()));
         for (Eigen::Index r = 0; r < ours.rows(); ++r) {
@@ -216,14 +183,14 @@ TEST_CASE("the float64 reference reproduces llama.cpp's logits on the float fixt
 
 TEST_CASE("the float64 reference reproduces llama.cpp's YaRN logits") {
     const Float64Transformer& reference = reference_for(kFloatFile);
-    const auto prompts = read_prompts(kFloatFile);
+    const auto prompts = smol_test::read_prompts(smol_test::test_data_path(std::string(kFloatFile.dir) + "/prompts.txt"));
     Float64Options yarn;
     yarn.yarn_factor = 4.0;
     yarn.yarn_original_context = 64;
     RowErrors all;
     for (const int p : {3, 4}) {
         CAPTURE(p);
-        const auto expected = read_floats(data_path("yarn/ref-p" + std::to_string(p) + "-yarn4-orig64.logits.f32"));
+        const auto expected = read_floats(smol_test::test_data_path("yarn/ref-p" + std::to_string(p) + "-yarn4-orig64.logits.f32"));
         const RowMatrix ours = reference.logits(prompts[std::size_t(p)], yarn);
         REQUIRE(expected.size() == std::size_t(ours.size()));
         for (Eigen::Index r = 0; r < ours.rows(); ++r) {
@@ -240,11 +207,11 @@ TEST_CASE("the float64 reference on the Q4_K_M file's dequantized weights is nea
     // llama.cpp quantizes the activations to 8 bits for these weights; the fixture README puts
     // the float64 pass on the dequantized weights at NMSE 2.2e-4 from its logits.
     const Float64Transformer& reference = reference_for(kQuantizedFile);
-    const auto prompts = read_prompts(kQuantizedFile);
+    const auto prompts = smol_test::read_prompts(smol_test::test_data_path(std::string(kQuantizedFile.dir) + "/prompts.txt"));
     RowErrors all;
     for (std::size_t p = 0; p < prompts.size(); ++p) {
         CAPTURE(p);
-        const auto expected = read_floats(data_path("tiny/ref-p" + std::to_string(p) + ".logits.f32"));
+        const auto expected = read_floats(smol_test::test_data_path("tiny/ref-p" + std::to_string(p) + ".logits.f32"));
         const RowMatrix ours = reference.logits(prompts[p]);
         REQUIRE(expected.size() == std::size_t(ours.size()));
         for (Eigen::Index r = 0; r < ours.rows(); ++r) {

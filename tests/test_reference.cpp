@@ -11,9 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "reference_data.hpp"
 #include "smol/smol.hpp"
 
 namespace {
+
+using smol_test::nmse;
+using smol_test::read_floats;
 
 struct Fixture {
     std::string dir;
@@ -30,31 +34,7 @@ std::string path_of(const Fixture& f, const std::string& file) {
     return std::string(SMOL_TEST_DATA_DIR) + "/" + f.dir + "/" + file;
 }
 
-std::vector<std::vector<std::int32_t>> read_prompts(const Fixture& f) {
-    std::ifstream in(path_of(f, "prompts.txt"));
-    REQUIRE(in);
-    std::vector<std::vector<std::int32_t>> prompts;
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.empty()) continue;
-        std::vector<std::int32_t> ids;
-        std::stringstream ss(line);
-        std::string item;
-        while (std::getline(ss, item, ',')) ids.push_back(std::stoi(item));
-        prompts.push_back(ids);
-    }
-    return prompts;
-}
 
-std::vector<float> read_floats(const std::string& path) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    REQUIRE(in);
-    const auto bytes = std::size_t(in.tellg());
-    std::vector<float> out(bytes / sizeof(float));
-    in.seekg(0);
-    in.read(reinterpret_cast<char*>(out.data()), std::streamsize(bytes));
-    return out;
-}
 
 nlohmann::json read_json(const std::string& path) {
     std::ifstream in(path);
@@ -62,14 +42,6 @@ nlohmann::json read_json(const std::string& path) {
     return nlohmann::json::parse(in);
 }
 
-double nmse(const float* a, const float* b, int n) {
-    double err = 0, ref = 0;
-    for (int i = 0; i < n; ++i) {
-        err += double(a[i] - b[i]) * double(a[i] - b[i]);
-        ref += double(b[i]) * double(b[i]);
-    }
-    return err / ref;
-}
 
 int argmax(const float* x, int n) {
     int best = 0;
@@ -132,7 +104,7 @@ void check_fixture(const Fixture& f) {
     auto model = smol::load_model(path_of(f, f.model_file));
     CHECK(model->info().config_name == f.config_name);
     const int n_vocab = model->n_vocab();
-    const auto prompts = read_prompts(f);
+    const auto prompts = smol_test::read_prompts(path_of(f, "prompts.txt"));
     REQUIRE(!prompts.empty());
     for (std::size_t p = 0; p < prompts.size(); ++p) {
         const auto& prompt = prompts[p];
@@ -176,12 +148,12 @@ TEST_CASE("YaRN fixture: logits past the original context match the reference") 
     CHECK(model->info().rope_scaling.attention_factor() == doctest::Approx(1.0 + 0.1 * std::log(4.0)));
     auto unscaled = smol::load_model(path_of(kFloat, kFloat.model_file));
     const int n_vocab = model->n_vocab();
-    const auto prompts = read_prompts(kFloat);
+    const auto prompts = smol_test::read_prompts(path_of(kFloat, "prompts.txt"));
     for (const int p : {3, 4}) {
         CAPTURE(p);
         const auto& prompt = prompts[std::size_t(p)];
         const int n = int(prompt.size());
-        const auto ref = read_floats(std::string(SMOL_TEST_DATA_DIR) + "/yarn/ref-p" + std::to_string(p) + "-yarn4-orig64.logits.f32");
+        const auto ref = read_floats(smol_test::test_data_path("yarn/ref-p" + std::to_string(p) + "-yarn4-orig64.logits.f32"));
         auto cache = model->make_cache(256);
         check_both_paths(*model, cache, prompt, ref, kFloat, "yarn ");
         // Without YaRN the last row is far from the reference: the scaling is what matches.
@@ -250,7 +222,7 @@ TEST_CASE("quantized KV caches stay within llama.cpp's error on the float fixtur
                           {{smol::KvType::q4_0, smol::KvType::q4_0}, 0.24, 0.0514}};
     omp_set_num_threads(2);
     auto model = smol::load_model(path_of(kFloat, kFloat.model_file));
-    const auto prompt = read_prompts(kFloat).at(4);
+    const auto prompt = smol_test::read_prompts(path_of(kFloat, "prompts.txt")).at(4);
     const int n = int(prompt.size()), n_vocab = model->n_vocab();
     const auto ref = read_floats(path_of(kFloat, "ref-p4.logits.f32"));
     REQUIRE(ref.size() == std::size_t(n) * n_vocab);
@@ -283,7 +255,7 @@ TEST_CASE("quantized KV caches stay within llama.cpp's error on the float fixtur
 TEST_CASE("several sequences in one batch give the same logits as each alone") {
     auto model = smol::load_model(path_of(kQuantized, kQuantized.model_file));
     const int n_vocab = model->n_vocab();
-    const auto prompts = read_prompts(kQuantized);
+    const auto prompts = smol_test::read_prompts(path_of(kQuantized, "prompts.txt"));
     REQUIRE(prompts.size() >= 3);
 
     // Alone: the last logits of each prompt, then one more token each.
@@ -319,7 +291,7 @@ TEST_CASE("prompts longer than the batch are processed in chunks with the same r
     smol::LoadOptions small_batches;
     small_batches.max_batch = 7;
     auto chunked = smol::load_model(path_of(kFloat, kFloat.model_file), small_batches);
-    const auto prompts = read_prompts(kFloat);
+    const auto prompts = smol_test::read_prompts(path_of(kFloat, "prompts.txt"));
     const auto& prompt = prompts.back();
     const int n = int(prompt.size());
     const int n_vocab = chunked->n_vocab();
@@ -405,7 +377,7 @@ TEST_CASE("weight types quantized by llama.cpp: logits as llama.cpp's, within it
                           {"Q4_1", 4.04e-3, 3.411e-01, 2.031e-01}, {"Q5_0", 3.52e-3, 1.312e-01, 7.910e-02},
                           {"Q3_K", 7.38e-3, 1.052e+00, 6.566e-01}, {"Q2_K", 7.94e-3, 1.655e+00, 1.429e+00}};
     omp_set_num_threads(2);
-    const auto prompts = read_prompts(kFloat);
+    const auto prompts = smol_test::read_prompts(path_of(kFloat, "prompts.txt"));
     const auto float_ref = read_floats(path_of(kFloat, "ref-p1.logits.f32"));
     for (const Case& c : cases) {
         CAPTURE(c.type);
