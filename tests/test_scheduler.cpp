@@ -15,12 +15,9 @@
 #include "smol/generate/scheduler.hpp"
 #include "smol/smol.hpp"
 #include "smol/text/tokenizer.hpp"
+#include "tiny_engines.hpp"
 
 namespace {
-
-const std::string kDataDir = SMOL_TEST_DATA_DIR;
-const std::string kTinyF32 = kDataDir + "/tiny-f32/smollm3-tiny-f32.gguf";
-const std::string kTinyQ4 = kDataDir + "/tiny/smollm3-tiny-Q4_K_M.gguf";
 
 smol::SamplerParams greedy() {
     smol::SamplerParams p;
@@ -28,15 +25,6 @@ smol::SamplerParams greedy() {
     return p;
 }
 
-// One engine per fixture for the whole file; schedulers (several at once, too) share it.
-smol::Engine& f32_engine() {
-    static smol::Engine engine(kTinyF32);
-    return engine;
-}
-smol::Engine& q4_engine() {
-    static smol::Engine engine(kTinyQ4);
-    return engine;
-}
 
 // Greedy generation of one sequence alone, straight on the model: the reference the batched
 // scheduler must reproduce.
@@ -78,7 +66,7 @@ smol::GenerationRequest request_for(std::vector<std::int32_t> prompt, int max_to
 }  // namespace
 
 TEST_CASE("batched decoding of four sequences matches each sequence run alone") {
-    smol::Engine& engine = f32_engine();
+    smol::Engine& engine = smol_test::float_engine();
     const smol::text::Tokenizer& tokenizer = engine.tokenizer();
     const std::vector<std::string> texts = {
         "The quick brown fox", "Once upon a time there was", "<|im_start|>user\nHello!<|im_end|>\n",
@@ -99,7 +87,7 @@ TEST_CASE("batched decoding of four sequences matches each sequence run alone") 
     options.slots = 4;
     options.context = 256;
     options.prompt_chunk = 16;  // the longest prompt is read over several steps, mixed with decoding
-    smol::Scheduler scheduler(f32_engine(), options);
+    smol::Scheduler scheduler(smol_test::float_engine(), options);
     std::vector<std::shared_ptr<smol::GenerationStream>> streams;
     for (const auto& prompt : prompts) streams.push_back(scheduler.submit(request_for(prompt, max_tokens)));
     int total_tokens = 0;
@@ -127,7 +115,7 @@ TEST_CASE("a continued conversation reuses the slot's cache and gives the same t
     smol::SchedulerOptions options;
     options.slots = 2;
     options.context = 256;
-    smol::Scheduler scheduler(f32_engine(), options);
+    smol::Scheduler scheduler(smol_test::float_engine(), options);
     const auto& tokenizer = scheduler.tokenizer();
     const auto first = tokenizer.encode("<|im_start|>user\nWhat is a cache?<|im_end|>\n<|im_start|>assistant\n", true);
     const smol::StreamEvent turn1 = scheduler.submit(request_for(first, 8))->collect();
@@ -144,7 +132,7 @@ TEST_CASE("a continued conversation reuses the slot's cache and gives the same t
     CHECK(scheduler.stats().cached_tokens == std::uint64_t(turn2.usage.cached_tokens));
 
     // The same prompt on a fresh scheduler (nothing cached) must give the same text.
-    smol::Scheduler fresh(f32_engine(), options);
+    smol::Scheduler fresh(smol_test::float_engine(), options);
     const smol::StreamEvent alone = fresh.submit(request_for(second, 8))->collect();
     CHECK(alone.usage.cached_tokens == 0);
     CHECK(alone.content == turn2.content);
@@ -159,7 +147,7 @@ TEST_CASE("reasoning and answer are split by the think tags, primed by the assis
     smol::SchedulerOptions options;
     options.slots = 1;
     options.context = 128;
-    smol::Scheduler scheduler(f32_engine(), options);
+    smol::Scheduler scheduler(smol_test::float_engine(), options);
     const auto& tokenizer = scheduler.tokenizer();
     const auto base = tokenizer.encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", true);
 
@@ -199,11 +187,11 @@ TEST_CASE("max_tokens and stop strings end generation with the right finish reas
     smol::SchedulerOptions options;
     options.slots = 1;
     options.context = 128;
-    smol::Scheduler scheduler(f32_engine(), options);
+    smol::Scheduler scheduler(smol_test::float_engine(), options);
     const auto& tokenizer = scheduler.tokenizer();
     const auto prompt = tokenizer.encode("The quick brown fox", true);
     const auto limited = scheduler.submit(request_for(prompt, 5))->collect();
-    const auto reference = greedy_alone(f32_engine(), prompt, 5);
+    const auto reference = greedy_alone(smol_test::float_engine(), prompt, 5);
     REQUIRE(reference.size() == 5);  // no end of generation within 5 tokens on this prompt
     CHECK(limited.finish == smol::FinishReason::max_tokens);
     CHECK(limited.usage.completion_tokens == 5);
@@ -230,7 +218,7 @@ TEST_CASE("prompts are read in the order their requests were admitted, not in sl
     options.slots = 2;
     options.context = 512;
     options.prompt_chunk = 4;
-    smol::Scheduler scheduler(q4_engine(), options);
+    smol::Scheduler scheduler(smol_test::quantized_engine(), options);
     const smol::text::Tokenizer& tokenizer = scheduler.tokenizer();
     std::string long_text;
     for (int i = 0; i < 150; ++i) long_text += "word" + std::to_string(i) + " ";
@@ -277,7 +265,7 @@ TEST_CASE("a cancelled request stops within a token and frees its slot") {
     smol::SchedulerOptions options;
     options.slots = 1;
     options.context = 512;
-    smol::Scheduler scheduler(q4_engine(), options);
+    smol::Scheduler scheduler(smol_test::quantized_engine(), options);
     const auto prompt = scheduler.tokenizer().encode("Tell me a long story", true);
     auto stream = scheduler.submit(request_for(prompt, 400));
     std::optional<smol::StreamEvent> e;
@@ -302,7 +290,7 @@ TEST_CASE("a full queue and a prompt longer than the context are refused without
     options.slots = 1;
     options.context = 64;
     options.max_queue = 1;
-    smol::Scheduler scheduler(q4_engine(), options);
+    smol::Scheduler scheduler(smol_test::quantized_engine(), options);
     const auto& tokenizer = scheduler.tokenizer();
 
     std::vector<std::int32_t> long_prompt(64, tokenizer.encode("a", false).front());
@@ -334,9 +322,9 @@ TEST_CASE("idle caches are freed under the memory budget, least recently used fi
     smol::SchedulerOptions options;
     options.slots = 3;
     options.context = 64;
-    smol::Scheduler probe(q4_engine(), options);
+    smol::Scheduler probe(smol_test::quantized_engine(), options);
     options.cache_budget_bytes = probe.cache_bytes_per_slot() * 2;  // two of the three slots
-    smol::Scheduler scheduler(q4_engine(), options);
+    smol::Scheduler scheduler(smol_test::quantized_engine(), options);
     const auto& tokenizer = scheduler.tokenizer();
     const auto a = tokenizer.encode("first conversation", true);
     const auto b = tokenizer.encode("second talk", true);
@@ -354,7 +342,7 @@ TEST_CASE("idle caches are freed under the memory budget, least recently used fi
 }
 
 TEST_CASE("a chat session and the scheduler give the same reply: one pipeline, one penalty rule") {
-    smol::Engine& engine = f32_engine();
+    smol::Engine& engine = smol_test::float_engine();
     smol::ChatOptions chat;
     chat.date = "21 November 2026";
     smol::GenerationParams params;

@@ -17,6 +17,7 @@
 #include "smol/generate/engine.hpp"
 #include "smol/generate/pipeline.hpp"
 #include "smol/generate/sequence.hpp"
+#include "tiny_engines.hpp"
 
 using smol::Engine;
 using smol::GenerationParams;
@@ -26,16 +27,8 @@ using smol::TextDelta;
 
 namespace {
 
-const std::filesystem::path kData = SMOL_TEST_DATA_DIR;
-
-Engine& quantized_engine() {
-    static Engine engine(kData / "tiny" / "smollm3-tiny-Q4_K_M.gguf");
-    return engine;
-}
-Engine& float_engine() {
-    static Engine engine(kData / "tiny-f32" / "smollm3-tiny-f32.gguf");
-    return engine;
-}
+using smol_test::float_engine;
+using smol_test::quantized_engine;
 
 std::vector<std::int32_t> encode(const Engine& engine, const std::string& text) {
     return engine.tokenizer().encode(text, /*parse_special=*/true);

@@ -17,6 +17,7 @@
 #include "smol/generate/engine.hpp"
 #include "smol/generate/session.hpp"
 #include "smol/text/chat_template.hpp"
+#include "tiny_engines.hpp"
 
 using smol::ChatSession;
 using smol::Engine;
@@ -29,14 +30,8 @@ namespace {
 
 const std::filesystem::path kData = SMOL_TEST_DATA_DIR;
 
-Engine& quantized_engine() {
-    static Engine engine(kData / "tiny" / "smollm3-tiny-Q4_K_M.gguf");
-    return engine;
-}
-Engine& float_engine() {
-    static Engine engine(kData / "tiny-f32" / "smollm3-tiny-f32.gguf");
-    return engine;
-}
+using smol_test::float_engine;
+using smol_test::quantized_engine;
 
 GenerationParams greedy(int max_tokens) {
     GenerationParams p;
