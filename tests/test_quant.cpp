@@ -503,19 +503,27 @@ TEST_CASE("k-quant dequantization equals ggml's, bit for bit, on llama.cpp-quant
 // ---------------------------------------------------------------------------------------------
 // Weight quantizers
 
-TEST_CASE("Q4_K quantizer: hand-made input round-trips to hand-checked values") {
-    // Even sub-blocks hold 0..15 (twice), odd ones -8..7. make_qkx2_quants fits both with
-    // error 0: scale 1, min 0 (even) or 8 (odd). Then max_scale = 1 and max_min = 8, every
-    // 6-bit scale is 63, every odd min 63, every even min 0, and
-    //   d    = fp16(1/63) = 2^-6 * (1 + 16/1024) = 0.015869140625      -> d * 63    = 0.999755859375
-    //   dmin = fp16(8/63) = 2^-3 * (1 + 16/1024) = 0.126953125         -> dmin * 63 = 7.998046875
-    // and the quants requantized against those are q = x (even) and q = x + 8 (odd).
+namespace {
+
+// Q4_K and Q5_K share their 6-bit scales and mins and their quantizer's fit. With `levels` quant
+// values (16 or 32), even sub-blocks hold 0..levels-1 and odd ones -levels/2..levels/2-1:
+// make_qkx2_quants fits both with error 0, scale 1 and min 0 (even) or levels/2 (odd). Then
+// max_scale = 1 and max_min = levels/2, every 6-bit scale is 63, every odd min 63, every even
+// min 0, and
+//   d    = fp16(1/63)          = 2^-6 * (1 + 16/1024) = 0.015869140625  -> d * 63 = 0.999755859375
+//   dmin = fp16(levels/2 / 63) = 2^-6 * (1 + 16/1024) * levels/2        -> dmin * 63
+// and the quants requantized against those are q = x (even) and q = x + levels/2 (odd).
+template <class Block>
+void check_scale_min_round_trip(TensorType type, void (*quantize)(const float*, Block*, std::int64_t), int levels,
+                                float expected_dmin, float expected_dmin_63) {
+    CAPTURE(type_name(type));
+    const int half = levels / 2;
     std::vector<float> x(QK_K);
-    for (int i = 0; i < QK_K; ++i) x[i] = float(i % 16) - ((i / 32) % 2 == 1 ? 8.0f : 0.0f);
-    BlockQ4K b;
-    quantize_row_q4_k(x.data(), &b, QK_K);
+    for (int i = 0; i < QK_K; ++i) x[i] = float(i % levels) - ((i / 32) % 2 == 1 ? float(half) : 0.0f);
+    Block b;
+    quantize(x.data(), &b, QK_K);
     CHECK(fp16_to_f32(b.d) == 0.015869140625f);
-    CHECK(fp16_to_f32(b.dmin) == 0.126953125f);
+    CHECK(fp16_to_f32(b.dmin) == expected_dmin);
     for (int j = 0; j < 8; ++j) {
         std::uint8_t sc, m;
         q4k_scale_min(j, b.scales, sc, m);
@@ -523,12 +531,19 @@ TEST_CASE("Q4_K quantizer: hand-made input round-trips to hand-checked values") 
         CHECK(int(m) == (j % 2 == 1 ? 63 : 0));
     }
     std::vector<float> w(QK_K);
-    dequantize_row(TensorType::Q4_K, &b, w.data(), QK_K);
+    dequantize_row(type, &b, w.data(), QK_K);
     for (int i = 0; i < QK_K; ++i) {
         const bool odd = (i / 32) % 2 == 1;
-        const float q = float(i % 16);
-        REQUIRE(w[i] == (odd ? 0.999755859375f * q - 7.998046875f : 0.999755859375f * q));
+        const float q = float(i % levels);
+        REQUIRE(w[i] == (odd ? 0.999755859375f * q - expected_dmin_63 : 0.999755859375f * q));
     }
+}
+
+}  // namespace
+
+TEST_CASE("Q4_K quantizer: hand-made input round-trips to hand-checked values") {
+    // dmin = fp16(8/63) = 2^-3 * (1 + 16/1024) = 0.126953125 -> dmin * 63 = 7.998046875
+    check_scale_min_round_trip<BlockQ4K>(TensorType::Q4_K, quantize_row_q4_k, 16, 0.126953125f, 7.998046875f);
 }
 
 TEST_CASE("Q2_K quantizer: hand-made input round-trips exactly") {
@@ -575,32 +590,9 @@ TEST_CASE("Q3_K quantizer: hand-made input round-trips exactly") {
 }
 
 TEST_CASE("Q5_K quantizer: hand-made input round-trips to hand-checked values") {
-    // Even sub-blocks hold 0..31, odd ones -16..15: make_qkx2_quants fits both with error 0,
-    // scale 1 and min 0 (even) or 16 (odd). Then every 6-bit scale is 63, every odd min 63,
-    // every even min 0, and
-    //   d    = fp16(1/63)  = 2^-6 * (1 + 16/1024) = 0.015869140625  -> d * 63    = 0.999755859375
-    //   dmin = fp16(16/63) = 2^-2 * (1 + 16/1024) = 0.25390625      -> dmin * 63 = 15.99609375
-    // and the quants requantized against those are q = x (even) and q = x + 16 (odd): half of
-    // them need the fifth bit.
-    std::vector<float> x(QK_K);
-    for (int i = 0; i < QK_K; ++i) x[i] = float(i % 32) - ((i / 32) % 2 == 1 ? 16.0f : 0.0f);
-    BlockQ5K b;
-    quantize_row_q5_k(x.data(), &b, QK_K);
-    CHECK(fp16_to_f32(b.d) == 0.015869140625f);
-    CHECK(fp16_to_f32(b.dmin) == 0.25390625f);
-    for (int j = 0; j < 8; ++j) {
-        std::uint8_t sc, m;
-        q4k_scale_min(j, b.scales, sc, m);
-        CHECK(int(sc) == 63);
-        CHECK(int(m) == (j % 2 == 1 ? 63 : 0));
-    }
-    std::vector<float> w(QK_K);
-    dequantize_row(TensorType::Q5_K, &b, w.data(), QK_K);
-    for (int i = 0; i < QK_K; ++i) {
-        const bool odd = (i / 32) % 2 == 1;
-        const float q = float(i % 32);
-        REQUIRE(w[i] == (odd ? 0.999755859375f * q - 15.99609375f : 0.999755859375f * q));
-    }
+    // dmin = fp16(16/63) = 2^-2 * (1 + 16/1024) = 0.25390625 -> dmin * 63 = 15.99609375; half of
+    // the quants need the fifth bit.
+    check_scale_min_round_trip<BlockQ5K>(TensorType::Q5_K, quantize_row_q5_k, 32, 0.25390625f, 15.99609375f);
 }
 
 TEST_CASE("Q6_K quantizer: hand-made input round-trips exactly") {
