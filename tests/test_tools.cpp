@@ -104,6 +104,23 @@ RunResult run_tool(const std::string& tool, const std::string& args) {
 
 std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
 
+// Loads a model file and runs a few tokens: every logit finite, and not all zero (not a file of
+// zeros).
+void check_loads_and_runs(const fs::path& path, const std::vector<std::int32_t>& tokens) {
+    auto model = smol::load_model(path);
+    auto cache = model->make_cache(64);
+    std::vector<float> logits(tokens.size() * std::size_t(model->n_vocab()));
+    model->forward(cache, tokens, logits.data(), /*all_logits=*/true);
+    double sum_sq = 0;
+    bool finite = true;
+    for (float x : logits) {
+        finite = finite && std::isfinite(x);
+        sum_sq += double(x) * x;
+    }
+    CHECK(finite);
+    CHECK(sum_sq > 0);
+}
+
 std::map<TensorType, int> count_types(const std::vector<synth::PlannedTensor>& plan) {
     std::map<TensorType, int> counts;
     for (const auto& t : plan) counts[t.type] += 1;
@@ -204,15 +221,7 @@ TEST_CASE("a pure plan puts every matrix in one type, and such tiny files load a
         CHECK(file.get_int("general.file_type") == synth::llama_file_type(type));
         CHECK(file.tensor("token_embd.weight").type == type);
         CHECK(file.tensor("blk.7.ffn_down.weight").type == type);
-        auto model = smol::load_model(out);
-        auto cache = model->make_cache(16);
-        const std::vector<std::int32_t> tokens = {1, 500, 4078};
-        std::vector<float> logits(tokens.size() * std::size_t(model->n_vocab()));
-        model->forward(cache, tokens, logits.data(), /*all_logits=*/true);
-        double sum_sq = 0;
-        for (float x : logits) sum_sq += double(x) * x;
-        CHECK(std::isfinite(sum_sq));
-        CHECK(sum_sq > 0);
+        check_loads_and_runs(out, {1, 500, 4078});
     }
 }
 
@@ -253,20 +262,8 @@ TEST_CASE("a synthesized tiny model has the fixture's layout and tokenizer, load
     CHECK(file.get_int("general.file_type") == 15);
     CHECK(smol::config_mismatches<smol::SmolLM3_TinyQ4>(file).empty());
 
-    auto model = smol::load_model(synthesized_tiny());
-    CHECK(model->info().config_name == "SmolLM3-tiny-512");
-    auto cache = model->make_cache(64);
-    const std::vector<std::int32_t> tokens = {1, 500, 4078, 17, 4095};
-    std::vector<float> logits(tokens.size() * std::size_t(model->n_vocab()));
-    model->forward(cache, tokens, logits.data(), /*all_logits=*/true);
-    double sum_sq = 0;
-    bool finite = true;
-    for (float x : logits) {
-        finite = finite && std::isfinite(x);
-        sum_sq += double(x) * x;
-    }
-    CHECK(finite);
-    CHECK(sum_sq > 0);  // not a file of zeros
+    CHECK(smol::load_model(synthesized_tiny())->info().config_name == "SmolLM3-tiny-512");
+    check_loads_and_runs(synthesized_tiny(), {1, 500, 4078, 17, 4095});
 }
 
 TEST_CASE("smol-synth --type makes every matrix one type, as llama-quantize --pure, and the file runs") {
@@ -291,15 +288,7 @@ TEST_CASE("smol-synth --type makes every matrix one type, as llama-quantize --pu
         CAPTURE(t.name);
         CHECK(t.type == (t.shape.size() == 2 ? TensorType::Q4_1 : TensorType::F32));
     }
-    auto model = smol::load_model(out);
-    auto cache = model->make_cache(16);
-    const std::vector<std::int32_t> tokens = {1, 500, 4078};
-    std::vector<float> logits(tokens.size() * std::size_t(model->n_vocab()));
-    model->forward(cache, tokens, logits.data(), /*all_logits=*/true);
-    double sum_sq = 0;
-    for (float x : logits) sum_sq += double(x) * x;
-    CHECK(std::isfinite(sum_sq));
-    CHECK(sum_sq > 0);
+    check_loads_and_runs(out, {1, 500, 4078});
 
     const auto refused = run_tool("smol-synth", "-o " + quoted(scratch_dir() / "y.gguf") + " --preset tiny --type Q9_9");
     CHECK(refused.exit_code == 2);  // a usage mistake
