@@ -166,25 +166,38 @@ TEST_CASE("Q8_K bsums are the sums of each 16 quants on random data") {
 // ---------------------------------------------------------------------------------------------
 // Q4_K dequantization of a hand-built block
 
-TEST_CASE("Q4_K dequantization of a hand-built block") {
-    // d = 1 (fp16 0x3c00), dmin = 0.5 (0x3800). Sub-block scales and mins:
-    //   sc = {1, 2, 3, 4, 33, 40, 63, 17},  m = {0, 1, 2, 3, 5, 63, 32, 48}
-    // Packing (bytes 0-3: sc[0..3] | (sc[4..7] >> 4) << 6; bytes 4-7: m[0..3] | (m[4..7] >> 4) << 6;
-    // bytes 8-11: (sc[4..7] & 15) | (m[4..7] & 15) << 4):
-    //   sc[4..7] >> 4 = 2, 2, 3, 1;  sc[4..7] & 15 = 1, 8, 15, 1
-    //   m[4..7]  >> 4 = 0, 3, 2, 3;  m[4..7]  & 15 = 5, 15, 0, 0
-    //   s[0] = 1|2<<6 = 0x81, s[1] = 2|2<<6 = 0x82, s[2] = 3|3<<6 = 0xc3, s[3] = 4|1<<6 = 0x44
-    //   s[4] = 0|0<<6 = 0x00, s[5] = 1|3<<6 = 0xc1, s[6] = 2|2<<6 = 0x82, s[7] = 3|3<<6 = 0xc3
-    //   s[8] = 1|5<<4 = 0x51, s[9] = 8|15<<4 = 0xf8, s[10] = 15|0 = 0x0f, s[11] = 1|0 = 0x01
-    BlockQ4K b;
+namespace {
+
+// The header Q4_K and Q5_K blocks share, hand-built: d = 1 (fp16 0x3c00), dmin = 0.5 (0x3800),
+// sub-block scales and mins
+//   sc = {1, 2, 3, 4, 33, 40, 63, 17},  m = {0, 1, 2, 3, 5, 63, 32, 48}
+// Packing (bytes 0-3: sc[0..3] | (sc[4..7] >> 4) << 6; bytes 4-7: m[0..3] | (m[4..7] >> 4) << 6;
+// bytes 8-11: (sc[4..7] & 15) | (m[4..7] & 15) << 4):
+//   sc[4..7] >> 4 = 2, 2, 3, 1;  sc[4..7] & 15 = 1, 8, 15, 1
+//   m[4..7]  >> 4 = 0, 3, 2, 3;  m[4..7]  & 15 = 5, 15, 0, 0
+//   s[0] = 1|2<<6 = 0x81, s[1] = 2|2<<6 = 0x82, s[2] = 3|3<<6 = 0xc3, s[3] = 4|1<<6 = 0x44
+//   s[4] = 0|0<<6 = 0x00, s[5] = 1|3<<6 = 0xc1, s[6] = 2|2<<6 = 0x82, s[7] = 3|3<<6 = 0xc3
+//   s[8] = 1|5<<4 = 0x51, s[9] = 8|15<<4 = 0xf8, s[10] = 15|0 = 0x0f, s[11] = 1|0 = 0x01
+// and the low nibbles qs[i]: low nibble i % 16, high nibble 15 - i % 16.
+constexpr int kHandScales[8] = {1, 2, 3, 4, 33, 40, 63, 17};
+constexpr int kHandMins[8] = {0, 1, 2, 3, 5, 63, 32, 48};
+
+template <class Block>
+void fill_hand_built_header(Block& b) {
     b.d = 0x3c00;
     b.dmin = 0x3800;
     const std::uint8_t packed[12] = {0x81, 0x82, 0xc3, 0x44, 0x00, 0xc1, 0x82, 0xc3, 0x51, 0xf8, 0x0f, 0x01};
     std::memcpy(b.scales, packed, 12);
-    // qs[i]: low nibble i % 16, high nibble 15 - i % 16.
     for (int i = 0; i < 128; ++i) b.qs[i] = std::uint8_t((i % 16) | ((15 - i % 16) << 4));
+}
 
-    const int sc[8] = {1, 2, 3, 4, 33, 40, 63, 17}, m[8] = {0, 1, 2, 3, 5, 63, 32, 48};
+}  // namespace
+
+TEST_CASE("Q4_K dequantization of a hand-built block") {
+    BlockQ4K b;
+    fill_hand_built_header(b);
+    const int(&sc)[8] = kHandScales;
+    const int(&m)[8] = kHandMins;
     for (int j = 0; j < 8; ++j) {
         std::uint8_t s, mm;
         q4k_scale_min(j, b.scales, s, mm);
@@ -304,14 +317,10 @@ TEST_CASE("Q5_K dequantization of a hand-built block") {
     // (qs[i]: low i % 16, high 15 - i % 16), with qh[l] = 7 l + 3: the fifth bit of weight
     // 64c + l is bit 2c of qh[l], that of weight 64c + 32 + l bit 2c + 1.
     BlockQ5K b;
-    b.d = 0x3c00;
-    b.dmin = 0x3800;
-    const std::uint8_t packed[12] = {0x81, 0x82, 0xc3, 0x44, 0x00, 0xc1, 0x82, 0xc3, 0x51, 0xf8, 0x0f, 0x01};
-    std::memcpy(b.scales, packed, 12);
-    for (int i = 0; i < 128; ++i) b.qs[i] = std::uint8_t((i % 16) | ((15 - i % 16) << 4));
+    fill_hand_built_header(b);
     for (int l = 0; l < 32; ++l) b.qh[l] = std::uint8_t(7 * l + 3);
-
-    const int sc[8] = {1, 2, 3, 4, 33, 40, 63, 17}, m[8] = {0, 1, 2, 3, 5, 63, 32, 48};
+    const int(&sc)[8] = kHandScales;
+    const int(&m)[8] = kHandMins;
     std::vector<float> w(QK_K);
     dequantize_row(TensorType::Q5_K, &b, w.data(), QK_K);
     CHECK(w[0] == 16.0f);             // qh[0] = 0b11: bit 0 set, q = 0 + 16; 1*16 - 0.5*0
