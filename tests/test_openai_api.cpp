@@ -8,18 +8,14 @@
 
 #include "openai_api.hpp"
 #include "smol/smol.hpp"
+#include "tiny_fixture.hpp"
 
 namespace {
 
 using smol_server::ApiError;
 using smol_server::json;
 
-const smol::text::Tokenizer& tokenizer() {
-    static const smol::gguf::File file =
-        smol::gguf::File::open(std::string(SMOL_TEST_DATA_DIR) + "/tiny-f32/smollm3-tiny-f32.gguf");
-    static const smol::text::Tokenizer tok = smol::text::Tokenizer::from_gguf(file);
-    return tok;
-}
+const smol::text::Tokenizer& tokenizer() { return smol_test::tiny_tokenizer(); }
 
 json hello() { return json{{"messages", json::array({{{"role", "user"}, {"content", "Hello"}}})}}; }
 

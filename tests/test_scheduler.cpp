@@ -15,7 +15,7 @@
 #include "smol/generate/scheduler.hpp"
 #include "smol/smol.hpp"
 #include "smol/text/tokenizer.hpp"
-#include "tiny_engines.hpp"
+#include "tiny_fixture.hpp"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include "smol/generate/engine.hpp"
 #include "smol/generate/pipeline.hpp"
 #include "smol/generate/sequence.hpp"
-#include "tiny_engines.hpp"
+#include "tiny_fixture.hpp"
 
 using smol::Engine;
 using smol::GenerationParams;

@@ -16,18 +16,14 @@
 
 #include "reply_adapters.hpp"
 #include "smol/smol.hpp"
+#include "tiny_fixture.hpp"
 
 namespace {
 
 using smol_server::Endpoint;
 using smol_server::json;
 
-const smol::text::Tokenizer& tokenizer() {
-    static const smol::gguf::File file =
-        smol::gguf::File::open(std::string(SMOL_TEST_DATA_DIR) + "/tiny-f32/smollm3-tiny-f32.gguf");
-    static const smol::text::Tokenizer tok = smol::text::Tokenizer::from_gguf(file);
-    return tok;
-}
+const smol::text::Tokenizer& tokenizer() { return smol_test::tiny_tokenizer(); }
 
 // httplib's DataSink as the adapters see it, recording what they do.
 struct FakeSink final : smol_server::ReplySink {

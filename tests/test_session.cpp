@@ -17,7 +17,7 @@
 #include "smol/generate/engine.hpp"
 #include "smol/generate/session.hpp"
 #include "smol/text/chat_template.hpp"
-#include "tiny_engines.hpp"
+#include "tiny_fixture.hpp"
 
 using smol::ChatSession;
 using smol::Engine;
