@@ -1,16 +1,18 @@
 #pragma once
 // One float vector per instruction set, as a struct of static functions, so that a float kernel
-// is written once as a template over it and compiled per set (ops/kv_tiles.hpp,
-// quant/float_tiles.hpp): Avx2Floats (8 lanes, __m256) and Avx512Floats (16 lanes, __m512).
-// Each function is the one instruction (or fixed sequence) the hand-written kernels used, so a
-// template gives each set's former bits. Only where a set's operation differs in more than its
-// width (a reduction's order, a mask against a blend) do the two bodies differ.
+// is written once against `Floats` and compiled per set (ops/kv_tiles_set.hpp,
+// quant/float_tile_set.hpp): Avx2Floats (8 lanes, __m256) and Avx512Floats (16 lanes, __m512).
+// Each function is the one instruction (or fixed sequence) the hand-written kernels used, so the
+// shared kernel gives each set's former bits. Only where a set's operation differs in more than
+// its width (a reduction's order, a mask against a blend) do the two bodies differ.
 //
 // xsimd's batch<float, avx512f> exists only when the whole program is compiled with AVX-512,
 // which smol's x86-64-v3 baseline is not; hence these. Every Avx512Floats function carries
-// SMOL_TARGET_AVX512: a template over it is compiled for the baseline and inlined into an
-// AVX-512 entry point marked `flatten` (the convention of quant/legacy_tiles_avx512.hpp), where
-// these inline too.
+// SMOL_TARGET_AVX512, and so must every function that passes an Avx512Floats::V by value (clang
+// rejects the call from a baseline function, GCC warns that the ABI changes): that is why the
+// kernels over these are included once per set with the set's target attribute rather than
+// written as templates over the set, as quant/legacy_tiles_avx2.hpp's integer driver is (its
+// AVX-512 products pass only 256-bit vectors).
 
 #include "smol/core/simd_targets.hpp"
 
