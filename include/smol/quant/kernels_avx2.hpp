@@ -15,17 +15,16 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
-#include <xsimd/xsimd.hpp>
 
+#include "smol/core/float_vectors.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/float_tiles.hpp"
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/reference.hpp"
 
 namespace smol::kernels_avx2 {
 
 namespace detail {
-
-using fbatch = xsimd::batch<float, xsimd::avx2>;
 
 inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -490,58 +489,26 @@ inline void q8_0_tile(std::int64_t n, const std::uint8_t* weights, std::size_t r
 }
 
 // ---------------------------------------------------------------------------------------------
-// Float weights (F32, F16, BF16) against float activations.
+// Float weights (F32, F16, BF16) against float activations: float_tile_set.hpp's tile on 8 lanes,
+// with this set's weight loads.
 
-struct LoadF32 {
-    static fbatch load(const float* p) { return fbatch::load_unaligned(p); }
-    static float scalar(const float* p) { return *p; }
+struct LoadF32 : float_tiles::F32Weights {
+    static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
 };
-struct LoadF16 {
-    static fbatch load(const std::uint16_t* p) {
-        return fbatch(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-    }
-    static float scalar(const std::uint16_t* p) { return fp16_to_f32(*p); }
+struct LoadF16 : float_tiles::F16Weights {
+    static __m256 load(const std::uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 };
-struct LoadBF16 {
-    static fbatch load(const std::uint16_t* p) {
+struct LoadBF16 : float_tiles::BF16Weights {
+    static __m256 load(const std::uint16_t* p) {
         const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-        return fbatch(_mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
     }
-    static float scalar(const std::uint16_t* p) { return bf16_to_f32(*p); }
 };
 
-template <class Weight, class Load, int C>
-inline void float_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                       const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
-                       std::size_t out_stride) {
-    const kernel_detail::TileOperands<Weight, float, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    const std::size_t ahead = prefetch_distance(row_bytes);
-    fbatch acc[kTileRows][C];
-    for (int r = 0; r < kTileRows; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = fbatch(0.0f);
-    constexpr std::int64_t lanes = fbatch::size;
-    const std::int64_t body = n - n % lanes;
-    for (std::int64_t i = 0; i < body; i += lanes) {
-        fbatch w[kTileRows];
-        const bool new_line = (std::size_t(i) * sizeof(Weight)) % 64 < lanes * sizeof(Weight);  // once per 64 bytes
-        for (int r = 0; r < kTileRows; ++r) {
-            if (new_line) prefetch_ahead(t.w[r] + i, 64, ahead);
-            w[r] = Load::load(t.w[r] + i);
-        }
-        for (int c = 0; c < C; ++c) {
-            const fbatch x = fbatch::load_unaligned(t.a[c] + i);
-            for (int r = 0; r < kTileRows; ++r) acc[r][c] = xsimd::fma(w[r], x, acc[r][c]);
-        }
-    }
-    float result[kTileRows][C];
-    for (int r = 0; r < kTileRows; ++r)
-        for (int c = 0; c < C; ++c) {
-            float sum = xsimd::hadd(acc[r][c]);
-            for (std::int64_t i = body; i < n; ++i) sum += Load::scalar(t.w[r] + i) * t.a[c][i];
-            result[r][c] = sum;
-        }
-    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
-}
+using Floats = simd::Avx2Floats;
+#define SMOL_SET_TARGET
+#include "smol/quant/float_tile_set.hpp"
+#undef SMOL_SET_TARGET
 
 }  // namespace detail
 
@@ -609,12 +576,12 @@ inline constexpr DotTileFn q6k_q8k = kernel_detail::column_by_column<detail::q6k
 inline constexpr GemmTileFn q4k_q8k_gemm = detail::q4k_gemm;
 inline constexpr GemmTileFn q6k_q8k_gemm = detail::q6k_gemm;
 inline constexpr DotTileFn q8_0_q8_0 = kernel_detail::by_columns<detail::q8_0_tile<1>, detail::q8_0_tile<kTileCols>>;
-inline constexpr DotTileFn f32 = kernel_detail::by_columns<detail::float_tile<float, detail::LoadF32, 1>,
-                                                    detail::float_tile<float, detail::LoadF32, kTileCols>>;
-inline constexpr DotTileFn f16 = kernel_detail::by_columns<detail::float_tile<std::uint16_t, detail::LoadF16, 1>,
-                                                    detail::float_tile<std::uint16_t, detail::LoadF16, kTileCols>>;
-inline constexpr DotTileFn bf16 = kernel_detail::by_columns<detail::float_tile<std::uint16_t, detail::LoadBF16, 1>,
-                                                     detail::float_tile<std::uint16_t, detail::LoadBF16, kTileCols>>;
+inline constexpr DotTileFn f32 =
+    kernel_detail::by_columns<detail::float_tile<detail::LoadF32, 1>, detail::float_tile<detail::LoadF32, kTileCols>>;
+inline constexpr DotTileFn f16 =
+    kernel_detail::by_columns<detail::float_tile<detail::LoadF16, 1>, detail::float_tile<detail::LoadF16, kTileCols>>;
+inline constexpr DotTileFn bf16 =
+    kernel_detail::by_columns<detail::float_tile<detail::LoadBF16, 1>, detail::float_tile<detail::LoadBF16, kTileCols>>;
 
 }  // namespace smol::kernels_avx2
 

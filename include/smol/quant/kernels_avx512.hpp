@@ -15,8 +15,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "smol/core/float_vectors.hpp"
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/float_tiles.hpp"
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/reference.hpp"
 
@@ -408,58 +410,28 @@ SMOL_TARGET_AVX512 void q8_0_tile(std::int64_t n, const std::uint8_t* weights, s
 }
 
 // ---------------------------------------------------------------------------------------------
-// Float weights against float activations, 16 lanes.
+// Float weights (F32, F16, BF16) against float activations: float_tile_set.hpp's tile on 16
+// lanes, with this set's weight loads.
 
-struct LoadF32 {
+struct LoadF32 : float_tiles::F32Weights {
     SMOL_TARGET_AVX512 static __m512 load(const float* p) { return _mm512_loadu_ps(p); }
-    static float scalar(const float* p) { return *p; }
 };
-struct LoadF16 {
+struct LoadF16 : float_tiles::F16Weights {
     SMOL_TARGET_AVX512 static __m512 load(const std::uint16_t* p) {
         return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     }
-    static float scalar(const std::uint16_t* p) { return fp16_to_f32(*p); }
 };
-struct LoadBF16 {
+struct LoadBF16 : float_tiles::BF16Weights {
     SMOL_TARGET_AVX512 static __m512 load(const std::uint16_t* p) {
         const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
         return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
     }
-    static float scalar(const std::uint16_t* p) { return bf16_to_f32(*p); }
 };
 
-template <class Weight, class Load, int C>
-SMOL_TARGET_AVX512 void float_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                                   const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
-                                   std::size_t out_stride) {
-    const kernel_detail::TileOperands<Weight, float, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    const std::size_t ahead = prefetch_distance(row_bytes);
-    __m512 acc[kTileRows][C];
-    for (int r = 0; r < kTileRows; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-    constexpr std::int64_t lanes = 16;
-    const std::int64_t body = n - n % lanes;
-    for (std::int64_t i = 0; i < body; i += lanes) {
-        __m512 w[kTileRows];
-        const bool new_line = (std::size_t(i) * sizeof(Weight)) % 64 < lanes * sizeof(Weight);  // once per 64 bytes
-        for (int r = 0; r < kTileRows; ++r) {
-            if (new_line) prefetch_ahead(t.w[r] + i, 64, ahead);
-            w[r] = Load::load(t.w[r] + i);
-        }
-        for (int c = 0; c < C; ++c) {
-            const __m512 x = _mm512_loadu_ps(t.a[c] + i);
-            for (int r = 0; r < kTileRows; ++r) acc[r][c] = _mm512_fmadd_ps(w[r], x, acc[r][c]);
-        }
-    }
-    float result[kTileRows][C];
-    for (int r = 0; r < kTileRows; ++r)
-        for (int c = 0; c < C; ++c) {
-            float sum = _mm512_reduce_add_ps(acc[r][c]);
-            for (std::int64_t i = body; i < n; ++i) sum += Load::scalar(t.w[r] + i) * t.a[c][i];
-            result[r][c] = sum;
-        }
-    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
-}
+using Floats = simd::Avx512Floats;
+#define SMOL_SET_TARGET SMOL_TARGET_AVX512
+#include "smol/quant/float_tile_set.hpp"
+#undef SMOL_SET_TARGET
 
 }  // namespace detail
 
@@ -471,14 +443,12 @@ inline constexpr GemmTileFn q4k_q8k_gemm = detail::q4k_gemm;
 inline constexpr GemmTileFn q6k_q8k_gemm = detail::q6k_gemm;
 inline constexpr DotTileFn q8_0_q8_0 =
     kernel_detail::by_columns<detail::q8_0_tile<1>, detail::q8_0_tile<kTileCols>>;
-inline constexpr DotTileFn f32 = kernel_detail::by_columns<detail::float_tile<float, detail::LoadF32, 1>,
-                                                           detail::float_tile<float, detail::LoadF32, kTileCols>>;
+inline constexpr DotTileFn f32 =
+    kernel_detail::by_columns<detail::float_tile<detail::LoadF32, 1>, detail::float_tile<detail::LoadF32, kTileCols>>;
 inline constexpr DotTileFn f16 =
-    kernel_detail::by_columns<detail::float_tile<std::uint16_t, detail::LoadF16, 1>,
-                              detail::float_tile<std::uint16_t, detail::LoadF16, kTileCols>>;
+    kernel_detail::by_columns<detail::float_tile<detail::LoadF16, 1>, detail::float_tile<detail::LoadF16, kTileCols>>;
 inline constexpr DotTileFn bf16 =
-    kernel_detail::by_columns<detail::float_tile<std::uint16_t, detail::LoadBF16, 1>,
-                              detail::float_tile<std::uint16_t, detail::LoadBF16, kTileCols>>;
+    kernel_detail::by_columns<detail::float_tile<detail::LoadBF16, 1>, detail::float_tile<detail::LoadBF16, kTileCols>>;
 
 }  // namespace smol::kernels_avx512
 

@@ -1,0 +1,147 @@
+#pragma once
+// One float vector per instruction set, as a struct of static functions, so that a float kernel
+// is written once against `Floats` and compiled per set (ops/kv_tiles_set.hpp,
+// quant/float_tile_set.hpp): Avx2Floats (8 lanes, __m256) and Avx512Floats (16 lanes, __m512).
+// Each function is the one instruction (or fixed sequence) the hand-written kernels used, so the
+// shared kernel gives each set's former bits. Only where a set's operation differs in more than
+// its width (a reduction's order, a mask against a blend) do the two bodies differ.
+//
+// xsimd's batch<float, avx512f> exists only when the whole program is compiled with AVX-512,
+// which smol's x86-64-v3 baseline is not; hence these. Every Avx512Floats function carries
+// SMOL_TARGET_AVX512, and so must every function that passes an Avx512Floats::V by value (clang
+// rejects the call from a baseline function, GCC warns that the ABI changes): that is why the
+// kernels over these are included once per set with the set's target attribute rather than
+// written as templates over the set, as quant/legacy_tiles_avx2.hpp's integer driver is (its
+// AVX-512 products pass only 256-bit vectors).
+
+#include "smol/core/simd_targets.hpp"
+
+#if SMOL_HAVE_AVX2_KERNELS
+
+#include <immintrin.h>
+
+namespace smol::simd {
+
+// The sum of 8 lanes by the tree ((0+4)+(2+6))+((1+5)+(3+7)): fold the halves, then pairs.
+inline float sum8_lanes(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+struct Avx2Floats {
+    using V = __m256;
+    static constexpr int kLanes = 8;
+
+    static V zero() { return _mm256_setzero_ps(); }
+    static V set1(float x) { return _mm256_set1_ps(x); }
+    static V broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+    static V load(const float* p) { return _mm256_loadu_ps(p); }
+    static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+    static V add(V a, V b) { return _mm256_add_ps(a, b); }
+    static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+    static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+    static V max(V a, V b) { return _mm256_max_ps(a, b); }
+    static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }    // a * b + c, one rounding
+    static V fnma(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a * b, one rounding
+    static V round_nearest(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+
+    // 2^k for integral k in [-126, 127]: k + 127 put into the exponent field.
+    static V exp2_integral(V k) {
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23));
+    }
+    // value where x is not below limit, 0 where it is (a NaN x keeps its value).
+    static V zero_below(V value, V x, float limit) {
+        return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(limit), _CMP_LT_OQ), value);
+    }
+
+    // The first n < kLanes floats at p, the other lanes `fill`; and the first n lanes stored.
+    static V load_first(const float* p, int n, float fill) {
+        alignas(32) float lanes[kLanes];
+        for (int i = 0; i < kLanes; ++i) lanes[i] = i < n ? p[i] : fill;
+        return _mm256_load_ps(lanes);
+    }
+    static void store_first(float* p, int n, V v) {
+        alignas(32) float lanes[kLanes];
+        _mm256_store_ps(lanes, v);
+        for (int i = 0; i < n; ++i) p[i] = lanes[i];
+    }
+
+    // The lanes as 8 (sums of) lanes: already 8.
+    static __m256 fold8(V v) { return v; }
+    // The float tiles' lane sum, in xsimd::hadd's order ((0+4)+(1+5))+((2+6)+(3+7)), which they
+    // used before they were written once.
+    static float sum(V v) {
+        __m256 t = _mm256_add_ps(v, _mm256_permute2f128_ps(v, v, 1));
+        t = _mm256_hadd_ps(t, t);
+        t = _mm256_hadd_ps(t, t);
+        return _mm_cvtss_f32(_mm256_castps256_ps128(t));
+    }
+};
+
+}  // namespace smol::simd
+
+#endif
+
+#if SMOL_HAVE_AVX512_KERNELS
+
+// GCC 12's intrinsics seed masked forms with _mm512_undefined_*(), which its -Wuninitialized
+// reports once inlined (GCC bug 105593); the values are never read.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace smol::simd {
+
+struct Avx512Floats {
+    using V = __m512;
+    static constexpr int kLanes = 16;
+
+    SMOL_TARGET_AVX512 static V zero() { return _mm512_setzero_ps(); }
+    SMOL_TARGET_AVX512 static V set1(float x) { return _mm512_set1_ps(x); }
+    SMOL_TARGET_AVX512 static V broadcast(const float* p) { return _mm512_set1_ps(*p); }
+    SMOL_TARGET_AVX512 static V load(const float* p) { return _mm512_loadu_ps(p); }
+    SMOL_TARGET_AVX512 static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+    SMOL_TARGET_AVX512 static V add(V a, V b) { return _mm512_add_ps(a, b); }
+    SMOL_TARGET_AVX512 static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+    SMOL_TARGET_AVX512 static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+    SMOL_TARGET_AVX512 static V max(V a, V b) { return _mm512_max_ps(a, b); }
+    SMOL_TARGET_AVX512 static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+    SMOL_TARGET_AVX512 static V fnma(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
+    SMOL_TARGET_AVX512 static V round_nearest(V x) {
+        return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    }
+
+    SMOL_TARGET_AVX512 static V exp2_integral(V k) {
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23));
+    }
+    // value where x >= limit, 0 elsewhere (a NaN x gives 0: the mask keeps only ordered lanes).
+    SMOL_TARGET_AVX512 static V zero_below(V value, V x, float limit) {
+        return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(limit), _CMP_GE_OQ), value);
+    }
+
+    SMOL_TARGET_AVX512 static V load_first(const float* p, int n, float fill) {
+        return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), __mmask16((1u << n) - 1), p);
+    }
+    SMOL_TARGET_AVX512 static void store_first(float* p, int n, V v) {
+        _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), v);
+    }
+
+    // Lane l + 8 added to lane l: 8 sums, each then summed as an AVX2 lane is.
+    SMOL_TARGET_AVX512 static __m256 fold8(V v) {
+        return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    }
+    // The float tiles' lane sum.
+    SMOL_TARGET_AVX512 static float sum(V v) { return _mm512_reduce_add_ps(v); }
+};
+
+}  // namespace smol::simd
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#endif
