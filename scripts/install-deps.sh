@@ -5,7 +5,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
-  libxsimd-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev libedit-dev
+  nlohmann-json3-dev libcpp-httplib-dev libssl-dev libedit-dev
 )
 if [[ "${1:-}" == --tests ]]; then
   packages+=(doctest-dev libeigen3-dev clang libclang-rt-14-dev libomp-14-dev python3 curl nodejs npm chromium)
