@@ -3,7 +3,8 @@
 // and the two drivers the AVX-512 set runs too (kquant_tiles_avx512.hpp): one for decode (a
 // column), one for prompt GEMMs. A k-quant is written here as two small rows, a Decode kernel
 // (its block's exact integer totals against one activation block) and a Gemm kernel (its block
-// unpacked to unsigned quants plus the factors of its float step); adding one touches only these.
+// unpacked to unsigned quants plus the factors of its float step); adding one adds these, its
+// AVX-512 Decode kernel and its row of type_table.hpp.
 //
 // The products are kernels_avx2.hpp's: maddubs (unsigned quants x i8 activations -> i16 pairs,
 // never saturating here: at most 2 * 63 * 128) then madd with the sub-block scale, so every
