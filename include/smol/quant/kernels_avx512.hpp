@@ -48,8 +48,8 @@ SMOL_TARGET_AVX512 inline float hsum128(__m128 s) {
 SMOL_TARGET_AVX512 inline float half_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
 
 // ---------------------------------------------------------------------------------------------
-// The k-quant prompt GEMMs' pieces (the driver, kquant_gemm, is kquant_tiles_avx512.hpp's) and
-// the Q4_K and Q6_K unpackers the AMX set uses. Vector lanes are 16 tokens (activations packed by
+// The k-quant prompt GEMMs' pieces (the driver, kquant_gemm, is kquant_tiles_avx512.hpp's), and
+// Q4_K's and Q6_K's quants unpacked in registers (for the decode kernels and the AMX set). Vector lanes are 16 tokens (activations packed by
 // packing.hpp), so a weight row's 4-byte group is broadcast and one vpdpbusd multiplies it with
 // the matching group of 16 tokens: no horizontal sums, and each unpacked weight byte serves
 // kGemmTokens tokens.
