@@ -94,21 +94,6 @@ inline __m128 q6k_accumulate(__m128 acc, __m128 d, __m128 ad, __m128i dots) {
     return _mm_fmadd_ps(_mm_mul_ps(d, ad), _mm_cvtepi32_ps(dots), acc);
 }
 
-// [d, dmin] of four Q4_K blocks (their first 4 bytes) as two vectors of four floats.
-inline void q4k_d_dmin_x4(const BlockQ4K& b0, const BlockQ4K& b1, const BlockQ4K& b2, const BlockQ4K& b3, __m128& d,
-                          __m128& dmin) {
-    std::int32_t h[4];
-    std::memcpy(&h[0], &b0, 4);
-    std::memcpy(&h[1], &b1, 4);
-    std::memcpy(&h[2], &b2, 4);
-    std::memcpy(&h[3], &b3, 4);
-    const __m256 both = _mm256_cvtph_ps(_mm_setr_epi32(h[0], h[1], h[2], h[3]));  // [d0 dmin0 d1 dmin1 | ...]
-    const __m128 lo = _mm256_castps256_ps128(both), hi = _mm256_extractf128_ps(both, 1);
-    d = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-    dmin = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
-}
-
-
 // ---------------------------------------------------------------------------------------------
 // Q6_K x Q8_K: the 6-bit quants are used unsigned (0..63) and the -32 offset is taken out once
 // per block as 32 * sum_j scale_j * bsum_j.
@@ -151,7 +136,8 @@ inline __m256i q6k_scale_picker(int kk) {
 
 // ---------------------------------------------------------------------------------------------
 // Decode (one activation column): the weights stream from DRAM once, so per block and row every
-// instruction of bookkeeping counts.
+// instruction of bookkeeping counts. The k-quants' block dots and the decode driver they share
+// are in kquant_tiles_avx2.hpp.
 
 // Decode reads a tile's rows one after the other, each whole (up to this many blocks at a time,
 // 16384 weights), so the weights arrive as one sequential stream, and reduces the four rows'
@@ -160,53 +146,6 @@ inline __m256i q6k_scale_picker(int kk) {
 // 2 threads 9.2-10.7 against 14.0-14.2; runs of 8 blocks gave 7.2-7.7 and 12.2-13.4.
 inline constexpr int kDecodeChunk = 64;
 
-// Sum over one Q4_K block of scale_j * (q x a) for the 8 sub-blocks j, as 8 i32 partial sums.
-// scales: the block's 8 scales as u8 (bytes 0-7) in both lanes.
-inline __m256i q4k_block_dot(const BlockQ4K& wb, const BlockQ8K& ab, __m256i scales) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    __m256i sumi = _mm256_setzero_si256();
-    for (int chunk = 0; chunk < 4; ++chunk) {  // 64 weights: sub-blocks 2 chunk (low nibbles) and 2 chunk + 1
-        const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * chunk));
-        const __m256i q8_low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * chunk));
-        const __m256i q8_high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * chunk + 32));
-        const __m256i low = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(bits, low4), q8_low),
-                                              _mm256_shuffle_epi8(scales, byte_to_words(2 * chunk)));
-        const __m256i high =
-            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), low4), q8_high),
-                              _mm256_shuffle_epi8(scales, byte_to_words(2 * chunk + 1)));
-        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(low, high));
-    }
-    return sumi;
-}
-
-// The float step of `count` blocks from block b0 for the four rows at once, from their exact
-// block totals: sumi (scale * dots, 8 partial sums) and mins (min * sums, 4 partial sums). acc
-// lane r is row r. Shared with the AVX-512 decode kernels, so both give the reference's bits.
-inline __m128 q4k_accumulate_run(__m128 acc, const BlockQ4K* const (&w)[kTileRows], const BlockQ8K* a,
-                                 std::int64_t b0, int count, const __m256i (&sumi)[kTileRows][kDecodeChunk],
-                                 const __m128i (&mins)[kTileRows][kDecodeChunk]) {
-    static_assert(kTileRows == 4, "the block totals are reduced four rows at a time");
-    for (int i = 0; i < count; ++i) {
-        const std::int64_t b = b0 + i;
-        __m128 d, dmin;
-        q4k_d_dmin_x4(w[0][b], w[1][b], w[2][b], w[3][b], d, dmin);
-        acc = q4k_accumulate(acc, d, dmin, _mm_set1_ps(a[b].d), hsum_x4(sumi[0][i], sumi[1][i], sumi[2][i], sumi[3][i]),
-                             hsum_x4(mins[0][i], mins[1][i], mins[2][i], mins[3][i]));
-    }
-    return acc;
-}
-
-inline __m128 q6k_accumulate_run(__m128 acc, const BlockQ6K* const (&w)[kTileRows], const BlockQ8K* a,
-                                 std::int64_t b0, int count, const __m256i (&sumi)[kTileRows][kDecodeChunk]) {
-    for (int i = 0; i < count; ++i) {
-        const std::int64_t b = b0 + i;
-        const __m128 d = _mm_cvtph_ps(_mm_setr_epi16(short(w[0][b].d), short(w[1][b].d), short(w[2][b].d),
-                                                     short(w[3][b].d), 0, 0, 0, 0));
-        acc = q6k_accumulate(acc, d, _mm_set1_ps(a[b].d), hsum_x4(sumi[0][i], sumi[1][i], sumi[2][i], sumi[3][i]));
-    }
-    return acc;
-}
-
 // Stores acc's lanes (rows) as a one-column tile.
 inline void store_column(__m128 acc, int n_rows, int n_cols, float* out, std::size_t out_stride) {
     float result[kTileRows][1];
@@ -214,93 +153,19 @@ inline void store_column(__m128 acc, int n_rows, int n_cols, float* out, std::si
     kernel_detail::store_tile<1>(result, n_rows, n_cols, out, out_stride);
 }
 
-// Per row and block: the exact totals of scale * dots (8 lanes) and min * sums (4 lanes); the
-// float step then runs for four rows at once (q4k_accumulate_run).
-inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                       const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
-                       std::size_t out_stride) {
-    const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    const std::size_t ahead = prefetch_distance(row_bytes);
-    __m128 acc = _mm_setzero_ps();  // [row]
-    const std::int64_t blocks = n / QK_K;
-    for (std::int64_t b0 = 0; b0 < blocks; b0 += kDecodeChunk) {
-        const int chunk = int(std::min<std::int64_t>(kDecodeChunk, blocks - b0));
-        __m256i sumi[kTileRows][kDecodeChunk];
-        __m128i mins[kTileRows][kDecodeChunk];
-        for (int r = 0; r < kTileRows; ++r)
-            for (int i = 0; i < chunk; ++i) {
-                const BlockQ4K& wb = t.w[r][b0 + i];
-                const BlockQ8K& ab = t.a[0][b0 + i];
-                prefetch_ahead(&wb, sizeof(BlockQ4K), ahead);
-                const __m128i header = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb));
-                const __m128i unpacked = q4k_unpack_header(header);  // [8 scales, 8 mins] u8
-                sumi[r][i] = q4k_block_dot(wb, ab, _mm256_broadcastsi128_si256(unpacked));
-                mins[r][i] = q4k_min_dots(unpacked, q8k_sub_block_sums(ab));
-            }
-        acc = q4k_accumulate_run(acc, t.w, t.a[0], b0, chunk, sumi, mins);
-    }
-    store_column(acc, n_rows, n_cols, out, out_stride);
-}
-
-// Sum over one Q6_K block of scale_j * ((q - 32) x a) for its 16 sub-blocks, as 8 i32 partial
-// sums. The quants are used unsigned (0..63); the -32 offset is 32 * sum_j scale_j * bsum_j.
-inline __m256i q6k_block_dot(const BlockQ6K& wb, const BlockQ8K& ab, __m256i bsums) {
-    const __m256i scales16 = q6k_scales16(wb);
-    __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), q6k_offset(scales16, bsums));
-    for (int half = 0; half < 2; ++half) {
-        const __m256i bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half));
-        const __m256i bits2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half + 32));
-        const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh + 32 * half));
-        // This half's eight scales in both lanes; chunk kk takes word 2kk (lanes 0-15) and 2kk+1 (16-31).
-        const __m256i half_scales = half == 0 ? _mm256_permute2x128_si256(scales16, scales16, 0x00)
-                                              : _mm256_permute2x128_si256(scales16, scales16, 0x11);
-        const std::int8_t* q8 = ab.qs + 128 * half;
-        const auto chunk = [&](__m256i q, int kk) {
-            const __m256i a8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * kk));
-            return _mm256_madd_epi16(_mm256_maddubs_epi16(q, a8), _mm256_shuffle_epi8(half_scales, q6k_scale_picker(kk)));
-        };
-        const __m256i c0 = chunk(q6k_chunk_quants<0>(bits1, bits2, high), 0);
-        const __m256i c1 = chunk(q6k_chunk_quants<1>(bits1, bits2, high), 1);
-        const __m256i c2 = chunk(q6k_chunk_quants<2>(bits1, bits2, high), 2);
-        const __m256i c3 = chunk(q6k_chunk_quants<3>(bits1, bits2, high), 3);
-        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)));
-    }
-    return sumi;
-}
-
-inline void q6k_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                       const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
-                       std::size_t out_stride) {
-    const kernel_detail::TileOperands<BlockQ6K, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    const std::size_t ahead = prefetch_distance(row_bytes);
-    __m128 acc = _mm_setzero_ps();  // [row]
-    const std::int64_t blocks = n / QK_K;
-    for (std::int64_t b0 = 0; b0 < blocks; b0 += kDecodeChunk) {
-        const int chunk = int(std::min<std::int64_t>(kDecodeChunk, blocks - b0));
-        __m256i sumi[kTileRows][kDecodeChunk];
-        for (int r = 0; r < kTileRows; ++r)
-            for (int i = 0; i < chunk; ++i) {
-                const BlockQ6K& wb = t.w[r][b0 + i];
-                const BlockQ8K& ab = t.a[0][b0 + i];
-                prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);
-                sumi[r][i] = q6k_block_dot(wb, ab, q8k_bsums(ab));
-            }
-        acc = q6k_accumulate_run(acc, t.w, t.a[0], b0, chunk, sumi);
-    }
-    store_column(acc, n_rows, n_cols, out, out_stride);
-}
-
 // ---------------------------------------------------------------------------------------------
-// Q4_K and Q6_K prompt GEMM. Vector lanes are 8 tokens of a packed group of 16 (packing.hpp): a
+// The k-quant prompt GEMMs' pieces (the driver, kquant_gemm, is kquant_tiles_avx2.hpp's) and
+// Q4_K's and Q6_K's unpackers. Vector lanes are 8 tokens of a packed group of 16 (packing.hpp): a
 // weight row's 4-byte group is broadcast, maddubs multiplies it with 8 tokens' matching groups
 // (pairs of products fit i16: at most 2 * 63 * 127), and madd with the sub-block scale turns
 // them into scale * 4 products in each token's i32 lane. No horizontal sums; each lane ends a
 // block with the exact integer totals and takes the reference's float step, so the results are
-// the bits of the decode kernels above.
+// the bits of the decode kernels.
 
 // A weight block's quants as unsigned bytes in activation order (weights 0..255).
+// (64-byte aligned: the AVX-512 GEMMs read the same unpacked rows.)
 struct UnpackedQuants {
-    alignas(32) std::uint8_t q[QK_K];
+    alignas(64) std::uint8_t q[QK_K];
 };
 
 inline void q4k_unpack(const BlockQ4K& wb, UnpackedQuants& u) {
@@ -354,102 +219,6 @@ __attribute__((always_inline)) inline void dot_groups(__m256i (&dots)[kTileRows]
         }
         dot_groups<K - 1>(dots, u, a, first + 1, scale);
     }
-}
-
-// One packed group (16 tokens, two halves of 8) against R rows: per block, Unpack writes row r's
-// quants and returns its block scale(s); Dots adds scale * products for [row][half];
-// Finish takes the float step.
-template <class Weight, int SubBlocks, class Unpack, class Finish>
-inline void kquant_gemm_group(std::int64_t blocks, const Weight* const* w, const BlockQ8Kx16* acts, Unpack unpack,
-                              Finish finish, __m256 (&acc)[kTileRows][2]) {
-    constexpr int R = kTileRows, groups_per_sub_block = QK_K / 4 / SubBlocks;
-    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-    UnpackedQuants u[R];
-    alignas(16) std::int16_t scales[R][SubBlocks];
-    __m256i scale_vectors[SubBlocks][R];  // read as memory operands of vpmaddwd
-    for (std::int64_t b = 0; b < blocks; ++b) {
-        for (int r = 0; r < R; ++r) {
-            unpack(w[r][b], u[r], scales[r]);
-            for (int j = 0; j < SubBlocks; ++j) scale_vectors[j][r] = _mm256_set1_epi16(scales[r][j]);
-        }
-        const BlockQ8Kx16& a = acts[b];
-        __m256i dots[R][2];
-        for (int r = 0; r < R; ++r) dots[r][0] = dots[r][1] = _mm256_setzero_si256();
-        for (int j = 0; j < SubBlocks; ++j) dot_groups<groups_per_sub_block>(dots, u, a, groups_per_sub_block * j, scale_vectors[j]);
-        for (int r = 0; r < R; ++r) finish(w[r][b], a, dots[r], acc[r]);
-    }
-}
-
-template <class Weight, class Group>
-inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                        const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride, Group group) {
-    if (n_rows <= 0 || n_tokens <= 0) return;
-    const Weight* w[kTileRows];
-    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
-    const std::int64_t blocks = n / QK_K;
-    for (int t0 = 0; t0 < n_tokens; t0 += kPackedTokens) {
-        __m256 acc[kTileRows][2];  // [row][half]: 8 tokens' sums
-        group(blocks, w, acts + (t0 / kPackedTokens) * blocks, acc);
-        const int tokens = n_tokens - t0 < kPackedTokens ? n_tokens - t0 : kPackedTokens;
-        for (int r = 0; r < n_rows; ++r) {
-            alignas(32) float lanes[kPackedTokens];
-            _mm256_store_ps(lanes, acc[r][0]);
-            _mm256_store_ps(lanes + 8, acc[r][1]);
-            for (int t = 0; t < tokens; ++t) out[std::size_t(t0 + t) * out_stride + std::size_t(r)] = lanes[t];
-        }
-    }
-}
-
-inline void q4k_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                     const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
-    kquant_gemm<BlockQ4K>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride,
-                          [](std::int64_t blocks, const BlockQ4K* const* w, const BlockQ8Kx16* a, __m256 (&acc)[kTileRows][2]) {
-        const auto unpack = [](const BlockQ4K& wb, UnpackedQuants& u, std::int16_t* scales) {
-            const __m128i sm = q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb)));
-            _mm_store_si128(reinterpret_cast<__m128i*>(scales), _mm_cvtepu8_epi16(sm));  // the 8 scales
-            q4k_unpack(wb, u);
-        };
-        const auto finish = [](const BlockQ4K& wb, const BlockQ8Kx16& ab, const __m256i (&dots)[2], __m256 (&acc)[2]) {
-            const __m128i sm = q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb)));
-            alignas(16) std::uint8_t mins[16];
-            _mm_store_si128(reinterpret_cast<__m128i*>(mins), sm);
-            const __m256 d = _mm256_set1_ps(half_to_float(wb.d)), dmin = _mm256_set1_ps(half_to_float(wb.dmin));
-            for (int h = 0; h < 2; ++h) {
-                __m256i min_sum = _mm256_setzero_si256();
-                for (int j = 0; j < 8; ++j)
-                    min_sum = _mm256_add_epi32(min_sum, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(ab.bsums[j][8 * h])),
-                                                                          word_pair(mins[8 + j], mins[8 + j])));
-                const __m256 ad = _mm256_load_ps(ab.d + 8 * h);
-                acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(d, ad), _mm256_cvtepi32_ps(dots[h]), acc[h]);
-                acc[h] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, ad), _mm256_cvtepi32_ps(min_sum), acc[h]);
-            }
-        };
-        kquant_gemm_group<BlockQ4K, 8>(blocks, w, a, unpack, finish, acc);
-    });
-}
-
-inline void q6k_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                     const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
-    kquant_gemm<BlockQ6K>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride,
-                          [](std::int64_t blocks, const BlockQ6K* const* w, const BlockQ8Kx16* a, __m256 (&acc)[kTileRows][2]) {
-        const auto unpack = [](const BlockQ6K& wb, UnpackedQuants& u, std::int16_t* scales) {
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(scales), q6k_scales16(wb));
-            q6k_unpack(wb, u);
-        };
-        // The quants were used unsigned (0..63); the -32 offset is 32 * sum_j scale_j * bsum_j.
-        const auto finish = [](const BlockQ6K& wb, const BlockQ8Kx16& ab, const __m256i (&dots)[2], __m256 (&acc)[2]) {
-            const __m256 d = _mm256_set1_ps(half_to_float(wb.d));
-            for (int h = 0; h < 2; ++h) {
-                __m256i offset = _mm256_setzero_si256();
-                for (int j = 0; j < 8; ++j)
-                    offset = _mm256_add_epi32(offset, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(ab.bsums[j][8 * h])),
-                                                                        word_pair(wb.scales[2 * j], wb.scales[2 * j + 1])));
-                const __m256i total = _mm256_sub_epi32(dots[h], _mm256_slli_epi32(offset, 5));
-                acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_load_ps(ab.d + 8 * h)), _mm256_cvtepi32_ps(total), acc[h]);
-            }
-        };
-        kquant_gemm_group<BlockQ6K, 16>(blocks, w, a, unpack, finish, acc);
-    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -569,12 +338,7 @@ inline void quantize_row_q8_k(const float* x, BlockQ8K* out, std::int64_t n) {  
     }
 }
 
-// Prompts go to the GEMM; a tile of a few columns (smol's matmul never asks for one) takes them
-// one at a time.
-inline constexpr DotTileFn q4k_q8k = kernel_detail::column_by_column<detail::q4k_column>;
-inline constexpr DotTileFn q6k_q8k = kernel_detail::column_by_column<detail::q6k_column>;
-inline constexpr GemmTileFn q4k_q8k_gemm = detail::q4k_gemm;
-inline constexpr GemmTileFn q6k_q8k_gemm = detail::q6k_gemm;
+// The k-quant tiles, built from the pieces above, are in kquant_tiles_avx2.hpp.
 inline constexpr DotTileFn q8_0_q8_0 = kernel_detail::by_columns<detail::q8_0_tile<1>, detail::q8_0_tile<kTileCols>>;
 inline constexpr DotTileFn f32 =
     kernel_detail::by_columns<detail::float_tile<detail::LoadF32, 1>, detail::float_tile<detail::LoadF32, kTileCols>>;

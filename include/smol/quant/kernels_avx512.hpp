@@ -1,8 +1,9 @@
 #pragma once
 // AVX-512 (F, BW, VL, DQ) + VNNI kernel set. The program is not compiled with -mavx512*, so
 // every function here carries SMOL_TARGET_AVX512 and may run only after cpu_features() said
-// has_avx512_kernels() (dispatch.hpp guarantees that). Same tile contract as the AVX2 set; for
-// Q4_K and Q6_K the same bits too (see below), on 64-byte vectors with VNNI.
+// has_avx512_kernels() (dispatch.hpp guarantees that). Same tile contract as the AVX2 set, on
+// 64-byte vectors with VNNI. The k-quant tiles built from the pieces here are in
+// kquant_tiles_avx512.hpp, and give the AVX2 set's bits.
 
 #include "smol/quant/kernels_avx2.hpp"  // its block-header and float-step helpers, shared for the same bits
 
@@ -49,19 +50,17 @@ SMOL_TARGET_AVX512 inline float hsum128(__m128 s) {
 SMOL_TARGET_AVX512 inline float half_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
 
 // ---------------------------------------------------------------------------------------------
-// Q4_K and Q6_K prompt GEMM. Vector lanes are 16 tokens (activations packed by packing.hpp), so
-// a weight row's 4-byte group is broadcast and one vpdpbusd multiplies it with the matching group
-// of 16 tokens: no horizontal sums, and each unpacked weight byte serves kGemmTokens tokens.
-// Each (row, token) lane sums the exact integer block totals and then takes the reference's
-// float step (reference.hpp, q4k_accumulate_block), so the results are the same bits as the
-// scalar reference's and the AVX2 set's, which this set decodes with.
+// The k-quant prompt GEMMs' pieces (the driver, kquant_gemm, is kquant_tiles_avx512.hpp's), and
+// Q4_K's and Q6_K's quants unpacked in registers (for the decode kernels and the AMX set). Vector lanes are 16 tokens (activations packed by
+// packing.hpp), so a weight row's 4-byte group is broadcast and one vpdpbusd multiplies it with
+// the matching group of 16 tokens: no horizontal sums, and each unpacked weight byte serves
+// kGemmTokens tokens.
 
 namespace avx2 = kernels_avx2::detail;
 
-// A weight block's quants as unsigned bytes in activation order (weights 0..255).
-struct UnpackedQuants {
-    alignas(64) std::uint8_t q[QK_K];
-};
+// A weight block's quants as unsigned bytes in activation order (weights 0..255), as the
+// k-quants' Gemm kernels unpack them (kquant_tiles_avx2.hpp) for both sets.
+using UnpackedQuants = avx2::UnpackedQuants;
 
 // Q4_K weights 64c..64c+63 in order, unsigned: chunk c holds the low nibbles of qs[32c..32c+31]
 // (sub-block 2c) then their high nibbles (sub-block 2c+1). One broadcast load and a shift of the
@@ -87,19 +86,6 @@ SMOL_TARGET_AVX512 inline void q6k_half_quants(const BlockQ6K& wb, int h, __m512
                              _mm512_and_si512(_mm512_srlv_epi16(qh, right), top2));
 }
 
-SMOL_TARGET_AVX512 inline void q4k_unpack(const BlockQ4K& wb, UnpackedQuants& u) {
-    for (int c = 0; c < 4; ++c) _mm512_store_si512(u.q + 64 * c, q4k_chunk_quants(wb, c));
-}
-
-SMOL_TARGET_AVX512 inline void q6k_unpack(const BlockQ6K& wb, UnpackedQuants& u) {
-    for (int h = 0; h < 2; ++h) {
-        __m512i first, second;
-        q6k_half_quants(wb, h, first, second);
-        _mm512_store_si512(u.q + 128 * h, first);
-        _mm512_store_si512(u.q + 128 * h + 64, second);
-    }
-}
-
 // Four quants of an unpacked row as one i32, in all 16 lanes.
 SMOL_TARGET_AVX512 inline __m512i broadcast_group(const UnpackedQuants& u, int group) {
     std::int32_t four;
@@ -117,7 +103,7 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void dot_groups(__m512i
         __m512i x[G];
         for (int g = 0; g < G; ++g) x[g] = _mm512_load_si512(a[g]->qs[first]);
         for (int r = 0; r < R; ++r) {
-            const __m512i w = broadcast_group(u[r], first);
+            const __m512i w = detail::broadcast_group(u[r], first);  // qualified: ADL would find AVX2's too
             for (int g = 0; g < G; ++g) sub[r][g] = _mm512_dpbusd_epi32(sub[r][g], w, x[g]);
         }
         dot_groups<K - 1>(sub, u, a, first + 1);
@@ -125,7 +111,7 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void dot_groups(__m512i
 }
 
 // dots[r][g] = sum over the block's sub-blocks j of scale(r, j) * (row r's quants of sub-block
-// j . token group g's), exact: the shared core of the Q4_K and Q6_K GEMMs.
+// j . token group g's), exact: the shared core of the k-quant GEMMs.
 template <int SubBlocks, int R, int G, class Scale>
 SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void scaled_block_dots(__m512i (&dots)[R][G],
                                                                                 const UnpackedQuants (&u)[R],
@@ -160,96 +146,12 @@ SMOL_TARGET_AVX512 inline void store_token_lanes(const __m512 (&acc)[G], int row
     for (int t = 0; t < n_tokens; ++t) out[std::size_t(t) * out_stride + std::size_t(row)] = lanes[t];
 }
 
-// Q4_K: per 32-weight sub-block j, 8 vpdpbusd per (row, group) give the exact sub-block dots,
-// one vpmulld applies scale j; the mins meet the bsum pairs through vpdpwssd.
-SMOL_TARGET_AVX512 inline void q4k_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
-                                        int n_rows, const BlockQ8Kx16* acts, int n_tokens, float* out,
-                                        std::size_t out_stride) {
-    constexpr int R = kTileRows, G = kGemmTokens / kPackedTokens;
-    if (n_rows <= 0 || n_tokens <= 0) return;
-    const BlockQ4K* w[R];
-    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
-    const std::int64_t blocks = n / QK_K;
-    const int groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
-    __m512 acc[R][G];
-    for (int r = 0; r < R; ++r)
-        for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
-    UnpackedQuants u[R];
-    for (std::int64_t b = 0; b < blocks; ++b) {
-        alignas(16) std::uint8_t scales_mins[R][16];  // [row]: 8 scales, 8 mins
-        for (int r = 0; r < R; ++r) {
-            const BlockQ4K& wb = w[r][b];
-            _mm_store_si128(reinterpret_cast<__m128i*>(scales_mins[r]),
-                            avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb))));
-            q4k_unpack(wb, u[r]);
-        }
-        const BlockQ8Kx16* a[G];
-        for (int g = 0; g < G; ++g) a[g] = acts + std::min(g, groups - 1) * blocks + b;
-        __m512i dots[R][G];
-        scaled_block_dots<8>(dots, u, a, [&](int r, int j) { return int(scales_mins[r][j]); });
-        for (int r = 0; r < R; ++r) {
-            const __m512 d = _mm512_set1_ps(half_to_float(w[r][b].d));
-            const __m512 dmin = _mm512_set1_ps(half_to_float(w[r][b].dmin));
-            for (int g = 0; g < G; ++g) {
-                __m512i mins = _mm512_setzero_si512();
-                for (int j = 0; j < 8; ++j)
-                    mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(a[g]->bsums[j]),
-                                               word_pair(scales_mins[r][8 + j], scales_mins[r][8 + j]));
-                const __m512 ad = _mm512_load_ps(a[g]->d);
-                acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(d, ad), _mm512_cvtepi32_ps(dots[r][g]), acc[r][g]);
-                acc[r][g] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, ad), _mm512_cvtepi32_ps(mins), acc[r][g]);
-            }
-        }
-    }
-    for (int r = 0; r < n_rows; ++r) store_token_lanes<G>(acc[r], r, n_tokens, out, out_stride);
-}
-
-// Q6_K: 16-weight sub-blocks, so 4 vpdpbusd per (row, group) before each scale; the -32 offset
-// is 32 * sum_j scale_j * bsum_j, through vpdpwssd.
-SMOL_TARGET_AVX512 inline void q6k_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
-                                        int n_rows, const BlockQ8Kx16* acts, int n_tokens, float* out,
-                                        std::size_t out_stride) {
-    constexpr int R = kTileRows, G = kGemmTokens / kPackedTokens;
-    if (n_rows <= 0 || n_tokens <= 0) return;
-    const BlockQ6K* w[R];
-    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
-    const std::int64_t blocks = n / QK_K;
-    const int groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
-    __m512 acc[R][G];
-    for (int r = 0; r < R; ++r)
-        for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
-    UnpackedQuants u[R];
-    for (std::int64_t b = 0; b < blocks; ++b) {
-        for (int r = 0; r < R; ++r) q6k_unpack(w[r][b], u[r]);
-        const BlockQ8Kx16* a[G];
-        for (int g = 0; g < G; ++g) a[g] = acts + std::min(g, groups - 1) * blocks + b;
-        __m512i dots[R][G];
-        scaled_block_dots<16>(dots, u, a, [&](int r, int j) { return int(w[r][b].scales[j]); });
-        for (int r = 0; r < R; ++r) {
-            const BlockQ6K& wb = w[r][b];
-            const __m512 d = _mm512_set1_ps(half_to_float(wb.d));
-            for (int g = 0; g < G; ++g) {
-                __m512i offset = _mm512_setzero_si512();
-                for (int j = 0; j < 8; ++j)
-                    offset = _mm512_dpwssd_epi32(offset, _mm512_load_si512(a[g]->bsums[j]),
-                                                 word_pair(wb.scales[2 * j], wb.scales[2 * j + 1]));
-                const __m512i total = _mm512_sub_epi32(dots[r][g], _mm512_slli_epi32(offset, 5));
-                acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_load_ps(a[g]->d)), _mm512_cvtepi32_ps(total), acc[r][g]);
-            }
-        }
-    }
-    for (int r = 0; r < n_rows; ++r) store_token_lanes<G>(acc[r], r, n_tokens, out, out_stride);
-}
-
 // ---------------------------------------------------------------------------------------------
-// Q4_K and Q6_K decode (one activation column). As in the AVX2 set, a tile's rows are read one
-// after the other, each whole, so the weights arrive as one sequential stream, and the four rows'
-// exact block totals meet in one float step per block (avx2::q4k_accumulate_run), which gives
-// the reference's bits. Per 64 weights one vpdpbusd forms 16 sums of 4 products; vpackssdw
-// narrows two such vectors to words (a sum of 4 products is at most 4 * 63 * 128 in magnitude,
-// so nothing saturates) and one vpmaddwd applies the sub-block scales to 128 weights at once.
-
-using avx2::kDecodeChunk;
+// The k-quants' decode block dots, in Q4_K's shape and Q6_K's (the driver is
+// kquant_tiles_avx2.hpp's kquant_column, run by kquant_tiles_avx512.hpp). Per 64 weights one vpdpbusd forms 16 sums of 4 products;
+// vpackssdw narrows two such vectors to words (a sum of 4 products is at most 4 * 63 * 128 in
+// magnitude, so nothing saturates) and one vpmaddwd applies the sub-block scales to 128 weights
+// at once.
 
 // A vpshufb control that spreads bytes of each 128-bit lane into its eight words: in lane L,
 // words 0-3 take byte low[L] and words 4-7 byte high[L]. Zero-extended, or, with `upper`, moved
@@ -279,48 +181,23 @@ struct Q4KScalePickers {
         : pair{bytes_to_words({0, 0, 1, 1}, {2, 2, 3, 3}, false), bytes_to_words({4, 4, 5, 5}, {6, 6, 7, 7}, false)} {}
 };
 
-// Sum over one Q4_K block of scale_j * (q_j . a_j) for its 8 sub-blocks, as 8 i32 partial sums.
-// scales: the block's 8 scales as u8 (bytes 0-7) in every 128-bit lane.
-SMOL_TARGET_AVX512 inline __m256i q4k_block_dot(const BlockQ4K& wb, const BlockQ8K& ab, __m512i scales,
-                                                const Q4KScalePickers& pickers) {
+// Sum over a block of 8 sub-blocks of 32 (Q4_K's shape) of scale_j * (u_j . a_j) for unsigned
+// quants u, as 8 i32 partial sums: chunk_quants(c) gives weights 64c..64c+63 (sub-blocks 2c and
+// 2c+1); scales: the block's 8 scales as u8 (bytes 0-7) in every 128-bit lane.
+template <class ChunkQuants>
+SMOL_TARGET_AVX512 inline __m256i eight_scale_dots(const BlockQ8K& ab, __m512i scales, const Q4KScalePickers& pickers,
+                                                   const ChunkQuants& chunk_quants) {
     __m512i sumi = _mm512_setzero_si512();
     for (int p = 0; p < 2; ++p) {
         __m512i dots[2];
         for (int k = 0; k < 2; ++k) {
             const int c = 2 * p + k;
-            dots[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q4k_chunk_quants(wb, c), _mm512_loadu_si512(ab.qs + 64 * c));
+            dots[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), chunk_quants(c), _mm512_loadu_si512(ab.qs + 64 * c));
         }
         sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_packs_epi32(dots[0], dots[1]),
                                                         _mm512_shuffle_epi8(scales, pickers.pair[p])));
     }
     return fold_to_256(sumi);
-}
-
-SMOL_TARGET_AVX512 inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
-                                          int n_rows, const std::uint8_t* acts, std::size_t act_stride, int n_cols,
-                                          float* out, std::size_t out_stride) {
-    const kernel_detail::TileOperands<BlockQ4K, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    const std::size_t ahead = prefetch_distance(row_bytes);
-    const Q4KScalePickers pickers;
-    __m128 acc = _mm_setzero_ps();  // [row]
-    const std::int64_t blocks = n / QK_K;
-    for (std::int64_t b0 = 0; b0 < blocks; b0 += kDecodeChunk) {
-        const int chunk = int(std::min<std::int64_t>(kDecodeChunk, blocks - b0));
-        __m128i sub_sums[kDecodeChunk];  // the activation's, shared by the four rows
-        for (int i = 0; i < chunk; ++i) sub_sums[i] = avx2::q8k_sub_block_sums(t.a[0][b0 + i]);
-        __m256i sumi[kTileRows][kDecodeChunk];
-        __m128i mins[kTileRows][kDecodeChunk];
-        for (int r = 0; r < kTileRows; ++r)
-            for (int i = 0; i < chunk; ++i) {
-                const BlockQ4K& wb = t.w[r][b0 + i];
-                prefetch_ahead(&wb, sizeof(BlockQ4K), ahead);
-                const __m128i unpacked = avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb)));
-                sumi[r][i] = q4k_block_dot(wb, t.a[0][b0 + i], _mm512_broadcast_i32x4(unpacked), pickers);
-                mins[r][i] = avx2::q4k_min_dots(unpacked, sub_sums[i]);
-            }
-        acc = avx2::q4k_accumulate_run(acc, t.w, t.a[0], b0, chunk, sumi, mins);
-    }
-    avx2::store_column(acc, n_rows, n_cols, out, out_stride);
 }
 
 // After vpackssdw of half h's two vpdpbusd, 128-bit lane L holds sub-blocks 8h + L (words 0-3)
@@ -331,43 +208,23 @@ struct Q6KScalePickers {
         : half{bytes_to_words({0, 1, 2, 3}, {4, 5, 6, 7}, true), bytes_to_words({8, 9, 10, 11}, {12, 13, 14, 15}, true)} {}
 };
 
-// Sum over one Q6_K block of scale_j * ((q - 32) . a) for its 16 sub-blocks, as 8 i32 partial
-// sums; the quants are used unsigned and the offset comes out through the bsums as in AVX2.
-SMOL_TARGET_AVX512 inline __m256i q6k_block_dot(const BlockQ6K& wb, const BlockQ8K& ab, __m256i bsums,
-                                                const Q6KScalePickers& pickers) {
-    const __m512i scale_bytes = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
+// Sum over a block of 16 sub-blocks of 16 (Q6_K's shape) of scale_j * (u_j . a_j) for unsigned
+// quants u, as 8 i32 partial sums: half_quants(h, first, second) gives weights 128h..128h+63
+// (first) and 128h+64..128h+127 (second); scale_bytes: the 16 scales as i8.
+template <class HalfQuants>
+SMOL_TARGET_AVX512 inline __m256i sixteen_scale_dots(const BlockQ8K& ab, __m128i scale_bytes, const Q6KScalePickers& pickers,
+                                                     const HalfQuants& half_quants) {
+    const __m512i scales_x4 = _mm512_broadcast_i32x4(scale_bytes);
     __m512i sumi = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
         __m512i first, second;
-        q6k_half_quants(wb, h, first, second);
+        half_quants(h, first, second);
         const __m512i dots0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), first, _mm512_loadu_si512(ab.qs + 128 * h));
         const __m512i dots1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), second, _mm512_loadu_si512(ab.qs + 128 * h + 64));
-        const __m512i scales = _mm512_srai_epi16(_mm512_shuffle_epi8(scale_bytes, pickers.half[h]), 8);
+        const __m512i scales = _mm512_srai_epi16(_mm512_shuffle_epi8(scales_x4, pickers.half[h]), 8);
         sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_packs_epi32(dots0, dots1), scales));
     }
-    return _mm256_sub_epi32(fold_to_256(sumi), avx2::q6k_offset(avx2::q6k_scales16(wb), bsums));
-}
-
-SMOL_TARGET_AVX512 inline void q6k_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
-                                          int n_rows, const std::uint8_t* acts, std::size_t act_stride, int n_cols,
-                                          float* out, std::size_t out_stride) {
-    const kernel_detail::TileOperands<BlockQ6K, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    const std::size_t ahead = prefetch_distance(row_bytes);
-    const Q6KScalePickers pickers;
-    __m128 acc = _mm_setzero_ps();  // [row]
-    const std::int64_t blocks = n / QK_K;
-    for (std::int64_t b0 = 0; b0 < blocks; b0 += kDecodeChunk) {
-        const int chunk = int(std::min<std::int64_t>(kDecodeChunk, blocks - b0));
-        __m256i sumi[kTileRows][kDecodeChunk];
-        for (int r = 0; r < kTileRows; ++r)
-            for (int i = 0; i < chunk; ++i) {
-                const BlockQ6K& wb = t.w[r][b0 + i];
-                prefetch_ahead(&wb, sizeof(BlockQ6K), ahead);
-                sumi[r][i] = q6k_block_dot(wb, t.a[0][b0 + i], avx2::q8k_bsums(t.a[0][b0 + i]), pickers);
-            }
-        acc = avx2::q6k_accumulate_run(acc, t.w, t.a[0], b0, chunk, sumi);
-    }
-    avx2::store_column(acc, n_rows, n_cols, out, out_stride);
+    return fold_to_256(sumi);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -435,12 +292,7 @@ using Floats = simd::Avx512Floats;
 
 }  // namespace detail
 
-// Decode takes the 512-bit column kernels, prompts the GEMM; a tile of a few columns (smol's
-// matmul never asks for one) goes column by column. All give the reference's bits.
-inline constexpr DotTileFn q4k_q8k = kernel_detail::column_by_column<detail::q4k_column>;
-inline constexpr DotTileFn q6k_q8k = kernel_detail::column_by_column<detail::q6k_column>;
-inline constexpr GemmTileFn q4k_q8k_gemm = detail::q4k_gemm;
-inline constexpr GemmTileFn q6k_q8k_gemm = detail::q6k_gemm;
+// The k-quant tiles, built from the pieces above, are in kquant_tiles_avx512.hpp.
 inline constexpr DotTileFn q8_0_q8_0 =
     kernel_detail::by_columns<detail::q8_0_tile<1>, detail::q8_0_tile<kTileCols>>;
 inline constexpr DotTileFn f32 =

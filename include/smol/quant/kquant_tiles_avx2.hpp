@@ -1,11 +1,17 @@
 #pragma once
-// AVX2 tiles for the k-quants beside Q4_K and Q6_K: Q5_K, Q3_K and Q2_K weights against Q8_K
-// activations. They are built the way kernels_avx2.hpp builds Q4_K and Q6_K, from its pieces:
-// maddubs (unsigned quants x i8 activations -> i16 pairs, never saturating here: at most
-// 2 * 31 * 128) then madd with the sub-block scale, so every integer total is exact; signed
-// quants (Q3_K) are used unsigned and their offset is taken out through the bsums, as for Q6_K;
-// one float step per block, q4k_accumulate (with mins) or q6k_accumulate (without), so every
-// kernel set gives the scalar reference's bits.
+// AVX2 tiles for the k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K weights against Q8_K activations),
+// and the two drivers the AVX-512 set runs too (kquant_tiles_avx512.hpp): one for decode (a
+// column), one for prompt GEMMs. A k-quant is written here as two small rows, a Decode kernel
+// (its block's exact integer totals against one activation block) and a Gemm kernel (its block
+// unpacked to unsigned quants plus the factors of its float step); adding one adds these, its
+// AVX-512 Decode kernel and its row of type_table.hpp.
+//
+// The products are kernels_avx2.hpp's: maddubs (unsigned quants x i8 activations -> i16 pairs,
+// never saturating here: at most 2 * 63 * 128) then madd with the sub-block scale, so every
+// integer total is exact; signed quants (Q3_K, Q6_K) are used unsigned and their offset is taken
+// out through the bsums. Then one float step per block, the reference's q4k_accumulate_block
+// (with mins) or q6k_accumulate_block (without), so every kernel set gives the scalar
+// reference's bits.
 
 #include "smol/quant/kernels_avx2.hpp"
 
@@ -47,7 +53,7 @@ inline __m256i move_bit(__m256i v) {
 struct ScaleSums {
     __m256i dots;
 };
-struct ScaleMinSums4 {  // Q5_K: q4k_min_dots' 4 lanes
+struct ScaleMinSums4 {  // Q4_K, Q5_K: q4k_min_dots' 4 lanes
     __m256i dots;
     __m128i mins;
 };
@@ -98,11 +104,15 @@ inline __m128 accumulate_run(__m128 acc, const Weight* const (&w)[kTileRows], co
     return acc;
 }
 
-// Decode (one activation column) as q4k_column and q6k_column do it: a tile's rows are read one
-// after the other, each whole, up to kDecodeChunk blocks at a time, so the weights arrive as one
-// sequential stream; Kernel::sums(weight block, activation block) gives a block's exact totals
-// (Kernel::Sums: ScaleSums, or ScaleMinSums4/8 for types with mins) and the four rows' totals meet
-// in one float step per block.
+// Decode (one activation column): the weights stream from DRAM once. A tile's rows are read one
+// after the other, each whole, up to kDecodeChunk blocks at a time (kernels_avx2.hpp says why),
+// so the weights arrive as one sequential stream; kernel.sums(weight block, activation block)
+// gives a block's exact totals (Kernel::Sums: ScaleSums, or ScaleMinSums4/8 for types with
+// mins) and the four rows' totals meet in one float step per block.
+//
+// The AVX-512 set runs this same driver with its own Decode kernels: its entry points carry the
+// AVX-512 target and `flatten`, which inlines the driver and then their sums into them (see
+// kquant_tiles_avx512.hpp). A Kernel is constructed once per call, for the constants it keeps.
 template <class Kernel>
 inline void kquant_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                           const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
@@ -110,6 +120,7 @@ inline void kquant_column(std::int64_t n, const std::uint8_t* weights, std::size
     using Weight = typename Kernel::Weight;
     const kernel_detail::TileOperands<Weight, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
     const std::size_t ahead = prefetch_distance(row_bytes);
+    const Kernel kernel{};
     __m128 acc = _mm_setzero_ps();  // [row]
     const std::int64_t blocks = n / QK_K;
     for (std::int64_t b0 = 0; b0 < blocks; b0 += kDecodeChunk) {
@@ -119,7 +130,7 @@ inline void kquant_column(std::int64_t n, const std::uint8_t* weights, std::size
             for (int i = 0; i < chunk; ++i) {
                 const Weight& wb = t.w[r][b0 + i];
                 avx2::prefetch_ahead(&wb, sizeof(Weight), ahead);
-                sums[r][i] = Kernel::sums(wb, t.a[0][b0 + i]);
+                sums[r][i] = kernel.sums(wb, t.a[0][b0 + i]);
             }
         acc = accumulate_run(acc, t.w, t.a[0], b0, chunk, sums);
     }
@@ -135,17 +146,49 @@ inline void for_each_constant(F f) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Q5_K x Q8_K: Q4_K's block with a fifth bit per weight. Its first 16 bytes (d, dmin, the 12
-// scale bytes) are laid out as Q4_K's, so q4k_unpack_header and q4k_min_dots serve unchanged;
-// quants run 0..31.
+// Q4_K's shape: 8 sub-blocks of 32, each with its own scale (and min). Q4_K and Q5_K.
 
-// The 32 quants of sub-block j (0..7): the low (j even) or high nibbles of qs[32 (j / 2) ..] with
-// bit j of the qh bytes (`high`) as their fifth bit.
+// Sum over the 8 sub-blocks of scale_j * (u . a) for unsigned quants u, as 8 i32 partial sums.
+// quants(std::integral_constant<int, j>) gives sub-block j's 32 quants; scales: the 8 scales as
+// u8 (bytes 0-7) in both lanes.
+template <class Quants>
+inline __m256i eight_scale_dots(const BlockQ8K& ab, __m256i scales, Quants quants) {
+    __m256i sum = _mm256_setzero_si256();
+    for_each_constant<8>([&]<int j>(std::integral_constant<int, j> sub_block) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * j));
+        const __m256i products = _mm256_maddubs_epi16(quants(sub_block), a);
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(products, _mm256_shuffle_epi8(scales, avx2::byte_to_words(j))));
+    });
+    return sum;
+}
+
+// Sub-block j's 4-bit quants: the low (j even) or high nibbles of qs[32 (j / 2) ..].
+template <int j>
+inline __m256i sub_block_nibbles(const std::uint8_t* qs) {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (j / 2)));
+    return _mm256_and_si256(j % 2 == 0 ? bits : _mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0f));
+}
+
+struct Q4KDecode {
+    using Weight = BlockQ4K;
+    using Sums = ScaleMinSums4;
+    static Sums sums(const BlockQ4K& wb, const BlockQ8K& ab) {
+        const __m128i unpacked = avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb)));  // [8 scales, 8 mins] u8
+        const __m256i dots = eight_scale_dots(ab, _mm256_broadcastsi128_si256(unpacked),
+                                              [&]<int j>(std::integral_constant<int, j>) { return sub_block_nibbles<j>(wb.qs); });
+        return {dots, avx2::q4k_min_dots(unpacked, avx2::q8k_sub_block_sums(ab))};
+    }
+};
+
+// Q5_K: Q4_K's block with a fifth bit per weight. Its first 16 bytes (d, dmin, the 12 scale
+// bytes) are laid out as Q4_K's, so q4k_unpack_header and q4k_min_dots serve unchanged; quants
+// run 0..31.
+
+// The 32 quants of sub-block j (0..7): its nibbles with bit j of the qh bytes (`high`) as their
+// fifth bit.
 template <int j>
 inline __m256i q5k_sub_block_quants(const BlockQ5K& wb, __m256i high) {
-    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * (j / 2)));
-    const __m256i nibbles = _mm256_and_si256(j % 2 == 0 ? bits : _mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0f));
-    return _mm256_or_si256(nibbles, move_bit<j, 4>(high));
+    return _mm256_or_si256(sub_block_nibbles<j>(wb.qs), move_bit<j, 4>(high));
 }
 
 struct Q5KDecode {
@@ -153,33 +196,19 @@ struct Q5KDecode {
     using Sums = ScaleMinSums4;
     static Sums sums(const BlockQ5K& wb, const BlockQ8K& ab) {
         const __m128i unpacked = avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb)));
-        const __m256i scales = _mm256_broadcastsi128_si256(unpacked);  // 8 scales as u8 (bytes 0-7), both lanes
         const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh));
-        __m256i dots = _mm256_setzero_si256();
-        for_each_constant<8>([&]<int j>(std::integral_constant<int, j>) {
-            const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * j));
-            const __m256i products = _mm256_maddubs_epi16(q5k_sub_block_quants<j>(wb, high), a);
-            dots = _mm256_add_epi32(dots, _mm256_madd_epi16(products, _mm256_shuffle_epi8(scales, avx2::byte_to_words(j))));
-        });
+        const __m256i dots = eight_scale_dots(ab, _mm256_broadcastsi128_si256(unpacked),
+                                              [&]<int j>(std::integral_constant<int, j>) { return q5k_sub_block_quants<j>(wb, high); });
         return {dots, avx2::q4k_min_dots(unpacked, avx2::q8k_sub_block_sums(ab))};
     }
 };
 
 // ---------------------------------------------------------------------------------------------
-// Q3_K and Q2_K x Q8_K: Q6_K's shape (16 sub-blocks of 16, halves of 128 weights). Both keep a
-// quant's two low bits in qs: weight 32k + l (chunk k = 0..7) in bit pair 2 (k % 4) of
-// qs[32 (k / 4) + l].
-
-// Chunk k's two low bits of every weight (0..3).
-template <int k>
-inline __m256i low_bit_pairs(const std::uint8_t* qs) {
-    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (k / 4)));
-    return _mm256_and_si256(_mm256_srli_epi16(bits, 2 * (k % 4)), _mm256_set1_epi8(0x03));
-}
+// Q6_K's shape: 16 sub-blocks of 16, halves of 128 weights. Q6_K, Q3_K and Q2_K.
 
 // Sum over the 16 sub-blocks of scale_j * (u . a) for unsigned quants u, as 8 i32 partial sums.
-// quants(std::integral_constant<int, k>) gives chunk k's 32 quants; scales16: the 16 scales as
-// i16. Chunk k meets sub-block scales 2k and 2k + 1 the way q6k_block_dot picks them.
+// quants(std::integral_constant<int, k>) gives chunk k's 32 quants (weights 32k..32k+31);
+// scales16: the 16 scales as i16. Chunk k meets sub-block scales 2k and 2k + 1.
 template <class Quants>
 inline __m256i sixteen_scale_dots(const BlockQ8K& ab, __m256i scales16, Quants quants) {
     const __m256i halves[2] = {_mm256_permute2x128_si256(scales16, scales16, 0x00),   // scales 0-7 twice
@@ -191,6 +220,34 @@ inline __m256i sixteen_scale_dots(const BlockQ8K& ab, __m256i scales16, Quants q
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(quants(chunk), a), scales));
     });
     return sum;
+}
+
+// Q6_K: quants used unsigned (0..63), the -32 offset taken out as 32 * sum_j scale_j * bsum_j.
+// Chunk k's quants come from half k / 4's ql and qh bytes (kernels_avx2.hpp, q6k_chunk_quants).
+struct Q6KDecode {
+    using Weight = BlockQ6K;
+    using Sums = ScaleSums;
+    static Sums sums(const BlockQ6K& wb, const BlockQ8K& ab) {
+        const __m256i scales16 = avx2::q6k_scales16(wb);
+        const __m256i dots = sixteen_scale_dots(ab, scales16, [&]<int k>(std::integral_constant<int, k>) {
+            constexpr int half = k / 4;
+            const __m256i bits1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half));
+            const __m256i bits2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * half + 32));
+            const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh + 32 * half));
+            return avx2::q6k_chunk_quants<k % 4>(bits1, bits2, high);
+        });
+        return {_mm256_sub_epi32(dots, avx2::q6k_offset(scales16, avx2::q8k_bsums(ab)))};
+    }
+};
+
+// Q3_K and Q2_K keep a quant's two low bits in qs: weight 32k + l (chunk k = 0..7) in bit pair
+// 2 (k % 4) of qs[32 (k / 4) + l].
+
+// Chunk k's two low bits of every weight (0..3).
+template <int k>
+inline __m256i low_bit_pairs(const std::uint8_t* qs) {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (k / 4)));
+    return _mm256_and_si256(_mm256_srli_epi16(bits, 2 * (k % 4)), _mm256_set1_epi8(0x03));
 }
 
 // Q3_K: signed scales and quants -4..3, used unsigned as u = low two bits + 4 * third bit (0..7)
@@ -254,11 +311,100 @@ struct Q2KDecode {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Prompt GEMMs on activations packed 16 tokens to a block, through kernels_avx2.hpp's
-// kquant_gemm: each weight block is unpacked once (its quants as unsigned bytes in weight order,
-// its sub-block scales as i16) and serves 8 tokens per vector; each token's lane ends a block
-// with the exact integer totals and takes the reference's float step, so the results are the
-// decode tiles' bits.
+// Prompt GEMMs on activations packed 16 tokens to a block (packing.hpp). Each weight block is
+// unpacked once, per row, by its type's Gemm kernel: its quants as unsigned bytes in weight
+// order (UnpackedQuants) and the factors below. The drivers (kquant_gemm here, 8 tokens per
+// vector; kquant_tiles_avx512.hpp's, 16) make each unpacked byte serve many tokens; each token's
+// lane ends a block with the exact integer totals and takes the reference's float step, so the
+// results are the decode tiles' bits.
+//
+// A Gemm kernel: Weight; kSubBlocks (8 of 32 weights or 16 of 16); kOffsetShift: 0 for the types
+// with mins (dmin * min_j meets the bsums), else log2 of what the unsigned quants exceed the
+// signed ones by (Q3_K: 4, Q6_K: 32), taken out as offset * sum_j scale_j * bsum_j; and
+// unpack(weight block, UnpackedQuants&, GemmFactors&).
+
+struct GemmFactors {
+    alignas(32) std::int16_t scales[16];  // [sub-block]: its scale (the first kSubBlocks)
+    std::int16_t bsum_factors[16];        // [bsum of 16 weights]: its sub-block's min, or scale (no mins)
+    float d, dmin;                        // dmin: 0 for the types without mins
+};
+
+// Q4_K and Q5_K: 8 scales and mins of 6 bits, unpacked from the block's first 16 bytes.
+inline void q4k_factors(const std::uint8_t* block, std::uint16_t d, std::uint16_t dmin, GemmFactors& f) {
+    alignas(16) std::uint8_t scales_mins[16];  // 8 scales, 8 mins
+    const __m128i unpacked = avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block)));
+    _mm_store_si128(reinterpret_cast<__m128i*>(f.scales), _mm_cvtepu8_epi16(unpacked));
+    _mm_store_si128(reinterpret_cast<__m128i*>(scales_mins), unpacked);
+    for (int k = 0; k < 16; ++k) f.bsum_factors[k] = scales_mins[8 + k / 2];  // a sub-block of 32 has two bsums
+    f.d = avx2::half_to_float(d);
+    f.dmin = avx2::half_to_float(dmin);
+}
+
+struct Q4KGemm {
+    using Weight = BlockQ4K;
+    static constexpr int kSubBlocks = 8, kOffsetShift = 0;
+    static void unpack(const BlockQ4K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
+        q4k_factors(reinterpret_cast<const std::uint8_t*>(&wb), wb.d, wb.dmin, f);
+        avx2::q4k_unpack(wb, u);
+    }
+};
+
+struct Q5KGemm {
+    using Weight = BlockQ5K;
+    static constexpr int kSubBlocks = 8, kOffsetShift = 0;
+    static void unpack(const BlockQ5K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
+        q4k_factors(reinterpret_cast<const std::uint8_t*>(&wb), wb.d, wb.dmin, f);
+        const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh));
+        for_each_constant<8>([&]<int j>(std::integral_constant<int, j>) {
+            _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * j), q5k_sub_block_quants<j>(wb, high));
+        });
+    }
+};
+
+struct Q6KGemm {  // quants used unsigned, 0..63
+    using Weight = BlockQ6K;
+    static constexpr int kSubBlocks = 16, kOffsetShift = 5;
+    static void unpack(const BlockQ6K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
+        const __m256i scales16 = avx2::q6k_scales16(wb);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(f.scales), scales16);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(f.bsum_factors), scales16);
+        f.d = avx2::half_to_float(wb.d);
+        f.dmin = 0.0f;
+        avx2::q6k_unpack(wb, u);
+    }
+};
+
+struct Q3KGemm {  // quants used unsigned, 0..7
+    using Weight = BlockQ3K;
+    static constexpr int kSubBlocks = 16, kOffsetShift = 2;
+    static void unpack(const BlockQ3K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
+        const __m256i scales16 = _mm256_cvtepi8_epi16(q3k_scales(wb));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(f.scales), scales16);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(f.bsum_factors), scales16);
+        f.d = avx2::half_to_float(wb.d);
+        f.dmin = 0.0f;
+        const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.hmask));
+        for_each_constant<8>([&]<int k>(std::integral_constant<int, k>) {
+            _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * k), q3k_chunk_quants<k>(wb, high));
+        });
+    }
+};
+
+struct Q2KGemm {
+    using Weight = BlockQ2K;
+    static constexpr int kSubBlocks = 16, kOffsetShift = 0;
+    static void unpack(const BlockQ2K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
+        __m256i scales16, mins16;
+        q2k_scales_mins(wb, scales16, mins16);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(f.scales), scales16);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(f.bsum_factors), mins16);
+        f.d = avx2::half_to_float(wb.d);
+        f.dmin = avx2::half_to_float(wb.dmin);
+        for_each_constant<8>([&]<int k>(std::integral_constant<int, k>) {
+            _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * k), low_bit_pairs<k>(wb.qs));
+        });
+    }
+};
 
 // sum_j factor_j * bsum_j over the 16 bsums of the 8 tokens of half h, as i32 per token: bsum
 // pair p (sub-blocks of 16: 2p, 2p + 1) meets factors 2p and 2p + 1.
@@ -270,100 +416,82 @@ inline __m256i bsum_dots(const BlockQ8Kx16& ab, int h, const std::int16_t (&fact
     return sum;
 }
 
-// The float steps of one block for 16 tokens (acc[h]: half h's 8 tokens), as the reference's
-// q4k_accumulate_block (with mins) and q6k_accumulate_block.
-inline void accumulate_with_mins(float d, float dmin, const BlockQ8Kx16& ab, const __m256i (&dots)[2],
-                                 const std::int16_t (&mins)[16], __m256 (&acc)[2]) {
+// The float step of one block for 16 tokens (acc[h]: half h's 8 tokens), as the reference's
+// q4k_accumulate_block (with mins) or q6k_accumulate_block (the offset taken out first).
+template <class Kernel>
+inline void gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, const __m256i (&dots)[2], __m256 (&acc)[2]) {
     for (int h = 0; h < 2; ++h) {
         const __m256 ad = _mm256_load_ps(ab.d + 8 * h);
-        acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(d), ad), _mm256_cvtepi32_ps(dots[h]), acc[h]);
-        acc[h] = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), ad), _mm256_cvtepi32_ps(bsum_dots(ab, h, mins)), acc[h]);
+        if constexpr (Kernel::kOffsetShift == 0) {
+            acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.d), ad), _mm256_cvtepi32_ps(dots[h]), acc[h]);
+            acc[h] = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.dmin), ad),
+                                      _mm256_cvtepi32_ps(bsum_dots(ab, h, f.bsum_factors)), acc[h]);
+        } else {
+            const __m256i total = _mm256_sub_epi32(dots[h], _mm256_slli_epi32(bsum_dots(ab, h, f.bsum_factors), Kernel::kOffsetShift));
+            acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.d), ad), _mm256_cvtepi32_ps(total), acc[h]);
+        }
     }
 }
-inline void accumulate_scaled(float d, const BlockQ8Kx16& ab, const __m256i (&totals)[2], __m256 (&acc)[2]) {
-    for (int h = 0; h < 2; ++h)
-        acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(d), _mm256_load_ps(ab.d + 8 * h)), _mm256_cvtepi32_ps(totals[h]), acc[h]);
+
+// One packed group (16 tokens, two halves of 8) against the tile's rows.
+template <class Kernel>
+inline void kquant_gemm_group(std::int64_t blocks, const typename Kernel::Weight* const (&w)[kTileRows],
+                              const BlockQ8Kx16* acts, __m256 (&acc)[kTileRows][2]) {
+    constexpr int R = kTileRows, SubBlocks = Kernel::kSubBlocks, groups_per_sub_block = QK_K / 4 / SubBlocks;
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    avx2::UnpackedQuants u[R];
+    GemmFactors factors[R];
+    __m256i scale_vectors[SubBlocks][R];  // read as memory operands of vpmaddwd
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        for (int r = 0; r < R; ++r) {
+            Kernel::unpack(w[r][b], u[r], factors[r]);
+            for (int j = 0; j < SubBlocks; ++j) scale_vectors[j][r] = _mm256_set1_epi16(factors[r].scales[j]);
+        }
+        const BlockQ8Kx16& a = acts[b];
+        __m256i dots[R][2];
+        for (int r = 0; r < R; ++r) dots[r][0] = dots[r][1] = _mm256_setzero_si256();
+        for (int j = 0; j < SubBlocks; ++j)
+            avx2::dot_groups<groups_per_sub_block>(dots, u, a, groups_per_sub_block * j, scale_vectors[j]);
+        for (int r = 0; r < R; ++r) gemm_accumulate<Kernel>(factors[r], a, dots[r], acc[r]);
+    }
 }
 
-inline void q5k_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                     const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
-    avx2::kquant_gemm<BlockQ5K>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride,
-                                [](std::int64_t blocks, const BlockQ5K* const* w, const BlockQ8Kx16* a, __m256 (&acc)[kTileRows][2]) {
-        const auto unpack = [](const BlockQ5K& wb, avx2::UnpackedQuants& u, std::int16_t* scales) {
-            const __m128i sm = avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb)));
-            _mm_store_si128(reinterpret_cast<__m128i*>(scales), _mm_cvtepu8_epi16(sm));  // the 8 scales
-            const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh));
-            for_each_constant<8>([&]<int j>(std::integral_constant<int, j>) {
-                _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * j), q5k_sub_block_quants<j>(wb, high));
-            });
-        };
-        const auto finish = [](const BlockQ5K& wb, const BlockQ8Kx16& ab, const __m256i (&dots)[2], __m256 (&acc)[2]) {
-            std::uint8_t scales_mins[16];  // 8 scales, 8 mins
-            q4k_unpack_scales_mins(wb.scales, scales_mins);
-            std::int16_t mins[16];  // a min per sub-block of 32: both bsums of its pair
-            for (int j = 0; j < 16; ++j) mins[j] = scales_mins[8 + j / 2];
-            accumulate_with_mins(avx2::half_to_float(wb.d), avx2::half_to_float(wb.dmin), ab, dots, mins, acc);
-        };
-        avx2::kquant_gemm_group<BlockQ5K, 8>(blocks, w, a, unpack, finish, acc);
-    });
-}
-
-inline void q3k_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                     const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
-    avx2::kquant_gemm<BlockQ3K>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride,
-                                [](std::int64_t blocks, const BlockQ3K* const* w, const BlockQ8Kx16* a, __m256 (&acc)[kTileRows][2]) {
-        const auto unpack = [](const BlockQ3K& wb, avx2::UnpackedQuants& u, std::int16_t* scales) {
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(scales), _mm256_cvtepi8_epi16(q3k_scales(wb)));
-            const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.hmask));
-            for_each_constant<8>([&]<int k>(std::integral_constant<int, k>) {
-                _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * k), q3k_chunk_quants<k>(wb, high));
-            });
-        };
-        // The quants were used unsigned (q + 4): the offset is 4 * sum_j scale_j * bsum_j.
-        const auto finish = [](const BlockQ3K& wb, const BlockQ8Kx16& ab, const __m256i (&dots)[2], __m256 (&acc)[2]) {
-            std::int8_t scale_bytes[16];
-            q3k_unpack_scales(wb.scales, scale_bytes);
-            std::int16_t scales[16];
-            for (int j = 0; j < 16; ++j) scales[j] = scale_bytes[j];
-            const __m256i totals[2] = {_mm256_sub_epi32(dots[0], _mm256_slli_epi32(bsum_dots(ab, 0, scales), 2)),
-                                       _mm256_sub_epi32(dots[1], _mm256_slli_epi32(bsum_dots(ab, 1, scales), 2))};
-            accumulate_scaled(avx2::half_to_float(wb.d), ab, totals, acc);
-        };
-        avx2::kquant_gemm_group<BlockQ3K, 16>(blocks, w, a, unpack, finish, acc);
-    });
-}
-
-inline void q2k_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                     const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
-    avx2::kquant_gemm<BlockQ2K>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride,
-                                [](std::int64_t blocks, const BlockQ2K* const* w, const BlockQ8Kx16* a, __m256 (&acc)[kTileRows][2]) {
-        const auto unpack = [](const BlockQ2K& wb, avx2::UnpackedQuants& u, std::int16_t* scales) {
-            __m256i scales16, mins16;
-            q2k_scales_mins(wb, scales16, mins16);
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(scales), scales16);
-            for_each_constant<8>([&]<int k>(std::integral_constant<int, k>) {
-                _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * k), low_bit_pairs<k>(wb.qs));
-            });
-        };
-        const auto finish = [](const BlockQ2K& wb, const BlockQ8Kx16& ab, const __m256i (&dots)[2], __m256 (&acc)[2]) {
-            std::int16_t mins[16];
-            for (int j = 0; j < 16; ++j) mins[j] = std::int16_t(wb.scales[j] >> 4);
-            accumulate_with_mins(avx2::half_to_float(wb.d), avx2::half_to_float(wb.dmin), ab, dots, mins, acc);
-        };
-        avx2::kquant_gemm_group<BlockQ2K, 16>(blocks, w, a, unpack, finish, acc);
-    });
+template <class Kernel>
+inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                        const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
+    if (n_rows <= 0 || n_tokens <= 0) return;
+    const typename Kernel::Weight* w[kTileRows];
+    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
+    const std::int64_t blocks = n / QK_K;
+    for (int t0 = 0; t0 < n_tokens; t0 += kPackedTokens) {
+        __m256 acc[kTileRows][2];  // [row][half]: 8 tokens' sums
+        kquant_gemm_group<Kernel>(blocks, w, acts + (t0 / kPackedTokens) * blocks, acc);
+        const int tokens = n_tokens - t0 < kPackedTokens ? n_tokens - t0 : kPackedTokens;
+        for (int r = 0; r < n_rows; ++r) {
+            alignas(32) float lanes[kPackedTokens];
+            _mm256_store_ps(lanes, acc[r][0]);
+            _mm256_store_ps(lanes + 8, acc[r][1]);
+            for (int t = 0; t < tokens; ++t) out[std::size_t(t0 + t) * out_stride + std::size_t(r)] = lanes[t];
+        }
+    }
 }
 
 }  // namespace kquant_detail
 
 // Decode takes the column kernels, prompts the GEMMs; a tile of a few columns (smol's matmul
 // never asks for one) goes column by column. All give the reference's bits.
-inline constexpr DotTileFn q2k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q2KDecode>>;
-inline constexpr DotTileFn q3k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q3KDecode>>;
-inline constexpr DotTileFn q5k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q5KDecode>>;
-inline constexpr GemmTileFn q2k_q8k_gemm = kquant_detail::q2k_gemm;
-inline constexpr GemmTileFn q3k_q8k_gemm = kquant_detail::q3k_gemm;
-inline constexpr GemmTileFn q5k_q8k_gemm = kquant_detail::q5k_gemm;
+template <class Decode>
+inline constexpr DotTileFn kquant_tile = kernel_detail::column_by_column<kquant_detail::kquant_column<Decode>>;
+inline constexpr DotTileFn q2k_q8k = kquant_tile<kquant_detail::Q2KDecode>;
+inline constexpr DotTileFn q3k_q8k = kquant_tile<kquant_detail::Q3KDecode>;
+inline constexpr DotTileFn q4k_q8k = kquant_tile<kquant_detail::Q4KDecode>;
+inline constexpr DotTileFn q5k_q8k = kquant_tile<kquant_detail::Q5KDecode>;
+inline constexpr DotTileFn q6k_q8k = kquant_tile<kquant_detail::Q6KDecode>;
+inline constexpr GemmTileFn q2k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q2KGemm>;
+inline constexpr GemmTileFn q3k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q3KGemm>;
+inline constexpr GemmTileFn q4k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q4KGemm>;
+inline constexpr GemmTileFn q5k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q5KGemm>;
+inline constexpr GemmTileFn q6k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q6KGemm>;
 
 }  // namespace smol::kernels_avx2
 

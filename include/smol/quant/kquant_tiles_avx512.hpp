@@ -1,11 +1,19 @@
 #pragma once
-// AVX-512 (F, BW, VL, DQ) + VNNI tiles for Q5_K, Q3_K and Q2_K weights against Q8_K activations,
-// built as kernels_avx512.hpp builds Q4_K and Q6_K decode: per 64 weights one vpdpbusd forms 16
-// sums of 4 products, vpackssdw narrows two such vectors to words (at most 4 * 31 * 128 in
-// magnitude here, so nothing saturates) and one vpmaddwd applies the sub-block scales. The
-// exact block totals then take the AVX2 tiles' float step (kquant_tiles_avx2.hpp), so the bits
-// are the scalar reference's. Every function carries SMOL_TARGET_AVX512 and runs only where
-// dispatch.hpp found the CPU able to.
+// AVX-512 (F, BW, VL, DQ) + VNNI tiles for the k-quants against Q8_K activations: the AVX2 set's
+// two drivers (kquant_tiles_avx2.hpp) with this set's Decode kernels and its GEMM core.
+//
+// Decode: per 64 weights one vpdpbusd forms 16 sums of 4 products, vpackssdw narrows two such
+// vectors to words (at most 4 * 63 * 128 in magnitude, so nothing saturates) and one vpmaddwd
+// applies the sub-block scales; the exact block totals take the AVX2 driver's float step.
+// GEMM: the k-quants' Gemm kernels (kquant_tiles_avx2.hpp) unpack each weight block once; 16
+// tokens per vector, one vpdpbusd per 4-byte group (kernels_avx512.hpp, scaled_block_dots).
+// Either way the bits are the scalar reference's.
+//
+// The drivers are compiled for the baseline, and GCC and clang refuse to inline a function of a
+// wider target into them; so the entry points below carry the AVX-512 target and `flatten`,
+// which inlines the driver into them and then, inside an AVX-512 function, this set's kernels
+// too (as legacy_tiles_avx512.hpp does). Every function runs only where dispatch.hpp found the
+// CPU able to.
 
 #include "smol/quant/kernels_avx512.hpp"
 #include "smol/quant/kquant_tiles_avx2.hpp"
@@ -36,80 +44,95 @@ namespace kquant_detail {
 
 namespace avx2 = kernels_avx2::detail;
 namespace avx2_kquant = kernels_avx2::kquant_detail;
-using avx2::kDecodeChunk;
 
 // Per byte, in the lower 256 bits `low`, in the upper 256 bits `high`.
 SMOL_TARGET_AVX512 inline __m512i halves_epi8(int low, int high) {
     return _mm512_inserti64x4(_mm512_set1_epi8(char(low)), _mm256_set1_epi8(char(high)), 1);
 }
 
-// Decode of one activation column, as kernels_avx512.hpp's q4k_column: the rows are read one after
-// the other, each whole, and Kernel::sums gives each block's exact totals (Kernel::Sums as in
-// kquant_tiles_avx2.hpp); the four rows meet in the AVX2 tiles' float step.
+// Decode of one activation column: the AVX2 driver with this set's Decode kernel.
 template <class Kernel>
-SMOL_TARGET_AVX512 inline void kquant_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
-                                             int n_rows, const std::uint8_t* acts, std::size_t act_stride, int n_cols,
-                                             float* out, std::size_t out_stride) {
-    using Weight = typename Kernel::Weight;
-    const kernel_detail::TileOperands<Weight, BlockQ8K, 1> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
-    const std::size_t ahead = prefetch_distance(row_bytes);
-    const Kernel kernel;  // its constants, built once per call
-    __m128 acc = _mm_setzero_ps();  // [row]
-    const std::int64_t blocks = n / QK_K;
-    for (std::int64_t b0 = 0; b0 < blocks; b0 += kDecodeChunk) {
-        const int chunk = int(std::min<std::int64_t>(kDecodeChunk, blocks - b0));
-        typename Kernel::Sums sums[kTileRows][kDecodeChunk];
-        for (int r = 0; r < kTileRows; ++r)
-            for (int i = 0; i < chunk; ++i) {
-                const Weight& wb = t.w[r][b0 + i];
-                detail::prefetch_ahead(&wb, sizeof(Weight), ahead);
-                sums[r][i] = kernel.sums(wb, t.a[0][b0 + i]);
-            }
-        acc = avx2_kquant::accumulate_run(acc, t.w, t.a[0], b0, chunk, sums);
-    }
-    avx2::store_column(acc, n_rows, n_cols, out, out_stride);
+SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_column(std::int64_t n, const std::uint8_t* weights,
+                                                                      std::size_t row_bytes, int n_rows,
+                                                                      const std::uint8_t* acts, std::size_t act_stride,
+                                                                      int n_cols, float* out, std::size_t out_stride) {
+    avx2_kquant::kquant_column<Kernel>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
 }
 
 // ---------------------------------------------------------------------------------------------
-// Q5_K: Q4_K's chunks (kernels_avx512.hpp, q4k_block_dot) with the fifth bits added: for chunk c
-// bit 2c of qh[l] in the lower half (weights 64c + l) and bit 2c + 1 in the upper half.
+// Decode kernels. Q4_K and Q5_K have Q4_K's shape (kernels_avx512.hpp, eight_scale_dots: chunk c
+// = weights 64c..64c+63); Q6_K, Q3_K and Q2_K Q6_K's (sixteen_scale_dots: halves of 128). Each
+// gives its unsigned quants to the shape's dots; the offsets of the signed ones come out through
+// the bsums as in the AVX2 set. (Quants are functors, not lambdas: a lambda's call operator
+// would lack SMOL_TARGET_AVX512.)
 
+struct Q4KDecode {
+    using Weight = BlockQ4K;
+    using Sums = avx2_kquant::ScaleMinSums4;
+    detail::Q4KScalePickers pickers;
+    SMOL_TARGET_AVX512 Q4KDecode() {}
+
+    struct ChunkQuants {
+        const BlockQ4K& wb;
+        SMOL_TARGET_AVX512 __m512i operator()(int c) const { return detail::q4k_chunk_quants(wb, c); }
+    };
+
+    SMOL_TARGET_AVX512 Sums sums(const BlockQ4K& wb, const BlockQ8K& ab) const {
+        const __m128i unpacked = avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb)));
+        return {detail::eight_scale_dots(ab, _mm512_broadcast_i32x4(unpacked), pickers, ChunkQuants{wb}),
+                avx2::q4k_min_dots(unpacked, avx2::q8k_sub_block_sums(ab))};
+    }
+};
+
+// Q5_K: Q4_K's chunks with the fifth bits added: for chunk c bit 2c of qh[l] in the lower half
+// (weights 64c + l) and bit 2c + 1 in the upper half.
 struct Q5KDecode {
     using Weight = BlockQ5K;
     using Sums = avx2_kquant::ScaleMinSums4;
     detail::Q4KScalePickers pickers;
     SMOL_TARGET_AVX512 Q5KDecode() {}
 
-    SMOL_TARGET_AVX512 static __m512i chunk_quants(const BlockQ5K& wb, int c, __m512i high) {
-        const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * c)));
-        const __m512i low = _mm512_and_si512(_mm512_mask_srli_epi16(bits, 0xffff0000u, bits, 4), _mm512_set1_epi8(0x0f));
-        const __mmask64 fifth = _mm512_test_epi8_mask(high, halves_epi8(1 << (2 * c), 1 << (2 * c + 1)));
-        return _mm512_mask_add_epi8(low, fifth, low, _mm512_set1_epi8(16));
-    }
+    struct ChunkQuants {
+        const BlockQ5K& wb;
+        __m512i high;  // the qh bytes in both 256-bit halves
+        SMOL_TARGET_AVX512 __m512i operator()(int c) const {
+            const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * c)));
+            const __m512i low = _mm512_and_si512(_mm512_mask_srli_epi16(bits, 0xffff0000u, bits, 4), _mm512_set1_epi8(0x0f));
+            const __mmask64 fifth = _mm512_test_epi8_mask(high, halves_epi8(1 << (2 * c), 1 << (2 * c + 1)));
+            return _mm512_mask_add_epi8(low, fifth, low, _mm512_set1_epi8(16));
+        }
+    };
 
     SMOL_TARGET_AVX512 Sums sums(const BlockQ5K& wb, const BlockQ8K& ab) const {
         const __m128i unpacked = avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb)));
-        const __m512i scales = _mm512_broadcast_i32x4(unpacked);
-        const __m512i high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh)));
-        __m512i sumi = _mm512_setzero_si512();
-        for (int p = 0; p < 2; ++p) {
-            __m512i dots[2];
-            for (int k = 0; k < 2; ++k) {
-                const int c = 2 * p + k;
-                dots[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), chunk_quants(wb, c, high),
-                                              _mm512_loadu_si512(ab.qs + 64 * c));
-            }
-            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_packs_epi32(dots[0], dots[1]),
-                                                            _mm512_shuffle_epi8(scales, pickers.pair[p])));
-        }
-        return {detail::fold_to_256(sumi), avx2::q4k_min_dots(unpacked, avx2::q8k_sub_block_sums(ab))};
+        const ChunkQuants quants{wb, _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh)))};
+        return {detail::eight_scale_dots(ab, _mm512_broadcast_i32x4(unpacked), pickers, quants),
+                avx2::q4k_min_dots(unpacked, avx2::q8k_sub_block_sums(ab))};
     }
 };
 
-// ---------------------------------------------------------------------------------------------
-// Q3_K and Q2_K: Q6_K's halves (kernels_avx512.hpp, q6k_block_dot) with quants used unsigned.
-// Half h's 32 qs bytes hold the two low bits of weights 128h..128h+63 in bit pairs 0 and 1 and
-// of weights 128h+64..128h+127 in pairs 2 and 3.
+struct Q6KDecode {  // quants used unsigned, 0..63
+    using Weight = BlockQ6K;
+    using Sums = avx2_kquant::ScaleSums;
+    detail::Q6KScalePickers pickers;
+    SMOL_TARGET_AVX512 Q6KDecode() {}
+
+    struct HalfQuants {
+        const BlockQ6K& wb;
+        SMOL_TARGET_AVX512 void operator()(int h, __m512i& first, __m512i& second) const {
+            detail::q6k_half_quants(wb, h, first, second);
+        }
+    };
+
+    SMOL_TARGET_AVX512 Sums sums(const BlockQ6K& wb, const BlockQ8K& ab) const {
+        const __m128i scale_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales));
+        const __m256i dots = detail::sixteen_scale_dots(ab, scale_bytes, pickers, HalfQuants{wb});
+        return {_mm256_sub_epi32(dots, avx2::q6k_offset(avx2::q6k_scales16(wb), avx2::q8k_bsums(ab)))};
+    }
+};
+
+// Q3_K and Q2_K keep two low bits of each weight in qs: half h's 32 bytes hold those of weights
+// 128h..128h+63 in bit pairs 0 and 1 and of weights 128h+64..128h+127 in pairs 2 and 3.
 
 // The low two bits of the 64 weights from 128h + 64p: bit pairs 2p (lower 256 bits) and 2p + 1
 // (upper) of `bits`, half h's qs bytes in both 256-bit halves.
@@ -118,21 +141,8 @@ SMOL_TARGET_AVX512 inline __m512i low_bit_pairs(__m512i bits, int p) {
     return _mm512_and_si512(_mm512_srlv_epi16(bits, shifts), _mm512_set1_epi8(0x03));
 }
 
-// Sum over the 16 sub-blocks of scale_j * (u . a) for unsigned quants u, as 8 i32 partial sums:
-// quants(bits, h, p) gives the 64 quants from 128h + 64p; scale_bytes: the 16 signed scales.
-template <class Quants>
-SMOL_TARGET_AVX512 inline __m256i sixteen_scale_dots(const std::uint8_t* qs, const BlockQ8K& ab, __m128i scale_bytes,
-                                                     const detail::Q6KScalePickers& pickers, const Quants& quants) {
-    const __m512i scales_x4 = _mm512_broadcast_i32x4(scale_bytes);
-    __m512i sumi = _mm512_setzero_si512();
-    for (int h = 0; h < 2; ++h) {
-        const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h)));
-        const __m512i dots0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), quants(bits, h, 0), _mm512_loadu_si512(ab.qs + 128 * h));
-        const __m512i dots1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), quants(bits, h, 1), _mm512_loadu_si512(ab.qs + 128 * h + 64));
-        const __m512i scales = _mm512_srai_epi16(_mm512_shuffle_epi8(scales_x4, pickers.half[h]), 8);
-        sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_packs_epi32(dots0, dots1), scales));
-    }
-    return detail::fold_to_256(sumi);
+SMOL_TARGET_AVX512 inline __m512i half_qs(const std::uint8_t* qs, int h) {
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h)));
 }
 
 // Q3_K: chunk k = 4h + 2p (lower 256 bits) and k + 1 (upper) take bit k, k + 1 of the hmask bytes
@@ -143,21 +153,26 @@ struct Q3KDecode {
     detail::Q6KScalePickers pickers;
     SMOL_TARGET_AVX512 Q3KDecode() {}
 
-    // (Functors, not lambdas: a lambda's call operator would lack SMOL_TARGET_AVX512.)
-    struct Quants {
+    struct HalfQuants {
+        const BlockQ3K& wb;
         __m512i high;  // the hmask bytes in both 256-bit halves
-        SMOL_TARGET_AVX512 __m512i operator()(__m512i bits, int h, int p) const {
+        SMOL_TARGET_AVX512 __m512i quants(__m512i bits, int h, int p) const {
             const __m512i low = low_bit_pairs(bits, p);
             const int k = 4 * h + 2 * p;
             const __mmask64 third = _mm512_test_epi8_mask(high, halves_epi8(1 << k, 1 << (k + 1)));
             return _mm512_mask_add_epi8(low, third, low, _mm512_set1_epi8(4));
         }
+        SMOL_TARGET_AVX512 void operator()(int h, __m512i& first, __m512i& second) const {
+            const __m512i bits = half_qs(wb.qs, h);
+            first = quants(bits, h, 0);
+            second = quants(bits, h, 1);
+        }
     };
 
     SMOL_TARGET_AVX512 Sums sums(const BlockQ3K& wb, const BlockQ8K& ab) const {
         const __m128i scale_bytes = avx2_kquant::q3k_scales(wb);
-        const Quants quants{_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.hmask)))};
-        const __m256i dots = sixteen_scale_dots(wb.qs, ab, scale_bytes, pickers, quants);
+        const HalfQuants quants{wb, _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.hmask)))};
+        const __m256i dots = detail::sixteen_scale_dots(ab, scale_bytes, pickers, quants);
         const __m256i offset = avx2_kquant::q3k_offset(_mm256_cvtepi8_epi16(scale_bytes), avx2::q8k_bsums(ab));
         return {_mm256_sub_epi32(dots, offset)};
     }
@@ -171,39 +186,35 @@ struct Q2KDecode {
     detail::Q6KScalePickers pickers;
     SMOL_TARGET_AVX512 Q2KDecode() {}
 
-    struct Quants {
-        SMOL_TARGET_AVX512 __m512i operator()(__m512i bits, int, int p) const { return low_bit_pairs(bits, p); }
+    struct HalfQuants {
+        const BlockQ2K& wb;
+        SMOL_TARGET_AVX512 void operator()(int h, __m512i& first, __m512i& second) const {
+            const __m512i bits = half_qs(wb.qs, h);
+            first = low_bit_pairs(bits, 0);
+            second = low_bit_pairs(bits, 1);
+        }
     };
 
     SMOL_TARGET_AVX512 Sums sums(const BlockQ2K& wb, const BlockQ8K& ab) const {
         const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales));  // [j]: scale | min << 4
         const __m128i low4 = _mm_set1_epi8(0x0f);
-        const __m256i dots = sixteen_scale_dots(wb.qs, ab, _mm_and_si128(packed, low4), pickers, Quants{});
+        const __m256i dots = detail::sixteen_scale_dots(ab, _mm_and_si128(packed, low4), pickers, HalfQuants{wb});
         const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low4));
         return {dots, _mm256_madd_epi16(mins16, avx2::q8k_bsums(ab))};
     }
 };
 
 // ---------------------------------------------------------------------------------------------
-// Prompt GEMMs, as kernels_avx512.hpp's q4k_gemm and q6k_gemm: vector lanes are 16 tokens of a
-// packed group, each 4-byte group of an unpacked weight row is broadcast and one vpdpbusd
-// multiplies it with the group's tokens (scaled_block_dots), so each unpacked byte serves
-// kGemmTokens tokens. Each (row, token) lane ends a block with the exact integer totals and takes
-// the reference's float step: the decode tiles' bits.
-
-// What a row's block contributes besides its unpacked quants.
-struct GemmFactors {
-    std::int32_t scales[16];       // [sub-block]: the scale vpmulld applies
-    std::int16_t bsum_factors[16]; // [bsum of 16 weights]: its min (types with mins) or its scale (Q3_K)
-    float d, dmin;
-};
-
-// Kernel: Weight, SubBlocks, kMins (mins against bsums; else Q3_K's offset: quants stored + 4),
-// and unpack(weight block, UnpackedQuants&, GemmFactors&).
+// Prompt GEMMs: vector lanes are 16 tokens of a packed group, each 4-byte group of an unpacked
+// weight row is broadcast and one vpdpbusd multiplies it with the group's tokens
+// (scaled_block_dots), so each unpacked byte serves kGemmTokens tokens. Each (row, token) lane
+// ends a block with the exact integer totals and takes the reference's float step, as the AVX2
+// driver's gemm_accumulate: the decode tiles' bits. Kernel: a Gemm kernel of kquant_tiles_avx2.hpp.
 template <class Kernel>
-SMOL_TARGET_AVX512 inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
-                                           int n_rows, const BlockQ8Kx16* acts, int n_tokens, float* out,
-                                           std::size_t out_stride) {
+SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights,
+                                                                    std::size_t row_bytes, int n_rows,
+                                                                    const BlockQ8Kx16* acts, int n_tokens, float* out,
+                                                                    std::size_t out_stride) {
     using Weight = typename Kernel::Weight;
     constexpr int R = kTileRows, G = kGemmTokens / kPackedTokens;
     if (n_rows <= 0 || n_tokens <= 0) return;
@@ -211,31 +222,30 @@ SMOL_TARGET_AVX512 inline void kquant_gemm(std::int64_t n, const std::uint8_t* w
     kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
     const std::int64_t blocks = n / QK_K;
     const int groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
-    const Kernel kernel;
     __m512 acc[R][G];
     for (int r = 0; r < R; ++r)
         for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
     detail::UnpackedQuants u[R];
-    GemmFactors factors[R];
+    avx2_kquant::GemmFactors factors[R];
     for (std::int64_t b = 0; b < blocks; ++b) {
-        for (int r = 0; r < R; ++r) kernel.unpack(w[r][b], u[r], factors[r]);
+        for (int r = 0; r < R; ++r) Kernel::unpack(w[r][b], u[r], factors[r]);
         const BlockQ8Kx16* a[G];
         for (int g = 0; g < G; ++g) a[g] = acts + std::min(g, groups - 1) * blocks + b;
         __m512i dots[R][G];
-        detail::scaled_block_dots<Kernel::kSubBlocks>(dots, u, a, [&](int r, int j) { return factors[r].scales[j]; });
+        detail::scaled_block_dots<Kernel::kSubBlocks>(dots, u, a, [&](int r, int j) { return int(factors[r].scales[j]); });
         for (int r = 0; r < R; ++r) {
-            const GemmFactors& f = factors[r];
+            const avx2_kquant::GemmFactors& f = factors[r];
             for (int g = 0; g < G; ++g) {
-                __m512i bsum_term = _mm512_setzero_si512();
+                __m512i bsum_term = _mm512_setzero_si512();  // sum_j factor_j * bsum_j
                 for (int p = 0; p < 8; ++p)
                     bsum_term = _mm512_dpwssd_epi32(bsum_term, _mm512_load_si512(a[g]->bsums[p]),
                                                     detail::word_pair(f.bsum_factors[2 * p], f.bsum_factors[2 * p + 1]));
                 const __m512 ad = _mm512_load_ps(a[g]->d);
-                if constexpr (Kernel::kMins) {
+                if constexpr (Kernel::kOffsetShift == 0) {
                     acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.d), ad), _mm512_cvtepi32_ps(dots[r][g]), acc[r][g]);
                     acc[r][g] = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.dmin), ad), _mm512_cvtepi32_ps(bsum_term), acc[r][g]);
                 } else {
-                    const __m512i total = _mm512_sub_epi32(dots[r][g], _mm512_slli_epi32(bsum_term, 2));
+                    const __m512i total = _mm512_sub_epi32(dots[r][g], _mm512_slli_epi32(bsum_term, Kernel::kOffsetShift));
                     acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.d), ad), _mm512_cvtepi32_ps(total), acc[r][g]);
                 }
             }
@@ -244,69 +254,22 @@ SMOL_TARGET_AVX512 inline void kquant_gemm(std::int64_t n, const std::uint8_t* w
     for (int r = 0; r < n_rows; ++r) detail::store_token_lanes<G>(acc[r], r, n_tokens, out, out_stride);
 }
 
-struct Q5KGemm {
-    using Weight = BlockQ5K;
-    static constexpr int kSubBlocks = 8;
-    static constexpr bool kMins = true;
-    SMOL_TARGET_AVX512 void unpack(const BlockQ5K& wb, detail::UnpackedQuants& u, GemmFactors& f) const {
-        alignas(16) std::uint8_t scales_mins[16];  // 8 scales, 8 mins
-        _mm_store_si128(reinterpret_cast<__m128i*>(scales_mins),
-                        avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&wb))));
-        for (int j = 0; j < 8; ++j) f.scales[j] = scales_mins[j];
-        for (int k = 0; k < 16; ++k) f.bsum_factors[k] = scales_mins[8 + k / 2];  // a sub-block of 32 has two bsums
-        f.d = detail::half_to_float(wb.d);
-        f.dmin = detail::half_to_float(wb.dmin);
-        const __m512i high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh)));
-        for (int c = 0; c < 4; ++c) _mm512_store_si512(u.q + 64 * c, Q5KDecode::chunk_quants(wb, c, high));
-    }
-};
-
-struct Q3KGemm {
-    using Weight = BlockQ3K;
-    static constexpr int kSubBlocks = 16;
-    static constexpr bool kMins = false;
-    SMOL_TARGET_AVX512 void unpack(const BlockQ3K& wb, detail::UnpackedQuants& u, GemmFactors& f) const {
-        alignas(16) std::int8_t scales[16];
-        _mm_store_si128(reinterpret_cast<__m128i*>(scales), avx2_kquant::q3k_scales(wb));
-        for (int j = 0; j < 16; ++j) f.scales[j] = f.bsum_factors[j] = scales[j];
-        f.d = detail::half_to_float(wb.d);
-        f.dmin = 0.0f;
-        const Q3KDecode::Quants quants{_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.hmask)))};
-        for (int h = 0; h < 2; ++h) {
-            const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * h)));
-            for (int p = 0; p < 2; ++p) _mm512_store_si512(u.q + 128 * h + 64 * p, quants(bits, h, p));
-        }
-    }
-};
-
-struct Q2KGemm {
-    using Weight = BlockQ2K;
-    static constexpr int kSubBlocks = 16;
-    static constexpr bool kMins = true;
-    SMOL_TARGET_AVX512 void unpack(const BlockQ2K& wb, detail::UnpackedQuants& u, GemmFactors& f) const {
-        for (int j = 0; j < 16; ++j) {
-            f.scales[j] = wb.scales[j] & 0x0f;
-            f.bsum_factors[j] = std::int16_t(wb.scales[j] >> 4);
-        }
-        f.d = detail::half_to_float(wb.d);
-        f.dmin = detail::half_to_float(wb.dmin);
-        for (int h = 0; h < 2; ++h) {
-            const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs + 32 * h)));
-            for (int p = 0; p < 2; ++p) _mm512_store_si512(u.q + 128 * h + 64 * p, low_bit_pairs(bits, p));
-        }
-    }
-};
-
 }  // namespace kquant_detail
 
 // Decode takes the 512-bit column kernels, prompts the GEMMs; a tile of a few columns (smol's
 // matmul never asks for one) goes column by column. All give the reference's bits.
-inline constexpr DotTileFn q2k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q2KDecode>>;
-inline constexpr DotTileFn q3k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q3KDecode>>;
-inline constexpr DotTileFn q5k_q8k = kernel_detail::column_by_column<kquant_detail::kquant_column<kquant_detail::Q5KDecode>>;
-inline constexpr GemmTileFn q2k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q2KGemm>;
-inline constexpr GemmTileFn q3k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q3KGemm>;
-inline constexpr GemmTileFn q5k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q5KGemm>;
+template <class Decode>
+inline constexpr DotTileFn kquant_tile = kernel_detail::column_by_column<kquant_detail::kquant_column<Decode>>;
+inline constexpr DotTileFn q2k_q8k = kquant_tile<kquant_detail::Q2KDecode>;
+inline constexpr DotTileFn q3k_q8k = kquant_tile<kquant_detail::Q3KDecode>;
+inline constexpr DotTileFn q4k_q8k = kquant_tile<kquant_detail::Q4KDecode>;
+inline constexpr DotTileFn q5k_q8k = kquant_tile<kquant_detail::Q5KDecode>;
+inline constexpr DotTileFn q6k_q8k = kquant_tile<kquant_detail::Q6KDecode>;
+inline constexpr GemmTileFn q2k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q2KGemm>;
+inline constexpr GemmTileFn q3k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q3KGemm>;
+inline constexpr GemmTileFn q4k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q4KGemm>;
+inline constexpr GemmTileFn q5k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q5KGemm>;
+inline constexpr GemmTileFn q6k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q6KGemm>;
 
 }  // namespace smol::kernels_avx512
 

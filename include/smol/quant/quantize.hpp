@@ -95,9 +95,8 @@ inline float make_qkx2_quants(int n, int nmax, const float* x, const float* weig
     return scale;
 }
 
-// Symmetric fit x ~ scale * (L - nmax), L - nmax in [-nmax, nmax-1], weighting by x^2 and
-// trying 18 scales near -nmax/max. Returns the scale (sign chosen so max maps to -nmax).
-inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) {
+// The first of x[0..n) with the largest magnitude (0 for none above 0; NaNs are passed over).
+inline float largest_magnitude(int n, const float* x) {
     float max = 0, amax = 0;
     for (int i = 0; i < n; ++i) {
         const float ax = std::fabs(x[i]);
@@ -106,7 +105,14 @@ inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) {
             max = x[i];
         }
     }
-    if (amax < kGroupMaxEps) {
+    return max;
+}
+
+// Symmetric fit x ~ scale * (L - nmax), L - nmax in [-nmax, nmax-1], weighting by x^2 and
+// trying 18 scales near -nmax/max. Returns the scale (sign chosen so max maps to -nmax).
+inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) {
+    const float max = largest_magnitude(n, x);
+    if (std::fabs(max) < kGroupMaxEps) {
         for (int i = 0; i < n; ++i) L[i] = 0;
         return 0.0f;
     }
@@ -149,15 +155,8 @@ inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) {
 // that maps the largest magnitude to -nmax, then (up to 5 rounds) moves single quants wherever
 // that raises the fit's sumlx^2 / suml2. Returns the scale; L gets l + nmax (0..2 nmax - 1).
 inline float make_q3_quants(int n, int nmax, const float* x, std::int8_t* L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        const float ax = std::fabs(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if (amax < kGroupMaxEps) {
+    const float max = largest_magnitude(n, x);
+    if (std::fabs(max) < kGroupMaxEps) {
         for (int i = 0; i < n; ++i) L[i] = 0;
         return 0.0f;
     }
@@ -209,6 +208,58 @@ inline void pack_scale_min_k4(int j, int ls, int lm, std::uint8_t* scales) {
     }
 }
 
+// Q4_K's and Q5_K's fit (ggml's quantize_row_q4_K_ref and q5_K_ref differ only in the quants'
+// range and the search): per sub-block of 32, make_qkx2_quants over 0..nmax weighted by
+// rms + |x|, then the scales and mins as 6-bit fractions of their largest, and the quants
+// requantized against the scales as stored (6-bit, fp16) so rounding is not compounded.
+// Sets y.d, y.dmin and y.scales; L[i]: the quant of x[i], 0..nmax.
+template <class Block>
+inline void fit_scale_min_k4(const float* x, int nmax, float rmin, int nstep, Block& y, std::uint8_t (&L)[QK_K]) {
+    std::uint8_t Laux[32];
+    float weights[32], mins[8], scales[8];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; ++j) {
+        const float* xs = x + 32 * j;
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+        const float av_x = std::sqrt(sum_x2 / 32);
+        for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
+        scales[j] = make_qkx2_quants(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, FitError::squared);
+        max_scale = std::max(max_scale, scales[j]);
+        max_min = std::max(max_min, mins[j]);
+    }
+    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+    std::memset(y.scales, 0, sizeof(y.scales));
+    for (int j = 0; j < 8; ++j)
+        pack_scale_min_k4(j, std::min(63, nearest_int(inv_scale * scales[j])), std::min(63, nearest_int(inv_min * mins[j])),
+                          y.scales);
+    y.d = f32_to_fp16(max_scale / 63.0f);
+    y.dmin = f32_to_fp16(max_min / 63.0f);
+    for (int j = 0; j < 8; ++j) {
+        std::uint8_t sc, m;
+        q4k_scale_min(j, y.scales, sc, m);
+        const float d = fp16_to_f32(y.d) * float(sc);
+        if (d == 0.0f) continue;
+        const float dm = fp16_to_f32(y.dmin) * float(m);
+        for (int i = 0; i < 32; ++i) {
+            const int l = nearest_int((x[32 * j + i] + dm) / d);
+            L[32 * j + i] = std::uint8_t(std::max(0, std::min(nmax, l)));
+        }
+    }
+}
+
+// Q2_K's and Q3_K's two low bits of each quant (Lq[i] < 4): weight 32k + l (chunk k = 0..7) in
+// bit pair 2 (k % 4) of qs[32 (k / 4) + l].
+template <class Quant>
+inline void pack_low_bit_pairs(const Quant (&Lq)[QK_K], std::uint8_t (&qs)[QK_K / 4]) {
+    for (int half = 0; half < 2; ++half)
+        for (int l = 0; l < 32; ++l) {
+            const Quant* Lh = Lq + 128 * half;
+            qs[32 * half + l] = std::uint8_t(Lh[l] | (Lh[l + 32] << 2) | (Lh[l + 64] << 4) | (Lh[l + 96] << 6));
+        }
+}
+
 }  // namespace quantize_detail
 
 inline void quantize_row_q4_k(const float* x, BlockQ4K* out, std::int64_t n) {  // x: [n]
@@ -216,40 +267,8 @@ inline void quantize_row_q4_k(const float* x, BlockQ4K* out, std::int64_t n) {  
     if (n % QK_K != 0) fail("quantize_row_q4_k: row length must be a multiple of ", QK_K, ", got ", n);
     for (std::int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
         BlockQ4K& y = out[b];
-        std::uint8_t L[QK_K], Laux[32];
-        float weights[32], mins[8], scales[8];
-        float max_scale = 0, max_min = 0;
-        for (int j = 0; j < 8; ++j) {
-            const float* xs = x + 32 * j;
-            float sum_x2 = 0;
-            for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
-            const float av_x = std::sqrt(sum_x2 / 32);
-            for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
-            scales[j] =
-                make_qkx2_quants(32, 15, xs, weights, L + 32 * j, &mins[j], Laux, -1.0f, 0.1f, 20, FitError::squared);
-            max_scale = std::max(max_scale, scales[j]);
-            max_min = std::max(max_min, mins[j]);
-        }
-        const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
-        const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
-        std::memset(y.scales, 0, sizeof(y.scales));
-        for (int j = 0; j < 8; ++j)
-            pack_scale_min_k4(j, std::min(63, nearest_int(inv_scale * scales[j])),
-                              std::min(63, nearest_int(inv_min * mins[j])), y.scales);
-        y.d = f32_to_fp16(max_scale / 63.0f);
-        y.dmin = f32_to_fp16(max_min / 63.0f);
-        // Requantize against the scales as stored (6-bit, fp16) so rounding is not compounded.
-        for (int j = 0; j < 8; ++j) {
-            std::uint8_t sc, m;
-            q4k_scale_min(j, y.scales, sc, m);
-            const float d = fp16_to_f32(y.d) * float(sc);
-            if (d == 0.0f) continue;
-            const float dm = fp16_to_f32(y.dmin) * float(m);
-            for (int i = 0; i < 32; ++i) {
-                const int l = nearest_int((x[32 * j + i] + dm) / d);
-                L[32 * j + i] = std::uint8_t(std::max(0, std::min(15, l)));
-            }
-        }
+        std::uint8_t L[QK_K];
+        fit_scale_min_k4(x, 15, -1.0f, 20, y, L);
         for (int chunk = 0; chunk < 4; ++chunk)
             for (int l = 0; l < 32; ++l)
                 y.qs[32 * chunk + l] = std::uint8_t(L[64 * chunk + l] | (L[64 * chunk + 32 + l] << 4));
@@ -293,11 +312,7 @@ inline void quantize_row_q2_k(const float* x, BlockQ2K* out, std::int64_t n) {  
                 L[16 * j + i] = std::uint8_t(std::max(0, std::min(3, l)));
             }
         }
-        for (int half = 0; half < 2; ++half)
-            for (int l = 0; l < 32; ++l) {
-                const std::uint8_t* Lh = L + 128 * half;
-                y.qs[32 * half + l] = std::uint8_t(Lh[l] | (Lh[l + 32] << 2) | (Lh[l + 64] << 4) | (Lh[l + 96] << 6));
-            }
+        pack_low_bit_pairs(L, y.qs);
     }
 }
 
@@ -311,14 +326,8 @@ inline void quantize_row_q3_k(const float* x, BlockQ3K* out, std::int64_t n) {  
         BlockQ3K& y = out[b];
         std::int8_t L[QK_K];  // q + 4, in [0, 7]
         float scales[QK_K / 16];
-        float max_scale = 0, amax = 0;
-        for (int j = 0; j < QK_K / 16; ++j) {
-            scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-            if (std::fabs(scales[j]) > amax) {
-                amax = std::fabs(scales[j]);
-                max_scale = scales[j];
-            }
-        }
+        for (int j = 0; j < QK_K / 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+        const float max_scale = largest_magnitude(QK_K / 16, scales);
         std::memset(y.scales, 0, sizeof(y.scales));
         if (max_scale != 0.0f) {
             const float iscale = -32.0f / max_scale;
@@ -348,11 +357,7 @@ inline void quantize_row_q3_k(const float* x, BlockQ3K* out, std::int64_t n) {  
                 y.hmask[i % 32] |= std::uint8_t(1 << (i / 32));
                 L[i] = std::int8_t(L[i] - 4);
             }
-        for (int half = 0; half < 2; ++half)
-            for (int l = 0; l < 32; ++l) {
-                const std::int8_t* Lh = L + 128 * half;
-                y.qs[32 * half + l] = std::uint8_t(Lh[l] | (Lh[l + 32] << 2) | (Lh[l + 64] << 4) | (Lh[l + 96] << 6));
-            }
+        pack_low_bit_pairs(L, y.qs);
     }
 }
 
@@ -363,40 +368,8 @@ inline void quantize_row_q5_k(const float* x, BlockQ5K* out, std::int64_t n) {  
     if (n % QK_K != 0) fail("quantize_row_q5_k: row length must be a multiple of ", QK_K, ", got ", n);
     for (std::int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
         BlockQ5K& y = out[b];
-        std::uint8_t L[QK_K], Laux[32];
-        float weights[32], mins[8], scales[8];
-        float max_scale = 0, max_min = 0;
-        for (int j = 0; j < 8; ++j) {
-            const float* xs = x + 32 * j;
-            float sum_x2 = 0;
-            for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
-            const float av_x = std::sqrt(sum_x2 / 32);
-            for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
-            scales[j] =
-                make_qkx2_quants(32, 31, xs, weights, L + 32 * j, &mins[j], Laux, -0.5f, 0.1f, 15, FitError::squared);
-            max_scale = std::max(max_scale, scales[j]);
-            max_min = std::max(max_min, mins[j]);
-        }
-        const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
-        const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
-        std::memset(y.scales, 0, sizeof(y.scales));
-        for (int j = 0; j < 8; ++j)
-            pack_scale_min_k4(j, std::min(63, nearest_int(inv_scale * scales[j])),
-                              std::min(63, nearest_int(inv_min * mins[j])), y.scales);
-        y.d = f32_to_fp16(max_scale / 63.0f);
-        y.dmin = f32_to_fp16(max_min / 63.0f);
-        // Requantize against the scales as stored (6-bit, fp16) so rounding is not compounded.
-        for (int j = 0; j < 8; ++j) {
-            std::uint8_t sc, m;
-            q4k_scale_min(j, y.scales, sc, m);
-            const float d = fp16_to_f32(y.d) * float(sc);
-            if (d == 0.0f) continue;
-            const float dm = fp16_to_f32(y.dmin) * float(m);
-            for (int i = 0; i < 32; ++i) {
-                const int l = nearest_int((x[32 * j + i] + dm) / d);
-                L[32 * j + i] = std::uint8_t(std::max(0, std::min(31, l)));
-            }
-        }
+        std::uint8_t L[QK_K];
+        fit_scale_min_k4(x, 31, -0.5f, 15, y, L);
         // Low nibbles as Q4_K packs them; the fifth bits into qh (q5k_unpack_quants' layout).
         std::memset(y.qh, 0, sizeof(y.qh));
         for (int c = 0; c < 4; ++c)
@@ -415,16 +388,9 @@ inline void quantize_row_q6_k(const float* x, BlockQ6K* out, std::int64_t n) {  
         BlockQ6K& y = out[b];
         std::int8_t L[QK_K];  // q + 32, in [0, 63]
         float scales[QK_K / 16];
-        float max_scale = 0, max_abs_scale = 0;
-        for (int ib = 0; ib < QK_K / 16; ++ib) {
-            scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
-            const float abs_scale = std::fabs(scales[ib]);
-            if (abs_scale > max_abs_scale) {
-                max_abs_scale = abs_scale;
-                max_scale = scales[ib];
-            }
-        }
-        if (max_abs_scale < kGroupMaxEps) {
+        for (int ib = 0; ib < QK_K / 16; ++ib) scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+        const float max_scale = largest_magnitude(QK_K / 16, scales);
+        if (std::fabs(max_scale) < kGroupMaxEps) {
             std::memset(&y, 0, sizeof(y));
             continue;
         }
@@ -482,13 +448,7 @@ inline void quantize_row_q4_1(const float* x, BlockQ4_1* out, std::int64_t n) { 
 inline void quantize_row_q5_0(const float* x, BlockQ5_0* out, std::int64_t n) {  // x: [n]
     if (n % QK5_0 != 0) fail("quantize_row_q5_0: row length must be a multiple of ", QK5_0, ", got ", n);
     for (std::int64_t b = 0; b < n / QK5_0; ++b, x += QK5_0) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK5_0; ++j)
-            if (amax < std::fabs(x[j])) {
-                amax = std::fabs(x[j]);
-                max = x[j];
-            }
-        const float d = max / -16.0f;
+        const float d = quantize_detail::largest_magnitude(QK5_0, x) / -16.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         out[b].d = f32_to_fp16(d);
         std::uint32_t qh = 0;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "smol/core/error.hpp"
 #include "smol/core/half.hpp"
@@ -379,13 +380,24 @@ inline float q6k_accumulate_block(float sum, float d, float ad, std::int32_t dot
     return std::fma(d * ad, float(dot), sum);
 }
 
-inline float dot_q4k_q8k(std::int64_t n, const BlockQ4K* w, const BlockQ8K* a) {
+// The one loop of the k-quant dot products: per block the exact integer sums, block_sums(w, a),
+// then the float step, q4k_accumulate_block for the types with mins (block_sums gives
+// Q4KBlockSums) or q6k_accumulate_block (it gives the total).
+template <auto block_sums, class Weight>
+inline float kquant_dot(std::int64_t n, const Weight* w, const BlockQ8K* a) {
     float sum = 0.0f;
     for (std::int64_t b = 0; b < n / QK_K; ++b) {
-        const Q4KBlockSums s = q4k_q8k_block_sums(w[b], a[b]);
-        sum = q4k_accumulate_block(sum, fp16_to_f32(w[b].d), fp16_to_f32(w[b].dmin), a[b].d, s.dot, s.mins);
+        const auto s = block_sums(w[b], a[b]);
+        if constexpr (std::is_same_v<std::remove_const_t<decltype(s)>, Q4KBlockSums>)
+            sum = q4k_accumulate_block(sum, fp16_to_f32(w[b].d), fp16_to_f32(w[b].dmin), a[b].d, s.dot, s.mins);
+        else
+            sum = q6k_accumulate_block(sum, fp16_to_f32(w[b].d), a[b].d, s);
     }
     return sum;
+}
+
+inline float dot_q4k_q8k(std::int64_t n, const BlockQ4K* w, const BlockQ8K* a) {
+    return kquant_dot<q4k_q8k_block_sums>(n, w, a);
 }
 
 // The two integer sums of a block whose unsigned quants q have a scale and a min per sub-block
@@ -415,12 +427,7 @@ inline Q4KBlockSums q5k_q8k_block_sums(const BlockQ5K& w, const BlockQ8K& a) {
 
 // Q5_K takes Q4_K's float step: d * ad * dot, then - dmin * ad * mins.
 inline float dot_q5k_q8k(std::int64_t n, const BlockQ5K* w, const BlockQ8K* a) {
-    float sum = 0.0f;
-    for (std::int64_t b = 0; b < n / QK_K; ++b) {
-        const Q4KBlockSums s = q5k_q8k_block_sums(w[b], a[b]);
-        sum = q4k_accumulate_block(sum, fp16_to_f32(w[b].d), fp16_to_f32(w[b].dmin), a[b].d, s.dot, s.mins);
-    }
-    return sum;
+    return kquant_dot<q5k_q8k_block_sums>(n, w, a);
 }
 
 inline Q4KBlockSums q2k_q8k_block_sums(const BlockQ2K& w, const BlockQ8K& a) {
@@ -435,19 +442,12 @@ inline Q4KBlockSums q2k_q8k_block_sums(const BlockQ2K& w, const BlockQ8K& a) {
 
 // Q2_K takes Q4_K's float step: d * ad * dot, then - dmin * ad * mins.
 inline float dot_q2k_q8k(std::int64_t n, const BlockQ2K* w, const BlockQ8K* a) {
-    float sum = 0.0f;
-    for (std::int64_t b = 0; b < n / QK_K; ++b) {
-        const Q4KBlockSums s = q2k_q8k_block_sums(w[b], a[b]);
-        sum = q4k_accumulate_block(sum, fp16_to_f32(w[b].d), fp16_to_f32(w[b].dmin), a[b].d, s.dot, s.mins);
-    }
-    return sum;
+    return kquant_dot<q2k_q8k_block_sums>(n, w, a);
 }
 
-// sum over the 16 sub-blocks of scale_j * (q3 . q8), exact.
-inline std::int32_t q3k_q8k_block_sum(const BlockQ3K& w, const BlockQ8K& a) {
-    std::int8_t scales[16], q[QK_K];
-    q3k_unpack_scales(w.scales, scales);
-    q3k_unpack_quants(w, q);
+// The integer sum of a block whose signed quants q have a signed scale per sub-block of 16 and no
+// min (Q3_K, Q6_K): sum_j scale_j * (q . q8 over sub-block j), exact.
+inline std::int32_t sixteen_scale_block_sum(const std::int8_t* q, const std::int8_t* scales, const BlockQ8K& a) {
     std::int32_t total = 0;
     for (int j = 0; j < QK_K / 16; ++j) {
         std::int32_t sub = 0;
@@ -457,32 +457,27 @@ inline std::int32_t q3k_q8k_block_sum(const BlockQ3K& w, const BlockQ8K& a) {
     return total;
 }
 
-// Q3_K takes Q6_K's float step: d * ad * total.
-inline float dot_q3k_q8k(std::int64_t n, const BlockQ3K* w, const BlockQ8K* a) {
-    float sum = 0.0f;
-    for (std::int64_t b = 0; b < n / QK_K; ++b)
-        sum = q6k_accumulate_block(sum, fp16_to_f32(w[b].d), a[b].d, q3k_q8k_block_sum(w[b], a[b]));
-    return sum;
+inline std::int32_t q3k_q8k_block_sum(const BlockQ3K& w, const BlockQ8K& a) {
+    std::int8_t scales[16], q[QK_K];
+    q3k_unpack_scales(w.scales, scales);
+    q3k_unpack_quants(w, q);
+    return sixteen_scale_block_sum(q, scales, a);
 }
 
-// sum over the 16 sub-blocks of sc_j * ((q6 - 32) . q8), exact.
+// Q3_K takes Q6_K's float step: d * ad * total.
+inline float dot_q3k_q8k(std::int64_t n, const BlockQ3K* w, const BlockQ8K* a) {
+    return kquant_dot<q3k_q8k_block_sum>(n, w, a);
+}
+
+// q6k_unpack_quants gives q6 - 32, so the offset is in the sum.
 inline std::int32_t q6k_q8k_block_sum(const BlockQ6K& w, const BlockQ8K& a) {
     std::int8_t q[QK_K];
     q6k_unpack_quants(w, q);
-    std::int32_t total = 0;
-    for (int j = 0; j < QK_K / 16; ++j) {
-        std::int32_t sub = 0;
-        for (int l = 16 * j; l < 16 * j + 16; ++l) sub += std::int32_t(q[l]) * a.qs[l];
-        total += std::int32_t(w.scales[j]) * sub;
-    }
-    return total;
+    return sixteen_scale_block_sum(q, w.scales, a);
 }
 
 inline float dot_q6k_q8k(std::int64_t n, const BlockQ6K* w, const BlockQ8K* a) {
-    float sum = 0.0f;
-    for (std::int64_t b = 0; b < n / QK_K; ++b)
-        sum = q6k_accumulate_block(sum, fp16_to_f32(w[b].d), a[b].d, q6k_q8k_block_sum(w[b], a[b]));
-    return sum;
+    return kquant_dot<q6k_q8k_block_sum>(n, w, a);
 }
 
 inline float dot_q8_0_q8_0(std::int64_t n, const BlockQ8_0* w, const BlockQ8_0* a) {
@@ -532,13 +527,22 @@ inline std::int32_t q4_0_q8_0_block_dot(const BlockQ4_0& w, const BlockQ8_0& a) 
     return dot;
 }
 
-inline float dot_q4_0_q8_0(std::int64_t n, const BlockQ4_0* w, const BlockQ8_0* a) {
+// The one loop of the block-of-32 dot products: per block block_dot(w, a), exact, and its float
+// step into the block's partial sum; for a format with a min m (Q4_1), its step after.
+template <auto block_dot, class Weight>
+inline float block32_dot(std::int64_t n, const Weight* w, const BlockQ8_0* a) {
     float s[kBlock32Lanes] = {};
-    for (std::int64_t b = 0; b < n / QK4_0; ++b) {
+    for (std::int64_t b = 0; b < n / QK8_0; ++b) {
         float& lane = s[b % kBlock32Lanes];
-        lane = block32_accumulate(lane, fp16_to_f32(w[b].d), fp16_to_f32(a[b].d), q4_0_q8_0_block_dot(w[b], a[b]));
+        const float ad = fp16_to_f32(a[b].d);
+        lane = block32_accumulate(lane, fp16_to_f32(w[b].d), ad, block_dot(w[b], a[b]));
+        if constexpr (requires { w[b].m; }) lane = block32_accumulate(lane, fp16_to_f32(w[b].m), ad, q8_0_block_sum(a[b]));
     }
     return block32_reduce(s);
+}
+
+inline float dot_q4_0_q8_0(std::int64_t n, const BlockQ4_0* w, const BlockQ8_0* a) {
+    return block32_dot<q4_0_q8_0_block_dot>(n, w, a);
 }
 
 // Q4_1's value d * q + m gives two terms per block: d * d_a * (q . a) and m * d_a * (sum of a),
@@ -556,14 +560,7 @@ inline std::int32_t q4_1_q8_0_block_dot(const BlockQ4_1& w, const BlockQ8_0& a) 
 }
 
 inline float dot_q4_1_q8_0(std::int64_t n, const BlockQ4_1* w, const BlockQ8_0* a) {
-    float s[kBlock32Lanes] = {};
-    for (std::int64_t b = 0; b < n / QK4_1; ++b) {
-        float& lane = s[b % kBlock32Lanes];
-        const float ad = fp16_to_f32(a[b].d);
-        lane = block32_accumulate(lane, fp16_to_f32(w[b].d), ad, q4_1_q8_0_block_dot(w[b], a[b]));
-        lane = block32_accumulate(lane, fp16_to_f32(w[b].m), ad, q8_0_block_sum(a[b]));
-    }
-    return block32_reduce(s);
+    return block32_dot<q4_1_q8_0_block_dot>(n, w, a);
 }
 
 // sum over the block of (q - 16) * a, exact.
@@ -576,12 +573,7 @@ inline std::int32_t q5_0_q8_0_block_dot(const BlockQ5_0& w, const BlockQ8_0& a) 
 }
 
 inline float dot_q5_0_q8_0(std::int64_t n, const BlockQ5_0* w, const BlockQ8_0* a) {
-    float s[kBlock32Lanes] = {};
-    for (std::int64_t b = 0; b < n / QK5_0; ++b) {
-        float& lane = s[b % kBlock32Lanes];
-        lane = block32_accumulate(lane, fp16_to_f32(w[b].d), fp16_to_f32(a[b].d), q5_0_q8_0_block_dot(w[b], a[b]));
-    }
-    return block32_reduce(s);
+    return block32_dot<q5_0_q8_0_block_dot>(n, w, a);
 }
 
 // Float weights against float activations; accumulated in double so the reference is the
