@@ -16,12 +16,14 @@
 //   thinking {"type":"enabled"}          -> enable_thinking; off when absent or "disabled"
 
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "openai_api.hpp"
+#include "outgoing_text.hpp"
 #include "smol/smol.hpp"
 
 namespace smol_server {
