@@ -280,6 +280,10 @@ TEST_CASE("tool results become tool turns in order; an error result says so; a t
                                            {{"role", "user"}, {"content", "last"}}})}};
     CHECK(parse(with(hello(), "messages", json::array({results}))).generation.prompt == parse_chat(chat).generation.prompt);
 
+    // An empty block list is an empty turn, as an empty string is.
+    CHECK(parse(with(hello(), "messages", json::array({{{"role", "user"}, {"content", json::array()}}}))).generation.prompt ==
+          parse(with(hello(), "messages", json::array({{{"role", "user"}, {"content", ""}}}))).generation.prompt);
+
     const json prefill = json::array({{{"role", "user"}, {"content", "Hello"}}, {{"role", "assistant"}, {"content", "Hi"}}});
     json chat_prefill = {{"messages", json::array({{{"role", "user"}, {"content", "Hello"}}, {{"role", "assistant"}, {"content", "Hi"}}})}};
     CHECK(parse(with(hello(), "messages", prefill)).generation.prompt == parse_chat(chat_prefill).generation.prompt);

@@ -119,6 +119,7 @@ inline void append_anthropic_message(const json& message, std::size_t index, jso
         reject(400, where + ".content must be a string or a list of content blocks, found " + content->type_name(),
                "invalid_type");
 
+    const std::size_t turns_before = out.size();
     std::string text;          // text blocks since the last tool_result (user) or in the turn (assistant)
     bool has_text = false;
     json calls = json::array();  // the assistant's tool_use blocks, as the template takes them
@@ -172,6 +173,8 @@ inline void append_anthropic_message(const json& message, std::size_t index, jso
     }
     if (role == "user") {
         flush_user_text();
+        // An empty block list is still a turn (and the conversation never ends up empty).
+        if (out.size() == turns_before) out.push_back({{"role", "user"}, {"content", ""}});
         return;
     }
     json turn = {{"role", "assistant"}, {"content", text}};
