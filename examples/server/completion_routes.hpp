@@ -94,10 +94,6 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
         [st](bool) { end_reply(*st); });
 }
 
-}  // namespace smol_server
-
-namespace smol_server {
-
 // POST /v1/messages/count_tokens: the prompt the request would run, counted.
 inline void count_message_tokens(ServerState& server, const httplib::Request& req, httplib::Response& res) {
     smol::Scheduler& scheduler = server.model.require_scheduler();

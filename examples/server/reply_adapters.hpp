@@ -212,8 +212,8 @@ struct CompletionState : ReplyState {
     std::vector<smol::TokenLogprob> token_logprobs;
     std::string reasoning;
     std::string content;
-    json tool_calls = json::array();
-    std::vector<smol::ToolCall> calls;  // the same calls, as generated (Endpoint::messages)
+    json tool_calls = json::array();    // OpenAI's shape (chat)
+    std::vector<smol::ToolCall> calls;  // as generated (Endpoint::messages renders them itself)
 };
 
 // One step of a non-streaming reply: waits briefly for output and keeps it; at the end writes
