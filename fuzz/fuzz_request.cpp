@@ -1,9 +1,11 @@
 // libFuzzer target for what smol-server does with a request body before any token is
 // generated: JSON parsing, the OpenAI mapping of both completion endpoints (fields, messages,
-// tools, response_format, logit_bias, stop strings), the chat template's rendering and the
+// tools, response_format, logit_bias, stop strings) and the Anthropic Messages mapping of
+// /v1/messages and its count_tokens (blocks, tools, thinking), the chat template's rendering and the
 // tokenizer, on the real SmolLM3 vocabulary (SMOL_FUZZ_VOCAB). For any input bytes:
 //   - the body is accepted, or refused with an ApiError whose status is a 4xx;
-//   - an accepted request has a non-empty prompt of in-vocabulary ids that fits the context and
+//   - an accepted request has a non-empty prompt of in-vocabulary ids that fits the context (a
+//     count_tokens request may count past it) and
 //     valid sampling parameters (smol::Sampler accepts them); a grammar the mapping generated
 //     (from response_format, a JSON schema, tool_choice) parses, while one the client wrote in
 //     `grammar` may be refused later (smol-server's 400 invalid_grammar);
@@ -24,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "messages_api.hpp"
 #include "openai_api.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/text/grammar.hpp"
@@ -44,10 +47,11 @@ const smol::text::Tokenizer& tokenizer() {
     std::abort();
 }
 
-void check_accepted(const smol_server::ApiRequest& request, bool client_grammar) {
+void check_accepted(const smol_server::ApiRequest& request, bool client_grammar, bool counting_only = false) {
     const auto& prompt = request.generation.prompt;
     if (prompt.empty()) finding("accepted request", "empty prompt");
-    if (int(prompt.size()) >= kContext) finding("accepted request", "prompt does not fit the context");
+    if (request.prompt_tokens != int(prompt.size())) finding("accepted request", "prompt_tokens miscounts the prompt");
+    if (!counting_only && int(prompt.size()) >= kContext) finding("accepted request", "prompt does not fit the context");
     for (const std::int32_t id : prompt)
         if (id < 0 || std::size_t(id) >= tokenizer().n_vocab()) finding("accepted request", "prompt id out of range");
     try {
@@ -96,18 +100,25 @@ std::string expand(std::string_view in) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string text = expand(std::string_view(reinterpret_cast<const char*>(data), size));
-    // The first byte picks the endpoint, so one corpus covers both.
-    const bool chat = text.empty() || (text[0] & 1) == 0;
+    // The first byte picks the endpoint, so one corpus covers all: 0 chat, 1 text completion,
+    // 2 Anthropic messages, 3 its count_tokens (modulo 4).
+    const int endpoint = text.empty() ? 0 : static_cast<std::uint8_t>(text[0]) % 4;
     const std::string body_text = text.empty() ? text : text.substr(1);
     try {
         const smol_server::json body = smol_server::parse_json_body(body_text);
-        const smol_server::ApiRequest request = chat ? smol_server::parse_chat_request(body, tokenizer(), kContext)
-                                                     : smol_server::parse_text_request(body, tokenizer(), kContext);
-        check_accepted(request, body.contains("grammar"));
+        using smol_server::MessagesEndpoint;
+        const smol_server::ApiRequest request =
+            endpoint == 0   ? smol_server::parse_chat_request(body, tokenizer(), kContext)
+            : endpoint == 1 ? smol_server::parse_text_request(body, tokenizer(), kContext)
+                            : smol_server::parse_messages_request(
+                                  body, tokenizer(), kContext,
+                                  endpoint == 2 ? MessagesEndpoint::create : MessagesEndpoint::count_tokens);
+        check_accepted(request, body.contains("grammar"), endpoint == 3);
         (void)body.dump(-1, ' ', false, smol_server::json::error_handler_t::replace);
     } catch (const smol_server::ApiError& e) {
         if (e.status < 400 || e.status > 499) finding("refusal is not a 4xx", std::to_string(e.status) + " " + e.message);
         (void)smol_server::error_body(e).dump(-1, ' ', false, smol_server::json::error_handler_t::replace);
+        (void)smol_server::anthropic_error_body(e).dump(-1, ' ', false, smol_server::json::error_handler_t::replace);
     } catch (const std::exception& e) {
         finding("an exception other than ApiError (a 500)", e.what());
     }

@@ -212,7 +212,8 @@ DICT
 run_fuzzer tokenizer 4096 -dict="$build_dir/tokenizer.dict"
 
 # Request seeds: every chat case of the template references as a chat request (first byte 0:
-# chat, 1: text completion), and requests using each field the mapping reads.
+# chat, 1: text completion, 2: Anthropic messages, 3: its count_tokens), and requests using
+# each field the mappings read.
 seeds="$build_dir/seeds-request"
 mkdir -p "$seeds"
 rm -f "$seeds"/*
@@ -235,7 +236,19 @@ for extra in [{'tools': [tool], 'tool_choice': 'required'}, {'tools': [tool], 't
     bodies.append(b'\x00' + json.dumps({'messages': chat, **extra}).encode())
 for extra in [{'prompt': '<|im_start|>user\nhi<|im_end|>\n'}, {'prompt': [1, 2, 3], 'logprobs': 2}, {'prompt': 'Once', 'grammar': 'root ::= "a"'}]:
     bodies.append(b'\x01' + json.dumps(extra).encode())
-bodies += [b'\x00{"messages": [{"role": "user", "content": "\xff"}]}', b'\x00[', b'\x01{}']
+a_tool = {'name': 'f', 'input_schema': {'type': 'object', 'properties': {'x': {'type': 'integer'}}}}
+a_turns = [{'role': 'user', 'content': [{'type': 'text', 'text': 'hi', 'cache_control': {'type': 'ephemeral'}}]},
+           {'role': 'assistant', 'content': [{'type': 'thinking', 'thinking': 'h', 'signature': ''},
+                                             {'type': 'tool_use', 'id': 't1', 'name': 'f', 'input': {'x': 1}}]},
+           {'role': 'user', 'content': [{'type': 'tool_result', 'tool_use_id': 't1', 'content': [{'type': 'text', 'text': '2'}], 'is_error': True}]}]
+for extra in [{}, {'tools': [a_tool], 'tool_choice': {'type': 'any'}}, {'tools': [a_tool], 'tool_choice': {'type': 'tool', 'name': 'f'}},
+              {'thinking': {'type': 'enabled', 'budget_tokens': 1024}, 'stop_sequences': ['END'], 'top_k': 5, 'stream': True},
+              {'system': [{'type': 'text', 'text': 'Be brief.'}], 'metadata': {'user_id': 'u'}, 'tools': [a_tool]}]:
+    body = {'model': 'm', 'max_tokens': 8, 'messages': a_turns, **extra}
+    bodies.append(b'\x02' + json.dumps(body).encode())
+    body.pop('max_tokens'); body.pop('stop_sequences', None); body.pop('top_k', None); body.pop('stream', None); body.pop('metadata', None)
+    bodies.append(b'\x03' + json.dumps(body).encode())
+bodies += [b'\x00{"messages": [{"role": "user", "content": "\xff"}]}', b'\x00[', b'\x01{}', b'\x02{}', b'\x03{}']
 # Hostile sizes through fuzz_request's expansion (0x01 c x: x repeated 16*c*c times): nesting a
 # million deep, a huge counted repetition, a wide literal repeated, groups nested deep, and a
 # schema whose type lists multiply.
@@ -273,6 +286,11 @@ user="\"user\""
 assistant="\"assistant\""
 system="\"system\""
 tool="\"tool\""
+tool_use="\"tool_use\""
+tool_result="\"tool_result\""
+input_schema="\"input_schema\""
+thinking="\"thinking\""
+stop_sequences="\"stop_sequences\""
 expand_open="\x01\xff["
 expand_brace="\x01\xff{"
 expand_paren="\x01\x40("

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -34,6 +35,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -1284,6 +1286,168 @@ TEST_CASE("smol-server: SIGINT exits 0 promptly, also with an idle keep-alive co
         CHECK(server.log().find("SIGINT while loading the model; exiting") != std::string::npos);
         fs::remove(fifo);
     }
+}
+
+// A Messages API request as Anthropic's clients send it: the key in x-api-key (none when empty).
+Response anthropic_http(int port, const std::string& path, const json& body, const std::string& key = kKey) {
+    const std::string text = body.dump();
+    std::string r = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+    if (!key.empty()) r += "x-api-key: " + key + "\r\n";
+    r += "anthropic-version: 2023-06-01\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(text.size()) + "\r\n\r\n" + text;
+    return raw_http(port, r);
+}
+
+// An error in Anthropic's shape: {"type": "error", "error": {"type", "message"}}.
+void check_anthropic_error(const Response& r, int status, const std::string& type, const std::string& mentions) {
+    CAPTURE(r.body);
+    CHECK(r.status == status);
+    const json e = json::parse(r.body, nullptr, false);
+    REQUIRE(e.is_object());
+    CHECK(e["type"] == "error");
+    CHECK(e["error"]["type"] == type);
+    CHECK(e["error"]["message"].get<std::string>().find(mentions) != std::string::npos);
+}
+
+// The (event name, data) pairs of an Anthropic SSE body.
+std::vector<std::pair<std::string, json>> anthropic_sse(const std::string& body) {
+    std::vector<std::pair<std::string, json>> out;
+    std::size_t pos = 0;
+    while (pos < body.size()) {
+        std::size_t end = body.find("\n\n", pos);
+        if (end == std::string::npos) end = body.size();
+        const std::string block = body.substr(pos, end - pos);
+        pos = end + 2;
+        if (block.rfind("event: ", 0) != 0) continue;
+        const std::size_t newline = block.find('\n');
+        REQUIRE(newline != std::string::npos);
+        REQUIRE(block.compare(newline + 1, 6, "data: ") == 0);
+        out.emplace_back(block.substr(7, newline - 7), json::parse(block.substr(newline + 7)));
+    }
+    return out;
+}
+
+TEST_CASE("smol-server: the Messages API answers as Anthropic's, streamed and not, with tools, count_tokens and errors") {
+    ServerProcess server({"--api-key", kKey, "-c", "2048", "--parallel", "1"});
+    const int port = server.port();
+    const json hello = {{"model", "smol"},
+                        {"max_tokens", 12},
+                        {"temperature", 0},
+                        {"system", "Be brief./system_override"},
+                        {"messages", json::array({{{"role", "user"}, {"content", "Hello"}}})}};
+
+    const Response plain = anthropic_http(port, "/v1/messages", hello);
+    REQUIRE(plain.status == 200);
+    const json message = plain.json_body();
+    CAPTURE(message.dump());
+    CHECK(message["type"] == "message");
+    CHECK(message["role"] == "assistant");
+    CHECK(message["id"].get<std::string>().starts_with("msg_"));
+    CHECK(message["stop_reason"] == "max_tokens");
+    CHECK(message["stop_sequence"].is_null());
+    CHECK(message["usage"]["output_tokens"] == 12);
+    REQUIRE(message["content"].size() == 1);
+    CHECK(message["content"][0]["type"] == "text");
+    const std::string text = message["content"][0]["text"];
+
+    json counting = hello;
+    counting.erase("max_tokens");
+    counting.erase("temperature");
+    const Response counted = anthropic_http(port, "/v1/messages/count_tokens", counting);
+    REQUIRE(counted.status == 200);
+    CHECK(counted.json_body() == json{{"input_tokens", message["usage"]["input_tokens"]}});
+
+    // Streamed: the same text (temperature 0), in Anthropic's event order.
+    json streaming = hello;
+    streaming["stream"] = true;
+    const Response streamed = anthropic_http(port, "/v1/messages", streaming);
+    REQUIRE(streamed.status == 200);
+    CHECK(streamed.headers.at("content-type").find("text/event-stream") != std::string::npos);
+    const auto events = anthropic_sse(streamed.body);
+    REQUIRE(events.size() >= 6);
+    CHECK(events.front().first == "message_start");
+    CHECK(events.front().second["message"]["usage"]["input_tokens"] == message["usage"]["input_tokens"]);
+    CHECK(events.back().first == "message_stop");
+    CHECK(events[events.size() - 2].first == "message_delta");
+    CHECK(events[events.size() - 2].second["delta"]["stop_reason"] == "max_tokens");
+    std::string streamed_text;
+    for (const auto& e : events)
+        if (e.first == "content_block_delta") streamed_text += e.second["delta"]["text"].get<std::string>();
+    CHECK(streamed_text == text);
+
+    // A stop sequence taken from the reply ends it there and is named.
+    std::string stop;
+    for (const char c : text.substr(1))
+        if (std::isalpha(static_cast<unsigned char>(c))) {
+            stop = std::string(1, c);
+            break;
+        }
+    if (!stop.empty()) {
+        json stopping = hello;
+        stopping["stop_sequences"] = json::array({"\x01never", stop});
+        const json stopped = anthropic_http(port, "/v1/messages", stopping).json_body();
+        CAPTURE(stopped.dump());
+        CHECK(stopped["stop_reason"] == "stop_sequence");
+        CHECK(stopped["stop_sequence"] == stop);
+        const std::string cut = text.substr(0, text.find(stop));
+        CHECK((cut.empty() ? stopped["content"] == json::array() : stopped["content"][0]["text"] == cut));
+    }
+
+    // A forced call (tool_choice any) comes back as a tool_use block whose input follows the
+    // schema; streamed, its input_json_delta pieces join into the same kind of object.
+    json tooled = hello;
+    tooled["max_tokens"] = 60;
+    tooled["tools"] = json::parse(R"([{"name": "get_weather", "description": "Weather in a city",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                         "required": ["city"]}}])");
+    tooled["tool_choice"] = {{"type", "any"}};
+    const json called = anthropic_http(port, "/v1/messages", tooled).json_body();
+    CAPTURE(called.dump());
+    CHECK(called["stop_reason"] == "tool_use");
+    REQUIRE(called["content"].size() == 1);
+    const json use = called["content"][0];
+    CHECK(use["type"] == "tool_use");
+    CHECK(use["id"].get<std::string>().starts_with("toolu_"));
+    CHECK(use["name"] == "get_weather");
+    CHECK(use["input"]["city"].is_string());
+    tooled["stream"] = true;
+    const auto call_events = anthropic_sse(anthropic_http(port, "/v1/messages", tooled).body);
+    std::string partial_json;
+    int tool_blocks = 0;
+    for (const auto& e : call_events) {
+        if (e.first == "content_block_start" && e.second["content_block"]["type"] == "tool_use") ++tool_blocks;
+        if (e.first == "content_block_delta") partial_json += e.second["delta"]["partial_json"].get<std::string>();
+    }
+    CHECK(tool_blocks == 1);
+    CHECK(json::parse(partial_json)["city"].is_string());
+
+    // The call and its result handed back: the conversation goes on.
+    json round_trip = hello;
+    round_trip["tools"] = tooled["tools"];
+    round_trip["messages"] = json::array(
+        {{{"role", "user"}, {"content", "Weather in Paris?"}},
+         {{"role", "assistant"}, {"content", json::array({use})}},
+         {{"role", "user"},
+          {"content", json::array({{{"type", "tool_result"}, {"tool_use_id", use["id"]}, {"content", "sunny"}}})}}});
+    CHECK(anthropic_http(port, "/v1/messages", round_trip).status == 200);
+
+    // Errors in Anthropic's shape, on every Messages path; the key by either header.
+    json no_max = hello;
+    no_max.erase("max_tokens");
+    check_anthropic_error(anthropic_http(port, "/v1/messages", no_max), 400, "invalid_request_error", "'max_tokens'");
+    json unknown_field = hello;
+    unknown_field["top_logprobs"] = 2;
+    check_anthropic_error(anthropic_http(port, "/v1/messages", unknown_field), 400, "invalid_request_error",
+                          "'top_logprobs'");
+    check_anthropic_error(anthropic_http(port, "/v1/messages", hello, ""), 401, "authentication_error", "x-api-key");
+    check_anthropic_error(anthropic_http(port, "/v1/messages", hello, "wrong"), 401, "authentication_error", "invalid");
+    check_anthropic_error(anthropic_http(port, "/v1/messages/batches", hello), 404, "not_found_error", "/v1/messages/batches");
+    CHECK(http(port, "POST", "/v1/messages", hello.dump()).status == 200);  // Authorization: Bearer works too
+    // The OpenAI routes keep OpenAI's error shape, and accept x-api-key as well.
+    const Response openai_unauthorized = http(port, "POST", "/v1/chat/completions", chat("Hi", 2, false).dump(), "");
+    check_error(openai_unauthorized, 401, "invalid_api_key");
+    CHECK(anthropic_http(port, "/v1/chat/completions", chat("Hi", 2, false)).status == 200);
+    CHECK(server.metric("smol_messages_total") >= 6);
 }
 
 TEST_CASE("smol-server: tools are rendered, <tool_call> blocks come back as tool_calls, streamed and not") {

@@ -99,7 +99,8 @@ FakeSource& script(smol_server::ReplyState& st, Endpoint endpoint, std::vector<s
     FakeSource& kept = *source;
     st.source = std::move(source);
     st.endpoint = endpoint;
-    st.ids = {endpoint == Endpoint::chat ? "chatcmpl-test" : "cmpl-test", "tiny-model", 1700000000};
+    st.ids = {endpoint == Endpoint::chat ? "chatcmpl-test" : endpoint == Endpoint::messages ? "msg_test" : "cmpl-test",
+              "tiny-model", 1700000000};
     st.tokenizer = &tokenizer();
     st.metrics = metrics;
     return kept;
@@ -346,6 +347,136 @@ TEST_CASE("a client that disconnects stops its generation") {
         CHECK(source.cancelled);
         CHECK(sink.done_calls == 0);
     }
+}
+
+// A Messages reply's SSE events as (event name, data), each event's name checked against its data.
+std::vector<std::pair<std::string, json>> anthropic_events(const std::string& text) {
+    std::vector<std::pair<std::string, json>> events;
+    std::size_t at = 0;
+    while (at < text.size()) {
+        const std::size_t end = text.find("\n\n", at);
+        REQUIRE_MESSAGE(end != std::string::npos, "an SSE event without its blank line: " << text.substr(at));
+        const std::string event = text.substr(at, end - at);
+        at = end + 2;
+        if (event.rfind(": ", 0) == 0) continue;  // a keep-alive comment
+        const std::size_t newline = event.find('\n');
+        REQUIRE_MESSAGE((event.rfind("event: ", 0) == 0 && newline != std::string::npos &&
+                         event.compare(newline + 1, 6, "data: ") == 0),
+                        "expected 'event: ...\\ndata: ...', found: " << event);
+        const std::string name = event.substr(7, newline - 7);
+        const json data = json::parse(event.substr(newline + 7));
+        CHECK(data["type"] == name);
+        events.emplace_back(name, data);
+    }
+    return events;
+}
+
+TEST_CASE("a streamed Messages reply: message_start, a block per kind and per call, message_delta, message_stop") {
+    smol_server::StreamState st;
+    smol::StreamEvent first = reasoning("thinking");
+    first.content = "Hello";
+    smol::StreamEvent last = content(" world");
+    last.tool_calls.push_back({"get_weather", R"({"city":"Paris"})"});
+    last.tool_calls.push_back({"get_time", R"({"zone":"UTC"})"});
+    FakeSource& source = script(st, Endpoint::messages, {first, finished(smol::FinishReason::tool_calls, last)});
+    st.messages = smol_server::MessagesStream(st.ids, 7);
+    FakeSink sink;
+    CHECK_FALSE(run_reply(st, sink, smol_server::stream_step));
+    CHECK(sink.done_calls == 1);
+    CHECK(source.script.empty());
+    CHECK(source.cancelled);  // end_reply() always cancels; a no-op once finished
+
+    const auto events = anthropic_events(sink.written);
+    std::vector<std::string> names;
+    for (const auto& e : events) names.push_back(e.first);
+    CHECK(names == std::vector<std::string>{"message_start", "ping", "content_block_start", "content_block_delta",
+                                            "content_block_stop", "content_block_start", "content_block_delta",
+                                            "content_block_delta", "content_block_stop", "content_block_start",
+                                            "content_block_delta", "content_block_stop", "content_block_start",
+                                            "content_block_delta", "content_block_stop", "message_delta",
+                                            "message_stop"});
+    REQUIRE(events.size() == 17);
+    CHECK(events[0].second["message"]["id"] == "msg_test");
+    CHECK(events[0].second["message"]["usage"]["input_tokens"] == 7);
+    CHECK(events[2].second["content_block"]["type"] == "thinking");
+    CHECK(events[3].second["delta"] == json{{"type", "thinking_delta"}, {"thinking", "thinking"}});
+    CHECK(events[5].second["content_block"] == json{{"type", "text"}, {"text", ""}});
+    CHECK(events[6].second["delta"]["text"] == "Hello");
+    CHECK(events[7].second["delta"]["text"] == " world");
+    CHECK(events[9].second["index"] == 2);
+    CHECK(events[9].second["content_block"]["name"] == "get_weather");
+    CHECK(json::parse(events[10].second["delta"]["partial_json"].get<std::string>()) == json{{"city", "Paris"}});
+    CHECK(events[12].second["index"] == 3);
+    CHECK(events[12].second["content_block"]["name"] == "get_time");
+    CHECK(events[15].second["delta"]["stop_reason"] == "tool_use");
+    CHECK(events[15].second["usage"]["output_tokens"] == 5);
+}
+
+TEST_CASE("a non-streamed Messages reply is one Message object; a failed one an Anthropic error") {
+    FakeSink sink;
+    smol_server::Metrics metrics;
+    SUBCASE("finished at a stop sequence") {
+        smol_server::CompletionState st;
+        smol::StreamEvent last = finished(smol::FinishReason::stop_string, content(" there"));
+        last.stop_string = "END";
+        script(st, Endpoint::messages, {reasoning("hmm"), content("Hello"), last});
+        CHECK_FALSE(run_reply(st, sink, smol_server::completion_step));
+        const json body = json::parse(sink.written);
+        CHECK(body["id"] == "msg_test");
+        CHECK(body["type"] == "message");
+        CHECK(body["content"] == json::array({{{"type", "thinking"}, {"thinking", "hmm"}, {"signature", ""}},
+                                              {{"type", "text"}, {"text", "Hello there"}}}));
+        CHECK(body["stop_reason"] == "stop_sequence");
+        CHECK(body["stop_sequence"] == "END");
+        CHECK(body["usage"] == json{{"input_tokens", 7}, {"output_tokens", 5}});
+    }
+    SUBCASE("with tool calls") {
+        smol_server::CompletionState st;
+        smol::StreamEvent call = content("");
+        call.tool_calls.push_back({"get_weather", R"({"city":"Paris"})"});
+        script(st, Endpoint::messages, {call, finished(smol::FinishReason::tool_calls)});
+        CHECK_FALSE(run_reply(st, sink, smol_server::completion_step));
+        const json body = json::parse(sink.written);
+        REQUIRE(body["content"].size() == 1);
+        CHECK(body["content"][0]["type"] == "tool_use");
+        CHECK(body["content"][0]["input"] == json{{"city", "Paris"}});
+        CHECK(body["stop_reason"] == "tool_use");
+    }
+    SUBCASE("failed") {
+        smol_server::CompletionState st;
+        script(st, Endpoint::messages, {failed("boom", false)}, &metrics);
+        CHECK_FALSE(run_reply(st, sink, smol_server::completion_step));
+        const json body = json::parse(sink.written);
+        CHECK(body == json{{"type", "error"}, {"error", {{"type", "api_error"}, {"message", "generation failed: boom"}}}});
+        CHECK(metrics.http_server_errors.load() == 1);
+    }
+    SUBCASE("failed while streaming: an error event ends the stream") {
+        smol_server::StreamState st;
+        script(st, Endpoint::messages, {content("Hi"), failed("past the grammar's budget", true)}, &metrics);
+        st.messages = smol_server::MessagesStream(st.ids, 7);
+        CHECK_FALSE(run_reply(st, sink, smol_server::stream_step));
+        const auto events = anthropic_events(sink.written);
+        REQUIRE(events.size() == 6);
+        CHECK(events[4].first == "content_block_stop");
+        CHECK(events[5].first == "error");
+        CHECK(events[5].second["error"]["type"] == "invalid_request_error");
+        CHECK(metrics.http_client_errors.load() == 1);
+    }
+    CHECK(sink.done_calls == 1);
+}
+
+TEST_CASE("a Messages client that disconnects stops its generation") {
+    FakeSink sink;
+    smol_server::StreamState st;
+    FakeSource& source =
+        script(st, Endpoint::messages, {content("Hello"), content(" there"), finished(smol::FinishReason::end_of_generation)});
+    st.messages = smol_server::MessagesStream(st.ids, 7);
+    sink.failing_write = 2;  // message_start goes out, the first block does not
+    CHECK(run_reply(st, sink, smol_server::stream_step));
+    CHECK(source.cancelled);
+    CHECK(source.next_calls == 1);
+    CHECK(source.script.size() == 2);
+    CHECK(sink.done_calls == 0);
 }
 
 TEST_CASE("the server's source passes a cancel on to the scheduler's stream") {

@@ -82,6 +82,19 @@ TEST_CASE("several stop strings: the earliest match wins") {
     CHECK(s.text == "hi ");
 }
 
+TEST_CASE("the matcher tells which stop string ended the text") {
+    smol::StopStringMatcher matcher({"\n\n", "User:", "Use"});
+    CHECK(matcher.matched().empty());
+    CHECK_FALSE(matcher.push("one Us").stopped);
+    CHECK(matcher.matched().empty());  // a held-back prefix is no match yet
+    CHECK(matcher.push("er: two\n\n").stopped);
+    // "User:" and "Use" both start first; the first listed of them is reported.
+    CHECK(matcher.matched() == "User:");
+    smol::StopStringMatcher later({"User:", "\n\n"});
+    CHECK(later.push("a\n\nUser:").stopped);
+    CHECK(later.matched() == "\n\n");  // the one starting earliest, whatever its place in the list
+}
+
 TEST_CASE("after stopping nothing more comes out") {
     smol::StopStringMatcher matcher({"!"});
     auto first = matcher.push("hey! you");

@@ -1,5 +1,6 @@
 #pragma once
-// POST /v1/chat/completions and /v1/completions: the body checked (openai_api.hpp), its grammar
+// POST /v1/chat/completions, /v1/completions and /v1/messages: the body checked (openai_api.hpp,
+// messages_api.hpp), its grammar
 // compiled or found in the cache, the request submitted to the scheduler, and its stream handed
 // to a reply adapter (reply_adapters.hpp) that httplib runs as the response's content provider.
 
@@ -9,6 +10,7 @@
 #include <memory>
 #include <string_view>
 
+#include "messages_api.hpp"
 #include "openai_api.hpp"
 #include "reply_adapters.hpp"
 #include "server_state.hpp"
@@ -34,8 +36,9 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
     if (server.live.closing()) reject(503, "the server is shutting down", "server_shutting_down");
     const json body = parse_json_body(req.body);
     const bool chat = endpoint == Endpoint::chat;
-    ApiRequest request = chat ? parse_chat_request(body, scheduler.tokenizer(), scheduler.context())
-                              : parse_text_request(body, scheduler.tokenizer(), scheduler.context());
+    ApiRequest request = endpoint == Endpoint::messages ? parse_messages_request(body, scheduler.tokenizer(), scheduler.context())
+                         : chat                         ? parse_chat_request(body, scheduler.tokenizer(), scheduler.context())
+                                                        : parse_text_request(body, scheduler.tokenizer(), scheduler.context());
     if (!request.grammar.empty())
         request.generation.params.grammar = server.grammars.get(request.grammar, scheduler.engine());
     std::shared_ptr<smol::GenerationStream> stream;
@@ -48,11 +51,14 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
     } catch (const smol::Error& e) {
         reject(400, e.what(), "invalid_value");
     }
-    (chat ? server.metrics.chat_completions : server.metrics.text_completions)++;
+    (endpoint == Endpoint::messages ? server.metrics.messages
+     : chat                         ? server.metrics.chat_completions
+                                    : server.metrics.text_completions)++;
     const auto fill = [&](ReplyState& st) {
         st.endpoint = endpoint;
         st.source = std::make_unique<GenerationSource>(stream);
-        st.ids = {(chat ? "chatcmpl-" : "cmpl-") + uuid_v7(), server.model.id(), unix_seconds()};
+        st.ids = {endpoint == Endpoint::messages ? anthropic_id("msg_") : (chat ? "chatcmpl-" : "cmpl-") + uuid_v7(),
+                  server.model.id(), unix_seconds()};
         st.tokenizer = &scheduler.tokenizer();
         st.logprobs = request.logprobs;
         st.metrics = &server.metrics;
@@ -65,6 +71,7 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
         auto st = std::make_shared<StreamState>();
         fill(*st);
         st->include_usage = request.include_usage;
+        st->messages = MessagesStream(st->ids, request.prompt_tokens);
         res.set_header("Cache-Control", "no-cache");
         res.set_header("X-Accel-Buffering", "no");
         res.set_chunked_content_provider(
@@ -85,6 +92,14 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
             return completion_step(*st, reply_sink);
         },
         [st](bool) { end_reply(*st); });
+}
+
+// POST /v1/messages/count_tokens: the prompt the request would run, counted.
+inline void count_message_tokens(ServerState& server, const httplib::Request& req, httplib::Response& res) {
+    smol::Scheduler& scheduler = server.model.require_scheduler();
+    const ApiRequest request = parse_messages_request(parse_json_body(req.body), scheduler.tokenizer(),
+                                                      scheduler.context(), MessagesEndpoint::count_tokens);
+    res.set_content(to_wire(json{{"input_tokens", request.prompt_tokens}}), "application/json");
 }
 
 }  // namespace smol_server

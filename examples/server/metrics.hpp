@@ -19,6 +19,7 @@ struct Metrics {
     std::atomic<std::uint64_t> http_server_errors{0};
     std::atomic<std::uint64_t> chat_completions{0};
     std::atomic<std::uint64_t> text_completions{0};
+    std::atomic<std::uint64_t> messages{0};  // Anthropic Messages API requests (/v1/messages)
 };
 
 // The /metrics page. `gate` is nullptr until the gate runs, `scheduler` until the model is
@@ -41,6 +42,8 @@ inline std::string metrics_text(const Metrics& metrics, const GateStats* gate, c
            double(metrics.chat_completions.load()));
     metric("smol_text_completions_total", "counter", "text completion requests accepted (/v1/completions)",
            double(metrics.text_completions.load()));
+    metric("smol_messages_total", "counter", "Anthropic Messages API requests accepted (/v1/messages)",
+           double(metrics.messages.load()));
     if (gate) {
         metric("smol_connections_open", "gauge", "client connections open", double(gate->open.load()));
         metric("smol_connections_accepted_total", "counter", "client connections accepted", double(gate->accepted.load()));

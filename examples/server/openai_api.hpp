@@ -263,6 +263,20 @@ inline std::vector<std::pair<std::int32_t, float>> read_logit_bias(const json& b
 
 inline constexpr std::size_t kMaxStopBytes = 1024;
 
+// Stop strings as every API bounds them; `field` names them in errors.
+inline void check_stop_strings(const std::vector<std::string>& stops, const std::string& field) {
+    for (const auto& stop : stops)
+        if (stop.empty()) reject(400, "'" + field + "' strings must not be empty", "invalid_value");
+    if (stops.size() > 16) reject(400, "'" + field + "' accepts at most 16 strings", "invalid_value");
+    // Each token is checked against every stop string, and output is held back while it may
+    // still become one: both grow with their length.
+    for (const auto& stop : stops)
+        if (stop.size() > kMaxStopBytes)
+            reject(400, "'" + field + "' strings may be at most " + std::to_string(kMaxStopBytes) +
+                            " bytes long, found one of " + std::to_string(stop.size()),
+                   "invalid_value");
+}
+
 // The sampling, length, stop and streaming fields both endpoints share.
 inline void read_sampling(const json& body, ApiRequest& out, std::size_t n_vocab) {
     smol::GenerationParams& params = out.generation.params;
@@ -294,16 +308,7 @@ inline void read_sampling(const json& body, ApiRequest& out, std::size_t n_vocab
             reject(400, std::string("'stop' must be a string or a list of strings, found ") + stop->type_name(),
                    "invalid_type");
         }
-        for (const auto& s1 : params.stop)
-            if (s1.empty()) reject(400, "'stop' strings must not be empty", "invalid_value");
-        if (params.stop.size() > 16) reject(400, "'stop' accepts at most 16 strings", "invalid_value");
-        // Each token is checked against every stop string, and output is held back while it may
-        // still become one: both grow with their length.
-        for (const auto& s1 : params.stop)
-            if (s1.size() > kMaxStopBytes)
-                reject(400, "'stop' strings may be at most " + std::to_string(kMaxStopBytes) + " bytes long, found one of " +
-                                std::to_string(s1.size()),
-                       "invalid_value");
+        check_stop_strings(params.stop, "stop");
     }
     if (auto v = bool_field(body, "stream")) out.stream = *v;
     if (const auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
@@ -405,6 +410,60 @@ inline json normalize_messages(const json& body) {
     return messages;
 }
 
+// Which calls a request allows, in every API's terms: OpenAI's "auto" / "none" / "required" /
+// a named function, Anthropic's "auto" / "none" / "any" / a named tool.
+enum class ToolChoice { automatic, none, any, named };
+
+// Function definitions ({name, description, parameters}, already checked) listed for the
+// template, as SmolLM3's xml_tools. Returns the grammar that forces one call when the choice
+// is `any` or `named` (`forced_name`, a JSON string), else "". `schema_field` names the
+// parameters schema in errors, in the API's own terms.
+inline std::string tools_into_template(const json& functions, ToolChoice choice, const json& forced_name,
+                                       const std::string& schema_field, smol::ChatOptions& chat) {
+    const bool forced = choice == ToolChoice::any || choice == ToolChoice::named;
+    if (functions.empty()) {
+        if (forced) reject(400, "'tool_choice' forces a call but 'tools' is empty", "invalid_value");
+        return "";
+    }
+    if (chat.xml_tools.is_array() && !chat.xml_tools.empty())
+        reject(400, "give tools either as 'tools' or as 'chat_template_kwargs.xml_tools', not both", "invalid_value");
+    if (choice != ToolChoice::none) chat.xml_tools = functions;
+    if (!forced) return "";
+
+    // A forced call: the reply is one <tool_call> block holding {"name", "arguments"} of one of
+    // the tools (or the named one), its arguments following that tool's parameters schema.
+    json callable = json::array();
+    if (choice == ToolChoice::named) {
+        for (const json& f : functions)
+            if (f["name"] == forced_name) callable.push_back(f);
+        if (callable.empty())
+            reject(400, "'tool_choice' names the tool " + forced_name.dump() + ", which 'tools' does not define",
+                   "invalid_value");
+    } else {
+        callable = functions;
+    }
+    json calls = json::array();
+    for (const json& f : callable)
+        calls.push_back({{"type", "object"},
+                         {"properties", {{"name", {{"const", f["name"]}}},
+                                         {"arguments", f.value("parameters", json{{"type", "object"}})}}},
+                         {"required", json::array({"name", "arguments"})}});
+    const std::string call = schema_grammar(json{{"anyOf", calls}}, schema_field);
+    // The schema's grammar becomes rule `call` inside the block (SmolLM3 writes calls this way).
+    return "root ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\ncall" + call.substr(std::string_view("root").size());
+}
+
+// A tool's name as the template and the call grammar can carry it; `where` names it in errors.
+inline void check_tool_name(const json& name, const std::string& where) {
+    if (!name.is_string() || name.get_ref<const std::string&>().empty())
+        reject(400, where + " must be a non-empty string", "invalid_value");
+    if (name.get_ref<const std::string&>().size() > 256)
+        reject(400, where + " may be at most 256 bytes long", "invalid_value");
+    for (const char c : name.get_ref<const std::string&>())
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
+            reject(400, where + " may hold only letters, digits, '_', '-' and '.'", "invalid_value");
+}
+
 // OpenAI's `tools` ([{"type": "function", "function": {name, description, parameters}}]) and
 // `tool_choice`. SmolLM3's template lists the function objects themselves (its xml_tools).
 // Returns the grammar that forces a call when tool_choice is "required" or names a function,
@@ -425,11 +484,7 @@ inline std::string read_tools(const json& body, smol::ChatOptions& chat) {
             if (function == tool.end() || !function->is_object())
                 reject(400, where + ".function must be an object with a name", "invalid_value");
             const auto name = function->find("name");
-            if (name == function->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
-                reject(400, where + ".function.name must be a non-empty string", "invalid_value");
-            for (const char c : name->get_ref<const std::string&>())
-                if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
-                    reject(400, where + ".function.name may hold only letters, digits, '_', '-' and '.'", "invalid_value");
+            check_tool_name(name == function->end() ? json() : *name, where + ".function.name");
             if (const auto d = function->find("description"); d != function->end() && !d->is_string())
                 reject(400, where + ".function.description must be a string", "invalid_type");
             if (const auto p = function->find("parameters"); p != function->end() && !p->is_object())
@@ -438,6 +493,7 @@ inline std::string read_tools(const json& body, smol::ChatOptions& chat) {
         }
     }
     std::string choice = "auto";
+    json forced_name;
     if (const auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
         if (c->is_string()) choice = c->get<std::string>();
         else if (c->is_object()) choice = "function";
@@ -446,45 +502,21 @@ inline std::string read_tools(const json& body, smol::ChatOptions& chat) {
             reject(400, "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}, found \"" +
                             choice + "\"",
                    "invalid_value");
+        if (choice == "function") {
+            const auto function = c->find("function");
+            if (c->value("type", json()) != "function" || function == c->end() || !function->is_object() ||
+                !function->contains("name") || !(*function)["name"].is_string())
+                reject(400, "'tool_choice' as an object must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                       "invalid_value");
+            forced_name = (*function)["name"];
+        }
     }
-    if (functions.empty()) {
-        if (choice == "required" || choice == "function") reject(400, "'tool_choice' forces a call but 'tools' is empty", "invalid_value");
-        return "";
-    }
-    if (chat.xml_tools.is_array() && !chat.xml_tools.empty())
-        reject(400, "give tools either as 'tools' or as 'chat_template_kwargs.xml_tools', not both", "invalid_value");
-    if (choice != "none") chat.xml_tools = functions;
-    if (choice != "required" && choice != "function") return "";
-
-    // A forced call: the reply is one <tool_call> block holding {"name", "arguments"} of one of
-    // the tools (or the named one), its arguments following that tool's parameters schema.
-    json callable = json::array();
-    if (choice == "function") {
-        const json& c = body["tool_choice"];
-        const auto function = c.find("function");
-        if (c.value("type", json()) != "function" || function == c.end() || !function->is_object() ||
-            !function->contains("name") || !(*function)["name"].is_string())
-            reject(400, "'tool_choice' as an object must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
-                   "invalid_value");
-        for (const json& f : functions)
-            if (f["name"] == (*function)["name"]) callable.push_back(f);
-        if (callable.empty())
-            reject(400, "'tool_choice' names the function " + (*function)["name"].dump() + ", which 'tools' does not define",
-                   "invalid_value");
-    } else {
-        callable = functions;
-    }
-    json calls = json::array();
-    for (const json& f : callable)
-        calls.push_back({{"type", "object"},
-                         {"properties", {{"name", {{"const", f["name"]}}},
-                                         {"arguments", f.value("parameters", json{{"type", "object"}})}}},
-                         {"required", json::array({"name", "arguments"})}});
-    const std::string call = schema_grammar(json{{"anyOf", calls}}, "tools[].function.parameters");
-    // The schema's grammar becomes rule `call` inside the block (SmolLM3 writes calls this way).
-    return "root ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\ncall" + call.substr(std::string_view("root").size());
+    const ToolChoice tool_choice = choice == "none"       ? ToolChoice::none
+                                   : choice == "required" ? ToolChoice::any
+                                   : choice == "function" ? ToolChoice::named
+                                                          : ToolChoice::automatic;
+    return tools_into_template(functions, tool_choice, forced_name, "tools[].function.parameters", chat);
 }
-
 
 inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
     reject_unsupported_fields(body, kChatFields);

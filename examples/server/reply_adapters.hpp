@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "live_generations.hpp"
+#include "messages_api.hpp"
 #include "metrics.hpp"
 #include "openai_api.hpp"
 #include "outgoing_text.hpp"
@@ -62,8 +63,10 @@ private:
     std::shared_ptr<smol::GenerationStream> stream_;
 };
 
-// The two completion endpoints: chat messages through the template, or a raw text prompt.
-enum class Endpoint { chat, text };
+// The completion endpoints: OpenAI's chat messages through the template or a raw text prompt,
+// and Anthropic's messages. All three read the same generation events; only the rendering
+// differs.
+enum class Endpoint { chat, text, messages };
 
 // What both kinds of reply carry between steps.
 struct ReplyState {
@@ -83,7 +86,8 @@ struct StreamState : ReplyState {
     std::vector<smol::TokenLogprob> pending_logprobs;
     std::size_t text_offset = 0;  // bytes of text sent so far (the completions API's text_offset)
     bool include_usage = false;
-    bool sent_role = false;
+    bool sent_role = false;  // the opening event went out (the role chunk, or message_start)
+    MessagesStream messages;  // Endpoint::messages: which content block is open
     int tool_calls_sent = 0;
     bool done = false;
     Clock::time_point last_write = Clock::now();
@@ -131,9 +135,12 @@ inline bool stream_step(StreamState& st, ReplySink& sink) {
         return true;
     }
     const bool chat = st.endpoint == Endpoint::chat;
-    if (chat && !st.sent_role) {
+    const bool messages = st.endpoint == Endpoint::messages;
+    if ((chat || messages) && !st.sent_role) {
         st.sent_role = true;
-        if (!write(sse(chunk_json(st.ids, json{{"role", "assistant"}, {"content", ""}}, nullptr)))) return false;
+        if (!write(messages ? st.messages.start()
+                            : sse(chunk_json(st.ids, json{{"role", "assistant"}, {"content", ""}}, nullptr))))
+            return false;
     }
     // A client that hung up stops its generation here, before another token is waited for.
     if (!sink.is_writable()) return false;
@@ -144,6 +151,14 @@ inline bool stream_step(StreamState& st, ReplySink& sink) {
         return true;
     }
     std::string out;
+    if (messages) {
+        const std::optional<ApiError> error = event->finished ? generation_error(*event, st.metrics) : std::nullopt;
+        out = st.messages.render(*event, error ? &*error : nullptr);
+        st.done = event->finished;
+        if (!out.empty() && !write(out)) return false;
+        if (st.done) sink.done();
+        return true;
+    }
     st.pending_logprobs.insert(st.pending_logprobs.end(), event->logprobs.begin(), event->logprobs.end());
     // A chunk of this endpoint's kind, with the log-probabilities waiting so far when asked for.
     const auto chunk = [&](json delta, const char* finish_reason) {
@@ -197,7 +212,8 @@ struct CompletionState : ReplyState {
     std::vector<smol::TokenLogprob> token_logprobs;
     std::string reasoning;
     std::string content;
-    json tool_calls = json::array();
+    json tool_calls = json::array();    // OpenAI's shape (chat)
+    std::vector<smol::ToolCall> calls;  // as generated (Endpoint::messages renders them itself)
 };
 
 // One step of a non-streaming reply: waits briefly for output and keeps it; at the end writes
@@ -212,12 +228,17 @@ inline bool completion_step(CompletionState& st, ReplySink& sink) {
     if (!event) return true;
     st.reasoning += event->reasoning;
     st.content += event->content;
-    for (const smol::ToolCall& call : event->tool_calls) st.tool_calls.push_back(tool_call_json(call));
+    for (const smol::ToolCall& call : event->tool_calls) {
+        if (st.endpoint == Endpoint::messages) st.calls.push_back(call);
+        else st.tool_calls.push_back(tool_call_json(call));
+    }
     st.token_logprobs.insert(st.token_logprobs.end(), event->logprobs.begin(), event->logprobs.end());
     if (!event->finished) return true;
     json body;
     if (const auto error = generation_error(*event, st.metrics)) {
-        body = error_body(*error);
+        body = st.endpoint == Endpoint::messages ? anthropic_error_body(*error) : error_body(*error);
+    } else if (st.endpoint == Endpoint::messages) {
+        body = message_json(st.ids, st.reasoning, st.content, st.calls, event->finish, event->stop_string, event->usage);
     } else if (st.endpoint == Endpoint::chat) {
         st.ids.created = unix_seconds();
         body = completion_json(st.ids, st.reasoning, st.content, std::move(st.tool_calls), event->finish, event->usage,

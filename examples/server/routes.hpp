@@ -18,6 +18,7 @@
 #include "completion_routes.hpp"
 #include "connection_gate.hpp"
 #include "http_framing.hpp"
+#include "messages_api.hpp"
 #include "metrics.hpp"
 #include "openai_api.hpp"
 #include "origin_policy.hpp"
@@ -28,9 +29,11 @@
 
 namespace smol_server {
 
-inline void send_error(httplib::Response& res, const ApiError& e) {
+// An error in the shape of the API the path belongs to: Anthropic's for the Messages API,
+// OpenAI's everywhere else.
+inline void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
     res.status = e.status;
-    res.set_content(to_wire(error_body(e)), "application/json");
+    res.set_content(to_wire(is_messages_path(req.path) ? anthropic_error_body(e) : error_body(e)), "application/json");
 }
 
 inline void send_json(httplib::Response& res, const json& body, int status = 200) {
@@ -68,9 +71,9 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
             try {
                 handler(req, res);
             } catch (const ApiError& e) {
-                send_error(res, e);
+                send_error(req, res, e);
             } catch (const std::exception& e) {
-                send_error(res, ApiError{500, std::string("internal error: ") + e.what(), "server_error", "internal"});
+                send_error(req, res, ApiError{500, std::string("internal error: ") + e.what(), "server_error", "internal"});
             }
         };
     };
@@ -82,7 +85,7 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
         // loopback server as same-origin, and could read every reply; its requests still say
         // "Host: evil.example". Checked before CORS and the key, on every method.
         if (!host_allowed(server.options, req.get_header_value("Host"))) {
-            send_error(res, ApiError{403,
+            send_error(req, res, ApiError{403,
                                      "the Host header '" + loggable(req.get_header_value("Host")) +
                                          "' is not one this server answers to; it listens on a loopback address and "
                                          "answers localhost, 127.0.0.1 and [::1] (add names with --allowed-hosts)",
@@ -95,7 +98,10 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
             res.status = 204;
             if (cors) {
                 res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-                res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+                // Anthropic's browser clients send their key and version headers too.
+                res.set_header("Access-Control-Allow-Headers",
+                               "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta, "
+                               "anthropic-dangerous-direct-browser-access");
                 res.set_header("Access-Control-Max-Age", "600");
             }
             return httplib::Server::HandlerResponse::Handled;
@@ -104,7 +110,7 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
         // loopback server; JSON bodies must say they are JSON, which only a preflighted (or
         // same-origin) request can.
         if (req.method == "POST" && !http::is_json_content_type(req.get_header_value("Content-Type"))) {
-            send_error(res, ApiError{415,
+            send_error(req, res, ApiError{415,
                                      "request bodies must be JSON sent with 'Content-Type: application/json', found " +
                                          (req.has_header("Content-Type")
                                               ? "'" + loggable(req.get_header_value("Content-Type")) + "'"
@@ -113,14 +119,16 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
             return httplib::Server::HandlerResponse::Handled;
         }
         if (server.options.api_key.empty() || public_request(req)) return httplib::Server::HandlerResponse::Unhandled;
+        // The key as OpenAI's clients send it (Authorization: Bearer) or Anthropic's (x-api-key).
         const std::string expected = "Bearer " + server.options.api_key;
-        if (equal_in_constant_time(req.get_header_value("Authorization"), expected))
+        if (equal_in_constant_time(req.get_header_value("Authorization"), expected) ||
+            (req.has_header("x-api-key") && equal_in_constant_time(req.get_header_value("x-api-key"), server.options.api_key)))
             return httplib::Server::HandlerResponse::Unhandled;
-        send_error(res, ApiError{401,
-                                 req.has_header("Authorization")
-                                     ? "invalid API key"
-                                     : "an API key is required: send 'Authorization: Bearer KEY'",
-                                 "authentication_error", "invalid_api_key"});
+        send_error(req, res, ApiError{401,
+                                      req.has_header("Authorization") || req.has_header("x-api-key")
+                                          ? "invalid API key"
+                                          : "an API key is required: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
+                                      "authentication_error", "invalid_api_key"});
         return httplib::Server::HandlerResponse::Handled;
     });
 
@@ -132,7 +140,7 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
         if (res.status == 413) e = {413, "the request body is larger than the server accepts", "invalid_request_error",
                                     "payload_too_large"};
         if (res.status == 405) e = {405, "method not allowed", "invalid_request_error", "method_not_allowed"};
-        send_error(res, e);
+        send_error(req, res, e);
     });
 
     http.set_logger([&server](const httplib::Request& req, const httplib::Response& res) {
@@ -145,7 +153,7 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
                      loggable(req.path).c_str(), res.status, ms);
         // The body as JSON text on one line (dump() escapes control characters), not as sent.
         if (server.options.log_prompts && req.method == "POST" &&
-            (req.path == "/v1/chat/completions" || req.path == "/v1/completions")) {
+            (req.path == "/v1/chat/completions" || req.path == "/v1/completions" || is_messages_path(req.path))) {
             std::string shown = "(not JSON within the limits)";
             if (smol::json_over_limits(req.body, "").empty()) {
                 const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
@@ -226,6 +234,14 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
     }));
     http.Post("/v1/completions", guarded([&server](const httplib::Request& req, httplib::Response& res) {
         complete(server, req, res, Endpoint::text);
+    }));
+
+    // Anthropic's Messages API (messages_api.hpp).
+    http.Post("/v1/messages", guarded([&server](const httplib::Request& req, httplib::Response& res) {
+        complete(server, req, res, Endpoint::messages);
+    }));
+    http.Post("/v1/messages/count_tokens", guarded([&server](const httplib::Request& req, httplib::Response& res) {
+        count_message_tokens(server, req, res);
     }));
 
     http.Post("/tokenize", guarded([&server](const httplib::Request& req, httplib::Response& res) {

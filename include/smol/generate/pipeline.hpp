@@ -233,6 +233,10 @@ public:
 
     bool finished() const { return finished_; }
     FinishReason finish_reason() const { return reason_; }
+    // The stop string that ended the answer; empty unless finish_reason() is stop_string.
+    std::string matched_stop() const {
+        return reason_ == FinishReason::stop_string ? std::string(stops_.matched()) : std::string();
+    }
     const GenerationUsage& usage() const { return usage_; }
     int generated_tokens() const { return usage_.completion_tokens; }
 

@@ -76,6 +76,7 @@ struct StreamEvent : TextDelta {
     bool finished = false;
     FinishReason finish = FinishReason::end_of_generation;  // meaningful once finished
     std::string error;      // set when finish == error
+    std::string stop_string;  // set when finish == stop_string: which of the request's stops ended it
     // With finish == error: the request itself went past a limit while generating (its grammar
     // needed more than a token's budget), a client error rather than the server's.
     bool request_past_limit = false;
@@ -87,6 +88,7 @@ struct StreamEvent : TextDelta {
         finished = later.finished;
         finish = later.finish;
         error = std::move(later.error);
+        stop_string = std::move(later.stop_string);
         request_past_limit = later.request_past_limit;
         usage = later.usage;
     }
@@ -498,6 +500,7 @@ private:
         e.finished = true;
         e.finish = pipeline.finish_reason();
         e.error = error;
+        e.stop_string = pipeline.matched_stop();
         e.request_past_limit = request_past_limit;
         e.usage = pipeline.usage();
         {

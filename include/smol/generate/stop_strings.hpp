@@ -38,7 +38,13 @@ public:
 
         // The earliest-starting complete match wins: everything from it on is dropped.
         std::size_t match = std::string::npos;
-        for (const std::string& stop : stops_) match = std::min(match, held_.find(stop));
+        for (std::size_t i = 0; i < stops_.size(); ++i) {
+            const std::size_t at = held_.find(stops_[i]);
+            if (at < match) {
+                match = at;
+                matched_ = i;
+            }
+        }
         if (match != std::string::npos) {
             out.emit = held_.substr(0, match);
             held_.clear();
@@ -61,6 +67,9 @@ public:
     }
 
     bool stopped() const { return stopped_; }
+    // The stop string that ended the text (the first listed among those starting earliest);
+    // empty before a match. APIs that report it (Anthropic's stop_sequence) read it here.
+    std::string_view matched() const { return stopped_ ? std::string_view(stops_[matched_]) : std::string_view(); }
     const std::vector<std::string>& stops() const { return stops_; }
 
 private:
@@ -81,6 +90,7 @@ private:
     std::vector<std::string> stops_;
     std::string held_;  // [< longest stop] tail that may still become a stop string
     bool stopped_ = false;
+    std::size_t matched_ = 0;  // index into stops_, meaningful once stopped_
 };
 
 }  // namespace smol

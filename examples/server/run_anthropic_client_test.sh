@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# ctest wrapper for the anthropic-client test: installs the pinned npm packages (the official
+# `@anthropic-ai/sdk` client among them) into the build folder (npm ci) and runs
+# anthropic_client_test.mjs. Exits 77 (ctest SKIP) only when node or npm is not installed.
+#   run_anthropic_client_test.sh SERVER_BINARY MODEL WORK_DIR
+set -euo pipefail
+server=$1 model=$2 work=$3
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "SKIP: node/npm not installed (apt-get install nodejs npm)"; exit 77
+fi
+bash "$here/../../scripts/npm-ci-into.sh" "$here" "$work"
+cp "$here/anthropic_client_test.mjs" "$here/start_server.mjs" "$work/"
+exec node "$work/anthropic_client_test.mjs" --server "$server" --model "$model"
