@@ -331,18 +331,7 @@ inline ApiRequest parse_messages_request(const json& body, const smol::text::Tok
     smol::GenerationParams& params = out.generation.params;
     params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
 
-    // A trailing assistant message is a prefill: generation continues it.
-    const bool prefill = messages.back()["role"] == "assistant";
-    chat.add_generation_prompt = !prefill;
-    chat.continue_final_message = prefill;
-    smol::ChatPrompt prompt;
-    try {
-        prompt = smol::render_chat(messages, chat);
-    } catch (const smol::Error& e) {
-        reject(400, e.what(), "invalid_messages");
-    }
-    out.generation.assistant_prefix = std::move(prompt.assistant_prefix);
-    out.generation.prompt = tokenizer.encode(prompt.text, /*parse_special=*/true);
+    render_prompt(messages, chat, tokenizer, out);
     if (create) check_prompt_fits(out, context);
     else out.prompt_tokens = int(out.generation.prompt.size());
     return out;

@@ -366,6 +366,23 @@ inline void check_prompt_fits(ApiRequest& out, int context) {
 
 // ---- chat completion requests -----------------------------------------------------------------
 
+// The conversation rendered by the chat template and tokenized into out's prompt, as every API
+// does it. A trailing assistant message is a prefill: generation continues it.
+inline void render_prompt(const json& messages, smol::ChatOptions& chat, const smol::text::Tokenizer& tokenizer,
+                          ApiRequest& out) {
+    const bool prefill = messages.back()["role"] == "assistant";
+    chat.add_generation_prompt = !prefill;
+    chat.continue_final_message = prefill;
+    smol::ChatPrompt prompt;
+    try {
+        prompt = smol::render_chat(messages, chat);
+    } catch (const smol::Error& e) {
+        reject(400, e.what(), "invalid_messages");
+    }
+    out.generation.assistant_prefix = std::move(prompt.assistant_prefix);
+    out.generation.prompt = tokenizer.encode(prompt.text, /*parse_special=*/true);
+}
+
 // Content given as a list of parts ([{"type": "text", "text": ...}]) becomes one string, since
 // the template renders only string content.
 inline json normalize_messages(const json& body) {
@@ -567,18 +584,7 @@ inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokeniz
     params.logprobs = out.logprobs ? int(top_logprobs.value_or(0)) : -1;
 
     // Rendering comes last, so a bad field is reported even when the prompt is also too long.
-    // A trailing assistant message is a prefill: generation continues it.
-    const bool prefill = messages.back()["role"] == "assistant";
-    chat.add_generation_prompt = !prefill;
-    chat.continue_final_message = prefill;
-    smol::ChatPrompt prompt;
-    try {
-        prompt = smol::render_chat(messages, chat);
-    } catch (const smol::Error& e) {
-        reject(400, e.what(), "invalid_messages");
-    }
-    out.generation.assistant_prefix = std::move(prompt.assistant_prefix);
-    out.generation.prompt = tokenizer.encode(prompt.text, /*parse_special=*/true);
+    render_prompt(messages, chat, tokenizer, out);
     check_prompt_fits(out, context);
 
     return out;
