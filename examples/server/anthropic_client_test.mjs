@@ -3,16 +3,9 @@
 // tool_result round trip, and the errors the client raises for refused requests and a wrong key.
 //   node anthropic_client_test.mjs --server BIN --model GGUF
 import Anthropic from '@anthropic-ai/sdk';
-import { startServer } from './start_server.mjs';
+import { check, finish, startServer, testArgs } from './start_server.mjs';
 
-const args = Object.fromEntries(
-  process.argv.slice(2).reduce((pairs, a, i, all) => (a.startsWith('--') ? [...pairs, [a.slice(2), all[i + 1]]] : pairs), []));
-
-let failures = 0;
-let passes = 0;
-function check(condition, what) {
-  if (condition) { passes++; console.log(`ok   ${what}`); } else { failures++; console.log(`FAIL ${what}`); }
-}
+const args = testArgs();
 
 const key = 'test-key';
 const { url, server } = await startServer(args.server,
@@ -107,11 +100,9 @@ try {
   check(unauthorized instanceof Anthropic.AuthenticationError && unauthorized.status === 401 &&
         unauthorized.error?.error?.type === 'authentication_error', 'a wrong key is an AuthenticationError');
 } catch (e) {
-  failures++;
-  console.log(`FAIL unexpected error: ${e.stack ?? e}`);
+  check(false, `unexpected error: ${e.stack ?? e}`);
 } finally {
   server.kill('SIGTERM');
 }
 
-console.log(`${passes} passed, ${failures} failed`);
-process.exit(failures === 0 ? 0 : 1);
+finish();

@@ -6,11 +6,10 @@ import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { startServer } from './start_server.mjs';
+import { check, finish, startServer, testArgs } from './start_server.mjs';
 import { vendored } from './vendor.mjs';
 
-const args = Object.fromEntries(
-  process.argv.slice(2).reduce((pairs, a, i, all) => (a.startsWith('--') ? [...pairs, [a.slice(2), all[i + 1]]] : pairs), []));
+const args = testArgs();
 const here = dirname(fileURLToPath(import.meta.url));
 const executablePath = args.chromium ?? '/usr/bin/chromium';
 const out = args.out ?? here;
@@ -23,12 +22,6 @@ const cannedReply = (chunks) => ({
   body: chunks.map((c) => `data: ${JSON.stringify({ object: 'chat.completion.chunk', ...c })}\n\n`).join('') + 'data: [DONE]\n\n',
 });
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
-
-let failures = 0;
-let passes = 0;
-function check(condition, what) {
-  if (condition) { passes++; console.log(`ok   ${what}`); } else { failures++; console.log(`FAIL ${what}`); }
-}
 
 // The committed copies of the front-end libraries must be exactly what npm installed.
 if (args.web) {
@@ -355,5 +348,4 @@ try {
   server.kill('SIGTERM');
   rmSync(profile, { recursive: true, force: true });
 }
-console.log(`${passes} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+finish();

@@ -3,17 +3,10 @@
 // and the errors the client raises for refused requests and a wrong key.
 //   node openai_client_test.mjs --server BIN --model GGUF
 import OpenAI from 'openai';
-import { startServer } from './start_server.mjs';
+import { check, finish, startServer, testArgs } from './start_server.mjs';
 import Ajv from 'ajv';
 
-const args = Object.fromEntries(
-  process.argv.slice(2).reduce((pairs, a, i, all) => (a.startsWith('--') ? [...pairs, [a.slice(2), all[i + 1]]] : pairs), []));
-
-let failures = 0;
-let passes = 0;
-function check(condition, what) {
-  if (condition) { passes++; console.log(`ok   ${what}`); } else { failures++; console.log(`FAIL ${what}`); }
-}
+const args = testArgs();
 
 const key = 'test-key';
 const { url, server } = await startServer(args.server,
@@ -181,5 +174,4 @@ try {
   server.kill('SIGTERM');
 }
 
-console.log(`${passes} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+finish();

@@ -1,6 +1,8 @@
-// Starts smol-server on a free port for a node test and waits until /health says the model is
-// loaded. The server is stopped with SIGTERM when the test's process exits, even after a throw.
+// What the node tests share: starting smol-server on a free port (waiting until /health says the
+// model is loaded; SIGTERM when the test's process exits, even after a throw), their `--name
+// value` arguments, and their ok/FAIL lines with the exit status they give.
 //   const { url, server } = await startServer(BINARY, ['-m', MODEL, ...]);
+//   const args = testArgs(); check(condition, 'what'); ... finish();
 import { spawn } from 'node:child_process';
 
 export async function startServer(binary, args) {
@@ -23,4 +25,22 @@ export async function startServer(binary, args) {
     await new Promise((r2) => setTimeout(r2, 100));
   }
   return { url, server };
+}
+
+// The test's command line, `--name value` pairs, as an object.
+export function testArgs() {
+  return Object.fromEntries(
+    process.argv.slice(2).reduce((pairs, a, i, all) => (a.startsWith('--') ? [...pairs, [a.slice(2), all[i + 1]]] : pairs), []));
+}
+
+let passes = 0;
+let failures = 0;
+// One check: an ok or FAIL line.
+export function check(condition, what) {
+  if (condition) { passes++; console.log(`ok   ${what}`); } else { failures++; console.log(`FAIL ${what}`); }
+}
+// The totals, and the process's exit status: 1 when any check failed.
+export function finish() {
+  console.log(`${passes} passed, ${failures} failed`);
+  process.exit(failures === 0 ? 0 : 1);
 }
