@@ -102,8 +102,9 @@ struct GateStats {
 
 // What the gate needs from its owner; called on the gate's thread.
 struct GateHooks {
-    // The JSON body of an error the gate answers itself.
-    std::function<std::string(const http::Refusal&)> error_body;
+    // The JSON body of an error the gate answers itself; `target` is the request's target, or ""
+    // when the header never arrived whole.
+    std::function<std::string(const http::Refusal&, std::string_view target)> error_body;
     // Header lines (each ending in CRLF) that let a page from `origin` read an error the gate
     // answers, or "" where it may not; called only for requests whose header arrived whole.
     std::function<std::string(std::string_view origin)> cors_fields;
@@ -567,7 +568,7 @@ private:
                 stats_.refused++;
                 const http::Refusal r{503, "too_many_connections",
                                       "the server has too many connections open; retry in a moment"};
-                const std::string reply = http::gate_response(503, "application/json", hooks_.error_body(r));
+                const std::string reply = http::gate_response(503, "application/json", hooks_.error_body(r, ""));
                 (void)!::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
                 // A request already here is read first, so closing sends an end rather than a
                 // reset that could overtake the 503.
@@ -734,7 +735,8 @@ private:
         leave_budget(c);
         c.out.erase(0, c.out_sent);
         c.out_sent = 0;
-        queue(c, http::gate_response(r.status, "application/json", hooks_.error_body(r), std::string(extra_fields) + cors));
+        queue(c, http::gate_response(r.status, "application/json", hooks_.error_body(r, head_known ? c.head.target : ""),
+                                     std::string(extra_fields) + cors));
         set_deadline(c, GateClock::now() + std::chrono::seconds(2));
         if (!flush(c)) return;
         watch(c);

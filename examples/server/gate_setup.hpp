@@ -17,6 +17,7 @@
 
 #include "connection_gate.hpp"
 #include "gate_budget.hpp"
+#include "messages_api.hpp"
 #include "openai_api.hpp"
 #include "origin_policy.hpp"
 #include "outgoing_text.hpp"
@@ -50,9 +51,12 @@ inline GateOptions gate_options_for(const ServerOptions& options) {
 // How the gate's own answers are shaped, allowed and counted: as the routes do theirs.
 inline GateHooks gate_hooks_for(ServerState& server) {
     GateHooks hooks;
-    hooks.error_body = [](const http::Refusal& r) {
+    // In the shape the route would have used: Anthropic's on the Messages API's paths.
+    hooks.error_body = [](const http::Refusal& r, std::string_view target) {
         const std::string type = r.status == 503 ? "unavailable_error" : r.status >= 500 ? "server_error" : "invalid_request_error";
-        return to_wire(error_body(ApiError{r.status, r.message, type, r.code}));
+        const ApiError e{r.status, r.message, type, r.code};
+        const std::string_view path = target.substr(0, target.find('?'));
+        return to_wire(is_messages_path(path) ? anthropic_error_body(e) : error_body(e));
     };
     hooks.cors_fields = [&server](std::string_view origin) {
         const std::string allowed = allowed_origin(server.options, origin);
