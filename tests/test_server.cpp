@@ -1200,8 +1200,8 @@ TEST_CASE("smol-server: /health is 503 while the model loads, and a bad model en
     fs::remove(fifo);
 }
 
-TEST_CASE("smol-server: SIGTERM cancels running generations, ends their replies and exits 0") {
-    ServerProcess server({"--api-key", kKey, "-c", "2048", "--parallel", "2", "-t", "1"});
+TEST_CASE("smol-server: SIGTERM with --drain-timeout 0 cancels running generations, ends their replies and exits 0") {
+    ServerProcess server({"--api-key", kKey, "-c", "2048", "--parallel", "2", "-t", "1", "--drain-timeout", "0"});
     const int port = server.port();
     // Two long requests, one streaming and one not: left alone they would run for many seconds.
     const int max_tokens = 1500;
@@ -1258,6 +1258,75 @@ TEST_CASE("smol-server: SIGTERM cancels running generations, ends their replies 
     REQUIRE(error.is_object());
     CHECK(error["error"]["code"] == "server_shutting_down");
     CHECK(error["error"]["type"] == "unavailable_error");
+}
+
+TEST_CASE("smol-server: SIGTERM drains: /health and new requests get 503 while the replies under way finish") {
+    ServerProcess server({"-c", "2048", "--parallel", "2", "-t", "1", "--drain-timeout", "60", "--replica-name", "r-7"});
+    const int port = server.port();
+    // Every reply names the replica, and /metrics carries it as a label.
+    const Response health = http(port, "GET", "/health", "", "");
+    CHECK(health.status == 200);
+    CHECK(health.headers.at("x-smol-replica") == "r-7");
+    CHECK(http(port, "GET", "/metrics", "", "").body.find("smol_replica_info{replica=\"r-7\"} 1") != std::string::npos);
+    CHECK(server.metric("smol_draining") == 0);
+
+    // Two requests of a known length (about 2 s each here), one streaming and one not, running
+    // when SIGTERM comes.
+    const int max_tokens = 400;
+    const int streaming = connect_to(port);
+    send_all(streaming, request_text("POST", "/v1/chat/completions", chat("Tell me a long story", max_tokens, true).dump(), ""));
+    const int plain = connect_to(port);
+    send_all(plain, request_text("POST", "/v1/chat/completions", chat("Another story", max_tokens, false).dump(), ""));
+    std::string streamed;
+    char buffer[4096];
+    while (delivered_text(streamed).chunks < 2) {
+        const ssize_t n = ::recv(streaming, buffer, sizeof buffer, 0);
+        if (n <= 0) FAIL("the stream ended before any content: " << streamed);
+        streamed.append(buffer, std::size_t(n));
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (server.metric("smol_active_sessions") < 2) {
+        if (std::chrono::steady_clock::now() > deadline) FAIL("the second request did not start");
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    server.send_signal(SIGTERM);
+    // The drain starts: a balancer's health check and any new request are turned away.
+    const auto drain_seen = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    Response during = http(port, "GET", "/health", "", "");
+    while (during.status == 200 && std::chrono::steady_clock::now() < drain_seen) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        during = http(port, "GET", "/health", "", "");
+    }
+    CAPTURE(server.log());
+    CHECK(during.status == 503);
+    CHECK(during.json_body()["status"] == "draining");
+    const Response refused = http(port, "POST", "/v1/chat/completions", chat("Late", 4, false).dump(), "");
+    CHECK(refused.status == 503);
+    CHECK(refused.headers.at("retry-after") == "1");
+    CHECK(refused.json_body()["error"]["code"] == "server_draining");
+
+    // The replies under way finish whole, and the server then exits 0 without waiting out the timeout.
+    CHECK(server.wait_exit(50) == 0);
+    CHECK(server.log().find("smol-server: SIGTERM: draining: 2 replies under way may finish within 60 s") !=
+          std::string::npos);
+    CHECK(server.log().find("smol-server: drained: every reply under way finished") != std::string::npos);
+    streamed += read_to_end(streaming, 5);
+    ::close(streaming);
+    const auto events = sse_data(parse_response(streamed).body);
+    REQUIRE(events.size() >= 3);
+    CHECK(events.back() == "[DONE]");
+    CHECK(streamed.find("server_shutting_down") == std::string::npos);
+    // Ended by the model or max_tokens (the tiny model may end early), never cut off.
+    const json last = json::parse(events[events.size() - 2]);
+    CHECK_FALSE(last.contains("error"));
+    const Response answered = parse_response(read_to_end(plain, 5));
+    ::close(plain);
+    CHECK(answered.status == 200);
+    const json reply = json::parse(answered.body, nullptr, false);
+    REQUIRE(reply.is_object());
+    CHECK_FALSE(reply.contains("error"));
+    const std::string finish = reply["choices"][0]["finish_reason"].get<std::string>();
+    CHECK((finish == "length" || finish == "stop"));
 }
 
 TEST_CASE("smol-server: SIGINT exits 0 promptly, also with an idle keep-alive connection or while loading") {

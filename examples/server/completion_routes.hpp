@@ -34,6 +34,10 @@ private:
 inline void complete(ServerState& server, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     smol::Scheduler& scheduler = server.model.require_scheduler();
     if (server.live.closing()) reject(503, "the server is shutting down", "server_shutting_down");
+    if (server.draining.load())
+        reject(503, "this replica is draining (SIGTERM): it finishes the replies under way and takes no new ones; "
+                    "retry, and a load balancer sends the request to another replica",
+               "server_draining");
     const json body = parse_json_body(req.body);
     const bool chat = endpoint == Endpoint::chat;
     ApiRequest request = endpoint == Endpoint::messages ? parse_messages_request(body, scheduler.tokenizer(), scheduler.context())

@@ -59,6 +59,12 @@ public:
         return n;
     }
 
+    // Responses still being written (their generation running, or its last bytes going out).
+    std::size_t listed() const {
+        std::lock_guard lock(mutex_);
+        return streams_.size();
+    }
+
     // Whether every listed response was written before `deadline`.
     bool wait_until_empty(std::chrono::steady_clock::time_point deadline) {
         std::unique_lock lock(mutex_);

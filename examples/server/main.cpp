@@ -1,7 +1,7 @@
 // smol-server: an OpenAI-compatible HTTP server and browser chat page for SmolLM3.
 //
 //   smol-server -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [-t THREADS] [--parallel N]
-//               [--api-key KEY]
+//               [--api-key KEY] [--replica-name NAME] [--drain-timeout S]
 //
 // This file is the server's startup and shutdown and reads as its table of contents; each part
 // is a header beside it, and README.md's "The code" says which holds what.
@@ -129,6 +129,32 @@ int main(int argc, char** argv) {
         loading = false;
     }
 
+    // SIGTERM is how a service manager or a balancer's deploy stops a replica (deploy/README.md):
+    // first a drain, where /health and new requests get 503 while the replies under way finish,
+    // up to --drain-timeout; a second signal cuts it short. SIGINT (Ctrl-C) skips it.
+    const int stop_signal = received_signal;  // a second one may come during the drain
+    if (!loading && stop_signal == SIGTERM && options.drain_timeout_s > 0) {
+        server.draining.store(true);
+        gate.begin_shutdown();  // kept-alive connections close, so their next requests go elsewhere
+        arm_shutdown_handlers();
+        const std::size_t under_way = server.live.listed();
+        std::fprintf(stderr, "smol-server: SIGTERM: draining: %zu repl%s under way may finish within %d s; new requests get 503\n",
+                     under_way, under_way == 1 ? "y" : "ies", options.drain_timeout_s);
+        std::fflush(stderr);
+        const auto deadline = Clock::now() + std::chrono::seconds(options.drain_timeout_s);
+        bool cut_short = false;
+        while (server.live.listed() > 0 && Clock::now() < deadline && !cut_short) {
+            const char why = wait_for_wake(100);
+            cut_short = why == kWakeSignal || why == kWakeListenerEnd;
+        }
+        const std::size_t left = server.live.listed();
+        if (left == 0) std::fprintf(stderr, "smol-server: drained: every reply under way finished\n");
+        else
+            std::fprintf(stderr, "smol-server: %s with %zu repl%s under way\n",
+                         cut_short ? "drain cut short by a second signal" : "drain timeout", left, left == 1 ? "y" : "ies");
+        std::fflush(stderr);
+    }
+
     // Graceful shutdown: chat requests get 503 from now on, running generations are cancelled
     // (each ends within a token and its client gets an error event or body saying why), the
     // gate closes idle connections and lets the last replies through, then httplib stops.
@@ -137,7 +163,7 @@ int main(int argc, char** argv) {
     const auto start = Clock::now();
     gate.begin_shutdown();
     const std::size_t cancelled = server.live.close_and_cancel();
-    const char* signal_name = received_signal == SIGINT ? "SIGINT" : "SIGTERM";
+    const char* signal_name = stop_signal == SIGINT ? "SIGINT" : "SIGTERM";
     if (loading) std::fprintf(stderr, "smol-server: %s while loading the model; exiting\n", signal_name);
     else
         std::fprintf(stderr, "smol-server: %s: no longer taking requests; cancelled %zu generation%s; exiting\n",

@@ -2,10 +2,12 @@
 // What /metrics reports, in Prometheus's text format: the server's own request counters, the
 // connection gate's counters (connection_gate.hpp) and the scheduler's statistics.
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "connection_gate.hpp"
 #include "smol/smol.hpp"
@@ -22,10 +24,19 @@ struct Metrics {
     std::atomic<std::uint64_t> messages{0};  // Anthropic Messages API requests (/v1/messages)
 };
 
+// Which replica this is, for a balancer or a dashboard over several (deploy/README.md).
+struct ReplicaState {
+    std::string_view name;  // --replica-name: letters, digits and "-_.:" only (checked at startup)
+    bool draining = false;  // SIGTERM came: running replies finish, new ones are refused
+};
+
 // The /metrics page. `gate` is nullptr until the gate runs, `scheduler` until the model is
 // loaded; their lines are left out until then.
-inline std::string metrics_text(const Metrics& metrics, const GateStats* gate, const smol::Scheduler* scheduler) {
+inline std::string metrics_text(const Metrics& metrics, const ReplicaState& replica, const GateStats* gate,
+                                const smol::Scheduler* scheduler) {
     std::string out;
+    out += "# HELP smol_replica_info this replica's name (--replica-name), as a label\n# TYPE smol_replica_info gauge\n"
+           "smol_replica_info{replica=\"" + std::string(replica.name) + "\"} 1\n";
     auto metric = [&](const char* name, const char* type, const char* help, double value) {
         char line[64];
         std::snprintf(line, sizeof line, "%.6g", value);
@@ -69,6 +80,8 @@ inline std::string metrics_text(const Metrics& metrics, const GateStats* gate, c
                double(gate->budget_refused.load()));
     }
     metric("smol_model_loaded", "gauge", "1 once the model is ready", scheduler ? 1 : 0);
+    metric("smol_draining", "gauge", "1 from SIGTERM on: running replies finish, new requests get 503",
+           replica.draining ? 1 : 0);
     if (!scheduler) return out;
     const smol::SchedulerStats st = scheduler->stats();
     metric("smol_requests_finished_total", "counter", "generation requests that ran to their end",
@@ -88,6 +101,8 @@ inline std::string metrics_text(const Metrics& metrics, const GateStats* gate, c
     metric("smol_queue_depth", "gauge", "requests waiting for a slot", st.queue_depth);
     metric("smol_active_sessions", "gauge", "requests generating now", st.active_slots);
     metric("smol_slots", "gauge", "requests that can generate at once", st.slots);
+    metric("smol_free_slots", "gauge", "slots free for a new request now (smol_slots - smol_active_sessions)",
+           std::max(0, st.slots - st.active_slots));
     metric("smol_kv_cache_bytes", "gauge", "KV cache memory allocated", double(st.cache_bytes));
     return out;
 }

@@ -5,6 +5,7 @@
 // --max-connections needs.
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -46,14 +47,20 @@ extern "C" inline void on_shutdown_signal(int sig) {
 }
 
 // SA_RESETHAND: a second Ctrl-C kills the process the default way, should shutdown itself hang.
-inline bool install_shutdown_handlers() {
-    if (::pipe2(wake_pipe, O_CLOEXEC) != 0) return false;
-    ::fcntl(wake_pipe[1], F_SETFL, ::fcntl(wake_pipe[1], F_GETFL) | O_NONBLOCK);
+// A drain (main.cpp) arms them once more, so that a second signal cuts the drain short and a
+// third kills.
+inline bool arm_shutdown_handlers() {
     struct sigaction action {};
     action.sa_handler = on_shutdown_signal;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESETHAND;
     return ::sigaction(SIGINT, &action, nullptr) == 0 && ::sigaction(SIGTERM, &action, nullptr) == 0;
+}
+
+inline bool install_shutdown_handlers() {
+    if (::pipe2(wake_pipe, O_CLOEXEC) != 0) return false;
+    ::fcntl(wake_pipe[1], F_SETFL, ::fcntl(wake_pipe[1], F_GETFL) | O_NONBLOCK);
+    return arm_shutdown_handlers();
 }
 
 inline char wait_for_wake() {
@@ -63,6 +70,15 @@ inline char wait_for_wake() {
         if (n == 1) return why;
         if (n < 0 && errno != EINTR) return kWakeSignal;  // cannot wait any more: shut down
     }
+}
+
+// The same, giving up after `ms` milliseconds: then kNoWake.
+inline constexpr char kNoWake = 0;
+inline char wait_for_wake(int ms) {
+    pollfd pipe_end{wake_pipe[0], POLLIN, 0};
+    const int ready = ::poll(&pipe_end, 1, ms);
+    if (ready == 0 || (ready < 0 && errno == EINTR)) return kNoWake;
+    return wait_for_wake();  // readable, or poll failed and read() says so
 }
 
 // ---- the internal socket ---------------------------------------------------------------------

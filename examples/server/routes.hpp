@@ -31,8 +31,10 @@ namespace smol_server {
 
 // An error in the shape of the API the path belongs to: Anthropic's for the Messages API,
 // OpenAI's everywhere else.
+// A 503 (busy, draining, shutting down) says when to try again, as balancers and clients expect.
 inline void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
     res.status = e.status;
+    if (e.status == 503) res.set_header("Retry-After", "1");
     res.set_content(to_wire(is_messages_path(req.path) ? anthropic_error_body(e) : error_body(e)), "application/json");
 }
 
@@ -81,6 +83,8 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
     http.set_pre_routing_handler([&server](const httplib::Request& req, httplib::Response& res) {
         request_start = Clock::now();
         server.metrics.http_requests++;
+        // Behind a balancer, which replica answered (deploy/README.md); on every reply, errors too.
+        res.set_header("X-Smol-Replica", server.options.replica_name);
         // DNS rebinding: a page on evil.example whose name now points at 127.0.0.1 reaches a
         // loopback server as same-origin, and could read every reply; its requests still say
         // "Host: evil.example". Checked before CORS and the key, on every method.
@@ -174,7 +178,9 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
     }
 
     http.Get("/health", [&server](const httplib::Request&, httplib::Response& res) {
-        if (server.model.scheduler()) send_json(res, json{{"status", "ok"}});
+        // A balancer sends traffic only where this says 200: not while loading, nor once draining.
+        if (server.draining.load()) send_json(res, json{{"status", "draining"}}, 503);
+        else if (server.model.scheduler()) send_json(res, json{{"status", "ok"}});
         else send_json(res, json{{"status", "loading"}}, 503);
     });
 
@@ -284,7 +290,8 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
     }));
 
     http.Get("/metrics", [&server](const httplib::Request&, httplib::Response& res) {
-        res.set_content(metrics_text(server.metrics, server.gate_stats.load(), server.model.scheduler()),
+        const ReplicaState replica{server.options.replica_name, server.draining.load()};
+        res.set_content(metrics_text(server.metrics, replica, server.gate_stats.load(), server.model.scheduler()),
                         "text/plain; version=0.0.4");
     });
 }

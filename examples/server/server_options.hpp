@@ -3,12 +3,16 @@
 // with -hf (or not named at all: the cached default) is resolved to a file here, so the rest of
 // the server always has a path. Bad input prints what was expected and exits with status 2.
 
+#include <unistd.h>
+
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "program_args.hpp"
@@ -41,7 +45,29 @@ struct ServerOptions {
     int body_timeout_s = 60;
     int keep_alive_timeout_s = 5;  // 0: close each connection after its reply
     std::size_t max_buffered_mib = 256;  // request bytes the gate holds at once, all connections together
+    // Behind a load balancer (deploy/README.md): the name this replica answers with (the
+    // X-Smol-Replica header, /metrics), and how long SIGTERM lets running replies finish while
+    // new requests get 503. Under Kubernetes' default 30 s grace period by default.
+    std::string replica_name;  // default: the host name
+    int drain_timeout_s = 25;
 };
+
+// A replica's name goes into a header and a Prometheus label as it is, so it is held to a
+// host name's characters.
+inline bool valid_replica_name(std::string_view name) {
+    if (name.empty() || name.size() > 128) return false;
+    for (const char c : name)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':')) return false;
+    return true;
+}
+
+// The machine's host name, which names a replica unless --replica-name does ("smol" if it
+// cannot be read or is not a valid name).
+inline std::string host_name() {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0 || !valid_replica_name(name)) return "smol";
+    return name;
+}
 
 [[noreturn]] inline void usage(int code) {
     std::fprintf(code ? stderr : stdout,
@@ -73,6 +99,11 @@ struct ServerOptions {
                  "                          wait unread, up to --header-timeout, then get 503 (default 256)\n"
                  "      --cache-budget MIB  memory for KV caches kept between requests, counted in the\n"
                  "                          cache types (default: one per slot)\n"
+                 "      --replica-name NAME behind a load balancer, the name sent in each reply's X-Smol-Replica\n"
+                 "                          header and in /metrics (default: the host name)\n"
+                 "      --drain-timeout S   on SIGTERM, seconds running replies may take to finish while new\n"
+                 "                          requests and /health get 503; then they are cancelled (default 25;\n"
+                 "                          0 cancels at once, as SIGINT always does)\n"
                  "      --log-prompts       also log the body of each completion request (prompts are private:\n"
                  "                          off by default; the API key is never logged)\n"
                  "%s%s",
@@ -106,6 +137,13 @@ inline ServerOptions parse_options(int argc, char** argv) {
             else if (args.is("--keep-alive-timeout")) o.keep_alive_timeout_s = args.integer<int>(0, 3600);
             else if (args.is("--max-buffered")) o.max_buffered_mib = args.integer<std::size_t>(1, 1 << 20);
             else if (args.is("--log-prompts")) o.log_prompts = true;
+            else if (args.is("--replica-name")) {
+                o.replica_name = args.value();
+                if (!valid_replica_name(o.replica_name))
+                    throw smol::args::UsageError("--replica-name: expected 1 to 128 letters, digits and '-_.:', found '" +
+                                                 o.replica_name + "'");
+            }
+            else if (args.is("--drain-timeout")) o.drain_timeout_s = args.integer<int>(0, 3600);
             else if (args.is("--cache-budget")) o.cache_budget_mib = args.integer<std::size_t>(0, std::size_t(1) << 24);
             else if (args.is("-h", "--help")) usage(0);
             else args.unknown();
@@ -114,6 +152,7 @@ inline ServerOptions parse_options(int argc, char** argv) {
         std::fprintf(stderr, "smol-server: %s\n", e.what());
         usage(2);
     }
+    if (o.replica_name.empty()) o.replica_name = host_name();
     if (o.model_path.empty()) {
         // -hf downloads (with progress) when needed; no flag at all takes the cached default.
         const auto hub = smol::hub::default_options();

@@ -24,6 +24,8 @@ struct ServerState {
     LiveGenerations live;  // replies still being written, which shutdown cancels and waits for
     GrammarCache grammars;
     std::atomic<const GateStats*> gate_stats{nullptr};  // the gate's counters, in /metrics once set
+    // From SIGTERM on: /health and new requests get 503 while running replies finish (main.cpp).
+    std::atomic<bool> draining{false};
 };
 
 }  // namespace smol_server
