@@ -60,7 +60,12 @@ try {
   const offsite = [];
   page.on('request', (r) => { if (!r.url().startsWith(url) && !r.url().startsWith('blob:')) offsite.push(r.url()); });
   const chatBodies = [];
-  page.on('request', (r) => { if (r.url().endsWith('/v1/chat/completions')) chatBodies.push(JSON.parse(r.postData())); });
+  const sessionIds = [];  // each chat request's X-Session-Id, the key a load balancer routes on
+  page.on('request', (r) => {
+    if (!r.url().endsWith('/v1/chat/completions')) return;
+    chatBodies.push(JSON.parse(r.postData()));
+    sessionIds.push(r.headers()['x-session-id']);
+  });
 
   await page.goto(url);
   await page.waitForSelector('#input');
@@ -115,6 +120,8 @@ try {
   await page.waitForFunction(() => document.querySelectorAll('.message.assistant .stats').length === 2, null, { timeout: 180000 });
   check(chatBodies[1]?.chat_template_kwargs?.enable_thinking === false, 'the next request has enable_thinking false');
   check(chatBodies[1]?.messages?.length === 3, 'the follow-up sends the whole history');
+  check(sessionIds.length === 2 && sessionIds.every((id) => id === firstId),
+        `both turns send the conversation id as X-Session-Id (${sessionIds})`);
   await page.fill('#input', '/think');
   await page.press('#input', 'Enter');
   check(await page.isChecked('#thinking'), '/think turns thinking back on');

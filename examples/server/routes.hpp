@@ -104,7 +104,7 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
                 res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
                 // Anthropic's browser clients send their key and version headers too.
                 res.set_header("Access-Control-Allow-Headers",
-                               "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta, "
+                               "Authorization, Content-Type, X-Session-Id, x-api-key, anthropic-version, anthropic-beta, "
                                "anthropic-dangerous-direct-browser-access");
                 res.set_header("Access-Control-Max-Age", "600");
             }

@@ -306,9 +306,12 @@
 
   // ---- talking to the server -----------------------------------------------------------------
 
-  function headers() {
+  // conversation: its id goes in X-Session-Id, so a load balancer in front of several servers
+  // sends every turn to the replica that holds the conversation's KV cache (deploy/README.md).
+  function headers(conversation) {
     const h = { 'Content-Type': 'application/json' };
     if (settings.apiKey) h.Authorization = `Bearer ${settings.apiKey}`;
+    if (conversation) h['X-Session-Id'] = conversation.id;
     return h;
   }
 
@@ -405,7 +408,7 @@
     try {
       const response = await fetch('/v1/chat/completions', {
         method: 'POST',
-        headers: headers(),
+        headers: headers(c),
         signal: controller.signal,
         body: JSON.stringify({
           messages: history,
