@@ -8,7 +8,7 @@ packages=(
   nlohmann-json3-dev libcpp-httplib-dev libssl-dev libedit-dev
 )
 if [[ "${1:-}" == --tests ]]; then
-  packages+=(doctest-dev libeigen3-dev clang libclang-rt-14-dev libomp-14-dev python3 curl nodejs npm chromium)
+  packages+=(doctest-dev libeigen3-dev clang libclang-rt-14-dev libomp-14-dev python3 curl nodejs npm chromium haproxy)
 fi
 # A package counts as present when dpkg has it or, for the programs the tests run, when the
 # program is on the PATH by other means (e.g. a Node.js build that bundles npm).
