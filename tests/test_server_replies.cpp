@@ -121,23 +121,47 @@ bool run_reply(State& st, FakeSink& sink, Step step) {
     return ended_early;
 }
 
-// A reply's SSE events in order: each "data: " payload ("[DONE]" as is), comments whole.
-std::vector<std::string> sse_events(const std::string& text) {
-    std::vector<std::string> events;
+// One server-sent event: its `event:` name (empty when it has none) and its data; a comment
+// line (": waiting") is kept whole as the data of an event with the name ":".
+struct SseEvent {
+    std::string name;
+    std::string data;
+};
+
+// A reply's SSE events in order, each checked to be "[event: NAME\n]data: ...\n\n" or a comment.
+std::vector<SseEvent> split_sse(const std::string& text) {
+    std::vector<SseEvent> events;
     std::size_t at = 0;
     while (at < text.size()) {
         const std::size_t end = text.find("\n\n", at);
         REQUIRE_MESSAGE(end != std::string::npos, "an SSE event without its blank line: " << text.substr(at));
-        const std::string event = text.substr(at, end - at);
+        std::string event = text.substr(at, end - at);
         at = end + 2;
         if (event.rfind(": ", 0) == 0) {
-            events.push_back(event);
+            events.push_back({":", event});
             continue;
         }
+        std::string name;
+        if (event.rfind("event: ", 0) == 0) {
+            const std::size_t newline = event.find('\n');
+            REQUIRE_MESSAGE(newline != std::string::npos, "an 'event:' line without data: " << event);
+            name = event.substr(7, newline - 7);
+            event.erase(0, newline + 1);
+        }
         REQUIRE_MESSAGE(event.rfind("data: ", 0) == 0, "expected 'data: ', found: " << event);
-        events.push_back(event.substr(6));
+        events.push_back({name, event.substr(6)});
     }
     return events;
+}
+
+// The data of each event (and each comment whole), for the chat and text streams, which name no events.
+std::vector<std::string> sse_events(const std::string& text) {
+    std::vector<std::string> data;
+    for (const SseEvent& e : split_sse(text)) {
+        CHECK((e.name.empty() || e.name == ":"));
+        data.push_back(e.data);
+    }
+    return data;
 }
 
 json delta_of(const std::string& event) { return json::parse(event)["choices"][0]["delta"]; }
@@ -349,24 +373,15 @@ TEST_CASE("a client that disconnects stops its generation") {
     }
 }
 
-// A Messages reply's SSE events as (event name, data), each event's name checked against its data.
-std::vector<std::pair<std::string, json>> anthropic_events(const std::string& text) {
+// A stream of named events (Anthropic's, OpenAI Responses') as (event name, data), keep-alive
+// comments left out, each event's name checked against the "type" of its data.
+std::vector<std::pair<std::string, json>> named_events(const std::string& text) {
     std::vector<std::pair<std::string, json>> events;
-    std::size_t at = 0;
-    while (at < text.size()) {
-        const std::size_t end = text.find("\n\n", at);
-        REQUIRE_MESSAGE(end != std::string::npos, "an SSE event without its blank line: " << text.substr(at));
-        const std::string event = text.substr(at, end - at);
-        at = end + 2;
-        if (event.rfind(": ", 0) == 0) continue;  // a keep-alive comment
-        const std::size_t newline = event.find('\n');
-        REQUIRE_MESSAGE((event.rfind("event: ", 0) == 0 && newline != std::string::npos &&
-                         event.compare(newline + 1, 6, "data: ") == 0),
-                        "expected 'event: ...\\ndata: ...', found: " << event);
-        const std::string name = event.substr(7, newline - 7);
-        const json data = json::parse(event.substr(newline + 7));
-        CHECK(data["type"] == name);
-        events.emplace_back(name, data);
+    for (const SseEvent& e : split_sse(text)) {
+        if (e.name == ":") continue;
+        const json data = json::parse(e.data);
+        CHECK(data["type"] == e.name);
+        events.emplace_back(e.name, data);
     }
     return events;
 }
@@ -386,7 +401,7 @@ TEST_CASE("a streamed Messages reply: message_start, a block per kind and per ca
     CHECK(source.script.empty());
     CHECK(source.cancelled);  // end_reply() always cancels; a no-op once finished
 
-    const auto events = anthropic_events(sink.written);
+    const auto events = named_events(sink.written);
     std::vector<std::string> names;
     for (const auto& e : events) names.push_back(e.first);
     CHECK(names == std::vector<std::string>{"message_start", "ping", "content_block_start", "content_block_delta",
@@ -455,7 +470,7 @@ TEST_CASE("a non-streamed Messages reply is one Message object; a failed one an 
         script(st, Endpoint::messages, {content("Hi"), failed("past the grammar's budget", true)}, &metrics);
         st.messages = smol_server::MessagesStream(st.ids, 7);
         CHECK_FALSE(run_reply(st, sink, smol_server::stream_step));
-        const auto events = anthropic_events(sink.written);
+        const auto events = named_events(sink.written);
         REQUIRE(events.size() == 6);
         CHECK(events[4].first == "content_block_stop");
         CHECK(events[5].first == "error");

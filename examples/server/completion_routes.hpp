@@ -57,7 +57,7 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
     const auto fill = [&](ReplyState& st) {
         st.endpoint = endpoint;
         st.source = std::make_unique<GenerationSource>(stream);
-        st.ids = {endpoint == Endpoint::messages ? anthropic_id("msg_") : (chat ? "chatcmpl-" : "cmpl-") + uuid_v7(),
+        st.ids = {endpoint == Endpoint::messages ? prefixed_id("msg_") : (chat ? "chatcmpl-" : "cmpl-") + uuid_v7(),
                   server.model.id(), unix_seconds()};
         st.tokenizer = &scheduler.tokenizer();
         st.logprobs = request.logprobs;

@@ -33,7 +33,7 @@ namespace smol_server {
 // OpenAI's everywhere else.
 inline void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
     res.status = e.status;
-    res.set_content(to_wire(is_messages_path(req.path) ? anthropic_error_body(e) : error_body(e)), "application/json");
+    res.set_content(to_wire(error_body_for_path(req.path, e)), "application/json");
 }
 
 inline void send_json(httplib::Response& res, const json& body, int status = 200) {
