@@ -1,13 +1,14 @@
 // libFuzzer target for what smol-server does with a request body before any token is
 // generated: JSON parsing, the OpenAI mapping of both completion endpoints (fields, messages,
-// tools, response_format, logit_bias, stop strings) and the Anthropic Messages mapping of
-// /v1/messages and its count_tokens (blocks, tools, thinking), the chat template's rendering and the
-// tokenizer, on the real SmolLM3 vocabulary (SMOL_FUZZ_VOCAB). For any input bytes:
+// tools, response_format, logit_bias, stop strings), the Anthropic Messages mapping of
+// /v1/messages and its count_tokens (blocks, tools, thinking), the OpenAI Responses mapping of
+// /v1/responses and its input_tokens (items, tools, text.format, reasoning, and the settings a
+// Response repeats), the chat template's rendering and the tokenizer, on the real SmolLM3 vocabulary (SMOL_FUZZ_VOCAB). For any input bytes:
 //   - the body is accepted, or refused with an ApiError whose status is a 4xx;
 //   - an accepted request has a non-empty prompt of in-vocabulary ids that fits the context (a
-//     count_tokens request may count past it) and
+//     count_tokens or input_tokens request may count past it) and
 //     valid sampling parameters (smol::Sampler accepts them); a grammar the mapping generated
-//     (from response_format, a JSON schema, tool_choice) parses, while one the client wrote in
+//     (from response_format, text.format, a JSON schema, tool_choice, a format beside tools) parses, while one the client wrote in
 //     `grammar` may be refused later (smol-server's 400 invalid_grammar);
 //   - the error body and the request's messages serialise (invalid UTF-8 as U+FFFD).
 // Any other exception (it would be a 500), a sanitizer report or a broken property is a finding.
@@ -28,6 +29,7 @@
 
 #include "messages_api.hpp"
 #include "openai_api.hpp"
+#include "responses_api.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/text/grammar.hpp"
 #include "smol/text/tokenizer.hpp"
@@ -101,19 +103,25 @@ std::string expand(std::string_view in) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string text = expand(std::string_view(reinterpret_cast<const char*>(data), size));
     // The first byte picks the endpoint, so one corpus covers all: 0 chat, 1 text completion,
-    // 2 Anthropic messages, 3 its count_tokens (modulo 4).
-    const int endpoint = text.empty() ? 0 : static_cast<std::uint8_t>(text[0]) % 4;
+    // 2 Anthropic messages, 3 its count_tokens, 4 OpenAI responses, 5 its input_tokens (modulo 6).
+    const int endpoint = text.empty() ? 0 : static_cast<std::uint8_t>(text[0]) % 6;
     const std::string body_text = text.empty() ? text : text.substr(1);
     try {
         const smol_server::json body = smol_server::parse_json_body(body_text);
         using smol_server::MessagesEndpoint;
+        using smol_server::ResponsesEndpoint;
         const smol_server::ApiRequest request =
             endpoint == 0   ? smol_server::parse_chat_request(body, tokenizer(), kContext)
             : endpoint == 1 ? smol_server::parse_text_request(body, tokenizer(), kContext)
-                            : smol_server::parse_messages_request(
+            : endpoint <= 3 ? smol_server::parse_messages_request(
                                   body, tokenizer(), kContext,
-                                  endpoint == 2 ? MessagesEndpoint::create : MessagesEndpoint::count_tokens);
-        check_accepted(request, body.contains("grammar"), endpoint == 3);
+                                  endpoint == 2 ? MessagesEndpoint::create : MessagesEndpoint::count_tokens)
+                            : smol_server::parse_responses_request(
+                                  body, tokenizer(), kContext,
+                                  endpoint == 4 ? ResponsesEndpoint::create : ResponsesEndpoint::input_tokens);
+        // What a Response repeats is read from an accepted body only, so it may not throw.
+        if (endpoint == 4) (void)smol_server::response_settings(body).echo.dump(-1, ' ', false, smol_server::json::error_handler_t::replace);
+        check_accepted(request, body.contains("grammar"), endpoint == 3 || endpoint == 5);
         (void)body.dump(-1, ' ', false, smol_server::json::error_handler_t::replace);
     } catch (const smol_server::ApiError& e) {
         if (e.status < 400 || e.status > 499) finding("refusal is not a 4xx", std::to_string(e.status) + " " + e.message);

@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets with clang (ASan + UBSan) in their own build folder, seeds a
 # corpus for each and fuzzes them one after the other, the given time split evenly: the GGUF
 # reader (fuzz_gguf), the tokenizer on the real vocabulary (fuzz_tokenizer), smol-server's
-# request parsing, OpenAI mapping and chat-template rendering (fuzz_request) and its connection
+# request parsing, its OpenAI, Messages and Responses mappings and chat-template rendering (fuzz_request) and its connection
 # gate's HTTP framing (fuzz_http_framing). Exits non-zero
 # on any finding (crash, sanitizer report, an exception the target does not allow, a broken
 # round trip, a timeout or running out of memory).
@@ -248,7 +248,25 @@ for extra in [{}, {'tools': [a_tool], 'tool_choice': {'type': 'any'}}, {'tools':
     bodies.append(b'\x02' + json.dumps(body).encode())
     body.pop('max_tokens'); body.pop('stop_sequences', None); body.pop('top_k', None); body.pop('stream', None); body.pop('metadata', None)
     bodies.append(b'\x03' + json.dumps(body).encode())
-bodies += [b'\x00{"messages": [{"role": "user", "content": "\xff"}]}', b'\x00[', b'\x01{}', b'\x02{}', b'\x03{}']
+r_tool = {'type': 'function', 'name': 'f', 'parameters': {'type': 'object', 'properties': {'x': {'type': 'integer'}}}, 'strict': True}
+r_items = [{'role': 'developer', 'content': 'Be brief.'}, {'role': 'user', 'content': [{'type': 'input_text', 'text': 'hi'}]},
+           {'type': 'reasoning', 'id': 'rs_1', 'summary': [], 'content': [{'type': 'reasoning_text', 'text': 'h'}]},
+           {'type': 'message', 'role': 'assistant', 'id': 'msg_1', 'status': 'completed',
+            'content': [{'type': 'output_text', 'text': 'Sure', 'annotations': []}]},
+           {'type': 'function_call', 'call_id': 'c1', 'name': 'f', 'arguments': '{"x": 1}'},
+           {'type': 'function_call_output', 'call_id': 'c1', 'output': '2'}]
+r_format = {'format': {'type': 'json_schema', 'name': 'a', 'schema': {'type': 'object', 'properties': {'a': {'type': 'integer'}}, 'required': ['a']}}}
+for extra in [{}, {'tools': [r_tool], 'tool_choice': 'required'}, {'tools': [r_tool], 'tool_choice': {'type': 'function', 'name': 'f'}},
+              {'tools': [r_tool], 'text': r_format}, {'text': {'format': {'type': 'json_object'}}},
+              {'reasoning': {'effort': 'none'}, 'max_output_tokens': 8, 'temperature': 0.2, 'top_p': 0.5, 'stream': True,
+               'metadata': {'k': 'v'}, 'store': False, 'include': [], 'parallel_tool_calls': False}]:
+    body = {'model': 'm', 'instructions': 'Be kind.', 'input': r_items, **extra}
+    bodies.append(b'\x04' + json.dumps(body).encode())
+    for create_only in ['max_output_tokens', 'temperature', 'top_p', 'stream', 'metadata', 'store', 'include']:
+        body.pop(create_only, None)
+    bodies.append(b'\x05' + json.dumps(body).encode())
+bodies += [b'\x00{"messages": [{"role": "user", "content": "\xff"}]}', b'\x00[', b'\x01{}', b'\x02{}', b'\x03{}',
+           b'\x04{"input": "hi"}', b'\x05{}']
 # Hostile sizes through fuzz_request's expansion (0x01 c x: x repeated 16*c*c times): nesting a
 # million deep, a huge counted repetition, a wide literal repeated, groups nested deep, and a
 # schema whose type lists multiply.
@@ -291,6 +309,16 @@ tool_result="\"tool_result\""
 input_schema="\"input_schema\""
 thinking="\"thinking\""
 stop_sequences="\"stop_sequences\""
+input="\"input\""
+instructions="\"instructions\""
+function_call="\"function_call\""
+function_call_output="\"function_call_output\""
+call_id="\"call_id\""
+arguments="\"arguments\""
+input_text="\"input_text\""
+output_text="\"output_text\""
+text_format="\"text\": {\"format\": "
+reasoning_effort="\"reasoning\": {\"effort\": "
 expand_open="\x01\xff["
 expand_brace="\x01\xff{"
 expand_paren="\x01\x40("

@@ -361,8 +361,8 @@ TEST_CASE("the Message object: thinking, text and tool_use blocks, stop_reason, 
     CHECK(stopped["content"] == json::array({{{"type", "text"}, {"text", "Hi"}}}));
     CHECK(stopped["stop_reason"] == "stop_sequence");
     CHECK(stopped["stop_sequence"] == "END");
-    CHECK(smol_server::anthropic_id("msg_").starts_with("msg_"));
-    CHECK(smol_server::anthropic_id("msg_").find('-') == std::string::npos);
+    CHECK(smol_server::prefixed_id("msg_").starts_with("msg_"));
+    CHECK(smol_server::prefixed_id("msg_").find('-') == std::string::npos);
 }
 
 TEST_CASE("the SSE events: one block per kind, each call its own block, thinking never in a text block") {

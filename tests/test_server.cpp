@@ -1381,8 +1381,8 @@ void check_anthropic_error(const Response& r, int status, const std::string& typ
     CHECK(e["error"]["message"].get<std::string>().find(mentions) != std::string::npos);
 }
 
-// The (event name, data) pairs of an Anthropic SSE body.
-std::vector<std::pair<std::string, json>> anthropic_sse(const std::string& body) {
+// The (event name, data) pairs of an SSE body of named events (Anthropic's, OpenAI Responses').
+std::vector<std::pair<std::string, json>> named_sse_events(const std::string& body) {
     std::vector<std::pair<std::string, json>> out;
     std::size_t pos = 0;
     while (pos < body.size()) {
@@ -1435,7 +1435,7 @@ TEST_CASE("smol-server: the Messages API answers as Anthropic's, streamed and no
     const Response streamed = anthropic_http(port, "/v1/messages", streaming);
     REQUIRE(streamed.status == 200);
     CHECK(streamed.headers.at("content-type").find("text/event-stream") != std::string::npos);
-    const auto events = anthropic_sse(streamed.body);
+    const auto events = named_sse_events(streamed.body);
     REQUIRE(events.size() >= 6);
     CHECK(events.front().first == "message_start");
     CHECK(events.front().second["message"]["usage"]["input_tokens"] == message["usage"]["input_tokens"]);
@@ -1483,7 +1483,7 @@ TEST_CASE("smol-server: the Messages API answers as Anthropic's, streamed and no
     CHECK(use["name"] == "get_weather");
     CHECK(use["input"]["city"].is_string());
     tooled["stream"] = true;
-    const auto call_events = anthropic_sse(anthropic_http(port, "/v1/messages", tooled).body);
+    const auto call_events = named_sse_events(anthropic_http(port, "/v1/messages", tooled).body);
     std::string partial_json;
     int tool_blocks = 0;
     for (const auto& e : call_events) {
@@ -1520,6 +1520,87 @@ TEST_CASE("smol-server: the Messages API answers as Anthropic's, streamed and no
     check_error(openai_unauthorized, 401, "invalid_api_key");
     CHECK(anthropic_http(port, "/v1/chat/completions", chat("Hi", 2, false)).status == 200);
     CHECK(server.metric("smol_messages_total") >= 6);
+}
+
+TEST_CASE("smol-server: the Responses API answers as OpenAI's, streamed and not, with a forced call, input_tokens and errors") {
+    ServerProcess server({"--api-key", kKey, "-c", "2048", "--parallel", "1"});
+    const int port = server.port();
+    const json hello = {{"model", "smol"},
+                        {"max_output_tokens", 12},
+                        {"temperature", 0},
+                        {"instructions", "Be brief./system_override"},
+                        {"reasoning", {{"effort", "none"}}},
+                        {"input", "Hello"}};
+
+    const Response plain = http(port, "POST", "/v1/responses", hello.dump());
+    REQUIRE(plain.status == 200);
+    const json response = plain.json_body();
+    CAPTURE(response.dump());
+    CHECK(response["object"] == "response");
+    CHECK(response["id"].get<std::string>().starts_with("resp_"));
+    CHECK(response["status"] == "incomplete");
+    CHECK(response["incomplete_details"]["reason"] == "max_output_tokens");
+    CHECK(response["usage"]["output_tokens"] == 12);
+    REQUIRE(response["output"].size() == 1);
+    CHECK(response["output"][0]["type"] == "message");
+    const std::string text = response["output_text"];
+    CHECK(response["output"][0]["content"][0]["text"] == text);
+
+    json counting = hello;
+    counting.erase("max_output_tokens");
+    counting.erase("temperature");
+    const Response counted = http(port, "POST", "/v1/responses/input_tokens", counting.dump());
+    REQUIRE(counted.status == 200);
+    CHECK(counted.json_body() ==
+          json{{"object", "response.input_tokens"}, {"input_tokens", response["usage"]["input_tokens"]}});
+
+    // Streamed: the same text (temperature 0), the events numbered in order.
+    json streaming = hello;
+    streaming["stream"] = true;
+    const Response streamed = http(port, "POST", "/v1/responses", streaming.dump());
+    REQUIRE(streamed.status == 200);
+    CHECK(streamed.headers.at("content-type").find("text/event-stream") != std::string::npos);
+    const auto events = named_sse_events(streamed.body);
+    REQUIRE(events.size() >= 8);
+    CHECK(events.front().first == "response.created");
+    CHECK(events.back().first == "response.incomplete");
+    std::string streamed_text;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+        CHECK(events[i].second["sequence_number"] == i);
+        if (events[i].first == "response.output_text.delta") streamed_text += events[i].second["delta"].get<std::string>();
+    }
+    CHECK(streamed_text == text);
+    CHECK(events.back().second["response"]["output_text"] == text);
+
+    // A forced call comes back as a function_call item whose arguments follow the schema.
+    json tooled = hello;
+    tooled["max_output_tokens"] = 60;
+    tooled["tools"] = json::parse(R"([{"type": "function", "name": "get_weather", "description": "Weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}])");
+    tooled["tool_choice"] = "required";
+    const json called = http(port, "POST", "/v1/responses", tooled.dump()).json_body();
+    CAPTURE(called.dump());
+    CHECK(called["status"] == "completed");
+    REQUIRE(called["output"].size() == 1);
+    const json call = called["output"][0];
+    CHECK(call["type"] == "function_call");
+    CHECK(call["name"] == "get_weather");
+    CHECK(json::parse(call["arguments"].get<std::string>())["city"].is_string());
+
+    // The call and its output handed back: the conversation goes on.
+    json round_trip = hello;
+    round_trip["tools"] = tooled["tools"];
+    round_trip["input"] = json::array({{{"role", "user"}, {"content", "Weather in Paris?"}}, call,
+                                       {{"type", "function_call_output"}, {"call_id", call["call_id"]}, {"output", "sunny"}}});
+    CHECK(http(port, "POST", "/v1/responses", round_trip.dump()).status == 200);
+
+    // Refusals in OpenAI's shape, naming the field.
+    json stored = hello;
+    stored["previous_response_id"] = "resp_1";
+    check_error(http(port, "POST", "/v1/responses", stored.dump()), 400, "unsupported_parameter");
+    CHECK(http(port, "POST", "/v1/responses", stored.dump()).body.find("previous_response_id") != std::string::npos);
+    check_error(http(port, "POST", "/v1/responses", hello.dump(), ""), 401, "invalid_api_key");
+    CHECK(server.metric("smol_responses_total") >= 4);
 }
 
 TEST_CASE("smol-server: tools are rendered, <tool_call> blocks come back as tool_calls, streamed and not") {

@@ -99,7 +99,10 @@ FakeSource& script(smol_server::ReplyState& st, Endpoint endpoint, std::vector<s
     FakeSource& kept = *source;
     st.source = std::move(source);
     st.endpoint = endpoint;
-    st.ids = {endpoint == Endpoint::chat ? "chatcmpl-test" : endpoint == Endpoint::messages ? "msg_test" : "cmpl-test",
+    st.ids = {endpoint == Endpoint::chat        ? "chatcmpl-test"
+              : endpoint == Endpoint::messages  ? "msg_test"
+              : endpoint == Endpoint::responses ? "resp_test"
+                                                : "cmpl-test",
               "tiny-model", 1700000000};
     st.tokenizer = &tokenizer();
     st.metrics = metrics;
@@ -121,23 +124,47 @@ bool run_reply(State& st, FakeSink& sink, Step step) {
     return ended_early;
 }
 
-// A reply's SSE events in order: each "data: " payload ("[DONE]" as is), comments whole.
-std::vector<std::string> sse_events(const std::string& text) {
-    std::vector<std::string> events;
+// One server-sent event: its `event:` name (empty when it has none) and its data; a comment
+// line (": waiting") is kept whole as the data of an event with the name ":".
+struct SseEvent {
+    std::string name;
+    std::string data;
+};
+
+// A reply's SSE events in order, each checked to be "[event: NAME\n]data: ...\n\n" or a comment.
+std::vector<SseEvent> split_sse(const std::string& text) {
+    std::vector<SseEvent> events;
     std::size_t at = 0;
     while (at < text.size()) {
         const std::size_t end = text.find("\n\n", at);
         REQUIRE_MESSAGE(end != std::string::npos, "an SSE event without its blank line: " << text.substr(at));
-        const std::string event = text.substr(at, end - at);
+        std::string event = text.substr(at, end - at);
         at = end + 2;
         if (event.rfind(": ", 0) == 0) {
-            events.push_back(event);
+            events.push_back({":", event});
             continue;
         }
+        std::string name;
+        if (event.rfind("event: ", 0) == 0) {
+            const std::size_t newline = event.find('\n');
+            REQUIRE_MESSAGE(newline != std::string::npos, "an 'event:' line without data: " << event);
+            name = event.substr(7, newline - 7);
+            event.erase(0, newline + 1);
+        }
         REQUIRE_MESSAGE(event.rfind("data: ", 0) == 0, "expected 'data: ', found: " << event);
-        events.push_back(event.substr(6));
+        events.push_back({name, event.substr(6)});
     }
     return events;
+}
+
+// The data of each event (and each comment whole), for the chat and text streams, which name no events.
+std::vector<std::string> sse_events(const std::string& text) {
+    std::vector<std::string> data;
+    for (const SseEvent& e : split_sse(text)) {
+        CHECK((e.name.empty() || e.name == ":"));
+        data.push_back(e.data);
+    }
+    return data;
 }
 
 json delta_of(const std::string& event) { return json::parse(event)["choices"][0]["delta"]; }
@@ -349,24 +376,15 @@ TEST_CASE("a client that disconnects stops its generation") {
     }
 }
 
-// A Messages reply's SSE events as (event name, data), each event's name checked against its data.
-std::vector<std::pair<std::string, json>> anthropic_events(const std::string& text) {
+// A stream of named events (Anthropic's, OpenAI Responses') as (event name, data), keep-alive
+// comments left out, each event's name checked against the "type" of its data.
+std::vector<std::pair<std::string, json>> named_events(const std::string& text) {
     std::vector<std::pair<std::string, json>> events;
-    std::size_t at = 0;
-    while (at < text.size()) {
-        const std::size_t end = text.find("\n\n", at);
-        REQUIRE_MESSAGE(end != std::string::npos, "an SSE event without its blank line: " << text.substr(at));
-        const std::string event = text.substr(at, end - at);
-        at = end + 2;
-        if (event.rfind(": ", 0) == 0) continue;  // a keep-alive comment
-        const std::size_t newline = event.find('\n');
-        REQUIRE_MESSAGE((event.rfind("event: ", 0) == 0 && newline != std::string::npos &&
-                         event.compare(newline + 1, 6, "data: ") == 0),
-                        "expected 'event: ...\\ndata: ...', found: " << event);
-        const std::string name = event.substr(7, newline - 7);
-        const json data = json::parse(event.substr(newline + 7));
-        CHECK(data["type"] == name);
-        events.emplace_back(name, data);
+    for (const SseEvent& e : split_sse(text)) {
+        if (e.name == ":") continue;
+        const json data = json::parse(e.data);
+        CHECK(data["type"] == e.name);
+        events.emplace_back(e.name, data);
     }
     return events;
 }
@@ -386,7 +404,7 @@ TEST_CASE("a streamed Messages reply: message_start, a block per kind and per ca
     CHECK(source.script.empty());
     CHECK(source.cancelled);  // end_reply() always cancels; a no-op once finished
 
-    const auto events = anthropic_events(sink.written);
+    const auto events = named_events(sink.written);
     std::vector<std::string> names;
     for (const auto& e : events) names.push_back(e.first);
     CHECK(names == std::vector<std::string>{"message_start", "ping", "content_block_start", "content_block_delta",
@@ -455,7 +473,7 @@ TEST_CASE("a non-streamed Messages reply is one Message object; a failed one an 
         script(st, Endpoint::messages, {content("Hi"), failed("past the grammar's budget", true)}, &metrics);
         st.messages = smol_server::MessagesStream(st.ids, 7);
         CHECK_FALSE(run_reply(st, sink, smol_server::stream_step));
-        const auto events = anthropic_events(sink.written);
+        const auto events = named_events(sink.written);
         REQUIRE(events.size() == 6);
         CHECK(events[4].first == "content_block_stop");
         CHECK(events[5].first == "error");
@@ -477,6 +495,119 @@ TEST_CASE("a Messages client that disconnects stops its generation") {
     CHECK(source.next_calls == 1);
     CHECK(source.script.size() == 2);
     CHECK(sink.done_calls == 0);
+}
+
+TEST_CASE("a streamed Responses reply: numbered events, one item per kind and per call, their indices, then completed") {
+    smol_server::StreamState st;
+    smol::StreamEvent first = reasoning("thinking");
+    first.content = "Hello";
+    smol::StreamEvent last = content(" world");
+    last.tool_calls.push_back({"get_weather", R"({"city":"Paris"})"});
+    last.tool_calls.push_back({"get_time", R"({"zone":"UTC"})"});
+    FakeSource& source = script(st, Endpoint::responses, {first, finished(smol::FinishReason::tool_calls, last)});
+    st.responses = smol_server::ResponsesStream(st.ids, st.response, &tokenizer());
+    FakeSink sink;
+    CHECK_FALSE(run_reply(st, sink, smol_server::stream_step));
+    CHECK(sink.done_calls == 1);
+    CHECK(source.script.empty());
+
+    const auto events = named_events(sink.written);
+    std::vector<std::string> names;
+    for (const auto& e : events) names.push_back(e.first);
+    CHECK(names == std::vector<std::string>{
+                       "response.created", "response.in_progress", "response.output_item.added",
+                       "response.content_part.added", "response.reasoning_text.delta", "response.reasoning_text.done",
+                       "response.content_part.done", "response.output_item.done", "response.output_item.added",
+                       "response.content_part.added", "response.output_text.delta", "response.output_text.delta",
+                       "response.output_text.done", "response.content_part.done", "response.output_item.done",
+                       "response.output_item.added", "response.function_call_arguments.delta",
+                       "response.function_call_arguments.done", "response.output_item.done",
+                       "response.output_item.added", "response.function_call_arguments.delta",
+                       "response.function_call_arguments.done", "response.output_item.done", "response.completed"});
+    REQUIRE(events.size() == 24);
+    for (std::size_t i = 0; i < events.size(); ++i) CHECK(events[i].second["sequence_number"] == i);
+    // Each item's events carry its output_index, and its item_id where they name one.
+    const int expected_index[] = {-1, -1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, -1};
+    for (std::size_t i = 0; i < events.size(); ++i) {
+        const json& data = events[i].second;
+        CAPTURE(i);
+        if (expected_index[i] < 0) {
+            CHECK_FALSE(data.contains("output_index"));
+            continue;
+        }
+        CHECK(data["output_index"] == expected_index[i]);
+        const std::size_t added = expected_index[i] == 0 ? 2 : expected_index[i] == 1 ? 8 : expected_index[i] == 2 ? 15 : 19;
+        if (data.contains("item_id")) CHECK(data["item_id"] == events[added].second["item"]["id"]);
+        if (data.contains("content_index")) CHECK(data["content_index"] == 0);
+    }
+    CHECK(events[0].second["response"]["id"] == "resp_test");
+    CHECK(events[4].second["delta"] == "thinking");
+    CHECK(events[10].second["delta"] == "Hello");
+    CHECK(events[11].second["delta"] == " world");
+    CHECK(events[15].second["item"]["name"] == "get_weather");
+    CHECK(events[19].second["item"]["name"] == "get_time");
+    const json& done = events[23].second["response"];
+    CHECK(done["status"] == "completed");
+    CHECK(done["output_text"] == "Hello world");
+    CHECK(done["output"].size() == 4);
+    CHECK(done["usage"]["input_tokens"] == 7);
+    CHECK(done["usage"]["input_tokens_details"]["cached_tokens"] == 2);
+}
+
+TEST_CASE("a non-streamed Responses reply is one Response object; a failed one an OpenAI error, streamed or not") {
+    FakeSink sink;
+    smol_server::Metrics metrics;
+    SUBCASE("cut short by max_output_tokens") {
+        smol_server::CompletionState st;
+        script(st, Endpoint::responses, {reasoning("hmm"), content("Hello"), finished(smol::FinishReason::max_tokens, content(" there"))});
+        CHECK_FALSE(run_reply(st, sink, smol_server::completion_step));
+        const json body = json::parse(sink.written);
+        CHECK(body["id"] == "resp_test");
+        CHECK(body["object"] == "response");
+        CHECK(body["status"] == "incomplete");
+        CHECK(body["incomplete_details"]["reason"] == "max_output_tokens");
+        REQUIRE(body["output"].size() == 2);
+        CHECK(body["output"][0]["content"][0]["text"] == "hmm");
+        CHECK(body["output"][1]["content"][0]["text"] == "Hello there");
+        CHECK(body["output_text"] == "Hello there");
+        CHECK(body["usage"]["output_tokens_details"]["reasoning_tokens"] == int(tokenizer().encode("hmm", false).size()));
+    }
+    SUBCASE("with tool calls, each its own item") {
+        smol_server::CompletionState st;
+        smol::StreamEvent call = content("");
+        call.tool_calls.push_back({"get_weather", R"({"city":"Paris"})"});
+        call.tool_calls.push_back({"get_weather", R"({"city":"Oslo"})"});
+        script(st, Endpoint::responses, {call, finished(smol::FinishReason::tool_calls)});
+        CHECK_FALSE(run_reply(st, sink, smol_server::completion_step));
+        const json body = json::parse(sink.written);
+        REQUIRE(body["output"].size() == 2);
+        CHECK(body["output"][0]["type"] == "function_call");
+        CHECK(body["output"][1]["arguments"] == R"({"city":"Oslo"})");
+        CHECK(body["status"] == "completed");
+    }
+    SUBCASE("failed") {
+        smol_server::CompletionState st;
+        script(st, Endpoint::responses, {failed("boom", false)}, &metrics);
+        CHECK_FALSE(run_reply(st, sink, smol_server::completion_step));
+        const json body = json::parse(sink.written);
+        CHECK(body["error"]["code"] == "generation_failed");
+        CHECK(metrics.http_server_errors.load() == 1);
+    }
+    SUBCASE("failed while streaming: an error event, then response.failed") {
+        smol_server::StreamState st;
+        script(st, Endpoint::responses, {content("Hi"), failed("past the grammar's budget", true)}, &metrics);
+        st.responses = smol_server::ResponsesStream(st.ids, st.response, &tokenizer());
+        CHECK_FALSE(run_reply(st, sink, smol_server::stream_step));
+        const auto events = named_events(sink.written);
+        REQUIRE(events.size() == 10);
+        CHECK(events[7].first == "response.output_item.done");
+        CHECK(events[8].first == "error");
+        CHECK(events[8].second["code"] == "grammar_too_complex");
+        CHECK(events[9].first == "response.failed");
+        CHECK(events[9].second["response"]["error"]["code"] == "invalid_prompt");
+        CHECK(metrics.http_client_errors.load() == 1);
+    }
+    CHECK(sink.done_calls == 1);
 }
 
 TEST_CASE("the server's source passes a cancel on to the scheduler's stream") {

@@ -3,13 +3,11 @@
 // tool_result round trip, and the errors the client raises for refused requests and a wrong key.
 //   node anthropic_client_test.mjs --server BIN --model GGUF
 import Anthropic from '@anthropic-ai/sdk';
-import { check, finish, startServer, testArgs } from './start_server.mjs';
+import { check, finish, startTestServer, testArgs, testKey as key } from './start_server.mjs';
 
 const args = testArgs();
 
-const key = 'test-key';
-const { url, server } = await startServer(args.server,
-                                          ['-m', args.model, '-c', '2048', '--parallel', '2', '--api-key', key, '--alias', 'smol-tiny']);
+const { url, server } = await startTestServer(args);
 
 // The SDK sends the key as x-api-key, as Claude Code does.
 const client = new Anthropic({ baseURL: url, apiKey: key, maxRetries: 0, timeout: 60000 });

@@ -1,8 +1,8 @@
 #pragma once
-// POST /v1/chat/completions, /v1/completions and /v1/messages: the body checked (openai_api.hpp,
-// messages_api.hpp), its grammar
-// compiled or found in the cache, the request submitted to the scheduler, and its stream handed
-// to a reply adapter (reply_adapters.hpp) that httplib runs as the response's content provider.
+// POST /v1/chat/completions, /v1/completions, /v1/messages and /v1/responses: the body checked
+// (openai_api.hpp, messages_api.hpp, responses_api.hpp), its grammar compiled or found in the
+// cache, the request submitted to the scheduler, and its stream handed to a reply adapter
+// (reply_adapters.hpp) that httplib runs as the response's content provider.
 
 #include <httplib.h>
 
@@ -13,6 +13,7 @@
 #include "messages_api.hpp"
 #include "openai_api.hpp"
 #include "reply_adapters.hpp"
+#include "responses_api.hpp"
 #include "server_state.hpp"
 #include "smol/smol.hpp"
 
@@ -40,9 +41,11 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
                "server_draining");
     const json body = parse_json_body(req.body);
     const bool chat = endpoint == Endpoint::chat;
-    ApiRequest request = endpoint == Endpoint::messages ? parse_messages_request(body, scheduler.tokenizer(), scheduler.context())
-                         : chat                         ? parse_chat_request(body, scheduler.tokenizer(), scheduler.context())
-                                                        : parse_text_request(body, scheduler.tokenizer(), scheduler.context());
+    const smol::text::Tokenizer& tokenizer = scheduler.tokenizer();
+    ApiRequest request = endpoint == Endpoint::messages    ? parse_messages_request(body, tokenizer, scheduler.context())
+                         : endpoint == Endpoint::responses ? parse_responses_request(body, tokenizer, scheduler.context())
+                         : chat                            ? parse_chat_request(body, tokenizer, scheduler.context())
+                                                           : parse_text_request(body, tokenizer, scheduler.context());
     if (!request.grammar.empty())
         request.generation.params.grammar = server.grammars.get(request.grammar, scheduler.engine());
     std::shared_ptr<smol::GenerationStream> stream;
@@ -55,15 +58,19 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
     } catch (const smol::Error& e) {
         reject(400, e.what(), "invalid_value");
     }
-    (endpoint == Endpoint::messages ? server.metrics.messages
-     : chat                         ? server.metrics.chat_completions
-                                    : server.metrics.text_completions)++;
+    (endpoint == Endpoint::messages    ? server.metrics.messages
+     : endpoint == Endpoint::responses ? server.metrics.responses
+     : chat                            ? server.metrics.chat_completions
+                                       : server.metrics.text_completions)++;
     const auto fill = [&](ReplyState& st) {
         st.endpoint = endpoint;
         st.source = std::make_unique<GenerationSource>(stream);
-        st.ids = {endpoint == Endpoint::messages ? anthropic_id("msg_") : (chat ? "chatcmpl-" : "cmpl-") + uuid_v7(),
+        st.ids = {endpoint == Endpoint::messages    ? prefixed_id("msg_")
+                  : endpoint == Endpoint::responses ? prefixed_id("resp_")
+                                                    : (chat ? "chatcmpl-" : "cmpl-") + uuid_v7(),
                   server.model.id(), unix_seconds()};
-        st.tokenizer = &scheduler.tokenizer();
+        st.tokenizer = &tokenizer;
+        if (endpoint == Endpoint::responses) st.response = response_settings(body);
         st.logprobs = request.logprobs;
         st.metrics = &server.metrics;
         st.listing = server.live.add(stream);
@@ -76,6 +83,7 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
         fill(*st);
         st->include_usage = request.include_usage;
         st->messages = MessagesStream(st->ids, request.prompt_tokens);
+        st->responses = ResponsesStream(st->ids, st->response, st->tokenizer);
         res.set_header("Cache-Control", "no-cache");
         res.set_header("X-Accel-Buffering", "no");
         res.set_chunked_content_provider(
@@ -104,6 +112,15 @@ inline void count_message_tokens(ServerState& server, const httplib::Request& re
     const ApiRequest request = parse_messages_request(parse_json_body(req.body), scheduler.tokenizer(),
                                                       scheduler.context(), MessagesEndpoint::count_tokens);
     res.set_content(to_wire(json{{"input_tokens", request.prompt_tokens}}), "application/json");
+}
+
+// POST /v1/responses/input_tokens: the prompt the request would run, counted.
+inline void count_response_tokens(ServerState& server, const httplib::Request& req, httplib::Response& res) {
+    smol::Scheduler& scheduler = server.model.require_scheduler();
+    const ApiRequest request = parse_responses_request(parse_json_body(req.body), scheduler.tokenizer(),
+                                                       scheduler.context(), ResponsesEndpoint::input_tokens);
+    res.set_content(to_wire(json{{"object", "response.input_tokens"}, {"input_tokens", request.prompt_tokens}}),
+                    "application/json");
 }
 
 }  // namespace smol_server

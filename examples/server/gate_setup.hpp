@@ -56,7 +56,7 @@ inline GateHooks gate_hooks_for(ServerState& server) {
         const std::string type = r.status == 503 ? "unavailable_error" : r.status >= 500 ? "server_error" : "invalid_request_error";
         const ApiError e{r.status, r.message, type, r.code};
         const std::string_view path = target.substr(0, target.find('?'));
-        return to_wire(is_messages_path(path) ? anthropic_error_body(e) : error_body(e));
+        return to_wire(error_body_for_path(path, e));
     };
     hooks.cors_fields = [&server](std::string_view origin) {
         const std::string allowed = allowed_origin(server.options, origin);

@@ -53,6 +53,12 @@ inline bool is_messages_path(std::string_view path) {
     return path == "/v1/messages" || path.starts_with("/v1/messages/");
 }
 
+// An error in the shape of the API `path` (no query string) belongs to: Anthropic's on the
+// Messages API's paths, OpenAI's everywhere else. The routes and the connection gate both use it.
+inline json error_body_for_path(std::string_view path, const ApiError& e) {
+    return is_messages_path(path) ? anthropic_error_body(e) : error_body(e);
+}
+
 // ---- requests ---------------------------------------------------------------------------------
 
 // The top-level fields /v1/messages reads; any other is a 400 naming it.
@@ -66,20 +72,9 @@ inline constexpr std::string_view kCountTokensFields[] = {"model", "messages", "
 // `cache_control` marks a prompt-caching breakpoint for Anthropic; smol-server reuses cached
 // prompt prefixes on its own, so it changes no output and is accepted wherever it may appear.
 inline void check_block_fields(const json& block, std::initializer_list<std::string_view> fields, const std::string& where) {
-    for (const auto& item : block.items()) {
-        bool known = item.key() == "type" || item.key() == "cache_control";
-        for (const std::string_view field : fields) known = known || item.key() == field;
-        if (!known) unsupported(where + "." + item.key(), "is not supported by smol-server");
-    }
-}
-
-inline const std::string& string_member(const json& object, const char* name, const std::string& where) {
-    const auto it = object.find(name);
-    if (it == object.end() || !it->is_string())
-        reject(400,
-               where + "." + name + " must be a string, found " + (it == object.end() ? "nothing" : it->type_name()),
-               "invalid_value");
-    return it->get_ref<const std::string&>();
+    for (const auto& item : block.items())
+        if (item.key() != "type" && item.key() != "cache_control" && !is_listed(item.key(), fields))
+            unsupported(where + "." + item.key(), "is not supported by smol-server");
 }
 
 // Content as a string or a list of {"type": "text", "text"} blocks, as one string.
@@ -283,14 +278,9 @@ enum class MessagesEndpoint { create, count_tokens };
 inline ApiRequest parse_messages_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
                                          MessagesEndpoint endpoint = MessagesEndpoint::create) {
     const bool create = endpoint == MessagesEndpoint::create;
-    for (const auto& item : body.items()) {
-        bool known = false;
-        if (create)
-            for (const std::string_view field : kMessagesFields) known = known || item.key() == field;
-        else
-            for (const std::string_view field : kCountTokensFields) known = known || item.key() == field;
-        if (!known) unsupported(item.key(), "is not supported by smol-server's Messages API");
-    }
+    for (const auto& item : body.items())
+        if (create ? !is_listed(item.key(), kMessagesFields) : !is_listed(item.key(), kCountTokensFields))
+            unsupported(item.key(), "is not supported by smol-server's Messages API");
     ApiRequest out;
     if (create) {
         if (!body.contains("max_tokens") || body["max_tokens"].is_null())
@@ -353,14 +343,6 @@ inline const char* anthropic_stop_reason(smol::FinishReason reason) {
     return nullptr;
 }
 
-// An id of Anthropic's form ("msg_...", "toolu_..."): the prefix and a UUIDv7's hex digits.
-inline std::string anthropic_id(std::string_view prefix) {
-    std::string id(prefix);
-    for (const char c : uuid_v7())
-        if (c != '-') id += c;
-    return id;
-}
-
 // A call's arguments as the `input` object; the tool-call parser passes on only calls whose
 // arguments are a JSON object, so anything else is a bug worth seeing, not a silent {}.
 inline json tool_input(const smol::ToolCall& call) {
@@ -370,7 +352,7 @@ inline json tool_input(const smol::ToolCall& call) {
 }
 
 inline json tool_use_block(const smol::ToolCall& call) {
-    return json{{"type", "tool_use"}, {"id", anthropic_id("toolu_")}, {"name", call.name}, {"input", tool_input(call)}};
+    return json{{"type", "tool_use"}, {"id", prefixed_id("toolu_")}, {"name", call.name}, {"input", tool_input(call)}};
 }
 
 // The Message object of a reply that finished (not cancelled, not failed): a thinking block,
@@ -392,11 +374,6 @@ inline json message_json(const ReplyIds& ids, const std::string& reasoning, cons
                 {"usage", {{"input_tokens", usage.prompt_tokens}, {"output_tokens", usage.completion_tokens}}}};
 }
 
-// One server-sent event as Anthropic writes them: its type on an `event:` line, then the data.
-inline std::string anthropic_sse(const json& data) {
-    return "event: " + data["type"].get<std::string>() + "\ndata: " + to_wire(data) + "\n\n";
-}
-
 // The stream of one reply as Anthropic's events. start() opens it (message_start); render()
 // turns each generation event into content blocks: reasoning into a thinking block, answer
 // text into a text block, each tool call into its own tool_use block with its whole input in
@@ -416,8 +393,8 @@ public:
                               {"stop_reason", nullptr},
                               {"stop_sequence", nullptr},
                               {"usage", {{"input_tokens", input_tokens_}, {"output_tokens", 0}}}};
-        return anthropic_sse(json{{"type", "message_start"}, {"message", message}}) +
-               anthropic_sse(json{{"type", "ping"}});
+        return named_sse(json{{"type", "message_start"}, {"message", message}}) +
+               named_sse(json{{"type", "ping"}});
     }
 
     // The events for one generation event; for a failed or cancelled generation, `error` is
@@ -442,14 +419,14 @@ public:
         }
         if (!event.finished) return out;
         out += close();
-        if (error) return out + anthropic_sse(anthropic_error_body(*error));
+        if (error) return out + named_sse(anthropic_error_body(*error));
         json stop = {{"stop_reason", anthropic_stop_reason(event.finish)},
                      {"stop_sequence",
                       event.finish == smol::FinishReason::stop_string ? json(event.stop_string) : json()}};
-        out += anthropic_sse(json{{"type", "message_delta"},
+        out += named_sse(json{{"type", "message_delta"},
                                   {"delta", std::move(stop)},
                                   {"usage", {{"output_tokens", event.usage.completion_tokens}}}});
-        out += anthropic_sse(json{{"type", "message_stop"}});
+        out += named_sse(json{{"type", "message_stop"}});
         return out;
     }
 
@@ -461,19 +438,19 @@ private:
         if (open_ == kind && kind != Block::tool_use) return "";
         std::string out = close();
         open_ = kind;
-        out += anthropic_sse(
+        out += named_sse(
             json{{"type", "content_block_start"}, {"index", index_}, {"content_block", std::move(content_block)}});
         return out;
     }
 
     std::string delta(json d) const {
-        return anthropic_sse(json{{"type", "content_block_delta"}, {"index", index_}, {"delta", std::move(d)}});
+        return named_sse(json{{"type", "content_block_delta"}, {"index", index_}, {"delta", std::move(d)}});
     }
 
     std::string close() {
         if (open_ == Block::none) return "";
         open_ = Block::none;
-        return anthropic_sse(json{{"type", "content_block_stop"}, {"index", index_++}});
+        return named_sse(json{{"type", "content_block_stop"}, {"index", index_++}});
     }
 
     ReplyIds ids_;

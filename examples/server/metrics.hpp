@@ -21,7 +21,8 @@ struct Metrics {
     std::atomic<std::uint64_t> http_server_errors{0};
     std::atomic<std::uint64_t> chat_completions{0};
     std::atomic<std::uint64_t> text_completions{0};
-    std::atomic<std::uint64_t> messages{0};  // Anthropic Messages API requests (/v1/messages)
+    std::atomic<std::uint64_t> messages{0};   // Anthropic Messages API requests (/v1/messages)
+    std::atomic<std::uint64_t> responses{0};  // OpenAI Responses API requests (/v1/responses)
 };
 
 // Which replica this is, for a balancer or a dashboard over several (deploy/README.md).
@@ -55,6 +56,8 @@ inline std::string metrics_text(const Metrics& metrics, const ReplicaState& repl
            double(metrics.text_completions.load()));
     metric("smol_messages_total", "counter", "Anthropic Messages API requests accepted (/v1/messages)",
            double(metrics.messages.load()));
+    metric("smol_responses_total", "counter", "OpenAI Responses API requests accepted (/v1/responses)",
+           double(metrics.responses.load()));
     if (gate) {
         metric("smol_connections_open", "gauge", "client connections open", double(gate->open.load()));
         metric("smol_connections_accepted_total", "counter", "client connections accepted", double(gate->accepted.load()));

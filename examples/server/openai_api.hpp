@@ -71,6 +71,15 @@ inline std::string uuid_v7() {
     return s;
 }
 
+// An id of the form Anthropic's and the Responses API's ids take ("msg_...", "resp_...",
+// "toolu_..."): the prefix and a UUIDv7's hex digits.
+inline std::string prefixed_id(std::string_view prefix) {
+    std::string id(prefix);
+    for (const char c : uuid_v7())
+        if (c != '-') id += c;
+    return id;
+}
+
 inline std::int64_t unix_seconds() {
     return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();
@@ -178,6 +187,24 @@ inline constexpr std::string_view kChatFields[] = {
     "parallel_tool_calls", "response_format", "top_logprobs", "metadata"};
 inline constexpr std::string_view kTextFields[] = {"prompt", "echo", "suffix", "best_of"};
 
+// Whether `key` is one of `names` (an array, a span or a braced list of field names).
+template <class Names>
+bool is_listed(std::string_view key, const Names& names) {
+    for (const std::string_view name : names)
+        if (key == name) return true;
+    return false;
+}
+
+// A member that must be a string (`where` names its object in the error).
+inline const std::string& string_member(const json& object, const char* name, const std::string& where) {
+    const auto it = object.find(name);
+    if (it == object.end() || !it->is_string())
+        reject(400,
+               where + "." + name + " must be a string, found " + (it == object.end() ? "nothing" : it->type_name()),
+               "invalid_value");
+    return it->get_ref<const std::string&>();
+}
+
 // A 400 unsupported_parameter naming `field`.
 [[noreturn]] inline void unsupported(const std::string& field, const std::string& why) {
     reject(400, "'" + field + "' " + why, "unsupported_parameter");
@@ -217,12 +244,9 @@ inline void reject_unsupported_values(const json& body) {
 // learns at once that smol-server does not do what it asked for (OpenAI answers unknown fields
 // the same way).
 inline void reject_unsupported_fields(const json& body, std::span<const std::string_view> endpoint_fields) {
-    for (const auto& [key, value] : body.items()) {
-        bool known = false;
-        for (const std::string_view field : kSamplingFields) known = known || key == field;
-        for (const std::string_view field : endpoint_fields) known = known || key == field;
-        if (!known) unsupported(key, "is not supported by smol-server");
-    }
+    for (const auto& item : body.items())
+        if (!is_listed(item.key(), kSamplingFields) && !is_listed(item.key(), endpoint_fields))
+            unsupported(item.key(), "is not supported by smol-server");
     reject_unsupported_values(body);
 }
 

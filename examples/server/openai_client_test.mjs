@@ -3,14 +3,12 @@
 // and the errors the client raises for refused requests and a wrong key.
 //   node openai_client_test.mjs --server BIN --model GGUF
 import OpenAI from 'openai';
-import { check, finish, startServer, testArgs } from './start_server.mjs';
+import { check, finish, startTestServer, testArgs, testKey as key } from './start_server.mjs';
 import Ajv from 'ajv';
 
 const args = testArgs();
 
-const key = 'test-key';
-const { url, server } = await startServer(args.server,
-                                          ['-m', args.model, '-c', '2048', '--parallel', '2', '--api-key', key, '--alias', 'smol-tiny']);
+const { url, server } = await startTestServer(args);
 
 const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: key, maxRetries: 0, timeout: 60000 });
 const user = (content) => [{ role: 'system', content: 'Be brief./system_override' }, { role: 'user', content }];

@@ -14,6 +14,12 @@ inline std::string to_wire(const nlohmann::ordered_json& body) {
     return body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+// One server-sent event named by its data's "type" (Anthropic's and OpenAI Responses' streams):
+// the name on an `event:` line, then the data.
+inline std::string named_sse(const nlohmann::ordered_json& data) {
+    return "event: " + data["type"].get<std::string>() + "\ndata: " + to_wire(data) + "\n\n";
+}
+
 // Text from a request (its path, method, a header) as it may go into the log: bytes outside
 // printable ASCII as \xHH, so a client cannot forge log lines or send terminal escapes, and at
 // most 256 bytes of it.

@@ -24,6 +24,7 @@
 #include "metrics.hpp"
 #include "openai_api.hpp"
 #include "outgoing_text.hpp"
+#include "responses_api.hpp"
 #include "smol/smol.hpp"
 
 namespace smol_server {
@@ -64,9 +65,9 @@ private:
 };
 
 // The completion endpoints: OpenAI's chat messages through the template or a raw text prompt,
-// and Anthropic's messages. All three read the same generation events; only the rendering
-// differs.
-enum class Endpoint { chat, text, messages };
+// Anthropic's messages and OpenAI's responses. All four read the same generation events; only
+// the rendering differs.
+enum class Endpoint { chat, text, messages, responses };
 
 // What both kinds of reply carry between steps.
 struct ReplyState {
@@ -77,6 +78,7 @@ struct ReplyState {
     bool logprobs = false;
     Metrics* metrics = nullptr;
     std::unique_ptr<LiveGenerations::Listing> listing;
+    ResponseSettings response;  // Endpoint::responses: what its Response objects repeat
 };
 
 // What a streaming response needs besides.
@@ -86,8 +88,9 @@ struct StreamState : ReplyState {
     std::vector<smol::TokenLogprob> pending_logprobs;
     std::size_t text_offset = 0;  // bytes of text sent so far (the completions API's text_offset)
     bool include_usage = false;
-    bool sent_role = false;  // the opening event went out (the role chunk, or message_start)
-    MessagesStream messages;  // Endpoint::messages: which content block is open
+    bool sent_role = false;  // the opening event went out (the role chunk, message_start, response.created)
+    MessagesStream messages;    // Endpoint::messages: which content block is open
+    ResponsesStream responses;  // Endpoint::responses: which output item is open
     int tool_calls_sent = 0;
     bool done = false;
     Clock::time_point last_write = Clock::now();
@@ -136,10 +139,12 @@ inline bool stream_step(StreamState& st, ReplySink& sink) {
     }
     const bool chat = st.endpoint == Endpoint::chat;
     const bool messages = st.endpoint == Endpoint::messages;
-    if ((chat || messages) && !st.sent_role) {
+    const bool responses = st.endpoint == Endpoint::responses;
+    if (!st.sent_role && st.endpoint != Endpoint::text) {
         st.sent_role = true;
-        if (!write(messages ? st.messages.start()
-                            : sse(chunk_json(st.ids, json{{"role", "assistant"}, {"content", ""}}, nullptr))))
+        if (!write(messages    ? st.messages.start()
+                   : responses ? st.responses.start()
+                               : sse(chunk_json(st.ids, json{{"role", "assistant"}, {"content", ""}}, nullptr))))
             return false;
     }
     // A client that hung up stops its generation here, before another token is waited for.
@@ -151,9 +156,11 @@ inline bool stream_step(StreamState& st, ReplySink& sink) {
         return true;
     }
     std::string out;
-    if (messages) {
+    // The named-event streams render themselves, errors included.
+    if (messages || responses) {
         const std::optional<ApiError> error = event->finished ? generation_error(*event, st.metrics) : std::nullopt;
-        out = st.messages.render(*event, error ? &*error : nullptr);
+        out = messages ? st.messages.render(*event, error ? &*error : nullptr)
+                       : st.responses.render(*event, error ? &*error : nullptr);
         st.done = event->finished;
         if (!out.empty() && !write(out)) return false;
         if (st.done) sink.done();
@@ -213,7 +220,7 @@ struct CompletionState : ReplyState {
     std::string reasoning;
     std::string content;
     json tool_calls = json::array();    // OpenAI's shape (chat)
-    std::vector<smol::ToolCall> calls;  // as generated (Endpoint::messages renders them itself)
+    std::vector<smol::ToolCall> calls;  // as generated (Endpoint::messages and ::responses render them themselves)
 };
 
 // One step of a non-streaming reply: waits briefly for output and keeps it; at the end writes
@@ -229,7 +236,7 @@ inline bool completion_step(CompletionState& st, ReplySink& sink) {
     st.reasoning += event->reasoning;
     st.content += event->content;
     for (const smol::ToolCall& call : event->tool_calls) {
-        if (st.endpoint == Endpoint::messages) st.calls.push_back(call);
+        if (st.endpoint == Endpoint::messages || st.endpoint == Endpoint::responses) st.calls.push_back(call);
         else st.tool_calls.push_back(tool_call_json(call));
     }
     st.token_logprobs.insert(st.token_logprobs.end(), event->logprobs.begin(), event->logprobs.end());
@@ -239,6 +246,11 @@ inline bool completion_step(CompletionState& st, ReplySink& sink) {
         body = st.endpoint == Endpoint::messages ? anthropic_error_body(*error) : error_body(*error);
     } else if (st.endpoint == Endpoint::messages) {
         body = message_json(st.ids, st.reasoning, st.content, st.calls, event->finish, event->stop_string, event->usage);
+    } else if (st.endpoint == Endpoint::responses) {
+        // Reasoning tokens are not counted apart while generating; its text is tokenized again.
+        const int reasoning_tokens = st.reasoning.empty() ? 0 : int(st.tokenizer->encode(st.reasoning, false).size());
+        body = response_object(st.ids, st.response, st.reasoning, reasoning_tokens, st.content, st.calls, event->finish,
+                               event->usage);
     } else if (st.endpoint == Endpoint::chat) {
         st.ids.created = unix_seconds();
         body = completion_json(st.ids, st.reasoning, st.content, std::move(st.tool_calls), event->finish, event->usage,

@@ -35,7 +35,7 @@ namespace smol_server {
 inline void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
     res.status = e.status;
     if (e.status == 503) res.set_header("Retry-After", "1");
-    res.set_content(to_wire(is_messages_path(req.path) ? anthropic_error_body(e) : error_body(e)), "application/json");
+    res.set_content(to_wire(error_body_for_path(req.path, e)), "application/json");
 }
 
 inline void send_json(httplib::Response& res, const json& body, int status = 200) {
@@ -157,7 +157,8 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
                      loggable(req.path).c_str(), res.status, ms);
         // The body as JSON text on one line (dump() escapes control characters), not as sent.
         if (server.options.log_prompts && req.method == "POST" &&
-            (req.path == "/v1/chat/completions" || req.path == "/v1/completions" || is_messages_path(req.path))) {
+            (req.path == "/v1/chat/completions" || req.path == "/v1/completions" || is_messages_path(req.path) ||
+             req.path == "/v1/responses" || req.path == "/v1/responses/input_tokens")) {
             std::string shown = "(not JSON within the limits)";
             if (smol::json_over_limits(req.body, "").empty()) {
                 const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
@@ -248,6 +249,14 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
     }));
     http.Post("/v1/messages/count_tokens", guarded([&server](const httplib::Request& req, httplib::Response& res) {
         count_message_tokens(server, req, res);
+    }));
+
+    // OpenAI's Responses API, stateless (responses_api.hpp).
+    http.Post("/v1/responses", guarded([&server](const httplib::Request& req, httplib::Response& res) {
+        complete(server, req, res, Endpoint::responses);
+    }));
+    http.Post("/v1/responses/input_tokens", guarded([&server](const httplib::Request& req, httplib::Response& res) {
+        count_response_tokens(server, req, res);
     }));
 
     http.Post("/tokenize", guarded([&server](const httplib::Request& req, httplib::Response& res) {

@@ -3,6 +3,7 @@
 // value` arguments, and their ok/FAIL lines with the exit status they give.
 //   const { url, server } = await startServer(BINARY, ['-m', MODEL, ...]);
 //   const args = testArgs(); check(condition, 'what'); ... finish();
+// The official-client tests start it one way: startTestServer(args) with testKey.
 import { spawn } from 'node:child_process';
 
 export async function startServer(binary, args) {
@@ -25,6 +26,14 @@ export async function startServer(binary, args) {
     await new Promise((r2) => setTimeout(r2, 100));
   }
   return { url, server };
+}
+
+// The key and the server the official-client tests run against: the tiny model (--model), a
+// 2048-token context, two slots, an API key and the alias 'smol-tiny' that replies name.
+export const testKey = 'test-key';
+export function startTestServer(args) {
+  return startServer(args.server, ['-m', args.model, '-c', '2048', '--parallel', '2', '--api-key', testKey,
+                                   '--alias', 'smol-tiny']);
 }
 
 // The test's command line, `--name value` pairs, as an object.

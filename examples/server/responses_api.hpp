@@ -1,0 +1,703 @@
+#pragma once
+// OpenAI's Responses API as smol-server speaks it, without HTTP: a /v1/responses body checked
+// and turned into the same ApiRequest the chat route builds (openai_api.hpp), and the scheduler's
+// stream of generation events rendered as a Response object or as the Responses API's SSE
+// events. Stateless: nothing is stored, so `store`, `previous_response_id` and `conversation`
+// are refused. routes.hpp, completion_routes.hpp and reply_adapters.hpp carry it over HTTP;
+// tests/test_responses_api.cpp calls it directly.
+//
+// The mapping onto SmolLM3:
+//   instructions, system and developer messages -> the one system message, joined in order
+//                                                  (the template reads only a leading one)
+//   user and assistant messages (input_text / output_text parts) -> their turns
+//   function_call items          -> the assistant turn's tool calls, as the template writes them
+//   function_call_output items   -> "tool" turns, in the order they come
+//   reasoning items handed back  -> dropped, as the template drops past reasoning
+//   tools [{type: "function", name, description, parameters, strict}] and tool_choice
+//                                -> the chat route's tools and forced-call grammar
+//   text.format json_object / json_schema -> the answer's grammar; with tools (tool_choice
+//                                "auto") the reply is that JSON or one call
+//   reasoning.effort "none"/"minimal" -> thinking off; "low"/"medium"/"high" -> on;
+//                                absent -> the template's default (on)
+
+#include <algorithm>
+#include <cstddef>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "openai_api.hpp"
+#include "outgoing_text.hpp"
+#include "smol/smol.hpp"
+
+namespace smol_server {
+
+// ---- requests ---------------------------------------------------------------------------------
+
+// The top-level fields /v1/responses reads; any other is a 400 naming it. `prompt_cache_key`
+// (Codex CLI sends one) asks for prefix caching, which smol-server does on its own: it changes
+// no output.
+inline constexpr std::string_view kResponsesFields[] = {
+    "model",  "input",    "instructions", "max_output_tokens", "temperature", "top_p",      "tools",
+    "tool_choice", "parallel_tool_calls", "text", "reasoning", "metadata",   "stream",      "store",
+    "user",   "truncation", "include",    "prompt_cache_key"};
+// /v1/responses/input_tokens reads what shapes the prompt (OpenAI's own list, less what is stored).
+inline constexpr std::string_view kInputTokensFields[] = {
+    "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "truncation"};
+
+// The most items `input` may hold (the body's size bounds them too; this bounds the work).
+inline constexpr std::size_t kMaxInputItems = 4096;
+
+// Every key of `object` outside `fields` is a 400 naming it (`where` + "." + key).
+inline void check_fields(const json& object, std::initializer_list<std::string_view> fields, const std::string& where) {
+    for (const auto& item : object.items())
+        if (!is_listed(item.key(), fields)) unsupported(where + "." + item.key(), "is not supported by smol-server");
+}
+
+// A message's content (a string, or a list of input_text / output_text parts) as one string;
+// the parts are joined as the chat route joins them.
+inline std::string response_content_text(const json& content, const std::string& where) {
+    if (content.is_string()) return content.get<std::string>();
+    if (!content.is_array())
+        reject(400, where + " must be a string or a list of input_text parts, found " + content.type_name(), "invalid_type");
+    std::string joined;
+    for (std::size_t i = 0; i < content.size(); ++i) {
+        const json& part = content[i];
+        const std::string at = where + "[" + std::to_string(i) + "]";
+        if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+            reject(400, at + " must be a content part with a 'type'", "invalid_content");
+        const std::string& type = part["type"].get_ref<const std::string&>();
+        if (type == "input_text") check_fields(part, {"type", "text"}, at);
+        else if (type == "output_text") check_fields(part, {"type", "text", "annotations", "logprobs"}, at);
+        else if (type == "input_image" || type == "input_file" || type == "input_audio")
+            unsupported(at, "is an " + type + " part: SmolLM3 reads text only");
+        else
+            reject(400, at + " has type \"" + type + "\"; input_text or output_text expected", "invalid_content");
+        joined += string_member(part, "text", at);
+    }
+    return joined;
+}
+
+// A function_call item's arguments (a JSON text) as the object the template writes back.
+inline json call_arguments(const json& item, const std::string& where) {
+    const std::string& text = string_member(item, "arguments", where);
+    json arguments = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!arguments.is_object())
+        reject(400, where + ".arguments must be a JSON object in a string, found " + loggable(text), "invalid_value");
+    return arguments;
+}
+
+// `instructions` and `input` as chat-template messages: one system message first (when any
+// system text was given), then the turns.
+inline json response_messages(const json& body) {
+    std::string system;
+    const auto add_system = [&](const std::string& text) {
+        if (!system.empty()) system += "\n\n";
+        system += text;
+    };
+    if (const auto it = body.find("instructions"); it != body.end() && !it->is_null()) {
+        if (!it->is_string())
+            reject(400, std::string("'instructions' must be a string, found ") + it->type_name(), "invalid_type");
+        add_system(it->get<std::string>());
+    }
+    const auto input = body.find("input");
+    if (input == body.end() || input->is_null())
+        reject(400, "'input' is required: a string or a list of input items (smol-server stores no earlier responses)",
+               "missing_input");
+    json turns = json::array();
+    if (input->is_string()) {
+        turns.push_back({{"role", "user"}, {"content", *input}});
+    } else if (input->is_array()) {
+        if (input->size() > kMaxInputItems)
+            reject(400, "'input' holds " + std::to_string(input->size()) + " items; at most " +
+                            std::to_string(kMaxInputItems) + " are accepted",
+                   "invalid_value");
+        for (std::size_t i = 0; i < input->size(); ++i) {
+            const json& item = (*input)[i];
+            const std::string where = "input[" + std::to_string(i) + "]";
+            if (!item.is_object()) reject(400, where + " must be an object, found " + item.type_name(), "invalid_type");
+            const auto type_it = item.find("type");
+            if (type_it != item.end() && !type_it->is_string())
+                reject(400, where + ".type must be a string", "invalid_type");
+            // A message may leave its type out (OpenAI's "easy input message").
+            const std::string type = type_it == item.end() ? "message" : type_it->get<std::string>();
+            // The assistant turn the function_call items join: the last turn, when it is one.
+            const auto open_assistant_turn = [&]() -> json& {
+                if (turns.empty() || turns.back()["role"] != "assistant")
+                    turns.push_back({{"role", "assistant"}, {"content", ""}});
+                return turns.back();
+            };
+            if (type == "message") {
+                check_fields(item, {"type", "role", "content", "id", "status", "phase"}, where);
+                const std::string& role = string_member(item, "role", where);
+                const auto content = item.find("content");
+                if (content == item.end()) reject(400, where + " has no 'content'", "missing_content");
+                const std::string text = response_content_text(*content, where + ".content");
+                if (role == "system" || role == "developer") add_system(text);
+                else if (role == "user") turns.push_back({{"role", "user"}, {"content", text}});
+                else if (role == "assistant") {
+                    json& turn = open_assistant_turn();
+                    // Text after the turn's calls would be written before them; keep the order.
+                    if (turn.contains("tool_calls")) turns.push_back({{"role", "assistant"}, {"content", text}});
+                    else turn["content"] = turn["content"].get<std::string>() + text;
+                } else
+                    reject(400,
+                           where + ".role must be \"user\", \"assistant\", \"system\" or \"developer\", found \"" +
+                               role + "\"",
+                           "invalid_role");
+            } else if (type == "function_call") {
+                check_fields(item, {"type", "id", "call_id", "name", "arguments", "status"}, where);
+                string_member(item, "call_id", where);
+                check_tool_name(item.value("name", json()), where + ".name");
+                json call = {{"type", "function"},
+                             {"function", {{"name", item["name"]}, {"arguments", call_arguments(item, where)}}}};
+                json& turn = open_assistant_turn();
+                if (!turn.contains("tool_calls")) turn["tool_calls"] = json::array();
+                turn["tool_calls"].push_back(std::move(call));
+            } else if (type == "function_call_output") {
+                check_fields(item, {"type", "id", "call_id", "output", "status"}, where);
+                string_member(item, "call_id", where);
+                const auto output = item.find("output");
+                if (output == item.end()) reject(400, where + " has no 'output'", "missing_output");
+                turns.push_back({{"role", "tool"}, {"content", response_content_text(*output, where + ".output")}});
+            } else if (type == "reasoning") {
+                // Reasoning handed back from an earlier turn: SmolLM3's template shows the model
+                // no past reasoning, so it is dropped here as the template would drop it.
+                check_fields(item, {"type", "id", "summary", "content", "encrypted_content", "status"}, where);
+            } else if (type == "item_reference") {
+                unsupported(where + ".type", "is \"item_reference\": smol-server stores no items to refer to");
+            } else {
+                unsupported(where + ".type",
+                            "is \"" + type + "\": smol-server reads message, function_call, function_call_output and "
+                                             "reasoning items");
+            }
+        }
+    } else {
+        reject(400, std::string("'input' must be a string or a list of input items, found ") + input->type_name(),
+               "invalid_type");
+    }
+    if (turns.empty()) reject(400, "'input' holds no user, assistant or tool turn; at least one is needed", "invalid_value");
+    json messages = json::array();
+    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+    for (json& turn : turns) messages.push_back(std::move(turn));
+    return messages;
+}
+
+// `tools` (function tools: {type, name, description, parameters, strict}) and `tool_choice`
+// into the template's tool list; returns the grammar of a forced call, else "". `functions`
+// receives the definitions, for a grammar that allows a call beside a JSON answer.
+inline std::string read_response_tools(const json& body, smol::ChatOptions& chat, json& functions) {
+    functions = json::array();
+    if (const auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
+        if (!tools->is_array())
+            reject(400, std::string("'tools' must be a list of tool definitions, found ") + tools->type_name(), "invalid_type");
+        if (tools->size() > 128) reject(400, "'tools' accepts at most 128 tools", "invalid_value");
+        for (std::size_t i = 0; i < tools->size(); ++i) {
+            const json& tool = (*tools)[i];
+            const std::string where = "tools[" + std::to_string(i) + "]";
+            if (!tool.is_object() || !tool.contains("type") || !tool["type"].is_string())
+                reject(400, where + " must be a tool definition with a 'type'", "invalid_value");
+            const std::string& type = tool["type"].get_ref<const std::string&>();
+            // Hosted tools (web_search, file_search, code_interpreter, ...) run on OpenAI's side.
+            if (type != "function")
+                unsupported(where + ".type", "is \"" + type + "\": smol-server has only function tools");
+            check_fields(tool, {"type", "name", "description", "parameters", "strict"}, where);
+            check_tool_name(tool.value("name", json()), where + ".name");
+            json function = {{"name", tool["name"]}};
+            if (const auto d = tool.find("description"); d != tool.end() && !d->is_null()) {
+                if (!d->is_string()) reject(400, where + ".description must be a string", "invalid_type");
+                function["description"] = *d;
+            }
+            const auto parameters = tool.find("parameters");
+            if (parameters == tool.end() || parameters->is_null())
+                function["parameters"] = json{{"type", "object"}, {"properties", json::object()}};
+            else if (parameters->is_object()) function["parameters"] = *parameters;
+            else reject(400, where + ".parameters must be a JSON schema object", "invalid_type");
+            bool_field(tool, "strict");  // the grammar holds a forced call to the schema either way
+            functions.push_back(std::move(function));
+        }
+    }
+    ToolChoice choice = ToolChoice::automatic;
+    json forced_name;
+    if (const auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
+        if (c->is_string()) {
+            const std::string& name = c->get_ref<const std::string&>();
+            if (name == "auto") choice = ToolChoice::automatic;
+            else if (name == "none") choice = ToolChoice::none;
+            else if (name == "required") choice = ToolChoice::any;
+            else
+                reject(400,
+                       "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"name\": ...}, "
+                       "found \"" + name + "\"",
+                       "invalid_value");
+        } else if (c->is_object()) {
+            const json type = c->value("type", json());
+            if (type != "function")
+                unsupported("tool_choice.type", "is " + type.dump() + ": smol-server forces only function calls");
+            check_fields(*c, {"type", "name"}, "tool_choice");
+            forced_name = c->value("name", json());
+            if (!forced_name.is_string()) reject(400, "'tool_choice.name' must name the function to call", "invalid_value");
+            choice = ToolChoice::named;
+        } else {
+            reject(400, std::string("'tool_choice' must be a string or an object, found ") + c->type_name(), "invalid_type");
+        }
+    }
+    return tools_into_template(functions, choice, forced_name, "tools[].parameters", chat);
+}
+
+// `text`: {format: {type: "text" | "json_object" | "json_schema", ...}, verbosity}; the grammar
+// a JSON format asks for, else "".
+inline std::string read_text_format(const json& body) {
+    const auto text = body.find("text");
+    if (text == body.end() || text->is_null()) return "";
+    if (!text->is_object()) reject(400, std::string("'text' must be an object, found ") + text->type_name(), "invalid_type");
+    check_fields(*text, {"format", "verbosity"}, "text");
+    // SmolLM3 has no verbosity control: only the default is honoured.
+    if (const auto v = text->find("verbosity"); v != text->end() && !v->is_null() && *v != "medium")
+        unsupported("text.verbosity", "is " + v->dump() + ": only \"medium\" (the default) is supported");
+    const auto format = text->find("format");
+    if (format == text->end() || format->is_null()) return "";
+    if (!format->is_object() || !format->contains("type") || !(*format)["type"].is_string())
+        reject(400, "'text.format' must be an object with a 'type': text, json_object or json_schema", "invalid_value");
+    const std::string& type = (*format)["type"].get_ref<const std::string&>();
+    if (type == "text") {
+        check_fields(*format, {"type"}, "text.format");
+        return "";
+    }
+    if (type == "json_object") {
+        check_fields(*format, {"type"}, "text.format");
+        return std::string(smol::text::kJsonObjectGrammar);
+    }
+    if (type != "json_schema")
+        reject(400, "'text.format.type' must be \"text\", \"json_object\" or \"json_schema\", found \"" + type + "\"",
+               "invalid_value");
+    check_fields(*format, {"type", "name", "schema", "strict", "description"}, "text.format");
+    if (const auto name = format->find("name"); name != format->end() && !name->is_string())
+        reject(400, "'text.format.name' must be a string", "invalid_type");
+    bool_field(*format, "strict");  // the grammar holds the answer to the schema either way
+    const auto schema = format->find("schema");
+    if (schema == format->end() || !schema->is_object())
+        reject(400, "'text.format.schema' must be a JSON schema object", "invalid_value");
+    return schema_grammar(*schema, "text.format.schema");
+}
+
+// `reasoning`: {effort, summary}. nullopt when no effort was given (the template's default).
+inline std::optional<bool> read_reasoning(const json& body) {
+    const auto it = body.find("reasoning");
+    if (it == body.end() || it->is_null()) return std::nullopt;
+    if (!it->is_object()) reject(400, std::string("'reasoning' must be an object, found ") + it->type_name(), "invalid_type");
+    check_fields(*it, {"effort", "summary"}, "reasoning");
+    // No summary is written; the reasoning comes back whole as reasoning_text.
+    if (const auto s = it->find("summary");
+        s != it->end() && !s->is_null() && *s != "auto" && *s != "concise" && *s != "detailed")
+        reject(400, "'reasoning.summary' must be \"auto\", \"concise\" or \"detailed\", found " + s->dump(), "invalid_value");
+    const auto effort = it->find("effort");
+    if (effort == it->end() || effort->is_null()) return std::nullopt;
+    if (*effort == "none" || *effort == "minimal") return false;
+    if (*effort == "low" || *effort == "medium" || *effort == "high") return true;
+    unsupported("reasoning.effort", "is " + effort->dump() + ": use \"none\", \"minimal\", \"low\", \"medium\" or \"high\"");
+}
+
+// The fields that change no output but are still checked: metadata, user, store, truncation,
+// include, prompt_cache_key.
+inline void check_response_extras(const json& body) {
+    if (const auto it = body.find("metadata"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) reject(400, std::string("'metadata' must be an object, found ") + it->type_name(), "invalid_type");
+        if (it->size() > 16) reject(400, "'metadata' holds at most 16 pairs", "invalid_value");
+        for (const auto& item : it->items()) {
+            if (item.key().size() > 64) reject(400, "'metadata' keys may be at most 64 bytes long", "invalid_value");
+            if (!item.value().is_string() || item.value().get_ref<const std::string&>().size() > 512)
+                reject(400, "'metadata." + loggable(item.key()) + "' must be a string of at most 512 bytes", "invalid_value");
+        }
+    }
+    for (const char* name : {"user", "prompt_cache_key"})
+        if (const auto it = body.find(name); it != body.end() && !it->is_null() &&
+                                               (!it->is_string() || it->get_ref<const std::string&>().size() > 1024))
+            reject(400, std::string("'") + name + "' must be a string of at most 1024 bytes", "invalid_value");
+    if (!absent_or(body, "store", false))
+        unsupported("store", "must be false or absent: smol-server stores no responses");
+    if (!absent_or(body, "truncation", "disabled"))
+        unsupported("truncation", "must be \"disabled\" or absent: a prompt longer than the context is a 400");
+    if (const auto it = body.find("include"); it != body.end() && !it->is_null()) {
+        if (!it->is_array()) reject(400, std::string("'include' must be a list, found ") + it->type_name(), "invalid_type");
+        for (std::size_t i = 0; i < it->size(); ++i)
+            unsupported("include[" + std::to_string(i) + "]", "is " + (*it)[i].dump() + ", which smol-server does not produce");
+    }
+}
+
+// A GBNF grammar with every rule name given `prefix`, so two grammars can live in one: names
+// are renamed where they are defined and referenced, never inside literals, character classes,
+// repetition counts or comments.
+inline std::string prefix_rule_names(std::string_view grammar, std::string_view prefix) {
+    const auto name_char = [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    };
+    std::string out;
+    std::size_t i = 0;
+    while (i < grammar.size()) {
+        const char c = grammar[i];
+        if (c == '"' || c == '[') {  // a literal or a class, escapes and all
+            const char close = c == '"' ? '"' : ']';
+            std::size_t end = i + 1;
+            while (end < grammar.size() && grammar[end] != close) end += grammar[end] == '\\' ? 2 : 1;
+            end = std::min(end + 1, grammar.size());
+            out.append(grammar.substr(i, end - i));
+            i = end;
+        } else if (c == '{' || c == '#') {  // a count, or a comment to the line's end
+            const std::size_t end = std::min(grammar.find(c == '{' ? '}' : '\n', i), grammar.size());
+            out.append(grammar.substr(i, end - i));
+            i = end;
+        } else if (name_char(c)) {
+            std::size_t end = i;
+            while (end < grammar.size() && name_char(grammar[end])) ++end;
+            out.append(prefix).append(grammar.substr(i, end - i));
+            i = end;
+        } else {
+            out += c;
+            ++i;
+        }
+    }
+    return out;
+}
+
+// The grammar of a reply that is either the JSON answer `answer` asks for or one call of one of
+// `functions` (a text.format with tools and tool_choice "auto": both hold).
+inline std::string answer_or_call_grammar(const std::string& answer, const json& functions) {
+    smol::ChatOptions scratch;
+    const std::string call = tools_into_template(functions, ToolChoice::any, json(), "tools[].parameters", scratch);
+    return "root ::= answer-root | call-root\n" + prefix_rule_names(answer, "answer-") + "\n" +
+           prefix_rule_names(call, "call-") + "\n";
+}
+
+enum class ResponsesEndpoint { create, input_tokens };
+
+// A /v1/responses (or /v1/responses/input_tokens) body as the request the scheduler runs. For
+// input_tokens only the prompt is built and counted, and a prompt longer than the context is
+// still counted.
+inline ApiRequest parse_responses_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
+                                          ResponsesEndpoint endpoint = ResponsesEndpoint::create) {
+    const bool create = endpoint == ResponsesEndpoint::create;
+    for (const auto& item : body.items())
+        if (create ? !is_listed(item.key(), kResponsesFields) : !is_listed(item.key(), kInputTokensFields))
+            unsupported(item.key(), "is not supported by smol-server's Responses API");
+    ApiRequest out;
+    check_response_extras(body);
+    bool_field(body, "parallel_tool_calls");
+    if (create) {
+        read_sampling(body, out, tokenizer.n_vocab());  // temperature, top_p, stream
+        if (auto v = integer_field(body, "max_output_tokens", 1, 1 << 30)) out.generation.params.max_tokens = int(*v);
+    }
+    const json messages = response_messages(body);
+
+    smol::ChatOptions chat;
+    const std::optional<bool> thinking = read_reasoning(body);
+    json functions;
+    const std::string forced_call = read_response_tools(body, chat, functions);
+    const std::string format = read_text_format(body);
+    // A forced reply is a call, which the format does not govern; with tools on offer the
+    // reply may be the formatted answer or a call.
+    if (!forced_call.empty()) out.grammar = forced_call;
+    else if (!format.empty() && chat.xml_tools.is_array() && !chat.xml_tools.empty())
+        out.grammar = answer_or_call_grammar(format, functions);
+    else out.grammar = format;
+    if (!out.grammar.empty()) {
+        // The grammar holds the whole reply, so there is no room for reasoning first.
+        if (thinking.value_or(false))
+            reject(400, "'reasoning.effort' other than \"none\" or \"minimal\" cannot be combined with a JSON text.format "
+                        "or a forced tool call",
+                   "invalid_value");
+        chat.enable_thinking = false;
+    } else if (thinking) {
+        chat.enable_thinking = *thinking;
+    }
+    out.generation.params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
+
+    render_prompt(messages, chat, tokenizer, out);
+    if (create) check_prompt_fits(out, context);
+    else out.prompt_tokens = int(out.generation.prompt.size());
+    return out;
+}
+
+// ---- replies ----------------------------------------------------------------------------------
+
+// What a Response object repeats from its request (OpenAI's clients type these fields), and
+// the one request field that shapes the output: with parallel_tool_calls false a reply carries
+// only the first call the model makes.
+struct ResponseSettings {
+    json echo = json::object();
+    bool parallel_tool_calls = true;
+};
+
+// The settings of a body parse_responses_request() accepted.
+inline ResponseSettings response_settings(const json& body) {
+    const auto field = [&](const char* name, json fallback) {
+        const auto it = body.find(name);
+        return it == body.end() || it->is_null() ? fallback : *it;
+    };
+    ResponseSettings s;
+    s.parallel_tool_calls = field("parallel_tool_calls", true).get<bool>();
+    json reasoning = {{"effort", nullptr}, {"summary", nullptr}};
+    if (const auto it = body.find("reasoning"); it != body.end() && it->is_object())
+        for (const auto& item : it->items()) reasoning[item.key()] = item.value();
+    json tools = json::array();
+    for (const json& tool : field("tools", json::array())) {
+        json echoed = {{"type", "function"},
+                       {"name", tool["name"]},
+                       {"description", tool.value("description", json())},
+                       {"parameters", tool.value("parameters", json())},
+                       {"strict", tool.value("strict", json())}};
+        tools.push_back(std::move(echoed));
+    }
+    json text = field("text", json::object());
+    if (!text.contains("format") || text["format"].is_null()) text["format"] = {{"type", "text"}};
+    s.echo = {{"instructions", field("instructions", nullptr)},
+              {"max_output_tokens", field("max_output_tokens", nullptr)},
+              {"parallel_tool_calls", s.parallel_tool_calls},
+              {"reasoning", std::move(reasoning)},
+              {"store", false},
+              {"temperature", field("temperature", nullptr)},
+              {"text", std::move(text)},
+              {"tool_choice", field("tool_choice", "auto")},
+              {"tools", std::move(tools)},
+              {"top_p", field("top_p", nullptr)},
+              {"truncation", field("truncation", "disabled")},
+              {"metadata", field("metadata", json::object())}};
+    if (const auto user = body.find("user"); user != body.end() && user->is_string()) s.echo["user"] = *user;
+    return s;
+}
+
+// A Response's status, and an output item's: a reply cut short by a limit is "incomplete".
+inline bool cut_short(smol::FinishReason finish) {
+    return finish == smol::FinishReason::max_tokens || finish == smol::FinishReason::context_full;
+}
+
+inline json response_usage(const smol::GenerationUsage& u, int reasoning_tokens) {
+    return json{{"input_tokens", u.prompt_tokens},
+                {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+                {"output_tokens", u.completion_tokens},
+                {"output_tokens_details", {{"reasoning_tokens", reasoning_tokens}}},
+                {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+inline json reasoning_item(const std::string& id, const std::string& text, const char* status) {
+    return json{{"type", "reasoning"},
+                {"id", id},
+                {"summary", json::array()},
+                {"content", json::array({{{"type", "reasoning_text"}, {"text", text}}})},
+                {"status", status}};
+}
+
+inline json output_text_part(const std::string& text) {
+    return json{{"type", "output_text"}, {"text", text}, {"annotations", json::array()}};
+}
+
+inline json message_item(const std::string& id, const std::string& text, const char* status) {
+    return json{{"type", "message"},
+                {"id", id},
+                {"status", status},
+                {"role", "assistant"},
+                {"content", json::array({output_text_part(text)})}};
+}
+
+inline json function_call_item(const smol::ToolCall& call) {
+    return json{{"type", "function_call"},
+                {"id", prefixed_id("fc_")},
+                {"call_id", prefixed_id("call_")},
+                {"name", call.name},
+                {"arguments", call.arguments},
+                {"status", "completed"}};
+}
+
+// The Response object: `status` "in_progress", "completed", "incomplete" or "failed"; `usage`
+// null until known; `error` null unless it failed. output_text joins the messages' text, as
+// OpenAI's SDKs compute it.
+inline json response_json(const ReplyIds& ids, const ResponseSettings& settings, const char* status, json output,
+                          json usage = nullptr, json error = nullptr) {
+    std::string output_text;
+    for (const json& item : output)
+        if (item["type"] == "message")
+            for (const json& part : item["content"])
+                if (part["type"] == "output_text") output_text += part["text"].get<std::string>();
+    json incomplete = nullptr;
+    if (std::string_view(status) == "incomplete") incomplete = {{"reason", "max_output_tokens"}};
+    json response = {{"id", ids.id},
+                     {"object", "response"},
+                     {"created_at", ids.created},
+                     {"status", status},
+                     {"error", std::move(error)},
+                     {"incomplete_details", std::move(incomplete)},
+                     {"model", ids.model},
+                     {"output", std::move(output)},
+                     {"output_text", std::move(output_text)}};
+    for (const auto& item : settings.echo.items()) response[item.key()] = item.value();
+    if (!usage.is_null()) response["usage"] = std::move(usage);
+    return response;
+}
+
+// The whole Response of a reply that finished (not cancelled, not failed): a reasoning item
+// when there was reasoning, a message when there was text (or nothing else to show), and one
+// function_call item per call.
+inline json response_object(const ReplyIds& ids, const ResponseSettings& settings, const std::string& reasoning,
+                            int reasoning_tokens, const std::string& text, const std::vector<smol::ToolCall>& calls,
+                            smol::FinishReason finish, const smol::GenerationUsage& usage) {
+    const char* status = cut_short(finish) ? "incomplete" : "completed";
+    json output = json::array();
+    if (!reasoning.empty()) output.push_back(reasoning_item(prefixed_id("rs_"), reasoning, status));
+    if (!text.empty() || calls.empty()) output.push_back(message_item(prefixed_id("msg_"), text, status));
+    for (std::size_t i = 0; i < calls.size() && (settings.parallel_tool_calls || i == 0); ++i)
+        output.push_back(function_call_item(calls[i]));
+    return response_json(ids, settings, status, std::move(output), response_usage(usage, reasoning_tokens));
+}
+
+// The `error` of a failed Response: OpenAI's codes for it are few; a failure of the server's
+// is "server_error", one the request caused (its grammar ran past a budget) "invalid_prompt".
+inline json response_error(const ApiError& e) {
+    return json{{"code", e.status >= 500 ? "server_error" : "invalid_prompt"}, {"message", e.message}};
+}
+
+// The stream of one reply as the Responses API's events, each with the next sequence_number.
+// start() opens it (response.created, response.in_progress); render() turns each generation
+// event into output items: reasoning into a reasoning item, answer text into a message item,
+// each tool call into its own function_call item with its arguments in one delta. An item
+// closes when another kind begins, so reasoning never lands in a message; the last event closes
+// the open item and ends with response.completed, response.incomplete or, after an `error`
+// event, response.failed.
+class ResponsesStream {
+public:
+    ResponsesStream() = default;
+    ResponsesStream(ReplyIds ids, ResponseSettings settings, const smol::text::Tokenizer* tokenizer)
+        : ids_(std::move(ids)), settings_(std::move(settings)), tokenizer_(tokenizer) {}
+
+    std::string start() {
+        const json snapshot = response_json(ids_, settings_, "in_progress", json::array());
+        // One statement each: the operands of + are unordered, and the numbers must count up.
+        std::string out = emit({{"type", "response.created"}, {"response", snapshot}});
+        out += emit({{"type", "response.in_progress"}, {"response", snapshot}});
+        return out;
+    }
+
+    // The events for one generation event; for a failed or cancelled generation, `error` is
+    // what the `error` event and response.failed carry.
+    std::string render(const smol::StreamEvent& event, const ApiError* error = nullptr) {
+        std::string out;
+        if (!event.reasoning.empty()) {
+            out += open(Item::reasoning);
+            reasoning_ += event.reasoning;
+            text_ += event.reasoning;
+            out += emit({{"type", "response.reasoning_text.delta"}, {"item_id", item_id_}, {"output_index", output_index()},
+                         {"content_index", 0}, {"delta", event.reasoning}});
+        }
+        if (!event.content.empty()) {
+            out += open(Item::message);
+            text_ += event.content;
+            out += emit({{"type", "response.output_text.delta"}, {"item_id", item_id_}, {"output_index", output_index()},
+                         {"content_index", 0}, {"delta", event.content}, {"logprobs", json::array()}});
+        }
+        for (const smol::ToolCall& call : event.tool_calls) {
+            if (!settings_.parallel_tool_calls && calls_ > 0) break;
+            out += close("completed");
+            ++calls_;
+            json item = function_call_item(call);
+            const int index = output_index();
+            json added = item;
+            added["arguments"] = "";
+            added["status"] = "in_progress";
+            out += emit({{"type", "response.output_item.added"}, {"output_index", index}, {"item", std::move(added)}});
+            out += emit({{"type", "response.function_call_arguments.delta"}, {"item_id", item["id"]}, {"output_index", index},
+                         {"delta", call.arguments}});
+            out += emit({{"type", "response.function_call_arguments.done"}, {"item_id", item["id"]}, {"output_index", index},
+                         {"name", call.name}, {"arguments", call.arguments}});
+            out += emit({{"type", "response.output_item.done"}, {"output_index", index}, {"item", item}});
+            output_.push_back(std::move(item));
+        }
+        if (!event.finished) return out;
+        const char* status = error ? "incomplete" : cut_short(event.finish) ? "incomplete" : "completed";
+        out += close(status);
+        if (error) {
+            out += emit({{"type", "error"}, {"code", error->code}, {"message", error->message}, {"param", nullptr}});
+            out += emit({{"type", "response.failed"},
+                         {"response", response_json(ids_, settings_, "failed", output_, nullptr, response_error(*error))}});
+            return out;
+        }
+        // A reply with neither text nor calls still has its (empty) message, as response_object() gives it.
+        if (!message_sent_ && calls_ == 0) {
+            out += open(Item::message);
+            out += close(status);
+        }
+        const int reasoning_tokens = tokenizer_ && !reasoning_.empty() ? int(tokenizer_->encode(reasoning_, false).size()) : 0;
+        json response = response_json(ids_, settings_, status, output_, response_usage(event.usage, reasoning_tokens));
+        out += emit({{"type", std::string("response.") + status}, {"response", std::move(response)}});
+        return out;
+    }
+
+private:
+    enum class Item { none, reasoning, message };
+
+    std::string emit(json event) {
+        event["sequence_number"] = sequence_number_++;
+        return named_sse(event);
+    }
+
+    int output_index() const { return int(output_.size()); }
+
+    // Starts an item of `kind` unless one is open already; its content part comes with it.
+    std::string open(Item kind) {
+        if (open_ == kind) return "";
+        std::string out = close("completed");
+        open_ = kind;
+        text_.clear();
+        json item, part;
+        if (kind == Item::reasoning) {
+            item_id_ = prefixed_id("rs_");
+            item = reasoning_item(item_id_, "", "in_progress");
+            item["content"] = json::array();
+            part = {{"type", "reasoning_text"}, {"text", ""}};
+        } else {
+            item_id_ = prefixed_id("msg_");
+            message_sent_ = true;
+            item = message_item(item_id_, "", "in_progress");
+            item["content"] = json::array();
+            part = output_text_part("");
+        }
+        out += emit({{"type", "response.output_item.added"}, {"output_index", output_index()}, {"item", std::move(item)}});
+        out += emit({{"type", "response.content_part.added"}, {"item_id", item_id_}, {"output_index", output_index()},
+                     {"content_index", 0}, {"part", std::move(part)}});
+        return out;
+    }
+
+    // Ends the open item, if any, with its whole text, and keeps it for the final Response.
+    std::string close(const char* status) {
+        if (open_ == Item::none) return "";
+        const bool reasoning = open_ == Item::reasoning;
+        open_ = Item::none;
+        const int index = output_index();
+        json item = reasoning ? reasoning_item(item_id_, text_, status) : message_item(item_id_, text_, status);
+        const json part = item["content"][0];
+        json text_done = {{"type", reasoning ? "response.reasoning_text.done" : "response.output_text.done"},
+                          {"item_id", item_id_}, {"output_index", index}, {"content_index", 0}, {"text", text_}};
+        if (!reasoning) text_done["logprobs"] = json::array();
+        std::string out = emit(std::move(text_done));
+        out += emit({{"type", "response.content_part.done"}, {"item_id", item_id_}, {"output_index", index},
+                     {"content_index", 0}, {"part", part}});
+        out += emit({{"type", "response.output_item.done"}, {"output_index", index}, {"item", item}});
+        output_.push_back(std::move(item));
+        return out;
+    }
+
+    ReplyIds ids_;
+    ResponseSettings settings_;
+    const smol::text::Tokenizer* tokenizer_ = nullptr;  // counts reasoning tokens for usage
+    int sequence_number_ = 0;
+    json output_ = json::array();  // the items closed so far
+    Item open_ = Item::none;
+    std::string item_id_;    // the open item's
+    std::string text_;       // the open item's text so far
+    std::string reasoning_;  // all reasoning text, for usage
+    bool message_sent_ = false;
+    int calls_ = 0;
+};
+
+}  // namespace smol_server
