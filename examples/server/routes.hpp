@@ -29,9 +29,8 @@
 
 namespace smol_server {
 
-// An error in the shape of the API the path belongs to: Anthropic's for the Messages API,
-// OpenAI's everywhere else.
-// A 503 (busy, draining, shutting down) says when to try again, as balancers and clients expect.
+// An error in the shape of the API the path belongs to (error_body_for_path). A 503 (busy,
+// draining, shutting down) also says when to try again, as balancers and clients expect.
 inline void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
     res.status = e.status;
     if (e.status == 503) res.set_header("Retry-After", "1");
