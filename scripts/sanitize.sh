@@ -13,11 +13,13 @@ jobs=${JOBS:-$(nproc)}
 ctest_jobs=${CTEST_JOBS:-1}
 filter=${1:-}
 
-# -O1 keeps the sanitized suite fast enough for a 2-core CI machine while keeping stack traces.
-echo "==> configuring $build_dir (ASan + UBSan, -O1 -g)"
+# -O1 keeps the sanitized suite fast enough for a 2-core CI machine while keeping stack traces;
+# -g1 (line tables only) is all a sanitizer report needs for file:line and builds about a
+# fifth faster than -g (one test file: 65 s -> 50 s of CPU).
+echo "==> configuring $build_dir (ASan + UBSan, -O1 -g1)"
 cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DSMOL_SANITIZE=ON -DSMOL_BUILD_TESTS=ON -DSMOL_BUILD_TOOLS=OFF -DSMOL_BUILD_EXAMPLES=OFF \
   -DSMOL_TEST_BIN_DIR="${BIN_DIR:-$PWD/build/bin}"
 

@@ -22,10 +22,10 @@ if [[ ! -f "$archer" ]]; then
 fi
 [[ -f "$archer" ]] || { echo "tsan: libarcher.so (LLVM OpenMP's TSan tool) not found; install libomp-dev" >&2; exit 1; }
 
-echo "==> configuring $build_dir with $CXX (ThreadSanitizer, -O1 -g)"
+echo "==> configuring $build_dir with $CXX (ThreadSanitizer, -O1 -g1)"
 cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -fsanitize=thread" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -fsanitize=thread" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
   -DSMOL_BUILD_TESTS=ON -DSMOL_BUILD_TOOLS=ON -DSMOL_BUILD_EXAMPLES=ON \
   -DSMOL_TEST_BIN_DIR="$PWD/$build_dir/bin"
