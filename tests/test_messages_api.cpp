@@ -148,10 +148,41 @@ TEST_CASE("thinking: off unless enabled, on with {\"type\": \"enabled\"}, as the
 
     CHECK(refusal(with(hello(), "thinking", {{"type", "enabled"}})).message.find("budget_tokens") != std::string::npos);
     CHECK(refusal(with(hello(), "thinking", {{"type", "enabled"}, {"budget_tokens", 0}})).code == "invalid_value");
-    const ApiError adaptive = refusal(with(hello(), "thinking", {{"type", "adaptive"}}));
-    CHECK(adaptive.code == "unsupported_parameter");
-    CHECK(adaptive.message.find("thinking.type") != std::string::npos);
+    // "adaptive" (Claude Code's): the model decides how long to think, so reasoning is on.
+    CHECK(parse(with(hello(), "thinking", {{"type", "adaptive"}})).generation.prompt == on.generation.prompt);
+    const ApiError other = refusal(with(hello(), "thinking", {{"type", "interleaved"}}));
+    CHECK(other.code == "unsupported_parameter");
+    CHECK(other.message.find("thinking.type") != std::string::npos);
     CHECK(refusal(with(hello(), "thinking", "on")).code == "invalid_value");
+}
+
+TEST_CASE("what Claude Code sends: system-role messages, output_config.effort, context_management clearing thinking") {
+    // A system-role message between the turns joins `system`, in order: SmolLM3's template reads
+    // only a leading system message.
+    json body = with(hello(), "system", "Be brief.");
+    body["messages"] = json::array({{{"role", "user"}, {"content", "Hello"}},
+                                    {{"role", "system"}, {"content", json::array({{{"type", "text"}, {"text", "Agents: none."}}})}}});
+    json same = with(hello(), "system", "Be brief.\n\nAgents: none.");
+    CHECK(parse(body).generation.prompt == parse(same).generation.prompt);
+    json only_message = hello();
+    only_message["messages"] = json::array({{{"role", "system"}, {"content", "Agents: none."}}, {{"role", "user"}, {"content", "Hello"}}});
+    CHECK(parse(only_message).generation.prompt == parse(with(hello(), "system", "Agents: none.")).generation.prompt);
+    CHECK(refusal(with(hello(), "messages", json::array({{{"role", "tool"}, {"content", "x"}}}))).code == "invalid_role");
+
+    // Effort changes nothing for SmolLM3; other output_config fields are refused by name.
+    CHECK(parse(with(hello(), "output_config", {{"effort", "high"}})).generation.prompt == parse(hello()).generation.prompt);
+    CHECK(refusal(with(hello(), "output_config", {{"effort", "extreme"}})).code == "invalid_value");
+    CHECK(refusal(with(hello(), "output_config", {{"format", {{"type", "json_schema"}}}})).message.find("output_config.format") !=
+          std::string::npos);
+
+    // Clearing earlier thinking is what the template does anyway; clearing tool results is not done.
+    const json clear_thinking = {{"edits", json::array({{{"type", "clear_thinking_20251015"}, {"keep", "all"}}})}};
+    CHECK(parse(with(hello(), "context_management", clear_thinking)).generation.prompt == parse(hello()).generation.prompt);
+    const json clear_tools = {{"edits", json::array({{{"type", "clear_tool_uses_20250919"}}})}};
+    const ApiError tools = refusal(with(hello(), "context_management", clear_tools));
+    CHECK(tools.code == "unsupported_parameter");
+    CHECK(tools.message.find("context_management.edits[0].type") != std::string::npos);
+    CHECK(refusal(with(hello(), "context_management", {{"edits", json::array({1})}})).code == "invalid_value");
 }
 
 TEST_CASE("tool_choice any and tool force one call through the chat route's grammar; none lists no tools") {
@@ -241,7 +272,9 @@ TEST_CASE("malformed Messages requests get a 400 that says what was expected and
     CHECK(refusal(with(hello(), "temperature", "hot")).code == "invalid_type");
     CHECK(refusal(with(hello(), "messages", json::array())).code == "invalid_value");
     CHECK(refusal(with(hello(), "messages", "Hello")).code == "invalid_type");
-    CHECK(refusal(with(hello(), "messages", json::array({{{"role", "system"}, {"content", "x"}}}))).code == "invalid_role");
+    const ApiError only_system = refusal(with(hello(), "messages", json::array({{{"role", "system"}, {"content", "x"}}})));
+    CHECK(only_system.code == "invalid_value");
+    CHECK(only_system.message.find("only system messages") != std::string::npos);
     CHECK(refusal(with(hello(), "messages", json::array({{{"role", "user"}}}))).code == "missing_content");
     CHECK(refusal(with(hello(), "messages", json::array({{{"role", "user"}, {"content", 5}}}))).code == "invalid_type");
     // Blocks in the wrong role: a user cannot call tools, an assistant cannot return results.
@@ -337,6 +370,7 @@ TEST_CASE("the Message object: thinking, text and tool_use blocks, stop_reason, 
     const smol_server::ReplyIds ids{"msg_1", "smol", 0};
     smol::GenerationUsage usage;
     usage.prompt_tokens = 12;
+    usage.cached_tokens = 4;
     usage.completion_tokens = 7;
     const std::vector<smol::ToolCall> calls = {{"get_weather", "{\"city\":\"Paris\"}"}, {"get_time", "{}"}};
     const json m = smol_server::message_json(ids, "hmm", "Looking.", calls, smol::FinishReason::tool_calls, "", usage);
@@ -355,7 +389,11 @@ TEST_CASE("the Message object: thinking, text and tool_use blocks, stop_reason, 
     CHECK(m["content"][2]["id"] != m["content"][3]["id"]);
     CHECK(m["stop_reason"] == "tool_use");
     CHECK(m["stop_sequence"].is_null());
-    CHECK(m["usage"] == json{{"input_tokens", 12}, {"output_tokens", 7}});
+    // The prompt tokens run, and those reused from the KV cache as cache reads: 8 + 4 = 12.
+    CHECK(m["usage"] == json{{"input_tokens", 8},
+                             {"cache_creation_input_tokens", 0},
+                             {"cache_read_input_tokens", 4},
+                             {"output_tokens", 7}});
 
     const json stopped = smol_server::message_json(ids, "", "Hi", {}, smol::FinishReason::stop_string, "END", usage);
     CHECK(stopped["content"] == json::array({{{"type", "text"}, {"text", "Hi"}}}));
@@ -384,6 +422,8 @@ TEST_CASE("the SSE events: one block per kind, each call its own block, thinking
     smol::StreamEvent last;
     last.finished = true;
     last.finish = smol::FinishReason::tool_calls;
+    last.usage.prompt_tokens = 12;
+    last.usage.cached_tokens = 5;
     last.usage.completion_tokens = 30;
     sse += stream.render(last);
 
@@ -427,7 +467,11 @@ TEST_CASE("the SSE events: one block per kind, each call its own block, thinking
     CHECK(json::parse(text[2]) == json{{"city", "Paris"}});  // the joined pieces are the input, valid JSON
     CHECK(json::parse(text[3]) == json{{"zone", "UTC"}});
     CHECK(events[17].second["delta"] == json{{"stop_reason", "tool_use"}, {"stop_sequence", nullptr}});
-    CHECK(events[17].second["usage"] == json{{"output_tokens", 30}});
+    // message_start gave the whole prompt; the split is known at the end.
+    CHECK(events[17].second["usage"] == json{{"input_tokens", 7},
+                                             {"cache_creation_input_tokens", 0},
+                                             {"cache_read_input_tokens", 5},
+                                             {"output_tokens", 30}});
 }
 
 TEST_CASE("the SSE stream ends with the stop sequence, or with an error event when generation failed") {

@@ -1427,7 +1427,10 @@ TEST_CASE("smol-server: the Messages API answers as Anthropic's, streamed and no
     counting.erase("temperature");
     const Response counted = anthropic_http(port, "/v1/messages/count_tokens", counting);
     REQUIRE(counted.status == 200);
-    CHECK(counted.json_body() == json{{"input_tokens", message["usage"]["input_tokens"]}});
+    // The whole prompt: what the message ran plus what it read from the cache.
+    const int prompt_tokens =
+        message["usage"]["input_tokens"].get<int>() + message["usage"]["cache_read_input_tokens"].get<int>();
+    CHECK(counted.json_body() == json{{"input_tokens", prompt_tokens}});
 
     // Streamed: the same text (temperature 0), in Anthropic's event order.
     json streaming = hello;
@@ -1438,7 +1441,7 @@ TEST_CASE("smol-server: the Messages API answers as Anthropic's, streamed and no
     const auto events = named_sse_events(streamed.body);
     REQUIRE(events.size() >= 6);
     CHECK(events.front().first == "message_start");
-    CHECK(events.front().second["message"]["usage"]["input_tokens"] == message["usage"]["input_tokens"]);
+    CHECK(events.front().second["message"]["usage"]["input_tokens"] == prompt_tokens);
     CHECK(events.back().first == "message_stop");
     CHECK(events[events.size() - 2].first == "message_delta");
     CHECK(events[events.size() - 2].second["delta"]["stop_reason"] == "max_tokens");

@@ -446,7 +446,10 @@ TEST_CASE("a non-streamed Messages reply is one Message object; a failed one an 
                                               {{"type", "text"}, {"text", "Hello there"}}}));
         CHECK(body["stop_reason"] == "stop_sequence");
         CHECK(body["stop_sequence"] == "END");
-        CHECK(body["usage"] == json{{"input_tokens", 7}, {"output_tokens", 5}});
+        CHECK(body["usage"] == json{{"input_tokens", 5},
+                                    {"cache_creation_input_tokens", 0},
+                                    {"cache_read_input_tokens", 2},
+                                    {"output_tokens", 5}});
     }
     SUBCASE("with tool calls") {
         smol_server::CompletionState st;

@@ -50,7 +50,11 @@ try {
         'messages.stream().finalMessage() assembles the same message');
 
   const counted = await client.messages.countTokens({ model: 'smol', system: base.system, messages: hello });
-  check(counted.input_tokens === message.usage.input_tokens, 'countTokens counts what messages.create was billed');
+  // Anthropic's usage: input_tokens were run, cache_read_input_tokens came from a slot's KV cache.
+  const promptOf = (m) => m.usage.input_tokens + m.usage.cache_read_input_tokens;
+  check(counted.input_tokens === promptOf(message), 'countTokens counts the prompt messages.create read');
+  check(promptOf(final) === promptOf(message) && final.usage.cache_read_input_tokens > 0,
+        `the same prompt again is read from the cache (${final.usage.cache_read_input_tokens} of ${promptOf(final)} tokens)`);
 
   // Thinking on: whatever the random model writes, the stream's blocks are well formed.
   const thinking = await client.messages.stream({
@@ -82,7 +86,7 @@ try {
     messages: [{ role: 'user', content: 'Weather in Paris?' },
                { role: 'assistant', content: called.content },
                { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'sunny, 21 C' }] }] });
-  check(followUp.type === 'message' && followUp.usage.input_tokens > message.usage.input_tokens,
+  check(followUp.type === 'message' && promptOf(followUp) > promptOf(message),
         'a tool_result round trip is answered');
 
   // Refusals arrive as the SDK's typed errors, with Anthropic's error body.

@@ -63,11 +63,12 @@ inline json error_body_for_path(std::string_view path, const ApiError& e) {
 
 // The top-level fields /v1/messages reads; any other is a 400 naming it.
 inline constexpr std::string_view kMessagesFields[] = {
-    "model",       "max_tokens", "messages", "system",      "stop_sequences", "temperature", "top_p",
-    "top_k",       "tools",      "tool_choice", "thinking", "metadata",       "stream"};
+    "model",    "max_tokens", "messages",       "system",        "stop_sequences", "temperature", "top_p",
+    "top_k",    "tools",      "tool_choice",    "thinking",      "metadata",       "stream",      "output_config",
+    "context_management"};
 // /v1/messages/count_tokens reads what shapes the prompt (Anthropic's own list).
-inline constexpr std::string_view kCountTokensFields[] = {"model", "messages", "system", "tools", "tool_choice",
-                                                          "thinking"};
+inline constexpr std::string_view kCountTokensFields[] = {"model",    "messages",      "system",            "tools",
+                                                          "tool_choice", "thinking", "output_config", "context_management"};
 
 // `cache_control` marks a prompt-caching breakpoint for Anthropic; smol-server reuses cached
 // prompt prefixes on its own, so it changes no output and is accepted wherever it may appear.
@@ -103,7 +104,7 @@ inline void append_anthropic_message(const json& message, std::size_t index, jso
     check_block_fields(message, {"role", "content"}, where);
     const std::string& role = string_member(message, "role", where);
     if (role != "user" && role != "assistant")
-        reject(400, where + ".role must be \"user\" or \"assistant\", found \"" + role + "\"", "invalid_role");
+        reject(400, where + ".role must be \"user\", \"assistant\" or \"system\", found \"" + role + "\"", "invalid_role");
     const auto content = message.find("content");
     if (content == message.end()) reject(400, where + " has no 'content'", "missing_content");
     if (content->is_string()) {
@@ -236,21 +237,25 @@ inline std::string read_anthropic_tools(const json& body, smol::ChatOptions& cha
     return tools_into_template(functions, choice, forced_name, "tools[].input_schema", chat);
 }
 
-// `thinking`: {"type": "enabled", "budget_tokens": N} turns SmolLM3's reasoning on, {"type":
-// "disabled"} (or no field, as in Anthropic's API) off. SmolLM3 has no separate budget for
-// reasoning; max_tokens bounds reasoning and answer together.
+// `thinking`: {"type": "enabled", "budget_tokens": N} or {"type": "adaptive"} (the model decides
+// how long to think, as Claude Code asks) turns SmolLM3's reasoning on, {"type": "disabled"}
+// (or no field, as in Anthropic's API) off. SmolLM3 has no separate budget for reasoning;
+// max_tokens bounds reasoning and answer together.
 inline bool read_thinking(const json& body) {
     const auto it = body.find("thinking");
     if (it == body.end() || it->is_null()) return false;
     if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
-        reject(400, "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}",
+        reject(400,
+               "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N}, {\"type\": \"adaptive\"} or "
+               "{\"type\": \"disabled\"}",
                "invalid_value");
     const std::string& type = (*it)["type"].get_ref<const std::string&>();
-    if (type == "disabled") {
+    if (type == "disabled" || type == "adaptive") {
         check_block_fields(*it, {}, "thinking");
-        return false;
+        return type == "adaptive";
     }
-    if (type != "enabled") unsupported("thinking.type", "\"" + type + "\" is not supported: use \"enabled\" or \"disabled\"");
+    if (type != "enabled")
+        unsupported("thinking.type", "\"" + type + "\" is not supported: use \"enabled\", \"adaptive\" or \"disabled\"");
     check_block_fields(*it, {"budget_tokens"}, "thinking");
     if (!it->contains("budget_tokens")) reject(400, "'thinking.budget_tokens' is required with \"enabled\"", "invalid_value");
     integer_field(*it, "budget_tokens", 1, 1 << 30);
@@ -267,6 +272,48 @@ inline void read_metadata(const json& body) {
         if (item.key() != "user_id") unsupported("metadata." + item.key(), "is not supported: only user_id is");
         if (!item.value().is_string() && !item.value().is_null())
             reject(400, "'metadata.user_id' must be a string", "invalid_type");
+    }
+}
+
+// `output_config`: only `effort` (how much the model may spend), which changes nothing for
+// SmolLM3: whether it reasons is `thinking`'s to say, and max_tokens bounds the rest.
+inline void read_output_config(const json& body) {
+    const auto it = body.find("output_config");
+    if (it == body.end() || it->is_null()) return;
+    if (!it->is_object()) reject(400, std::string("'output_config' must be an object, found ") + it->type_name(), "invalid_type");
+    static constexpr std::string_view kEfforts[] = {"low", "medium", "high", "max"};
+    for (const auto& item : it->items()) {
+        if (item.key() != "effort") unsupported("output_config." + item.key(), "is not supported: only effort is");
+        if (!item.value().is_string() || !is_listed(item.value().get_ref<const std::string&>(), kEfforts))
+            reject(400, "'output_config.effort' must be \"low\", \"medium\", \"high\" or \"max\", found " +
+                            item.value().dump().substr(0, 64),
+                   "invalid_value");
+    }
+}
+
+// `context_management`: server-side edits of the prompt. Only clearing earlier turns' thinking
+// is accepted, because SmolLM3's chat template already leaves every earlier turn's reasoning out
+// of the prompt whatever `keep` says; clearing tool results is not done, so it is refused.
+inline void read_context_management(const json& body) {
+    const auto it = body.find("context_management");
+    if (it == body.end() || it->is_null()) return;
+    if (!it->is_object()) reject(400, "'context_management' must be an object", "invalid_type");
+    check_block_fields(*it, {"edits"}, "context_management");
+    const auto edits = it->find("edits");
+    if (edits == it->end() || edits->is_null()) return;
+    if (!edits->is_array()) reject(400, "'context_management.edits' must be a list", "invalid_type");
+    if (edits->size() > 16) reject(400, "'context_management.edits' holds at most 16 edits", "invalid_value");
+    for (std::size_t i = 0; i < edits->size(); ++i) {
+        const json& edit = (*edits)[i];
+        const std::string at = "context_management.edits[" + std::to_string(i) + "]";
+        if (!edit.is_object() || !edit.contains("type") || !edit["type"].is_string())
+            reject(400, "'" + at + "' must be an object with a string 'type'", "invalid_value");
+        const std::string& type = edit["type"].get_ref<const std::string&>();
+        if (type.rfind("clear_thinking_", 0) != 0)
+            unsupported(at + ".type", "\"" + type.substr(0, 64) +
+                                          "\" is not supported: only clear_thinking edits (SmolLM3's template drops "
+                                          "earlier reasoning itself)");
+        check_block_fields(edit, {"keep"}, at);
     }
 }
 
@@ -299,17 +346,42 @@ inline ApiRequest parse_messages_request(const json& body, const smol::text::Tok
         }
     }
 
-    json messages = json::array();
-    if (const auto system = body.find("system"); system != body.end() && !system->is_null())
-        messages.push_back({{"role", "system"}, {"content", text_content(*system, "system")}});
+    // `system`, then any system-role messages (Claude Code sends some between the turns), as one
+    // system message first: SmolLM3's template reads only a leading one and drops the others.
+    std::string system;
+    bool has_system = false;  // even an empty one: without any, the template writes its default
+    const auto add_system = [&](const std::string& text) {
+        if (!system.empty() && !text.empty()) system += "\n\n";
+        system += text;
+        has_system = true;
+    };
+    if (const auto it = body.find("system"); it != body.end() && !it->is_null()) add_system(text_content(*it, "system"));
     const auto list = body.find("messages");
     if (list == body.end()) reject(400, "'messages' is required: a list of {role, content} objects", "missing_messages");
     if (!list->is_array()) reject(400, std::string("'messages' must be an array, found ") + list->type_name(), "invalid_type");
     if (list->empty()) reject(400, "'messages' is empty; at least one message is needed", "invalid_value");
-    for (std::size_t i = 0; i < list->size(); ++i) append_anthropic_message((*list)[i], i, messages);
+    json turns = json::array();
+    for (std::size_t i = 0; i < list->size(); ++i) {
+        const json& message = (*list)[i];
+        if (message.is_object() && message.contains("role") && message["role"] == "system") {
+            const std::string where = "messages[" + std::to_string(i) + "]";
+            check_block_fields(message, {"role", "content"}, where);
+            if (!message.contains("content")) reject(400, where + " has no 'content'", "missing_content");
+            add_system(text_content(message["content"], where + ".content"));
+            continue;
+        }
+        append_anthropic_message(message, i, turns);
+    }
+    if (turns.empty())
+        reject(400, "'messages' holds only system messages; at least one user or assistant turn is needed", "invalid_value");
+    json messages = json::array();
+    if (has_system) messages.push_back({{"role", "system"}, {"content", system}});
+    for (json& turn : turns) messages.push_back(std::move(turn));
 
     smol::ChatOptions chat;
     chat.enable_thinking = read_thinking(body);
+    read_output_config(body);
+    read_context_management(body);
     const std::string forced_call = read_anthropic_tools(body, chat);
     if (!forced_call.empty()) {
         // The grammar holds the whole reply, so there is no room for a think block first.
@@ -355,6 +427,16 @@ inline json tool_use_block(const smol::ToolCall& call) {
     return json{{"type", "tool_use"}, {"id", prefixed_id("toolu_")}, {"name", call.name}, {"input", tool_input(call)}};
 }
 
+// Usage as Anthropic counts it: input_tokens are the prompt tokens run, and prompt tokens
+// reused from a slot's KV cache are cache reads (smol-server never writes a cache on request,
+// so cache_creation_input_tokens is 0); the three add up to the whole prompt.
+inline json anthropic_usage(const smol::GenerationUsage& usage) {
+    return json{{"input_tokens", usage.prompt_tokens - usage.cached_tokens},
+                {"cache_creation_input_tokens", 0},
+                {"cache_read_input_tokens", usage.cached_tokens},
+                {"output_tokens", usage.completion_tokens}};
+}
+
 // The Message object of a reply that finished (not cancelled, not failed): a thinking block,
 // a text block and the tool_use blocks, each only when it has something.
 inline json message_json(const ReplyIds& ids, const std::string& reasoning, const std::string& text,
@@ -371,7 +453,7 @@ inline json message_json(const ReplyIds& ids, const std::string& reasoning, cons
                 {"content", std::move(content)},
                 {"stop_reason", anthropic_stop_reason(finish)},
                 {"stop_sequence", finish == smol::FinishReason::stop_string ? json(stop_sequence) : json()},
-                {"usage", {{"input_tokens", usage.prompt_tokens}, {"output_tokens", usage.completion_tokens}}}};
+                {"usage", anthropic_usage(usage)}};
 }
 
 // The stream of one reply as Anthropic's events. start() opens it (message_start); render()
@@ -392,6 +474,8 @@ public:
                               {"content", json::array()},
                               {"stop_reason", nullptr},
                               {"stop_sequence", nullptr},
+                              // The whole prompt: what of it was cached is known once it ran,
+                              // and message_delta then gives the split (as Anthropic's totals).
                               {"usage", {{"input_tokens", input_tokens_}, {"output_tokens", 0}}}};
         return named_sse(json{{"type", "message_start"}, {"message", message}}) +
                named_sse(json{{"type", "ping"}});
@@ -425,7 +509,7 @@ public:
                       event.finish == smol::FinishReason::stop_string ? json(event.stop_string) : json()}};
         out += named_sse(json{{"type", "message_delta"},
                                   {"delta", std::move(stop)},
-                                  {"usage", {{"output_tokens", event.usage.completion_tokens}}}});
+                                  {"usage", anthropic_usage(event.usage)}});
         out += named_sse(json{{"type", "message_stop"}});
         return out;
     }
