@@ -303,8 +303,14 @@ TEST_CASE("every field and item smol does not implement is a 400 naming it") {
     }
     CHECK(refusal(with(hello(), "store", true)).message.find("'store'") != std::string::npos);
     CHECK(refusal(with(hello(), "truncation", "auto")).message.find("'truncation'") != std::string::npos);
-    CHECK(refusal(with(hello(), "include", json::array({"reasoning.encrypted_content"}))).message.find("include[0]") !=
-          std::string::npos);
+    CHECK(refusal(with(hello(), "include", json::array({"reasoning.encrypted_content", "message.output_text.logprobs"})))
+              .message.find("include[1]") != std::string::npos);
+    // What Codex CLI sends on every request changes no output: accepted.
+    json codex = with(hello(), "include", json::array({"reasoning.encrypted_content"}));
+    codex["client_metadata"] = {{"x-codex-installation-id", "abc"}};
+    codex["prompt_cache_key"] = "01a21841-0733-7822-a81e-8ad5e78e3a9a";
+    CHECK(parse(codex).generation.prompt == parse(hello()).generation.prompt);
+    CHECK(refusal(with(hello(), "client_metadata", "x")).code == "invalid_type");
     const auto item_refusal = [](json item) { return refusal(with(hello(), "input", json::array({std::move(item)}))); };
     CHECK(item_refusal({{"type", "item_reference"}, {"id", "msg_1"}}).message.find("input[0].type") != std::string::npos);
     CHECK(item_refusal({{"type", "computer_call_output"}, {"call_id", "c"}}).code == "unsupported_parameter");

@@ -43,7 +43,7 @@ namespace smol_server {
 inline constexpr std::string_view kResponsesFields[] = {
     "model",  "input",    "instructions", "max_output_tokens", "temperature", "top_p",      "tools",
     "tool_choice", "parallel_tool_calls", "text", "reasoning", "metadata",   "stream",      "store",
-    "user",   "truncation", "include",    "prompt_cache_key"};
+    "user",   "truncation", "include",    "prompt_cache_key", "client_metadata"};
 // /v1/responses/input_tokens reads what shapes the prompt (OpenAI's own list, less what is stored).
 inline constexpr std::string_view kInputTokensFields[] = {
     "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "truncation"};
@@ -301,9 +301,11 @@ inline std::optional<bool> read_reasoning(const json& body) {
     unsupported("reasoning.effort", "is " + effort->dump() + ": use \"none\", \"minimal\", \"low\", \"medium\" or \"high\"");
 }
 
-// The fields that change no output but are still checked: metadata, user, store, truncation,
-// include, prompt_cache_key.
+// The fields that change no output but are still checked: metadata, client_metadata (Codex
+// CLI's, opaque), user, store, truncation, include, prompt_cache_key.
 inline void check_response_extras(const json& body) {
+    if (const auto it = body.find("client_metadata"); it != body.end() && !it->is_null() && !it->is_object())
+        reject(400, std::string("'client_metadata' must be an object, found ") + it->type_name(), "invalid_type");
     if (const auto it = body.find("metadata"); it != body.end() && !it->is_null()) {
         if (!it->is_object()) reject(400, std::string("'metadata' must be an object, found ") + it->type_name(), "invalid_type");
         if (it->size() > 16) reject(400, "'metadata' holds at most 16 pairs", "invalid_value");
@@ -323,8 +325,13 @@ inline void check_response_extras(const json& body) {
         unsupported("truncation", "must be \"disabled\" or absent: a prompt longer than the context is a 400");
     if (const auto it = body.find("include"); it != body.end() && !it->is_null()) {
         if (!it->is_array()) reject(400, std::string("'include' must be a list, found ") + it->type_name(), "invalid_type");
+        // Codex CLI asks for reasoning.encrypted_content, to hand reasoning back next turn
+        // without a stored response. smol-server keeps no state and SmolLM3's template leaves
+        // earlier reasoning out, so there is nothing to carry: the items come without it.
         for (std::size_t i = 0; i < it->size(); ++i)
-            unsupported("include[" + std::to_string(i) + "]", "is " + (*it)[i].dump() + ", which smol-server does not produce");
+            if ((*it)[i] != "reasoning.encrypted_content")
+                unsupported("include[" + std::to_string(i) + "]",
+                            "is " + (*it)[i].dump().substr(0, 64) + ", which smol-server does not produce");
     }
 }
 
