@@ -2,7 +2,7 @@
 // so the numbers line up with llama.cpp's: `| model | size | params | threads | test | t/s | GB/s |`.
 //
 //   smol-bench -m MODEL[,MODEL] [-p 512[,N]] [-n 128[,N]] [-t T[,T]] [-r 5] [-b 512]
-//              [--no-warmup] [-o md|json]
+//              [--spec-steps 1,2,4,8,16] [--no-warmup] [-o md|json]
 
 #include <omp.h>
 #include <sys/resource.h>
@@ -17,6 +17,7 @@
 #include <optional>
 #include <sstream>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,11 @@ void usage(std::FILE* out) {
                  "  -b, --batch-size N         tokens per forward chunk (default 512)\n"
                  "  --no-warmup                skip the untimed warm-up run before each test\n"
                  "  --no-bandwidth             skip measuring the machine's read limit\n"
+                 "  --spec-steps K[,K]         also run stepK tests: N decode steps each carrying K tokens (a\n"
+                 "                             speculative verify step: the picked token and K-1 drafted, every\n"
+                 "                             row's logits) whose drafts are all rejected (the cache rolls back\n"
+                 "                             K-1 positions); t/s is steps/s, and a table of each step's cost\n"
+                 "                             against a one-token step follows (K=1 always runs)\n"
                  "  --grammar json|FILE        also run each tg test as tgN+grammar: tokens picked greedily under\n"
                  "                             a GBNF grammar (json: any JSON object), to show what the\n"
                  "                             constraint costs beside the free tg\n"
@@ -117,9 +123,11 @@ struct Test {
     int threads = 1;
     bool constrained = false;  // tg whose tokens are picked greedily under --grammar
     int depth = 0;             // tokens in the context before the timed part
+    int step_tokens = 0;       // > 0: n_gen verify steps of this many tokens (--spec-steps)
     std::string name() const {
         const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
         if (n_prompt > 0) return "pp" + std::to_string(n_prompt) + at;
+        if (step_tokens > 0) return "step" + std::to_string(step_tokens) + at;
         return "tg" + std::to_string(n_gen) + (constrained ? "+grammar" : "") + at;
     }
 };
@@ -162,7 +170,8 @@ public:
     // context of that many tokens means).
     void prepare(const Test& test) {
         sequence_.release_cache();  // the previous test's cache goes before the next one is allocated
-        sequence_.set_cache(engine_.make_cache(test.depth + test.n_prompt + test.n_gen + 1 + kSpareContext));
+        sequence_.set_cache(
+            engine_.make_cache(test.depth + test.n_prompt + test.n_gen + test.step_tokens + 1 + kSpareContext));
         if (test.depth > 0) {
             sequence_.start(random_tokens(test.depth), nullptr);
             sequence_.feed(engine_, logits_);
@@ -187,6 +196,7 @@ public:
         // A 1-token start, untimed, so every timed step attends over a non-empty cache.
         append(random_tokens(1));
         if (test.constrained) return run_constrained(test, tokens);
+        if (test.step_tokens > 0) return run_verify_steps(test, tokens);
         append(random_tokens(test.n_gen));
         sequence_.start(tokens, nullptr);
         sequence_.feed(engine_, logits_, 1);
@@ -236,6 +246,45 @@ private:
         return ns;
     }
 
+    // stepK: n_gen verify steps as a speculating Sequence runs them (next_input carries the
+    // picked token and a draft of K-1, the forward pass gives every row's logits, step() picks
+    // from them), with drafts that are always wrong, so each step keeps one token and rolls back
+    // K-1 positions: the cost of checking K tokens where plain decoding runs one. Greedy picks.
+    double run_verify_steps(const Test& test, const std::vector<std::int32_t>& start_tokens) {
+        smol::GenerationParams params;
+        params.sampling.temperature = 0.0f;
+        params.split_reasoning = false;
+        params.speculation.type = smol::SpeculationType::ngram;
+        params.speculation.draft_max = std::max(1, test.step_tokens - 1);
+        params.speculation.back_off = false;  // every step drafts, however often it is wrong
+        const std::size_t draft = std::size_t(test.step_tokens - 1);
+        const std::int32_t n_vocab = engine_.n_vocab();
+        sequence_.set_drafter([draft, n_vocab](std::span<const std::int32_t> context, std::size_t max_tokens,
+                                               std::vector<std::int32_t>& out) {
+            // A token the greedy pick after a random context all but never is: not checked by
+            // the step's timing, which is the same whichever row rejects.
+            for (std::size_t i = 0; i < std::min(draft, max_tokens); ++i) out.push_back((context.back() + 1) % n_vocab);
+        });
+        smol::GenerationPipeline reply(engine_.tokenizer(), params, start_tokens, "");
+        sequence_.start(start_tokens, &reply);
+        step_logits_.resize(std::size_t(n_vocab) * std::size_t(test.step_tokens));
+        sequence_.feed(engine_, step_logits_);  // the start token, untimed
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < test.n_gen; ++i) {
+            smol::TextDelta shown;
+            sequence_.step(step_logits_, shown);  // greedy, max_tokens unset: never ends in n_gen steps
+            const smol::SequenceBatch input = sequence_.next_input(smol::Sequence::kWholePrompt, draft);
+            if (input.tokens.size() != std::size_t(test.step_tokens))
+                smol::fail("smol-bench: a verify step of ", test.step_tokens, " tokens carried ", input.tokens.size());
+            engine_.forward(*input.cache, input.tokens, step_logits_.data(), input.all_logits);
+            sequence_.ran(input.tokens.size());
+        }
+        const double ns = elapsed_ns(start);
+        sequence_.end();
+        sequence_.set_drafter({});
+        return ns;
+    }
+
     static double elapsed_ns(std::chrono::steady_clock::time_point start) {
         return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
     }
@@ -249,6 +298,7 @@ private:
     smol::Engine& engine_;
     smol::Sequence sequence_;    // the current test's cache and the tokens it holds
     std::vector<float> logits_;  // [n_vocab]: the last row only
+    std::vector<float> step_logits_;  // [K, n_vocab]: a verify step's rows
     std::mt19937 rng_{1234};
     std::string grammar_text_;   // with --grammar
 };
@@ -275,6 +325,7 @@ int main(int argc, char** argv) {
     bool warmup = true, bandwidth = true;
     std::string format = "md";
     std::string grammar;  // --grammar: GBNF text for the constrained tg tests
+    std::vector<int> step_sizes;  // --spec-steps: tokens per verify step
     try {
         smol::args::ArgReader args(argc, argv);
         while (args.next()) {
@@ -288,7 +339,12 @@ int main(int argc, char** argv) {
             else if (args.is("-t", "--threads")) threads = int_list(args, 1);
             else if (args.is("-r", "--repetitions")) repetitions = args.integer<int>(1, 1'000'000);
             else if (args.is("-b", "--batch-size")) batch = args.integer<int>(1, 1'000'000);
-            else if (args.is("--no-warmup")) warmup = false;
+            else if (args.is("--spec-steps")) {
+                const auto sizes = args.int_list(1, smol::SpeculationParams::kMaxDraft + 1);
+                step_sizes.assign(sizes.begin(), sizes.end());
+                if (std::find(step_sizes.begin(), step_sizes.end(), 1) == step_sizes.end())
+                    step_sizes.insert(step_sizes.begin(), 1);  // the step every other is compared with
+            } else if (args.is("--no-warmup")) warmup = false;
             else if (args.is("--no-bandwidth")) bandwidth = false;
             else if (args.is("--grammar")) {
                 const std::string g = args.value();
@@ -340,15 +396,21 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
     }
     std::vector<std::string> footnotes;
+    struct StepCost {
+        int threads, depth, tokens;
+        std::vector<double> ns;  // per repetition, n_gen steps each
+    };
+    std::vector<StepCost> step_costs;  // --spec-steps, in the order run
     try {
         for (const auto& path : models) {
             smol::LoadOptions options;
             options.max_batch = batch;
             options.rope_scaling = rope_scaling;
             options.cache_types = cache_types;
+            const int widest_step = step_sizes.empty() ? 0 : *std::max_element(step_sizes.begin(), step_sizes.end());
             options.context = *std::max_element(depths.begin(), depths.end()) +
                               std::max(*std::max_element(prompts.begin(), prompts.end()),
-                                       *std::max_element(gens.begin(), gens.end()) + 1);
+                                       *std::max_element(gens.begin(), gens.end()) + 1 + widest_step);
             const auto load_start = std::chrono::steady_clock::now();
             smol::Engine engine(path, options);  // the model and its tokenizer (for --grammar)
             const double load_ms =
@@ -374,6 +436,7 @@ int main(int argc, char** argv) {
                         if (n > 0) {
                             tests.push_back({0, n, t, false, d});
                             if (!grammar.empty()) tests.push_back({0, n, t, true, d});
+                            for (int k : step_sizes) tests.push_back({0, n, t, false, d, k});
                         }
                 }
             for (const Test& test : tests) {
@@ -424,6 +487,7 @@ int main(int argc, char** argv) {
                     {"n_prompt", test.n_prompt},
                     {"n_gen", test.n_gen},
                     {"n_depth", test.depth},
+                    {"n_step_tokens", test.step_tokens},
                     {"type_k", smol::kv_type_name(cache_types.keys)},
                     {"type_v", smol::kv_type_name(cache_types.values)},
                     {"kv_bytes_per_token", kv_bytes_per_token},
@@ -446,6 +510,7 @@ int main(int argc, char** argv) {
                 row["build_commit"] = SMOL_BUILD_COMMIT;
 #endif
                 results.push_back(std::move(row));
+                if (test.step_tokens > 0) step_costs.push_back({test.threads, test.depth, test.step_tokens, sample.ns});
             }
             char note[256];
             std::snprintf(note, sizeof note, "%s: load %.0f ms, weights read per token %.2f GB, %s", path.c_str(), load_ms,
@@ -465,6 +530,26 @@ int main(int argc, char** argv) {
                         threads[i], threads[i] == 1 ? "" : "s", read_gbps[i],
                         double(smol_bench::bandwidth_buffer_bytes()) / double(1 << 20));
         std::printf("peak RSS: %.2f GiB\n", double(peak_rss_bytes()) / double(1ull << 30));
+        // Each stepK against step1 of the same threads and depth, run minutes apart at most: on a
+        // shared machine only such ratios within one run mean anything.
+        if (!step_costs.empty()) {
+            std::printf("\nverify step cost: the time of one decode step carrying K tokens over a one-token step's\n");
+            std::printf("| %7s | %6s | %6s | %18s |\n", "threads", "depth", "K", "x step1");
+            std::printf("| ------: | -----: | -----: | -----------------: |\n");
+            for (const StepCost& cost : step_costs) {
+                const auto one = std::find_if(step_costs.begin(), step_costs.end(), [&](const StepCost& c) {
+                    return c.threads == cost.threads && c.depth == cost.depth && c.tokens == 1;
+                });
+                if (one == step_costs.end()) continue;
+                // The spread of the ratio from the two tests' spreads (independent repetitions).
+                const double ratio = mean(cost.ns) / mean(one->ns);
+                const double spread = ratio * std::sqrt(std::pow(stddev(cost.ns) / mean(cost.ns), 2) +
+                                                        std::pow(stddev(one->ns) / mean(one->ns), 2));
+                char cell[48];
+                std::snprintf(cell, sizeof cell, "%.3f ± %.3f", ratio, spread);
+                std::printf("| %7d | %6d | %6d | %19s |\n", cost.threads, cost.depth, cost.tokens, cell);
+            }
+        }
     } else {
         std::printf("%s\n", results.dump(2).c_str());
     }

@@ -271,9 +271,8 @@ public:
     }
 
 private:
-    // How often a draft the model rejects entirely is followed by plain steps before the next
-    // draft: doubling per rejected draft up to this, back to none when a draft token is taken.
-    // Text that does not repeat its context then costs next to nothing.
+    // SpeculationParams::back_off: plain steps after a draft the model rejects entirely,
+    // doubling per rejected draft up to this, back to none when a draft token is taken.
     static constexpr int kMaxDraftBackoff = 16;
 
     // Appends to pending_ (the picked token) a draft of at most max_draft tokens, when the
@@ -299,7 +298,7 @@ private:
     }
 
     void adapt_drafting(std::size_t accepted) {
-        if (accepted > 0) {
+        if (accepted > 0 || !pipeline_->speculation().back_off) {
             draft_backoff_ = 0;
             return;
         }

@@ -42,6 +42,10 @@ struct SpeculationParams {
     SpeculationType type = SpeculationType::none;
     int draft_max = 16;  // tokens drafted per step at most, 1..kMaxDraft
     int draft_min = 1;   // a shorter draft is not worth its rows: the step carries one token
+    // After a draft the model rejects entirely, the next 1, 2, 4 .. 16 steps (doubling while
+    // drafts keep failing) carry no draft, so text that does not repeat its context costs next
+    // to nothing. Off: every step drafts (smol-bench's verify-step timing).
+    bool back_off = true;
 
     bool enabled() const { return type != SpeculationType::none && draft_max > 0; }
 
