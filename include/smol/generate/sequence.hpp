@@ -159,10 +159,10 @@ public:
     // all_logits: a verify step), or else up to max_prompt_tokens (at least 1) more of the
     // prompt (last logits only). Valid until the next call, ran(), end() or reset().
     SequenceBatch next_input(std::size_t max_prompt_tokens = kWholePrompt, std::size_t max_draft = 0) {
-        if (!pending_.empty()) {
-            pending_.resize(1);  // a draft from an earlier call is made again
+        if (next_token_ >= 0) {
+            input_.assign(1, next_token_);  // a draft from an earlier call is made again
             add_draft(max_draft);
-            return {&*cache_, pending_, pending_.size() > 1};
+            return {&*cache_, input_, input_.size() > 1};
         }
         if (!reading_prompt() || max_prompt_tokens == 0)
             fail("sequence: expected something to run (prompt tokens, or a token step() picked), found ",
@@ -175,13 +175,14 @@ public:
     // Throws when the count is not what next_input() gave or the cache holds another number of
     // positions; the record is then not to be trusted, so the caller resets.
     void ran(std::size_t n_tokens) {
-        if (!pending_.empty()) {
-            if (n_tokens != pending_.size())
-                fail("sequence: expected ", pending_.size(), " tokens run (the one step() picked and its draft of ",
-                     pending_.size() - 1, "), found ", n_tokens);
-            tokens_.insert(tokens_.end(), pending_.begin(), pending_.end());
-            rows_waiting_ = pending_.size();
-            pending_.clear();
+        if (next_token_ >= 0) {
+            if (input_.empty() || input_.front() != next_token_ || n_tokens != input_.size())
+                fail("sequence: expected ", input_.size(), " tokens run (the one step() picked and its draft of ",
+                     input_.size() - 1, " from next_input()), found ", n_tokens);
+            tokens_.insert(tokens_.end(), input_.begin(), input_.end());
+            rows_waiting_ = input_.size();
+            next_token_ = -1;
+            input_.clear();
         } else {
             const std::size_t at = tokens_.size();
             if (n_tokens == 0 || n_tokens > prompt_.size() - at)
@@ -242,7 +243,7 @@ public:
         } else if (skip_drafts_ > 0) {
             --skip_drafts_;
         }
-        if (!ended) pending_.assign(1, picked_);
+        if (!ended) next_token_ = picked_;
         return ended;
     }
 
@@ -257,7 +258,8 @@ public:
     void end() {
         pipeline_ = nullptr;
         prompt_.clear();
-        pending_.clear();
+        next_token_ = -1;
+        input_.clear();
         rows_waiting_ = 0;
         draft_backoff_ = 0;
         skip_drafts_ = 0;
@@ -275,7 +277,7 @@ private:
     // doubling per rejected draft up to this, back to none when a draft token is taken.
     static constexpr int kMaxDraftBackoff = 16;
 
-    // Appends to pending_ (the picked token) a draft of at most max_draft tokens, when the
+    // Appends to input_ (the picked token) a draft of at most max_draft tokens, when the
     // generation speculates: no more than the context has room for and max_tokens can use.
     void add_draft(std::size_t max_draft) {
         if (!pipeline_ || !pipeline_->speculation().enabled() || skip_drafts_ > 0) return;
@@ -288,13 +290,13 @@ private:
         limit = std::size_t(std::max(0L, std::min({long(limit), room, useful})));
         if (limit == 0 || limit < std::size_t(speculation.draft_min)) return;
         draft_.clear();
-        tokens_.push_back(pending_.front());  // the context the draft continues ends with the picked token
+        tokens_.push_back(next_token_);  // the context the draft continues ends with the picked token
         if (drafter_) drafter_(tokens_, limit, draft_);
         else draft_by_prompt_lookup(tokens_, limit, draft_);
         tokens_.pop_back();
         if (draft_.size() > limit) draft_.resize(limit);  // a drafter that wrote more than asked
         if (draft_.size() < std::size_t(std::max(1, speculation.draft_min))) return;
-        pending_.insert(pending_.end(), draft_.begin(), draft_.end());
+        input_.insert(input_.end(), draft_.begin(), draft_.end());
     }
 
     void adapt_drafting(std::size_t accepted) {
@@ -310,7 +312,8 @@ private:
     std::vector<std::int32_t> tokens_;  // [cache_->size()] the tokens whose keys/values the cache holds
     std::vector<std::int32_t> prompt_;  // the running generation's prompt; tokens_ starts with what of it ran
     GenerationPipeline* pipeline_ = nullptr;  // the running generation's, not owned
-    std::vector<std::int32_t> pending_;  // to be run next: the token step() picked, then its draft
+    std::int32_t next_token_ = -1;       // picked by step(), to be run next
+    std::vector<std::int32_t> input_;    // next_input()'s tokens: next_token_, then its draft
     std::vector<std::int32_t> draft_;    // scratch for the drafter
     Drafter drafter_;                    // empty: draft_by_prompt_lookup
     std::int32_t picked_ = -1;           // what step() picked last
