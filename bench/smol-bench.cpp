@@ -54,6 +54,10 @@ void usage(std::FILE* out) {
                  "                             row's logits) whose drafts are all rejected (the cache rolls back\n"
                  "                             K-1 positions); t/s is steps/s, and a table of each step's cost\n"
                  "                             against a one-token step follows (K=1 always runs)\n"
+                 "  --spec none|ngram          with ngram, also run genN and genN+spec for each tg test: N tokens\n"
+                 "                             picked greedily after a prompt that repeats a block of random\n"
+                 "                             tokens, without and with speculative decoding (--draft-max N,\n"
+                 "                             default 16; --draft-min N, default 1); the drafts accepted follow\n"
                  "  --grammar json|FILE        also run each tg test as tgN+grammar: tokens picked greedily under\n"
                  "                             a GBNF grammar (json: any JSON object), to show what the\n"
                  "                             constraint costs beside the free tg\n"
@@ -124,10 +128,13 @@ struct Test {
     bool constrained = false;  // tg whose tokens are picked greedily under --grammar
     int depth = 0;             // tokens in the context before the timed part
     int step_tokens = 0;       // > 0: n_gen verify steps of this many tokens (--spec-steps)
+    bool generated = false;    // genN: n_gen tokens picked greedily after a prompt that repeats itself
+    bool speculative = false;  // genN+spec: the same with --spec
     std::string name() const {
         const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
         if (n_prompt > 0) return "pp" + std::to_string(n_prompt) + at;
         if (step_tokens > 0) return "step" + std::to_string(step_tokens) + at;
+        if (generated) return "gen" + std::to_string(n_gen) + (speculative ? "+spec" : "") + at;
         return "tg" + std::to_string(n_gen) + (constrained ? "+grammar" : "") + at;
     }
 };
@@ -159,6 +166,12 @@ public:
     explicit Runner(smol::Engine& engine) : engine_(engine), logits_(std::size_t(engine.n_vocab())) {}
 
     // Constrained tg runs under this grammar (GBNF text), with the model file's tokenizer.
+    // genN+spec runs with these (--spec, --draft-max, --draft-min).
+    void use_speculation(const smol::SpeculationParams& speculation) { speculation_ = speculation; }
+    // Drafted and accepted tokens of the genN+spec repetitions so far.
+    long drafted() const { return drafted_; }
+    long accepted() const { return accepted_; }
+
     void use_grammar(const std::string& gbnf) {
         (void)smol::text::Grammar::parse(gbnf);  // errors now, before any test runs
         (void)engine_.vocabulary_trie();         // built once, untimed
@@ -169,9 +182,16 @@ public:
     // repetition then cuts the sequence back to the depth, which is what starting again from a
     // context of that many tokens means).
     void prepare(const Test& test) {
+        // Room for the widest verify step too, so tests of one depth share the cache: filling
+        // 4096 tokens of depth takes a minute on two cores.
+        const int needed =
+            test.depth + test.n_prompt + test.n_gen + 1 + kSpareContext + kWidestStep + 3 * kRepeatedBlock;
+        if (sequence_.has_cache() && sequence_.capacity() >= needed && filled_depth_ == test.depth &&
+            sequence_.size() >= test.depth)
+            return;  // run_once cuts it back to the depth
+        filled_depth_ = test.depth;
         sequence_.release_cache();  // the previous test's cache goes before the next one is allocated
-        sequence_.set_cache(
-            engine_.make_cache(test.depth + test.n_prompt + test.n_gen + test.step_tokens + 1 + kSpareContext));
+        sequence_.set_cache(engine_.make_cache(needed));
         if (test.depth > 0) {
             sequence_.start(random_tokens(test.depth), nullptr);
             sequence_.feed(engine_, logits_);
@@ -197,6 +217,7 @@ public:
         append(random_tokens(1));
         if (test.constrained) return run_constrained(test, tokens);
         if (test.step_tokens > 0) return run_verify_steps(test, tokens);
+        if (test.generated) return run_generated(test, tokens);
         append(random_tokens(test.n_gen));
         sequence_.start(tokens, nullptr);
         sequence_.feed(engine_, logits_, 1);
@@ -207,6 +228,8 @@ public:
 
 private:
     static constexpr int kSpareContext = 16;
+    static constexpr int kRepeatedBlock = 64;  // genN's prompt: this many random tokens, twice
+    static constexpr int kWidestStep = smol::SpeculationParams::kMaxDraft + 1;
 
     // tg with each token picked greedily under the grammar, as a constrained reply is
     // generated: Sequence::step (the grammar masks, the sampler picks, the text stages run),
@@ -285,6 +308,53 @@ private:
         return ns;
     }
 
+    // genN (+spec): n_gen tokens picked greedily, as a reply is generated, after a prompt that
+    // holds a block of random tokens twice and the start of a third copy: a model that copies
+    // (a trained one asked to repeat a document) gets its drafts accepted, a random one does not,
+    // and the table shows what speculation costs or gains on this model either way. A reply that
+    // ends early is followed by the next, so every repetition picks n_gen tokens.
+    double run_generated(const Test& test, std::vector<std::int32_t> prompt) {
+        std::mt19937 block_rng(99);  // the same prompt for gen and gen+spec
+        std::uniform_int_distribution<std::int32_t> pick(0, engine_.n_vocab() - 1);
+        std::vector<std::int32_t> block(kRepeatedBlock);
+        for (auto& id : block) id = pick(block_rng);
+        for (int copy = 0; copy < 2; ++copy) prompt.insert(prompt.end(), block.begin(), block.end());
+        prompt.insert(prompt.end(), block.begin(), block.begin() + 8);
+        smol::GenerationParams params;
+        params.sampling.temperature = 0.0f;
+        params.split_reasoning = false;
+        if (test.speculative) params.speculation = speculation_;
+        params.max_tokens = test.n_gen;
+        const int rows = params.speculation.enabled() ? 1 + params.speculation.draft_max : 1;
+        step_logits_.resize(std::size_t(engine_.n_vocab()) * std::size_t(rows));
+        std::optional<smol::GenerationPipeline> reply;
+        reply.emplace(engine_.tokenizer(), params, prompt, "");
+        sequence_.start(prompt, &*reply);
+        while (sequence_.reading_prompt()) sequence_.feed(engine_, step_logits_);  // untimed
+        int picked = 0;
+        const auto start = std::chrono::steady_clock::now();
+        while (true) {
+            smol::TextDelta shown;
+            const int before = reply->generated_tokens();
+            const bool ended = sequence_.step(step_logits_, shown);
+            picked += reply->generated_tokens() - before;
+            if (ended) {
+                drafted_ += reply->usage().drafted_tokens;
+                accepted_ += reply->usage().accepted_tokens;
+                sequence_.end();
+                if (picked >= test.n_gen) break;
+                // The next reply continues after the token that ended this one.
+                std::vector<std::int32_t> context(sequence_.tokens().begin(), sequence_.tokens().end());
+                context.push_back(sequence_.picked());
+                params.max_tokens = test.n_gen - picked;
+                reply.emplace(engine_.tokenizer(), params, context, "");
+                sequence_.start(context, &*reply);
+            }
+            sequence_.feed(engine_, step_logits_);
+        }
+        return elapsed_ns(start);
+    }
+
     static double elapsed_ns(std::chrono::steady_clock::time_point start) {
         return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
     }
@@ -301,6 +371,9 @@ private:
     std::vector<float> step_logits_;  // [K, n_vocab]: a verify step's rows
     std::mt19937 rng_{1234};
     std::string grammar_text_;   // with --grammar
+    int filled_depth_ = -1;      // the depth the cache was filled to
+    smol::SpeculationParams speculation_;  // genN+spec's
+    long drafted_ = 0, accepted_ = 0;      // over genN+spec's replies
 };
 
 std::string iso_time_now() {
@@ -326,10 +399,13 @@ int main(int argc, char** argv) {
     std::string format = "md";
     std::string grammar;  // --grammar: GBNF text for the constrained tg tests
     std::vector<int> step_sizes;  // --spec-steps: tokens per verify step
+    smol::SpeculationParams speculation;  // --spec: genN and genN+spec tests
     try {
         smol::args::ArgReader args(argc, argv);
         while (args.next()) {
-            if (read_rope_scaling_flag(args, rope_scaling) || read_kv_cache_type_flag(args, cache_types)) continue;
+            if (read_rope_scaling_flag(args, rope_scaling) || read_kv_cache_type_flag(args, cache_types) ||
+                read_speculation_flag(args, speculation))
+                continue;
             if (args.is("-m", "--model")) models = args.list();
             else if (args.is("-hf", "--hf-repo")) hf.hf_repo = args.value();
             else if (args.is("--hf-file")) hf.hf_file = args.value();
@@ -340,7 +416,7 @@ int main(int argc, char** argv) {
             else if (args.is("-r", "--repetitions")) repetitions = args.integer<int>(1, 1'000'000);
             else if (args.is("-b", "--batch-size")) batch = args.integer<int>(1, 1'000'000);
             else if (args.is("--spec-steps")) {
-                const auto sizes = args.int_list(1, smol::SpeculationParams::kMaxDraft + 1);
+                const auto sizes = args.int_list(1, smol::SpeculationParams::kMaxDraft + 1);  // kWidestStep
                 step_sizes.assign(sizes.begin(), sizes.end());
                 if (std::find(step_sizes.begin(), step_sizes.end(), 1) == step_sizes.end())
                     step_sizes.insert(step_sizes.begin(), 1);  // the step every other is compared with
@@ -355,6 +431,7 @@ int main(int argc, char** argv) {
                 return 0;
             } else args.unknown();
         }
+        speculation.validate();  // --draft-min against --draft-max
     } catch (const std::exception& e) {
         std::fprintf(stderr, "smol-bench: %s\n", e.what());
         usage(stderr);
@@ -426,6 +503,7 @@ int main(int argc, char** argv) {
             const std::size_t kv_bytes_per_token = engine.make_cache(1).bytes_per_token();
             Runner runner(engine);
             if (!grammar.empty()) runner.use_grammar(grammar);
+            runner.use_speculation(speculation);
 
             std::vector<Test> tests;
             for (int t : threads)
@@ -437,6 +515,10 @@ int main(int argc, char** argv) {
                             tests.push_back({0, n, t, false, d});
                             if (!grammar.empty()) tests.push_back({0, n, t, true, d});
                             for (int k : step_sizes) tests.push_back({0, n, t, false, d, k});
+                            if (speculation.enabled()) {
+                                tests.push_back({0, n, t, false, d, 0, true, false});
+                                tests.push_back({0, n, t, false, d, 0, true, true});
+                            }
                         }
                 }
             for (const Test& test : tests) {
@@ -516,6 +598,13 @@ int main(int argc, char** argv) {
             std::snprintf(note, sizeof note, "%s: load %.0f ms, weights read per token %.2f GB, %s", path.c_str(), load_ms,
                           double(info.matrix_bytes) / 1e9, info.config_name.c_str());
             footnotes.push_back(note);
+            if (runner.drafted() > 0) {
+                std::snprintf(note, sizeof note, "gen+spec (--spec %s, --draft-max %d, --draft-min %d): %ld of %ld drafted "
+                              "tokens accepted (%.1f%%)", std::string(smol::to_string(speculation.type)).c_str(),
+                              speculation.draft_max, speculation.draft_min, runner.accepted(), runner.drafted(),
+                              100.0 * double(runner.accepted()) / double(runner.drafted()));
+                footnotes.push_back(note);
+            }
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "smol-bench: error: %s\n", e.what());

@@ -3,8 +3,9 @@
 // prompts (repetitive ones, so drafts are taken), seeds, temperatures, with and without a
 // grammar, with log-probabilities and near a full context, the tokens, text, log-probabilities
 // and finish reason with speculation equal those without, exactly; drafters that are always
-// wrong, or right up to a mistake at every position, give the same text; and afterwards the
-// cache holds what plain decoding's holds (its tokens, and the bits of a following forward).
+// wrong, or right up to a mistake at every position, give the same text; afterwards the cache
+// holds what plain decoding's holds (its tokens, and the bits of a following forward); and the
+// server's scheduler, whose slots draft within a shared row budget, gives the same streams.
 
 #include <doctest/doctest.h>
 
@@ -18,6 +19,7 @@
 
 #include "smol/generate/engine.hpp"
 #include "smol/generate/pipeline.hpp"
+#include "smol/generate/scheduler.hpp"
 #include "smol/generate/sequence.hpp"
 #include "smol/generate/session.hpp"
 #include "smol/generate/speculation.hpp"
@@ -347,5 +349,63 @@ TEST_CASE("speculation through ChatSession: the same replies, drafts counted in 
                   std::vector<std::int32_t>(fast.cached_tokens().begin(), fast.cached_tokens().end()));
         }
         CHECK(drafted > 0);  // the session did speculate
+    }
+}
+
+TEST_CASE("speculation under the scheduler's batching: the same streams, drafts within the row budget") {
+    Engine& engine = quantized_engine();
+    struct Case {
+        std::string text;
+        float temperature;
+        std::uint64_t seed;
+    };
+    std::vector<Case> cases;
+    for (const std::string& text : prompts())
+        for (const float temperature : {0.0f, 0.8f}) cases.push_back({text, temperature, 5});
+    // Alone (a Sequence, no speculation): what every stream must show.
+    std::vector<Run> expected;
+    for (const Case& c : cases)
+        expected.push_back(generate(engine, 256, encode(engine, c.text), params_for(c.temperature, c.seed, 24)));
+
+    for (const int slots : {1, 3, 8}) {
+        CAPTURE(slots);
+        smol::SchedulerOptions options;
+        options.slots = slots;
+        options.context = 256;
+        options.prompt_chunk = 16;  // prompts read over several steps, beside verify steps
+        options.speculation.type = SpeculationType::ngram;  // the server's --spec ngram: every request
+        options.speculation.draft_max = 6;
+        smol::Scheduler scheduler(engine, options);
+        std::vector<std::shared_ptr<smol::GenerationStream>> streams;
+        for (const Case& c : cases) {
+            smol::GenerationRequest request;
+            request.prompt = encode(engine, c.text);
+            request.params = params_for(c.temperature, c.seed, 24);
+            streams.push_back(scheduler.submit(std::move(request)));
+        }
+        int drafted = 0;
+        for (std::size_t i = 0; i < streams.size(); ++i) {
+            CAPTURE(cases[i].text);
+            CAPTURE(cases[i].temperature);
+            const smol::StreamEvent all = streams[i]->collect();
+            CHECK(all.error == "");
+            CHECK(all.content == expected[i].text.content);
+            CHECK(all.finish == expected[i].finish);
+            CHECK(all.usage.completion_tokens == expected[i].usage.completion_tokens);
+            REQUIRE(all.logprobs.size() == expected[i].text.logprobs.size());
+            for (std::size_t k = 0; k < all.logprobs.size(); ++k) {
+                CHECK(all.logprobs[k].token == expected[i].text.logprobs[k].token);
+                CHECK(std::memcmp(&all.logprobs[k].logprob, &expected[i].text.logprobs[k].logprob, sizeof(float)) == 0);
+            }
+            drafted += all.usage.drafted_tokens;
+        }
+        const smol::SchedulerStats stats = scheduler.stats();
+        CHECK(stats.drafted_tokens == std::uint64_t(drafted));
+        CHECK(stats.accepted_tokens <= stats.drafted_tokens);
+        // One slot drafts up to 6 (its own token and 6 drafted: 7 of 8 rows); 8 busy slots fill
+        // the 8 rows with their own tokens and draft nothing until some finish.
+        if (slots == 1) CHECK(stats.accepted_tokens > 0);
+        MESSAGE(slots, " slots: ", stats.accepted_tokens, " of ", stats.drafted_tokens, " drafted tokens accepted, ",
+                stats.forward_calls, " forward passes for ", stats.generated_tokens, " tokens");
     }
 }
