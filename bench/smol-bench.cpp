@@ -52,8 +52,9 @@ void usage(std::FILE* out) {
                  "  --spec-steps K[,K]         also run stepK tests: N decode steps each carrying K tokens (a\n"
                  "                             speculative verify step: the picked token and K-1 drafted, every\n"
                  "                             row's logits) whose drafts are all rejected (the cache rolls back\n"
-                 "                             K-1 positions); t/s is steps/s, and a table of each step's cost\n"
-                 "                             against a one-token step follows (K=1 always runs)\n"
+                 "                             K-1 positions), their repetitions interleaved; t/s is steps/s, and\n"
+                 "                             a table of each step's cost against a one-token step follows (K=1\n"
+                 "                             always runs)\n"
                  "  --spec none|ngram          with ngram, also run genN and genN+spec for each tg test: N tokens\n"
                  "                             picked greedily after a prompt that repeats a block of random\n"
                  "                             tokens, without and with speculative decoding (--draft-max N,\n"
@@ -521,20 +522,43 @@ int main(int argc, char** argv) {
                             }
                         }
                 }
-            for (const Test& test : tests) {
+            // stepK tests of one thread count, depth and n are run interleaved (step1, step2, ..,
+            // step1, step2, ..), so a neighbour's load on a shared machine falls on all of them
+            // alike and their ratios hold; their samples wait here until each one's row.
+            std::vector<Sample> interleaved(tests.size());
+            const auto same_group = [](const Test& a, const Test& b) {
+                return a.step_tokens > 0 && b.step_tokens > 0 && a.threads == b.threads && a.depth == b.depth &&
+                       a.n_gen == b.n_gen;
+            };
+            for (std::size_t index = 0; index < tests.size(); ++index) {
+                const Test& test = tests[index];
                 omp_set_num_threads(test.threads);
                 runner.prepare(test);
-                if (warmup) {
-                    Test short_test = test;
+                const int n_tokens = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
+                const auto warm = [&](const Test& t) {
+                    if (!warmup) return;
+                    Test short_test = t;
                     if (short_test.n_gen > 0) short_test.n_gen = 1;  // as llama-bench: one token warms tg
                     runner.run_once(short_test);
+                };
+                const auto measure = [&](const Test& t, Sample& into) {
+                    const double ns = runner.run_once(t);
+                    into.ns.push_back(ns);
+                    into.ts.push_back(1e9 * double(n_tokens) / ns);
+                };
+                if (test.step_tokens > 0 && (index == 0 || !same_group(tests[index - 1], test))) {
+                    std::size_t end = index + 1;
+                    while (end < tests.size() && same_group(tests[end], test)) ++end;
+                    for (std::size_t j = index; j < end; ++j) warm(tests[j]);
+                    for (int r = 0; r < repetitions; ++r)
+                        for (std::size_t j = index; j < end; ++j) measure(tests[j], interleaved[j]);
                 }
                 Sample sample;
-                const int n_tokens = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
-                for (int r = 0; r < repetitions; ++r) {
-                    const double ns = runner.run_once(test);
-                    sample.ns.push_back(ns);
-                    sample.ts.push_back(1e9 * double(n_tokens) / ns);
+                if (test.step_tokens > 0) {
+                    sample = interleaved[index];
+                } else {
+                    warm(test);
+                    for (int r = 0; r < repetitions; ++r) measure(test, sample);
                 }
                 const double avg_ts = mean(sample.ts), sd_ts = stddev(sample.ts);
                 // Bytes each token reads times tokens/s: meaningful for tg, where every token streams
