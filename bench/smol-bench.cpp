@@ -654,10 +654,12 @@ int main(int argc, char** argv) {
                     return c.threads == cost.threads && c.depth == cost.depth && c.tokens == 1;
                 });
                 if (one == step_costs.end()) continue;
-                // The spread of the ratio from the two tests' spreads (independent repetitions).
-                const double ratio = mean(cost.ns) / mean(one->ns);
-                const double spread = ratio * std::sqrt(std::pow(stddev(cost.ns) / mean(cost.ns), 2) +
-                                                        std::pow(stddev(one->ns) / mean(one->ns), 2));
+                // Repetition r of stepK ran right after repetition r of step1 (interleaved), so
+                // each pair saw the same load: the ratio is taken per pair.
+                std::vector<double> ratios;
+                for (std::size_t r = 0; r < std::min(cost.ns.size(), one->ns.size()); ++r)
+                    ratios.push_back(cost.ns[r] / one->ns[r]);
+                const double ratio = mean(ratios), spread = stddev(ratios);
                 char cell[48];
                 std::snprintf(cell, sizeof cell, "%.3f ± %.3f", ratio, spread);
                 std::printf("| %7d | %6d | %6d | %19s |\n", cost.threads, cost.depth, cost.tokens, cell);
