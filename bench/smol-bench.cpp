@@ -2,7 +2,7 @@
 // so the numbers line up with llama.cpp's: `| model | size | params | threads | test | t/s | GB/s |`.
 //
 //   smol-bench -m MODEL[,MODEL] [-p 512[,N]] [-n 128[,N]] [-t T[,T]] [-r 5] [-b 512]
-//              [--no-warmup] [-o md|json]
+//              [--spec-steps 1,2,4,8,16] [--no-warmup] [-o md|json]
 
 #include <omp.h>
 #include <sys/resource.h>
@@ -17,6 +17,7 @@
 #include <optional>
 #include <sstream>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,16 @@ void usage(std::FILE* out) {
                  "  -b, --batch-size N         tokens per forward chunk (default 512)\n"
                  "  --no-warmup                skip the untimed warm-up run before each test\n"
                  "  --no-bandwidth             skip measuring the machine's read limit\n"
+                 "  --spec-steps K[,K]         also run stepK tests: N decode steps each carrying K tokens (a\n"
+                 "                             speculative verify step: the picked token and K-1 drafted, every\n"
+                 "                             row's logits) whose drafts are all rejected (the cache rolls back\n"
+                 "                             K-1 positions), their repetitions interleaved; t/s is steps/s, and\n"
+                 "                             a table of each step's cost against a one-token step follows (K=1\n"
+                 "                             always runs)\n"
+                 "  --spec none|ngram          with ngram, also run genN and genN+spec for each tg test: N tokens\n"
+                 "                             picked greedily after a prompt that repeats a block of random\n"
+                 "                             tokens, without and with speculative decoding (--draft-max N,\n"
+                 "                             default 16; --draft-min N, default 1); the drafts accepted follow\n"
                  "  --grammar json|FILE        also run each tg test as tgN+grammar: tokens picked greedily under\n"
                  "                             a GBNF grammar (json: any JSON object), to show what the\n"
                  "                             constraint costs beside the free tg\n"
@@ -117,9 +128,14 @@ struct Test {
     int threads = 1;
     bool constrained = false;  // tg whose tokens are picked greedily under --grammar
     int depth = 0;             // tokens in the context before the timed part
+    int step_tokens = 0;       // > 0: n_gen verify steps of this many tokens (--spec-steps)
+    bool generated = false;    // genN: n_gen tokens picked greedily after a prompt that repeats itself
+    bool speculative = false;  // genN+spec: the same with --spec
     std::string name() const {
         const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
         if (n_prompt > 0) return "pp" + std::to_string(n_prompt) + at;
+        if (step_tokens > 0) return "step" + std::to_string(step_tokens) + at;
+        if (generated) return "gen" + std::to_string(n_gen) + (speculative ? "+spec" : "") + at;
         return "tg" + std::to_string(n_gen) + (constrained ? "+grammar" : "") + at;
     }
 };
@@ -151,6 +167,12 @@ public:
     explicit Runner(smol::Engine& engine) : engine_(engine), logits_(std::size_t(engine.n_vocab())) {}
 
     // Constrained tg runs under this grammar (GBNF text), with the model file's tokenizer.
+    // genN+spec runs with these (--spec, --draft-max, --draft-min).
+    void use_speculation(const smol::SpeculationParams& speculation) { speculation_ = speculation; }
+    // Drafted and accepted tokens of the genN+spec repetitions so far.
+    long drafted() const { return drafted_; }
+    long accepted() const { return accepted_; }
+
     void use_grammar(const std::string& gbnf) {
         (void)smol::text::Grammar::parse(gbnf);  // errors now, before any test runs
         (void)engine_.vocabulary_trie();         // built once, untimed
@@ -161,8 +183,16 @@ public:
     // repetition then cuts the sequence back to the depth, which is what starting again from a
     // context of that many tokens means).
     void prepare(const Test& test) {
+        // Room for the widest verify step too, so tests of one depth share the cache: filling
+        // 4096 tokens of depth takes a minute on two cores.
+        const int needed =
+            test.depth + test.n_prompt + test.n_gen + 1 + kSpareContext + kWidestStep + 3 * kRepeatedBlock;
+        if (sequence_.has_cache() && sequence_.capacity() >= needed && filled_depth_ == test.depth &&
+            sequence_.size() >= test.depth)
+            return;  // run_once cuts it back to the depth
+        filled_depth_ = test.depth;
         sequence_.release_cache();  // the previous test's cache goes before the next one is allocated
-        sequence_.set_cache(engine_.make_cache(test.depth + test.n_prompt + test.n_gen + 1 + kSpareContext));
+        sequence_.set_cache(engine_.make_cache(needed));
         if (test.depth > 0) {
             sequence_.start(random_tokens(test.depth), nullptr);
             sequence_.feed(engine_, logits_);
@@ -187,6 +217,8 @@ public:
         // A 1-token start, untimed, so every timed step attends over a non-empty cache.
         append(random_tokens(1));
         if (test.constrained) return run_constrained(test, tokens);
+        if (test.step_tokens > 0) return run_verify_steps(test, tokens);
+        if (test.generated) return run_generated(test, tokens);
         append(random_tokens(test.n_gen));
         sequence_.start(tokens, nullptr);
         sequence_.feed(engine_, logits_, 1);
@@ -197,6 +229,8 @@ public:
 
 private:
     static constexpr int kSpareContext = 16;
+    static constexpr int kRepeatedBlock = 64;  // genN's prompt: this many random tokens, twice
+    static constexpr int kWidestStep = smol::SpeculationParams::kMaxDraft + 1;
 
     // tg with each token picked greedily under the grammar, as a constrained reply is
     // generated: Sequence::step (the grammar masks, the sampler picks, the text stages run),
@@ -236,6 +270,92 @@ private:
         return ns;
     }
 
+    // stepK: n_gen verify steps as a speculating Sequence runs them (next_input carries the
+    // picked token and a draft of K-1, the forward pass gives every row's logits, step() picks
+    // from them), with drafts that are always wrong, so each step keeps one token and rolls back
+    // K-1 positions: the cost of checking K tokens where plain decoding runs one. Greedy picks.
+    double run_verify_steps(const Test& test, const std::vector<std::int32_t>& start_tokens) {
+        smol::GenerationParams params;
+        params.sampling.temperature = 0.0f;
+        params.split_reasoning = false;
+        params.speculation.type = smol::SpeculationType::ngram;
+        params.speculation.draft_max = std::max(1, test.step_tokens - 1);
+        params.speculation.back_off = false;  // every step drafts, however often it is wrong
+        const std::size_t draft = std::size_t(test.step_tokens - 1);
+        const std::int32_t n_vocab = engine_.n_vocab();
+        sequence_.set_drafter([draft, n_vocab](std::span<const std::int32_t> context, std::size_t max_tokens,
+                                               std::vector<std::int32_t>& out) {
+            // A token the greedy pick after a random context all but never is: not checked by
+            // the step's timing, which is the same whichever row rejects.
+            for (std::size_t i = 0; i < std::min(draft, max_tokens); ++i) out.push_back((context.back() + 1) % n_vocab);
+        });
+        smol::GenerationPipeline reply(engine_.tokenizer(), params, start_tokens, "");
+        sequence_.start(start_tokens, &reply);
+        step_logits_.resize(std::size_t(n_vocab) * std::size_t(test.step_tokens));
+        sequence_.feed(engine_, step_logits_);  // the start token, untimed
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < test.n_gen; ++i) {
+            smol::TextDelta shown;
+            sequence_.step(step_logits_, shown);  // greedy, max_tokens unset: never ends in n_gen steps
+            const smol::SequenceBatch input = sequence_.next_input(smol::Sequence::kWholePrompt, draft);
+            if (input.tokens.size() != std::size_t(test.step_tokens))
+                smol::fail("smol-bench: a verify step of ", test.step_tokens, " tokens carried ", input.tokens.size());
+            engine_.forward(*input.cache, input.tokens, step_logits_.data(), input.all_logits);
+            sequence_.ran(input.tokens.size());
+        }
+        const double ns = elapsed_ns(start);
+        sequence_.end();
+        sequence_.set_drafter({});
+        return ns;
+    }
+
+    // genN (+spec): n_gen tokens picked greedily, as a reply is generated, after a prompt that
+    // holds a block of random tokens twice and the start of a third copy: a model that copies
+    // (a trained one asked to repeat a document) gets its drafts accepted, a random one does not,
+    // and the table shows what speculation costs or gains on this model either way. A reply that
+    // ends early is followed by the next, so every repetition picks n_gen tokens.
+    double run_generated(const Test& test, std::vector<std::int32_t> prompt) {
+        std::mt19937 block_rng(99);  // the same prompt for gen and gen+spec
+        std::uniform_int_distribution<std::int32_t> pick(0, engine_.n_vocab() - 1);
+        std::vector<std::int32_t> block(kRepeatedBlock);
+        for (auto& id : block) id = pick(block_rng);
+        for (int copy = 0; copy < 2; ++copy) prompt.insert(prompt.end(), block.begin(), block.end());
+        prompt.insert(prompt.end(), block.begin(), block.begin() + 8);
+        smol::GenerationParams params;
+        params.sampling.temperature = 0.0f;
+        params.split_reasoning = false;
+        if (test.speculative) params.speculation = speculation_;
+        params.max_tokens = test.n_gen;
+        const int rows = params.speculation.enabled() ? 1 + params.speculation.draft_max : 1;
+        step_logits_.resize(std::size_t(engine_.n_vocab()) * std::size_t(rows));
+        std::optional<smol::GenerationPipeline> reply;
+        reply.emplace(engine_.tokenizer(), params, prompt, "");
+        sequence_.start(prompt, &*reply);
+        while (sequence_.reading_prompt()) sequence_.feed(engine_, step_logits_);  // untimed
+        int picked = 0;
+        const auto start = std::chrono::steady_clock::now();
+        while (true) {
+            smol::TextDelta shown;
+            const int before = reply->generated_tokens();
+            const bool ended = sequence_.step(step_logits_, shown);
+            picked += reply->generated_tokens() - before;
+            if (ended) {
+                drafted_ += reply->usage().drafted_tokens;
+                accepted_ += reply->usage().accepted_tokens;
+                sequence_.end();
+                if (picked >= test.n_gen) break;
+                // The next reply continues after the token that ended this one.
+                std::vector<std::int32_t> context(sequence_.tokens().begin(), sequence_.tokens().end());
+                context.push_back(sequence_.picked());
+                params.max_tokens = test.n_gen - picked;
+                reply.emplace(engine_.tokenizer(), params, context, "");
+                sequence_.start(context, &*reply);
+            }
+            sequence_.feed(engine_, step_logits_);
+        }
+        return elapsed_ns(start);
+    }
+
     static double elapsed_ns(std::chrono::steady_clock::time_point start) {
         return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
     }
@@ -249,8 +369,12 @@ private:
     smol::Engine& engine_;
     smol::Sequence sequence_;    // the current test's cache and the tokens it holds
     std::vector<float> logits_;  // [n_vocab]: the last row only
+    std::vector<float> step_logits_;  // [K, n_vocab]: a verify step's rows
     std::mt19937 rng_{1234};
     std::string grammar_text_;   // with --grammar
+    int filled_depth_ = -1;      // the depth the cache was filled to
+    smol::SpeculationParams speculation_;  // genN+spec's
+    long drafted_ = 0, accepted_ = 0;      // over genN+spec's replies
 };
 
 std::string iso_time_now() {
@@ -275,10 +399,14 @@ int main(int argc, char** argv) {
     bool warmup = true, bandwidth = true;
     std::string format = "md";
     std::string grammar;  // --grammar: GBNF text for the constrained tg tests
+    std::vector<int> step_sizes;  // --spec-steps: tokens per verify step
+    smol::SpeculationParams speculation;  // --spec: genN and genN+spec tests
     try {
         smol::args::ArgReader args(argc, argv);
         while (args.next()) {
-            if (read_rope_scaling_flag(args, rope_scaling) || read_kv_cache_type_flag(args, cache_types)) continue;
+            if (read_rope_scaling_flag(args, rope_scaling) || read_kv_cache_type_flag(args, cache_types) ||
+                read_speculation_flag(args, speculation))
+                continue;
             if (args.is("-m", "--model")) models = args.list();
             else if (args.is("-hf", "--hf-repo")) hf.hf_repo = args.value();
             else if (args.is("--hf-file")) hf.hf_file = args.value();
@@ -288,7 +416,12 @@ int main(int argc, char** argv) {
             else if (args.is("-t", "--threads")) threads = int_list(args, 1);
             else if (args.is("-r", "--repetitions")) repetitions = args.integer<int>(1, 1'000'000);
             else if (args.is("-b", "--batch-size")) batch = args.integer<int>(1, 1'000'000);
-            else if (args.is("--no-warmup")) warmup = false;
+            else if (args.is("--spec-steps")) {
+                const auto sizes = args.int_list(1, smol::SpeculationParams::kMaxDraft + 1);  // kWidestStep
+                step_sizes.assign(sizes.begin(), sizes.end());
+                if (std::find(step_sizes.begin(), step_sizes.end(), 1) == step_sizes.end())
+                    step_sizes.insert(step_sizes.begin(), 1);  // the step every other is compared with
+            } else if (args.is("--no-warmup")) warmup = false;
             else if (args.is("--no-bandwidth")) bandwidth = false;
             else if (args.is("--grammar")) {
                 const std::string g = args.value();
@@ -299,6 +432,7 @@ int main(int argc, char** argv) {
                 return 0;
             } else args.unknown();
         }
+        speculation.validate();  // --draft-min against --draft-max
     } catch (const std::exception& e) {
         std::fprintf(stderr, "smol-bench: %s\n", e.what());
         usage(stderr);
@@ -340,15 +474,21 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
     }
     std::vector<std::string> footnotes;
+    struct StepCost {
+        int threads, depth, tokens;
+        std::vector<double> ns;  // per repetition, n_gen steps each
+    };
+    std::vector<StepCost> step_costs;  // --spec-steps, in the order run
     try {
         for (const auto& path : models) {
             smol::LoadOptions options;
             options.max_batch = batch;
             options.rope_scaling = rope_scaling;
             options.cache_types = cache_types;
+            const int widest_step = step_sizes.empty() ? 0 : *std::max_element(step_sizes.begin(), step_sizes.end());
             options.context = *std::max_element(depths.begin(), depths.end()) +
                               std::max(*std::max_element(prompts.begin(), prompts.end()),
-                                       *std::max_element(gens.begin(), gens.end()) + 1);
+                                       *std::max_element(gens.begin(), gens.end()) + 1 + widest_step);
             const auto load_start = std::chrono::steady_clock::now();
             smol::Engine engine(path, options);  // the model and its tokenizer (for --grammar)
             const double load_ms =
@@ -364,6 +504,7 @@ int main(int argc, char** argv) {
             const std::size_t kv_bytes_per_token = engine.make_cache(1).bytes_per_token();
             Runner runner(engine);
             if (!grammar.empty()) runner.use_grammar(grammar);
+            runner.use_speculation(speculation);
 
             std::vector<Test> tests;
             for (int t : threads)
@@ -374,22 +515,50 @@ int main(int argc, char** argv) {
                         if (n > 0) {
                             tests.push_back({0, n, t, false, d});
                             if (!grammar.empty()) tests.push_back({0, n, t, true, d});
+                            for (int k : step_sizes) tests.push_back({0, n, t, false, d, k});
+                            if (speculation.enabled()) {
+                                tests.push_back({0, n, t, false, d, 0, true, false});
+                                tests.push_back({0, n, t, false, d, 0, true, true});
+                            }
                         }
                 }
-            for (const Test& test : tests) {
+            // stepK tests of one thread count, depth and n are run interleaved (step1, step2, ..,
+            // step1, step2, ..), so a neighbour's load on a shared machine falls on all of them
+            // alike and their ratios hold; their samples wait here until each one's row.
+            std::vector<Sample> interleaved(tests.size());
+            const auto same_group = [](const Test& a, const Test& b) {
+                return a.step_tokens > 0 && b.step_tokens > 0 && a.threads == b.threads && a.depth == b.depth &&
+                       a.n_gen == b.n_gen;
+            };
+            for (std::size_t index = 0; index < tests.size(); ++index) {
+                const Test& test = tests[index];
                 omp_set_num_threads(test.threads);
                 runner.prepare(test);
-                if (warmup) {
-                    Test short_test = test;
+                const int n_tokens = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
+                const auto warm = [&](const Test& t) {
+                    if (!warmup) return;
+                    Test short_test = t;
                     if (short_test.n_gen > 0) short_test.n_gen = 1;  // as llama-bench: one token warms tg
                     runner.run_once(short_test);
+                };
+                const auto measure = [&](const Test& t, Sample& into) {
+                    const double ns = runner.run_once(t);
+                    into.ns.push_back(ns);
+                    into.ts.push_back(1e9 * double(n_tokens) / ns);
+                };
+                if (test.step_tokens > 0 && (index == 0 || !same_group(tests[index - 1], test))) {
+                    std::size_t end = index + 1;
+                    while (end < tests.size() && same_group(tests[end], test)) ++end;
+                    for (std::size_t j = index; j < end; ++j) warm(tests[j]);
+                    for (int r = 0; r < repetitions; ++r)
+                        for (std::size_t j = index; j < end; ++j) measure(tests[j], interleaved[j]);
                 }
                 Sample sample;
-                const int n_tokens = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
-                for (int r = 0; r < repetitions; ++r) {
-                    const double ns = runner.run_once(test);
-                    sample.ns.push_back(ns);
-                    sample.ts.push_back(1e9 * double(n_tokens) / ns);
+                if (test.step_tokens > 0) {
+                    sample = interleaved[index];
+                } else {
+                    warm(test);
+                    for (int r = 0; r < repetitions; ++r) measure(test, sample);
                 }
                 const double avg_ts = mean(sample.ts), sd_ts = stddev(sample.ts);
                 // Bytes each token reads times tokens/s: meaningful for tg, where every token streams
@@ -424,6 +593,7 @@ int main(int argc, char** argv) {
                     {"n_prompt", test.n_prompt},
                     {"n_gen", test.n_gen},
                     {"n_depth", test.depth},
+                    {"n_step_tokens", test.step_tokens},
                     {"type_k", smol::kv_type_name(cache_types.keys)},
                     {"type_v", smol::kv_type_name(cache_types.values)},
                     {"kv_bytes_per_token", kv_bytes_per_token},
@@ -446,11 +616,19 @@ int main(int argc, char** argv) {
                 row["build_commit"] = SMOL_BUILD_COMMIT;
 #endif
                 results.push_back(std::move(row));
+                if (test.step_tokens > 0) step_costs.push_back({test.threads, test.depth, test.step_tokens, sample.ns});
             }
             char note[256];
             std::snprintf(note, sizeof note, "%s: load %.0f ms, weights read per token %.2f GB, %s", path.c_str(), load_ms,
                           double(info.matrix_bytes) / 1e9, info.config_name.c_str());
             footnotes.push_back(note);
+            if (runner.drafted() > 0) {
+                std::snprintf(note, sizeof note, "gen+spec (--spec %s, --draft-max %d, --draft-min %d): %ld of %ld drafted "
+                              "tokens accepted (%.1f%%)", std::string(smol::to_string(speculation.type)).c_str(),
+                              speculation.draft_max, speculation.draft_min, runner.accepted(), runner.drafted(),
+                              100.0 * double(runner.accepted()) / double(runner.drafted()));
+                footnotes.push_back(note);
+            }
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "smol-bench: error: %s\n", e.what());
@@ -465,6 +643,28 @@ int main(int argc, char** argv) {
                         threads[i], threads[i] == 1 ? "" : "s", read_gbps[i],
                         double(smol_bench::bandwidth_buffer_bytes()) / double(1 << 20));
         std::printf("peak RSS: %.2f GiB\n", double(peak_rss_bytes()) / double(1ull << 30));
+        // Each stepK against step1 of the same threads and depth, run minutes apart at most: on a
+        // shared machine only such ratios within one run mean anything.
+        if (!step_costs.empty()) {
+            std::printf("\nverify step cost: the time of one decode step carrying K tokens over a one-token step's\n");
+            std::printf("| %7s | %6s | %6s | %18s |\n", "threads", "depth", "K", "x step1");
+            std::printf("| ------: | -----: | -----: | -----------------: |\n");
+            for (const StepCost& cost : step_costs) {
+                const auto one = std::find_if(step_costs.begin(), step_costs.end(), [&](const StepCost& c) {
+                    return c.threads == cost.threads && c.depth == cost.depth && c.tokens == 1;
+                });
+                if (one == step_costs.end()) continue;
+                // Repetition r of stepK ran right after repetition r of step1 (interleaved), so
+                // each pair saw the same load: the ratio is taken per pair.
+                std::vector<double> ratios;
+                for (std::size_t r = 0; r < std::min(cost.ns.size(), one->ns.size()); ++r)
+                    ratios.push_back(cost.ns[r] / one->ns[r]);
+                const double ratio = mean(ratios), spread = stddev(ratios);
+                char cell[48];
+                std::snprintf(cell, sizeof cell, "%.3f ± %.3f", ratio, spread);
+                std::printf("| %7d | %6d | %6d | %19s |\n", cost.threads, cost.depth, cost.tokens, cell);
+            }
+        }
     } else {
         std::printf("%s\n", results.dump(2).c_str());
     }

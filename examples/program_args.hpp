@@ -251,4 +251,31 @@ inline bool read_kv_cache_type_flag(ArgReader& args, smol::KvCacheTypes& types) 
     return true;
 }
 
+// Speculative decoding, llama.cpp's flags (--spec-type there; --spec here, --spec-type too).
+inline constexpr const char* kSpeculationUsage =
+    "  --spec none|ngram        speculative decoding: ngram drafts the next tokens from the context (the\n"
+    "                           longest earlier match of its tail) and checks them in one forward pass;\n"
+    "                           the output is the same either way, only faster where the text repeats\n"
+    "                           what came before (default none)\n"
+    "  --draft-max N            tokens drafted per step at most, 1..64 (default 16)\n"
+    "  --draft-min N            a shorter draft is not checked (default 1)\n";
+
+// Reads the current flag into `params` when it is one of the speculation flags; false otherwise.
+// The pair draft-min <= draft-max is checked once all flags are read (SpeculationParams::validate).
+inline bool read_speculation_flag(ArgReader& args, smol::SpeculationParams& params) {
+    if (args.is("--spec", "--spec-type")) {
+        const std::string flag = args.arg();
+        const std::string v = args.value();
+        if (v != "none" && v != "ngram") throw UsageError(flag + ": expected none or ngram, found '" + v + "'");
+        params.type = smol::parse_speculation_type(v);
+    } else if (args.is("--draft-max", "--spec-draft-n-max")) {
+        params.draft_max = args.integer<int>(1, smol::SpeculationParams::kMaxDraft);
+    } else if (args.is("--draft-min", "--spec-draft-n-min")) {
+        params.draft_min = args.integer<int>(0, smol::SpeculationParams::kMaxDraft);
+    } else {
+        return false;
+    }
+    return true;
+}
+
 }  // namespace smol::args

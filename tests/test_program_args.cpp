@@ -296,3 +296,33 @@ TEST_CASE("the cache-type flags take llama.cpp's names and values") {
     CHECK(usage.find("  -ctk, --cache-type-k T ") != std::string::npos);
     CHECK(usage.find("  -ctv, --cache-type-v T ") != std::string::npos);
 }
+
+TEST_CASE("the speculation flags take llama.cpp's names, bounded") {
+    const Argv argv({"--spec", "ngram", "--draft-max", "8", "--draft-min", "2", "--spec-type", "none", "-n", "3"});
+    ArgReader args = argv.reader();
+    smol::SpeculationParams params;
+    for (int i = 0; i < 4; ++i) {
+        REQUIRE(args.next());
+        CHECK(read_speculation_flag(args, params));
+        if (i == 0) CHECK(params.type == smol::SpeculationType::ngram);
+    }
+    CHECK(params.type == smol::SpeculationType::none);  // the last --spec-type wins
+    CHECK(params.draft_max == 8);
+    CHECK(params.draft_min == 2);
+    REQUIRE(args.next());
+    CHECK_FALSE(read_speculation_flag(args, params));
+    CHECK(args.arg() == "-n");
+
+    smol::SpeculationParams kept;
+    CHECK(flag_error({"--spec", "eagle"}, [&](ArgReader& a) { read_speculation_flag(a, kept); }) ==
+          "--spec: expected none or ngram, found 'eagle'");
+    CHECK(flag_error({"--draft-max", "65"}, [&](ArgReader& a) { read_speculation_flag(a, kept); }).find("--draft-max") ==
+          0);
+    CHECK(flag_error({"--draft-min", "-1"}, [&](ArgReader& a) { read_speculation_flag(a, kept); }).find("--draft-min") ==
+          0);
+    CHECK(kept.type == smol::SpeculationType::none);
+
+    const std::string usage = smol::args::kSpeculationUsage;
+    for (const char* flag : {"--spec none|ngram", "--draft-max N", "--draft-min N"})
+        CHECK(usage.find(std::string("  ") + flag + " ") != std::string::npos);
+}

@@ -385,9 +385,11 @@ TEST_CASE("k-quant prompt GEMMs give the reference's bits for every row and toke
             if (widest.fn == nullptr) continue;
             ++sets_with_gemm;
             // A batch too small for the set's GEMM goes to a narrower set's (AMX: AVX-512's, 4 rows a
-            // call), which runs over the rows in its own groups, as matmul does.
+            // call), which runs over the rows in its own groups, as matmul does. A batch of fewer
+            // than kMinGemmTokens goes through the tiles, but a GEMM still meets a few tokens: the
+            // partial group at the end of a larger batch, as here.
             const auto gemm_for = [&](int n_tokens) {
-                const KernelSet::Gemm g = set.gemm_for_weights(wtype, n_tokens);
+                const KernelSet::Gemm g = set.gemm_for_weights(wtype, std::max(n_tokens, smol::kMinGemmTokens));
                 REQUIRE(n_tokens <= g.shape.tokens);
                 return GemmCall([g](std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                                     const BlockQ8Kx16* acts, int n_tokens_, float* out, std::size_t out_stride) {
@@ -810,6 +812,8 @@ TEST_CASE("a set without a type's prompt GEMM hands prompts to the widest set be
             const KernelSet::Gemm gemm = set.gemm_for_weights(row.type, batch);
             CHECK((gemm.fn == row.gemms[std::size_t(expected)]));
             if (gemm.fn != nullptr) CHECK(gemm.shape.tokens == kGemmShapes[std::size_t(expected)].tokens);
+            // A few tokens (a speculative verify step) go through the tiles: no GEMM.
+            CHECK((set.gemm_for_weights(row.type, kMinGemmTokens - 1).fn == nullptr));
         }
     }
 #if SMOL_HAVE_AMX_KERNELS

@@ -597,6 +597,33 @@ TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
     CHECK(depth_rows[2].at("n_depth") == 24);
     CHECK(depth_rows[3].at("test") == "tg2 @ d24");
     CHECK(depth_rows[3].at("samples_ts").size() == 2);
+    // --spec-steps: verify steps of K tokens beside step1 (their repetitions interleaved) and a
+    // table of what each costs against it; --spec ngram: a whole generation without and with.
+    const auto steps = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) +
+                                                  " -p 0 -n 2 -r 2 -t 1 --no-bandwidth --spec-steps 3 -o json");
+    REQUIRE_MESSAGE(steps.exit_code == 0, steps.output);
+    const auto step_rows = nlohmann::json::parse(steps.output);
+    REQUIRE(step_rows.size() == 3);
+    CHECK(step_rows[0].at("test") == "tg2");
+    CHECK(step_rows[1].at("test") == "step1");
+    CHECK(step_rows[1].at("n_step_tokens") == 1);
+    CHECK(step_rows[2].at("test") == "step3");
+    CHECK(step_rows[2].at("n_step_tokens") == 3);
+    CHECK(step_rows[2].at("samples_ns").size() == 2);
+    const auto step_table = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) +
+                                                       " -p 0 -n 2 -r 1 -t 1 --no-bandwidth --spec-steps 2");
+    REQUIRE_MESSAGE(step_table.exit_code == 0, step_table.output);
+    CHECK(step_table.output.find("verify step cost") != std::string::npos);
+    CHECK(step_table.output.find("|       1 |      0 |      2 | ") != std::string::npos);  // threads, depth, K
+    const auto generated = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) +
+                                                      " -p 0 -n 4 -r 1 -t 1 --no-bandwidth --spec ngram --draft-max 4");
+    REQUIRE_MESSAGE(generated.exit_code == 0, generated.output);
+    CHECK(generated.output.find(" gen4 |") != std::string::npos);
+    CHECK(generated.output.find(" gen4+spec |") != std::string::npos);
+    const auto bad_draft = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) +
+                                                      " -p 0 -n 4 --spec ngram --draft-max 4 --draft-min 5");
+    CHECK(bad_draft.exit_code == 2);
+    CHECK(bad_draft.output.find("draft_min in [0, draft_max = 4], found 5") != std::string::npos);
     // YaRN, asked for, is named as the other programs name it.
     const auto stretched = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) +
                                                       " -p 8 -n 0 -r 1 -t 1 --no-bandwidth --rope-scaling yarn --rope-scale 2");

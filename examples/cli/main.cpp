@@ -95,6 +95,12 @@ constexpr const char* kUsage =
     "  --grammar-file FILE        the same, read from FILE; --grammar json: any JSON object\n"
     "  --json-schema FILE         the reply must be JSON valid under this JSON schema. Reasoning is off\n"
     "                             with a grammar or a schema (it holds the whole reply)\n"
+    "  --spec none|ngram          speculative decoding: ngram drafts the next tokens from the context (the\n"
+    "                             longest earlier match of its tail) and checks them in one forward pass;\n"
+    "                             the reply is the same either way, only faster where it repeats what came\n"
+    "                             before (default none)\n"
+    "  --draft-max N              with --spec ngram: tokens drafted per step at most, 1..64 (default 16)\n"
+    "  --draft-min N              with --spec ngram: a shorter draft is not checked (default 1)\n"
     "  -h, --help                 show this help\n"
     "\n"
     "Chat commands (/help lists them): /clear, /regen, /save FILE, /load FILE, /tool RESULT, /think,\n"
@@ -121,6 +127,7 @@ struct Options {
     smol::RopeScalingRequest rope_scaling;
     smol::KvCacheTypes cache_types;
     smol::SamplerParams sampling;
+    smol::SpeculationParams speculation;  // --spec, --draft-max, --draft-min
     std::vector<std::string> stops;
     std::optional<bool> think;
     bool show_thinking = false;
@@ -136,7 +143,9 @@ Options parse_args(int argc, char** argv) {
     Options o;
     smol::args::ArgReader args(argc, argv);
     while (args.next()) {
-        if (read_rope_scaling_flag(args, o.rope_scaling) || read_kv_cache_type_flag(args, o.cache_types)) continue;
+        if (read_rope_scaling_flag(args, o.rope_scaling) || read_kv_cache_type_flag(args, o.cache_types) ||
+            read_speculation_flag(args, o.speculation))
+            continue;
         if (args.is("-m", "--model")) o.model = args.value();
         else if (args.is("-hf", "--hf-repo")) o.hf_repo = args.value();
         else if (args.is("--hf-file")) o.hf_file = args.value();
@@ -200,6 +209,7 @@ Options parse_args(int argc, char** argv) {
         if (stop.empty()) throw UsageError("-r/--stop: a stop string cannot be empty");
     try {
         smol::Sampler check(o.sampling, 1);  // validates every sampling flag before the model loads
+        o.speculation.validate();            // --draft-min against --draft-max
     } catch (const smol::Error& e) {
         throw UsageError(e.what());
     }
@@ -337,9 +347,13 @@ private:
 };
 
 std::string timings_line(const smol::GenerationUsage& u) {
-    char line[128];
-    std::snprintf(line, sizeof line, "[ Prompt: %.1f t/s | Generation: %.1f t/s ]", u.prompt_tokens_per_second(),
-                  u.tokens_per_second());
+    char line[192];
+    int n = std::snprintf(line, sizeof line, "[ Prompt: %.1f t/s | Generation: %.1f t/s", u.prompt_tokens_per_second(),
+                          u.tokens_per_second());
+    if (u.drafted_tokens > 0)  // speculation: how much of the draft the model took
+        n += std::snprintf(line + n, sizeof line - std::size_t(n), " | Draft: %d of %d accepted (%.0f%%)",
+                           u.accepted_tokens, u.drafted_tokens, 100.0 * u.accepted_tokens / u.drafted_tokens);
+    std::snprintf(line + n, sizeof line - std::size_t(n), " ]");
     return line;
 }
 
@@ -545,6 +559,7 @@ int run_chat(const Options& o) {
     params.sampling = o.sampling;
     params.max_tokens = o.n_predict;
     params.stop = o.stops;
+    params.speculation = o.speculation;
     if (o.grammar || o.grammar_file) {
         const std::string text = o.grammar_file ? read_file(*o.grammar_file, "--grammar-file") : *o.grammar;
         params.grammar = engine.compile_grammar(text == "json" ? smol::text::kJsonObjectGrammar : std::string_view(text));

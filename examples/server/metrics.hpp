@@ -98,6 +98,10 @@ inline std::string metrics_text(const Metrics& metrics, const ReplicaState& repl
            double(st.cached_tokens));
     metric("smol_tokens_generated_total", "counter", "tokens generated", double(st.generated_tokens));
     metric("smol_forward_passes_total", "counter", "batched forward passes", double(st.forward_calls));
+    metric("smol_draft_tokens_total", "counter", "tokens drafted by speculative decoding and checked",
+           double(st.drafted_tokens));
+    metric("smol_draft_tokens_accepted_total", "counter", "drafted tokens the model picked too",
+           double(st.accepted_tokens));
     metric("smol_busy_seconds_total", "counter", "seconds spent computing", st.busy_seconds);
     metric("smol_tokens_per_second", "gauge", "recent generation throughput over all sessions",
            st.generation_tokens_per_second);

@@ -67,6 +67,7 @@ private:
         so.threads = options.threads;
         so.max_queue = options.max_queue;
         so.cache_budget_bytes = options.cache_budget_mib << 20;
+        so.speculation = options.speculation;
         smol::LoadOptions load;
         load.on_progress = smol::stderr_load_progress(std::filesystem::path(options.model_path).filename().string());
         load.context = options.context;

@@ -39,6 +39,7 @@ struct ServerOptions {
     bool log_prompts = false;  // completion request bodies in the log (never the key)
     smol::RopeScalingRequest rope_scaling;  // --rope-scaling, --rope-scale, --yarn-orig-ctx
     smol::KvCacheTypes cache_types;         // -ctk, -ctv
+    smol::SpeculationParams speculation;    // --spec, --draft-max, --draft-min: every request's default
     // The connection gate's limits (see connection_gate.hpp).
     int max_connections = 2048;
     int header_timeout_s = 10;
@@ -106,8 +107,10 @@ inline std::string host_name() {
                  "                          0 cancels at once, as SIGINT always does)\n"
                  "      --log-prompts       also log the body of each completion request (prompts are private:\n"
                  "                          off by default; the API key is never logged)\n"
-                 "%s%s",
-                 smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage);
+                 "%s%s%s"
+                 "  With --spec ngram, the drafts of all generating slots share 8 rows per step with their own\n"
+                 "  tokens: a full batch drafts nothing. /metrics counts drafted and accepted tokens.\n",
+                 smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage, smol::args::kSpeculationUsage);
     std::exit(code);
 }
 
@@ -116,7 +119,9 @@ inline ServerOptions parse_options(int argc, char** argv) {
     try {
         smol::args::ArgReader args(argc, argv);
         while (args.next()) {
-            if (read_rope_scaling_flag(args, o.rope_scaling) || read_kv_cache_type_flag(args, o.cache_types)) continue;
+            if (read_rope_scaling_flag(args, o.rope_scaling) || read_kv_cache_type_flag(args, o.cache_types) ||
+                read_speculation_flag(args, o.speculation))
+                continue;
             if (args.is("-m", "--model")) o.model_path = args.value();
             else if (args.is("-hf", "--hf-repo")) o.hf_repo = args.value();
             else if (args.is("--hf-file")) o.hf_file = args.value();
@@ -147,6 +152,11 @@ inline ServerOptions parse_options(int argc, char** argv) {
             else if (args.is("--cache-budget")) o.cache_budget_mib = args.integer<std::size_t>(0, std::size_t(1) << 24);
             else if (args.is("-h", "--help")) usage(0);
             else args.unknown();
+        }
+        try {
+            o.speculation.validate();  // --draft-min against --draft-max
+        } catch (const smol::Error& e) {
+            throw smol::args::UsageError(e.what());
         }
     } catch (const smol::args::UsageError& e) {
         std::fprintf(stderr, "smol-server: %s\n", e.what());

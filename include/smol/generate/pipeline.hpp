@@ -32,6 +32,7 @@
 #include "smol/generate/grammar_constraint.hpp"
 #include "smol/generate/logprobs.hpp"
 #include "smol/generate/sampler.hpp"
+#include "smol/generate/speculation.hpp"
 #include "smol/generate/stop_strings.hpp"
 #include "smol/text/thinking.hpp"
 #include "smol/text/tool_calls.hpp"
@@ -51,6 +52,9 @@ struct GenerationParams {
     // When set, the output is a sentence of this grammar (Engine::compile_grammar); generation
     // can end only once it is complete, and it completes within max_tokens and the context.
     std::shared_ptr<const TokenGrammar> grammar;
+    // Draft-free speculative decoding (generate/speculation.hpp): more tokens per forward pass
+    // where the text repeats its context, the same tokens either way. Off by default.
+    SpeculationParams speculation;
 };
 
 enum class FinishReason {
@@ -86,6 +90,8 @@ struct GenerationUsage {
     double prompt_ms = 0.0;     // from the start of the prompt to the first sampled token
     double generation_ms = 0.0;  // from the first to the last sampled token
     double time_to_first_token_ms = 0.0;  // from the request to the first sampled token
+    int drafted_tokens = 0;   // speculation: tokens drafted and checked by the model
+    int accepted_tokens = 0;  // of those, the ones the model picked too (each saved a step)
 
     int prompt_evaluated() const { return prompt_tokens - cached_tokens; }
     double prompt_tokens_per_second() const { return prompt_ms > 0.0 ? prompt_evaluated() * 1000.0 / prompt_ms : 0.0; }
@@ -132,8 +138,10 @@ public:
           split_reasoning_(params.split_reasoning),
           logprobs_(params.logprobs),
           max_tokens_(params.max_tokens),
+          speculation_(params.speculation),
           requested_(Clock::now()) {
         if (prompt.empty()) fail("generation: the prompt is empty; at least one token is needed to continue from");
+        speculation_.validate();
         if (params.grammar) constraint_.emplace(params.grammar, tokenizer);
         if (logprobs_ > kMaxTopLogprobs)
             fail("generation: at most ", kMaxTopLogprobs, " alternatives per token, asked for ", logprobs_);
@@ -239,6 +247,18 @@ public:
     }
     const GenerationUsage& usage() const { return usage_; }
     int generated_tokens() const { return usage_.completion_tokens; }
+    int n_vocab() const { return sampler_.n_vocab(); }
+    // Tokens sample() may still pick before max_tokens ends the generation.
+    long tokens_left() const {
+        return max_tokens_ < 0 ? std::numeric_limits<long>::max() : long(max_tokens_) - usage_.completion_tokens;
+    }
+
+    const SpeculationParams& speculation() const { return speculation_; }
+    // A verify step checked `drafted` drafted tokens and the model picked `accepted` of them.
+    void count_draft(int drafted, int accepted) {
+        usage_.drafted_tokens += drafted;
+        usage_.accepted_tokens += accepted;
+    }
 
 private:
     static double ms_between(Clock::time_point a, Clock::time_point b) {
@@ -276,6 +296,7 @@ private:
     std::optional<GrammarConstraint> constraint_;
     TokenLogprob last_logprob_;      // of the token sample() returned last
     int max_tokens_;
+    SpeculationParams speculation_;
     GenerationUsage usage_;
     bool finished_ = false;
     FinishReason reason_ = FinishReason::end_of_generation;

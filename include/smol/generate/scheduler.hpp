@@ -10,7 +10,10 @@
 //   2. builds one batch: the next chunk of each prompt still being read (at most prompt_chunk
 //      tokens in total per step, so a long new prompt stalls the others by a bounded amount;
 //      prompts take the budget in the order their requests were admitted, so a request that
-//      came later never starves an earlier one) and one token for every slot that is generating;
+//      came later never starves an earlier one) and one token for every slot that is generating,
+//      with a draft when its request speculates (GenerationParams::speculation): the drafts
+//      share what the slots' own tokens leave of decode_rows per step, so a full batch drafts
+//      nothing, and a slot whose drafts keep failing pauses drafting (Sequence's back-off);
 //   3. runs Model::forward once for the whole batch (one pass over the weights for everyone);
 //   4. steps each slot's Sequence whose prompt is read (its request's GenerationPipeline picks
 //      the token) and streams the text, split into reasoning and answer, to the request's
@@ -26,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -54,6 +58,13 @@ struct SchedulerOptions {
     int context = 0;           // tokens per slot's KV cache; 0: the model's default (4096)
     int max_queue = 32;        // requests waiting for a slot before submit() refuses more
     int prompt_chunk = 128;    // prompt tokens read per step across all slots
+    // Rows per step for the generating slots' tokens and their drafts together (speculative
+    // decoding): the drafts split evenly what the slots' own tokens leave, so they fill a narrow
+    // batch and leave a full one alone (a row costs compute even where the weights are shared;
+    // README, "Speculative decoding"). At most the slots: no drafts.
+    int decode_rows = 8;
+    // Applied to every request whose own parameters do not speculate (smol-server --spec).
+    SpeculationParams speculation;
     int threads = 0;           // OpenMP threads of the worker; 0: the OpenMP default
     // Memory the slots' KV caches may take together; 0: every slot may hold one. Idle caches
     // (finished requests kept for prefix reuse) are freed, least recently used first, when a
@@ -160,6 +171,8 @@ struct SchedulerStats {
     std::uint64_t prompt_tokens = 0;      // prompt tokens run through the model
     std::uint64_t cached_tokens = 0;      // prompt tokens reused from slot caches
     std::uint64_t generated_tokens = 0;
+    std::uint64_t drafted_tokens = 0;     // speculation: drafted tokens checked by the model
+    std::uint64_t accepted_tokens = 0;    // of those, the ones it picked too
     std::uint64_t forward_calls = 0;
     double busy_seconds = 0;              // time inside Model::forward and sampling
     double generation_tokens_per_second = 0;  // generated tokens per busy second, recent steps
@@ -179,6 +192,8 @@ public:
         if (options_.prompt_chunk <= 0)
             fail("scheduler: expected a positive prompt chunk size, found ", options_.prompt_chunk);
         if (options_.context < 0) fail("scheduler: expected a context size >= 0, found ", options_.context);
+        if (options_.decode_rows < 0) fail("scheduler: expected decode rows >= 0, found ", options_.decode_rows);
+        options_.speculation.validate();
         if (options_.context == 0) options_.context = kDefaultContext;
         slots_.resize(std::size_t(options_.slots));
         // The size of one cache, measured once on a tiny cache of the same shape.
@@ -217,6 +232,7 @@ public:
             ++stats_.requests_rejected;
             throw PromptTooLongError(prompt_too_long_message(request.prompt.size(), options_.context));
         }
+        if (!request.params.speculation.enabled()) request.params.speculation = options_.speculation;
         // Validates the parameters; the request's clock starts here.
         auto pipeline = std::make_unique<GenerationPipeline>(engine_->tokenizer(), request.params, request.prompt,
                                                              request.assistant_prefix);
@@ -370,7 +386,7 @@ private:
 
     void run() {
         if (options_.threads > 0) omp_set_num_threads(options_.threads);
-        std::vector<float> logits;        // [n_sequences, n_vocab]
+        std::vector<float> logits;        // [rows, n_vocab]: each entry's last row, a verify step's every row
         std::vector<SequenceBatch> batch;  // one per running slot
         std::vector<Slot*> batched;        // the slot of each batch entry
         std::vector<Slot*> reading;        // slots still reading their prompt, first admitted first
@@ -395,11 +411,20 @@ private:
             batch.clear();
             batched.clear();
             int prompt_budget = options_.prompt_chunk;
-            // Decoding slots first (each runs the token it picked): they are always in the
-            // batch. Prompts share the budget in the order their requests were admitted.
+            // Decoding slots first (each runs the token it picked, and its draft within its
+            // share of decode_rows): they are always in the batch. Prompts share the budget in
+            // the order their requests were admitted.
+            int decoding = 0, speculating = 0;
+            for (const Slot& slot : slots_)
+                if (slot.active && !slot.sequence.reading_prompt()) {
+                    ++decoding;
+                    if (slot.job.pipeline->speculation().enabled()) ++speculating;
+                }
+            const int room = std::max(0, options_.decode_rows - decoding);
+            const std::size_t draft_share = speculating > 0 ? std::size_t(room / speculating) : 0;
             for (Slot& slot : slots_) {
                 if (!slot.active || slot.sequence.reading_prompt()) continue;
-                batch.push_back(slot.sequence.next_input());
+                batch.push_back(slot.sequence.next_input(Sequence::kWholePrompt, draft_share));
                 batched.push_back(&slot);
             }
             reading.clear();
@@ -416,7 +441,10 @@ private:
 
             const auto step_start = Clock::now();
             const std::size_t n_vocab = std::size_t(engine_->n_vocab());
-            logits.resize(batch.size() * n_vocab);
+            // A verify step gives every row of its entry; the others their last.
+            std::size_t rows = 0;
+            for (const SequenceBatch& entry : batch) rows += entry.all_logits ? entry.tokens.size() : 1;
+            logits.resize(rows * n_vocab);
             try {
                 engine_->forward(batch, logits.data());
             } catch (const std::exception& e) {
@@ -424,8 +452,13 @@ private:
                 continue;
             }
             int sampled = 0;
+            std::size_t row = 0;  // the first logit row of batch[b]
             for (std::size_t b = 0; b < batch.size(); ++b) {
                 Slot& slot = *batched[b];
+                const std::size_t entry_rows = batch[b].all_logits ? batch[b].tokens.size() : 1;
+                const std::span<float> entry_logits =
+                    std::span<float>(logits).subspan(row * n_vocab, entry_rows * n_vocab);
+                row += entry_rows;
                 try {
                     std::lock_guard lock(mutex_);  // the tokens are read by cached_tokens()
                     if (slot.sequence.reading_prompt()) stats_.prompt_tokens += batch[b].tokens.size();
@@ -437,9 +470,12 @@ private:
                 if (!slot.sequence.wants_step()) continue;  // more of the prompt to read
                 try {
                     TextDelta delta;
-                    const bool ended = slot.sequence.step(std::span<float>(logits).subspan(b * n_vocab, n_vocab), delta);
-                    ++sampled;
-                    on_token(slot, ended, std::move(delta));
+                    const GenerationUsage before = slot.job.pipeline->usage();
+                    const bool ended = slot.sequence.step(entry_logits, delta);
+                    const GenerationUsage& after = slot.job.pipeline->usage();
+                    sampled += after.completion_tokens - before.completion_tokens;
+                    on_token(slot, ended, std::move(delta), after.completion_tokens - before.completion_tokens,
+                             after.drafted_tokens - before.drafted_tokens, after.accepted_tokens - before.accepted_tokens);
                 } catch (const GenerationCancelled&) {
                     finish(slot, FinishReason::cancelled, "");
                 } catch (const text::GrammarTooComplex& e) {
@@ -477,11 +513,14 @@ private:
         return false;
     }
 
-    // A token was picked (the slot's Sequence runs it next step unless the generation ended).
-    void on_token(Slot& slot, bool ended, TextDelta delta) {
+    // Tokens were picked: one, or after a verify step the draft's tokens the model took and the
+    // one after them (the slot's Sequence runs the last next step unless the generation ended).
+    void on_token(Slot& slot, bool ended, TextDelta delta, int picked, int drafted, int accepted) {
         {
-            std::lock_guard lock(mutex_);  // counted before the stream can see the token
-            ++stats_.generated_tokens;
+            std::lock_guard lock(mutex_);  // counted before the stream can see the tokens
+            stats_.generated_tokens += std::uint64_t(picked);
+            stats_.drafted_tokens += std::uint64_t(drafted);
+            stats_.accepted_tokens += std::uint64_t(accepted);
         }
         if (ended) {
             finish(slot, slot.job.pipeline->finish_reason(), "", std::move(delta));

@@ -222,6 +222,10 @@ private:
         // Built, and the prompt's length checked, before the cache is touched, so bad
         // parameters or a prompt too long leave the session as it was.
         GenerationPipeline pipeline(tokenizer, params, prompt, chat.assistant_prefix);
+        // Room for every row of a verify step; the Sequence drafts no more than fits.
+        const SpeculationParams& speculation = pipeline.speculation();
+        const int rows = speculation.enabled() ? 1 + speculation.draft_max : 1;
+        logits_.resize(std::size_t(engine_->n_vocab()) * std::size_t(rows));
         sequence_.start(prompt, &pipeline);
         GenerationResult result;
         auto deliver = [&](const TextDelta& delta) {
@@ -270,7 +274,7 @@ private:
     std::string system_prompt_;
     nlohmann::ordered_json messages_;
     ChatOptions template_options_;
-    std::vector<float> logits_;  // [n_vocab] logits of the last token run
+    std::vector<float> logits_;  // [rows, n_vocab] logits of the last run: 1 row, or a verify step's
     std::atomic<bool> cancel_requested_{false};
     bool drop_oldest_turns_ = false;
     static_assert(std::atomic<bool>::is_always_lock_free, "cancel() must be safe to call from a signal handler");

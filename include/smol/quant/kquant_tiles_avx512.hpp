@@ -256,8 +256,9 @@ SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm(std::int64_t
 
 }  // namespace kquant_detail
 
-// Decode takes the 512-bit column kernels, prompts the GEMMs; a tile of a few columns (smol's
-// matmul never asks for one) goes column by column. All give the reference's bits.
+// Decode takes the 512-bit column kernels, prompts the GEMMs; a tile of a few columns (a batch
+// of fewer than kMinGemmTokens tokens: a speculative verify step) goes column by column. All
+// give the reference's bits.
 template <class Decode>
 inline constexpr DotTileFn kquant_tile = kernel_detail::column_by_column<kquant_detail::kquant_column<Decode>>;
 inline constexpr DotTileFn q2k_q8k = kquant_tile<kquant_detail::Q2KDecode>;
