@@ -3,6 +3,7 @@
 // tool_result round trip, and the errors the client raises for refused requests and a wrong key.
 //   node anthropic_client_test.mjs --server BIN --model GGUF
 import Anthropic from '@anthropic-ai/sdk';
+import Ajv from 'ajv';
 import { check, finish, startTestServer, testArgs, testKey as key } from './start_server.mjs';
 
 const args = testArgs();
@@ -67,8 +68,10 @@ try {
     ...base, max_tokens: 60, tools: [weather], tool_choice: { type: 'tool', name: 'get_weather' },
     messages: [{ role: 'user', content: 'Weather in Paris?' }] });
   const use = called.content.find((b) => b.type === 'tool_use');
-  check(called.stop_reason === 'tool_use' && use?.name === 'get_weather' && typeof use.input.city === 'string' &&
-        use.id.startsWith('toolu_'), 'tool_choice tool gives a tool_use block whose input follows the schema');
+  // Ajv (a JSON Schema validator) checks the input against the tool's input_schema.
+  const validInput = new Ajv({ strict: false }).compile(weather.input_schema);
+  check(called.stop_reason === 'tool_use' && use?.name === 'get_weather' && validInput(use?.input) &&
+        use.id.startsWith('toolu_'), 'tool_choice tool gives a tool_use block whose input validates against input_schema');
   const calledStream = client.messages.stream({
     ...base, max_tokens: 60, tools: [weather], tool_choice: { type: 'any' },
     messages: [{ role: 'user', content: 'Weather in Paris?' }] });
