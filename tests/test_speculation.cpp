@@ -43,8 +43,9 @@ std::vector<std::int32_t> lookup(const std::vector<std::int32_t>& context, std::
     return draft;
 }
 
+// (Empty spans may have no data pointer, which memcmp must not be given.)
 bool same_bits(std::span<const float> a, std::span<const float> b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // What one generation produced, and the state it left.
