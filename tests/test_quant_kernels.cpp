@@ -44,6 +44,9 @@ bool runnable(Isa isa) {
 struct Gen {
     std::mt19937 rng;
     bool exact;
+    bool extreme = false;  // every k-quant quant at its largest, Q8_K activations at -128 or 127
+
+    std::uint8_t quant_byte() { return extreme ? std::uint8_t(0xff) : byte(); }
 
     int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
     std::uint8_t byte() { return std::uint8_t(uniform(0, 255)); }
@@ -60,13 +63,13 @@ struct Gen {
             for (int i = 0; i < 8; ++i) b.scales[i] &= 0x07;
             for (int i = 8; i < 12; ++i) b.scales[i] &= 0x77;
         }
-        for (auto& q : b.qs) q = byte();
+        for (auto& q : b.qs) q = quant_byte();
         return b;
     }
     BlockQ6K q6k() {
         BlockQ6K b;
-        for (auto& q : b.ql) q = byte();
-        for (auto& q : b.qh) q = byte();
+        for (auto& q : b.ql) q = quant_byte();
+        for (auto& q : b.qh) q = quant_byte();
         for (auto& s : b.scales) s = std::int8_t(exact ? uniform(-8, 8) : uniform(-128, 127));
         b.d = exact ? f32_to_fp16(1.0f / 8) : half_in(-0.01f, 0.01f);
         return b;
@@ -74,15 +77,15 @@ struct Gen {
     BlockQ2K q2k() {
         BlockQ2K b;
         for (auto& s : b.scales) s = exact ? std::uint8_t(byte() & 0x77) : byte();  // exact: scales and mins below 8
-        for (auto& q : b.qs) q = byte();
+        for (auto& q : b.qs) q = quant_byte();
         b.d = exact ? f32_to_fp16(1.0f / 16) : half_in(0.0005f, 0.02f);
         b.dmin = exact ? f32_to_fp16(1.0f / 32) : half_in(0.0005f, 0.02f);
         return b;
     }
     BlockQ3K q3k() {
         BlockQ3K b;
-        for (auto& q : b.hmask) q = byte();
-        for (auto& q : b.qs) q = byte();
+        for (auto& q : b.hmask) q = quant_byte();
+        for (auto& q : b.qs) q = quant_byte();
         for (auto& s : b.scales) s = byte();
         if (exact)  // every scale's top two bits 2: stored 32..47, scales 0..15
             for (int i = 8; i < 12; ++i) b.scales[i] = 0xaa;
@@ -95,14 +98,16 @@ struct Gen {
         b.d = head.d;
         b.dmin = head.dmin;
         std::memcpy(b.scales, head.scales, sizeof b.scales);
-        for (auto& q : b.qh) q = byte();
-        for (auto& q : b.qs) q = byte();
+        for (auto& q : b.qh) q = quant_byte();
+        for (auto& q : b.qs) q = quant_byte();
         return b;
     }
     BlockQ8K q8k() {
         BlockQ8K b;
         b.d = exact ? 1.0f / 64 : std::uniform_real_distribution<float>(-0.05f, 0.05f)(rng);
-        for (auto& q : b.qs) q = std::int8_t(uniform(-127, 127));
+        const bool all_lowest = extreme && uniform(0, 1) == 0;  // the largest sums, all of one sign
+        for (auto& q : b.qs)
+            q = std::int8_t(all_lowest ? -128 : extreme ? (uniform(0, 1) ? 127 : -128) : uniform(-127, 127));
         for (int j = 0; j < QK_K / 16; ++j) {
             int s = 0;
             for (int l = 0; l < 16; ++l) s += b.qs[16 * j + l];
@@ -318,13 +323,14 @@ namespace {
 using GemmCall = std::function<void(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                                     const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride)>;
 
-// Random Q4_K or Q6_K rows against random Q8_K tokens through `gemm` (which may pick its kernel
+// Random k-quant rows against random Q8_K tokens (or, `extreme`, the largest quants against
+// activations of -128 and 127) through `gemm` (which may pick its kernel
 // by the token count, as dispatch does), for every row count up to shape.rows and token counts
 // up to shape.tokens, from the first group and from a later one. Every output must be the
 // reference's bits, and nothing outside the n_rows x n_tokens corner may be written.
 void check_gemm(TensorType wtype, const GemmShape& shape, const std::function<GemmCall(int n_tokens)>& gemm_for,
-                std::uint32_t seed) {
-    Gen gen{std::mt19937(seed), false};
+                std::uint32_t seed, bool extreme = false) {
+    Gen gen{std::mt19937(seed), false, extreme};
     const std::int64_t n = 2816, blocks = n / QK_K;
     const int max_tokens = shape.tokens + 21;  // a call's worth and a partial group after it
     const auto acts = rows_of<BlockQ8K>(max_tokens, blocks, std::size_t(blocks) * sizeof(BlockQ8K), [&] { return gen.q8k(); });
@@ -399,6 +405,9 @@ TEST_CASE("k-quant prompt GEMMs give the reference's bits for every row and toke
                 });
             };
             check_gemm(wtype, widest.shape, gemm_for, 60 + std::uint32_t(wtype));
+            // The kernels sum products in narrow integers where the bounds allow (the AVX2 GEMMs
+            // in i16): the largest quants against activations of -128 reach those bounds.
+            check_gemm(wtype, widest.shape, gemm_for, 80 + std::uint32_t(wtype), true);
         }
     }
     if (sets_with_gemm == 0) MESSAGE("no kernel set with a prompt GEMM runs on this CPU (", describe(), ")");

@@ -38,12 +38,16 @@ using DotTileFn = void (*)(std::int64_t n, const std::uint8_t* weights, std::siz
                            std::size_t out_stride);
 
 // Prompt kernels whose vector lanes are tokens: out[t * out_stride + r] = dot(weight row r,
-// token t) for r < n_rows <= kTileRows and t < n_tokens <= kGemmTokens.
+// token t) for r < n_rows <= kTileRows and t < n_tokens <= the set's GemmShape::tokens
+// (type_table.hpp).
 //   acts: the first group of these tokens, packed 16 to a BlockQ8Kx16 (packing.hpp); group g
 //         starts at acts + g * (n / QK_K).
 // Each weight block is unpacked once and used for all the tokens, and no horizontal sums are
 // needed: results come out in lanes.
-inline constexpr int kGemmTokens = 32;
+inline constexpr int kGemmTokens = 32;  // AVX-512: its accumulators for 2 groups fill the registers
+// AVX2: its float sums wait in L1, so more tokens spread the unpacking thinner. One thread of a
+// Zen 5 (AVX2 set, Q4_K / Q6_K rows of 2048): 32 tokens 110 / 87 GMAC/s, 64 tokens 116 / 95.
+inline constexpr int kGemmTokensAvx2 = 64;
 struct BlockQ8Kx16;
 using GemmTileFn = void (*)(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                             const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride);

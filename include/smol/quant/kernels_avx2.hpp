@@ -157,8 +157,8 @@ inline void store_column(__m128 acc, int n_rows, int n_cols, float* out, std::si
 // The k-quant prompt GEMMs' pieces (the driver, kquant_gemm, is kquant_tiles_avx2.hpp's) and
 // Q4_K's and Q6_K's unpackers. Vector lanes are 8 tokens of a packed group of 16 (packing.hpp): a
 // weight row's 4-byte group is broadcast, maddubs multiplies it with 8 tokens' matching groups
-// (pairs of products fit i16: at most 2 * 63 * 127), and madd with the sub-block scale turns
-// them into scale * 4 products in each token's i32 lane. No horizontal sums; each lane ends a
+// (pairs of products fit i16: at most 2 * 63 * 128), a few groups' pairs are summed in i16, and
+// madd with the sub-block scale turns them into scale * products in each token's i32 lane. No horizontal sums; each lane ends a
 // block with the exact integer totals and takes the reference's float step, so the results are
 // the bits of the decode kernels.
 
@@ -203,21 +203,35 @@ inline __m256i word_pair(int a, int b) {
     return _mm256_set1_epi32(int(std::uint32_t(std::uint16_t(a)) | std::uint32_t(std::uint16_t(b)) << 16));
 }
 
-// dots[r][h] += scale[r] * (row r's 4-byte groups first..first+K-1 . half h's tokens' groups),
-// unrolled at compile time: as a loop, gcc copies every accumulator between registers on each
-// trip and spills the scales.
-template <int K>
-__attribute__((always_inline)) inline void dot_groups(__m256i (&dots)[kTileRows][2], const UnpackedQuants (&u)[kTileRows],
-                                                      const BlockQ8Kx16& a, int first, const __m256i (&scale)[kTileRows]) {
+// Row r's maddubs products with half h's tokens over the 4-byte groups first..first+K-1, summed
+// in i16 into sums[r] (which `Start` sets rather than adds to; the caller bounds K so that
+// nothing wraps), unrolled at compile time: as a loop, gcc copies every accumulator between
+// registers on each trip.
+template <int K, bool Start>
+__attribute__((always_inline)) inline void word_sums(__m256i (&sums)[kTileRows], const UnpackedQuants (&u)[kTileRows],
+                                                     const BlockQ8Kx16& a, int h, int first) {
     if constexpr (K > 0) {
-        const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.qs[first][0]));
-        const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.qs[first][8]));
+        const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.qs[first][8 * h]));
         for (int r = 0; r < kTileRows; ++r) {
-            const __m256i wq = broadcast_group(u[r], first);
-            dots[r][0] = _mm256_add_epi32(dots[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(wq, x0), scale[r]));
-            dots[r][1] = _mm256_add_epi32(dots[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(wq, x1), scale[r]));
-        }
-        dot_groups<K - 1>(dots, u, a, first + 1, scale);
+            const __m256i products = _mm256_maddubs_epi16(broadcast_group(u[r], first), x);
+            sums[r] = Start ? products : _mm256_add_epi16(sums[r], products);
+            asm("" : "+x"(sums[r]));  // keeps the running sum: gcc would otherwise reassociate the adds
+        }                             // into a tree, holding all the products at once and spilling them
+        word_sums<K - 1, false>(sums, u, a, h, first + 1);
+    }
+}
+
+// dots[r] += scale[r] * (row r's groups first..first+Runs*K-1 . half h's tokens' groups): one
+// vpmaddwd per row for each run of K groups' i16 sums.
+template <int K, int Runs>
+__attribute__((always_inline)) inline void dot_group_run(__m256i (&dots)[kTileRows], const UnpackedQuants (&u)[kTileRows],
+                                                         const BlockQ8Kx16& a, int h, int first,
+                                                         const __m256i (&scale)[kTileRows]) {
+    if constexpr (Runs > 0) {
+        __m256i sums[kTileRows];
+        word_sums<K, true>(sums, u, a, h, first);
+        for (int r = 0; r < kTileRows; ++r) dots[r] = _mm256_add_epi32(dots[r], _mm256_madd_epi16(sums[r], scale[r]));
+        dot_group_run<K, Runs - 1>(dots, u, a, h, first + K, scale);
     }
 }
 

@@ -320,8 +320,9 @@ struct Q2KDecode {
 //
 // A Gemm kernel: Weight; kSubBlocks (8 of 32 weights or 16 of 16); kOffsetShift: 0 for the types
 // with mins (dmin * min_j meets the bsums), else log2 of what the unsigned quants exceed the
-// signed ones by (Q3_K: 4, Q6_K: 32), taken out as offset * sum_j scale_j * bsum_j; and
-// unpack(weight block, UnpackedQuants&, GemmFactors&).
+// signed ones by (Q3_K: 4, Q6_K: 32), taken out as offset * sum_j scale_j * bsum_j; kMaxQuant,
+// the largest unsigned quant (it bounds the i16 sums); and unpack(weight block, UnpackedQuants&,
+// GemmFactors&).
 
 struct GemmFactors {
     alignas(32) std::int16_t scales[16];  // [sub-block]: its scale (the first kSubBlocks)
@@ -342,7 +343,7 @@ inline void q4k_factors(const std::uint8_t* block, std::uint16_t d, std::uint16_
 
 struct Q4KGemm {
     using Weight = BlockQ4K;
-    static constexpr int kSubBlocks = 8, kOffsetShift = 0;
+    static constexpr int kSubBlocks = 8, kOffsetShift = 0, kMaxQuant = 15;
     static void unpack(const BlockQ4K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         q4k_factors(reinterpret_cast<const std::uint8_t*>(&wb), wb.d, wb.dmin, f);
         avx2::q4k_unpack(wb, u);
@@ -351,7 +352,7 @@ struct Q4KGemm {
 
 struct Q5KGemm {
     using Weight = BlockQ5K;
-    static constexpr int kSubBlocks = 8, kOffsetShift = 0;
+    static constexpr int kSubBlocks = 8, kOffsetShift = 0, kMaxQuant = 31;
     static void unpack(const BlockQ5K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         q4k_factors(reinterpret_cast<const std::uint8_t*>(&wb), wb.d, wb.dmin, f);
         const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh));
@@ -363,7 +364,7 @@ struct Q5KGemm {
 
 struct Q6KGemm {  // quants used unsigned, 0..63
     using Weight = BlockQ6K;
-    static constexpr int kSubBlocks = 16, kOffsetShift = 5;
+    static constexpr int kSubBlocks = 16, kOffsetShift = 5, kMaxQuant = 63;
     static void unpack(const BlockQ6K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         const __m256i scales16 = avx2::q6k_scales16(wb);
         _mm256_store_si256(reinterpret_cast<__m256i*>(f.scales), scales16);
@@ -376,7 +377,7 @@ struct Q6KGemm {  // quants used unsigned, 0..63
 
 struct Q3KGemm {  // quants used unsigned, 0..7
     using Weight = BlockQ3K;
-    static constexpr int kSubBlocks = 16, kOffsetShift = 2;
+    static constexpr int kSubBlocks = 16, kOffsetShift = 2, kMaxQuant = 7;
     static void unpack(const BlockQ3K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         const __m256i scales16 = _mm256_cvtepi8_epi16(q3k_scales(wb));
         _mm256_store_si256(reinterpret_cast<__m256i*>(f.scales), scales16);
@@ -392,7 +393,7 @@ struct Q3KGemm {  // quants used unsigned, 0..7
 
 struct Q2KGemm {
     using Weight = BlockQ2K;
-    static constexpr int kSubBlocks = 16, kOffsetShift = 0;
+    static constexpr int kSubBlocks = 16, kOffsetShift = 0, kMaxQuant = 3;
     static void unpack(const BlockQ2K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         __m256i scales16, mins16;
         q2k_scales_mins(wb, scales16, mins16);
@@ -407,73 +408,82 @@ struct Q2KGemm {
 };
 
 // sum_j factor_j * bsum_j over the 16 bsums of the 8 tokens of half h, as i32 per token: bsum
-// pair p (sub-blocks of 16: 2p, 2p + 1) meets factors 2p and 2p + 1.
-inline __m256i bsum_dots(const BlockQ8Kx16& ab, int h, const std::int16_t (&factors)[16]) {
+// pair p (sub-blocks of 16: 2p, 2p + 1) meets factor_pairs[p], factors 2p and 2p + 1 as words.
+inline __m256i bsum_dots(const BlockQ8Kx16& ab, int h, const __m256i* factor_pairs, std::size_t pair_stride) {
     __m256i sum = _mm256_setzero_si256();
     for (int p = 0; p < 8; ++p)
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(ab.bsums[p][8 * h])),
-                                                      avx2::word_pair(factors[2 * p], factors[2 * p + 1])));
+                                                      factor_pairs[std::size_t(p) * pair_stride]));
     return sum;
 }
 
-// The float step of one block for 16 tokens (acc[h]: half h's 8 tokens), as the reference's
-// q4k_accumulate_block (with mins) or q6k_accumulate_block (the offset taken out first).
+// The float step of one block for half h's 8 tokens (acc), as the reference's
+// q4k_accumulate_block (with mins) or q6k_accumulate_block (the offset taken out first);
+// factor_pairs: bsum_dots'.
 template <class Kernel>
-inline void gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, const __m256i (&dots)[2], __m256 (&acc)[2]) {
-    for (int h = 0; h < 2; ++h) {
-        const __m256 ad = _mm256_load_ps(ab.d + 8 * h);
-        if constexpr (Kernel::kOffsetShift == 0) {
-            acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.d), ad), _mm256_cvtepi32_ps(dots[h]), acc[h]);
-            acc[h] = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.dmin), ad),
-                                      _mm256_cvtepi32_ps(bsum_dots(ab, h, f.bsum_factors)), acc[h]);
-        } else {
-            const __m256i total = _mm256_sub_epi32(dots[h], _mm256_slli_epi32(bsum_dots(ab, h, f.bsum_factors), Kernel::kOffsetShift));
-            acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.d), ad), _mm256_cvtepi32_ps(total), acc[h]);
-        }
+inline __m256 gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, int h, __m256i dots, const __m256i* factor_pairs,
+                              std::size_t pair_stride, __m256 acc) {
+    const __m256 ad = _mm256_load_ps(ab.d + 8 * h);
+    const __m256i bsum_term = bsum_dots(ab, h, factor_pairs, pair_stride);
+    if constexpr (Kernel::kOffsetShift == 0) {
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.d), ad), _mm256_cvtepi32_ps(dots), acc);
+        return _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.dmin), ad), _mm256_cvtepi32_ps(bsum_term), acc);
+    } else {
+        const __m256i total = _mm256_sub_epi32(dots, _mm256_slli_epi32(bsum_term, Kernel::kOffsetShift));
+        return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.d), ad), _mm256_cvtepi32_ps(total), acc);
     }
 }
 
-// One packed group (16 tokens, two halves of 8) against the tile's rows.
+// How many 4-byte groups' maddubs products a lane may sum in i16 before the sub-block scale is
+// applied: a product pair is at most 2 * kMaxQuant * 128 in magnitude (Q8_K activations run
+// -128..127), so the sum stays exact. Summing in i16 (vpaddw) and applying the scale once per run
+// (vpmaddwd) halves the multiplies of the plain maddubs + madd per group: Q4_K sums a whole
+// sub-block of 32, Q5_K half of one, Q6_K two groups.
 template <class Kernel>
-inline void kquant_gemm_group(std::int64_t blocks, const typename Kernel::Weight* const (&w)[kTileRows],
-                              const BlockQ8Kx16* acts, __m256 (&acc)[kTileRows][2]) {
+inline constexpr int kGroupsPerWordSum =
+    std::min(QK_K / 4 / Kernel::kSubBlocks, 32767 / (2 * Kernel::kMaxQuant * 128));
+
+// A call's tokens (up to kGemmTokensAvx2: groups of 16, two halves of 8 each) against the tile's
+// rows: each weight block is unpacked once for all of them. A half at a time keeps its 4 rows'
+// i16 run sums and i32 block totals in registers (10 of the 16); the float sums wait in memory.
+template <class Kernel>
+inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                        const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
     constexpr int R = kTileRows, SubBlocks = Kernel::kSubBlocks, groups_per_sub_block = QK_K / 4 / SubBlocks;
-    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    constexpr int run = kGroupsPerWordSum<Kernel>, runs_per_sub_block = groups_per_sub_block / run;
+    constexpr int kMaxHalves = kGemmTokensAvx2 / 8;
+    static_assert(run >= 1 && groups_per_sub_block % run == 0, "a sub-block splits into whole runs");
+    if (n_rows <= 0 || n_tokens <= 0) return;
+    const typename Kernel::Weight* w[R];
+    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
+    const std::int64_t blocks = n / QK_K;
+    const int halves = (std::min(n_tokens, kGemmTokensAvx2) + 7) / 8;  // packed groups hold 16: a half past n_tokens is zero
+    alignas(32) float acc[kMaxHalves][R][8] = {};  // [half][row]: 8 tokens' sums
     avx2::UnpackedQuants u[R];
     GemmFactors factors[R];
-    __m256i scale_vectors[SubBlocks][R];  // read as memory operands of vpmaddwd
+    __m256i scale_vectors[SubBlocks][R];  // read as memory operands of vpmaddwd, as are:
+    __m256i bsum_factor_pairs[8][R];      // the factors of bsum pairs, two words
     for (std::int64_t b = 0; b < blocks; ++b) {
         for (int r = 0; r < R; ++r) {
             Kernel::unpack(w[r][b], u[r], factors[r]);
             for (int j = 0; j < SubBlocks; ++j) scale_vectors[j][r] = _mm256_set1_epi16(factors[r].scales[j]);
+            for (int p = 0; p < 8; ++p)
+                bsum_factor_pairs[p][r] = avx2::word_pair(factors[r].bsum_factors[2 * p], factors[r].bsum_factors[2 * p + 1]);
         }
-        const BlockQ8Kx16& a = acts[b];
-        __m256i dots[R][2];
-        for (int r = 0; r < R; ++r) dots[r][0] = dots[r][1] = _mm256_setzero_si256();
-        for (int j = 0; j < SubBlocks; ++j)
-            avx2::dot_groups<groups_per_sub_block>(dots, u, a, groups_per_sub_block * j, scale_vectors[j]);
-        for (int r = 0; r < R; ++r) gemm_accumulate<Kernel>(factors[r], a, dots[r], acc[r]);
-    }
-}
-
-template <class Kernel>
-inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                        const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
-    if (n_rows <= 0 || n_tokens <= 0) return;
-    const typename Kernel::Weight* w[kTileRows];
-    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
-    const std::int64_t blocks = n / QK_K;
-    for (int t0 = 0; t0 < n_tokens; t0 += kPackedTokens) {
-        __m256 acc[kTileRows][2];  // [row][half]: 8 tokens' sums
-        kquant_gemm_group<Kernel>(blocks, w, acts + (t0 / kPackedTokens) * blocks, acc);
-        const int tokens = n_tokens - t0 < kPackedTokens ? n_tokens - t0 : kPackedTokens;
-        for (int r = 0; r < n_rows; ++r) {
-            alignas(32) float lanes[kPackedTokens];
-            _mm256_store_ps(lanes, acc[r][0]);
-            _mm256_store_ps(lanes + 8, acc[r][1]);
-            for (int t = 0; t < tokens; ++t) out[std::size_t(t0 + t) * out_stride + std::size_t(r)] = lanes[t];
+        for (int half = 0; half < halves; ++half) {
+            const BlockQ8Kx16& a = acts[(half / 2) * blocks + b];
+            const int h = half % 2;
+            __m256i dots[R];
+            for (int r = 0; r < R; ++r) dots[r] = _mm256_setzero_si256();
+            for (int j = 0; j < SubBlocks; ++j)
+                avx2::dot_group_run<run, runs_per_sub_block>(dots, u, a, h, groups_per_sub_block * j, scale_vectors[j]);
+            for (int r = 0; r < R; ++r)
+                _mm256_store_ps(acc[half][r], gemm_accumulate<Kernel>(factors[r], a, h, dots[r], &bsum_factor_pairs[0][r], R,
+                                                                       _mm256_load_ps(acc[half][r])));
         }
     }
+    for (int t = 0; t < std::min(n_tokens, kGemmTokensAvx2); ++t)
+        for (int r = 0; r < n_rows; ++r) out[std::size_t(t) * out_stride + std::size_t(r)] = acc[t / 8][r][t % 8];
 }
 
 }  // namespace kquant_detail

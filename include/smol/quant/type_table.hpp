@@ -69,7 +69,7 @@ struct GemmShape {
 inline constexpr int kMinGemmTokens = 8;
 inline constexpr GemmShape kGemmShapes[kIsaCount] = {
     {kTileRows, kGemmTokens, 1},  // scalar: unused, it has no GEMM
-    {kTileRows, kGemmTokens, kMinGemmTokens},
+    {kTileRows, kGemmTokensAvx2, kMinGemmTokens},
     {kTileRows, kGemmTokens, kMinGemmTokens},
 #if SMOL_HAVE_AMX_KERNELS
     {kernels_amx::kRows, kernels_amx::kTokens, kernels_amx::kMinTokens},
