@@ -167,6 +167,13 @@ TEST_CASE("what Claude Code sends: system-role messages, output_config.effort, c
     json only_message = hello();
     only_message["messages"] = json::array({{{"role", "system"}, {"content", "Agents: none."}}, {{"role", "user"}, {"content", "Hello"}}});
     CHECK(parse(only_message).generation.prompt == parse(with(hello(), "system", "Agents: none.")).generation.prompt);
+    // Empty system text adds nothing between the parts, and alone it is as none.
+    json empty_between = with(hello(), "system", "Be brief.");
+    empty_between["messages"] = json::array({{{"role", "system"}, {"content", ""}},
+                                             {{"role", "system"}, {"content", "Agents: none."}},
+                                             {{"role", "user"}, {"content", "Hello"}}});
+    CHECK(parse(empty_between).generation.prompt == parse(same).generation.prompt);
+    CHECK(parse(with(hello(), "system", "")).generation.prompt == parse(hello()).generation.prompt);
     CHECK(refusal(with(hello(), "messages", json::array({{{"role", "tool"}, {"content", "x"}}}))).code == "invalid_role");
 
     // Effort changes nothing for SmolLM3; other output_config fields are refused by name.

@@ -193,6 +193,17 @@ TEST_CASE("a Responses request becomes the same request the chat route builds fo
               .generation.prompt);
 }
 
+TEST_CASE("system text is joined as the Messages API joins it: in order, a blank line apart, empty parts adding nothing") {
+    const json system_and_developer = json::array({{{"role", "developer"}, {"content", ""}},
+                                                   {{"role", "system"}, {"content", "Be kind."}},
+                                                   {{"role", "user"}, {"content", "Hello"}}});
+    const json joined = json::array({{{"role", "user"}, {"content", "Hello"}}});
+    CHECK(parse(with(with(hello(), "instructions", "Be brief."), "input", system_and_developer)).generation.prompt ==
+          parse(with(with(hello(), "instructions", "Be brief.\n\nBe kind."), "input", joined)).generation.prompt);
+    // Empty instructions are as none: the template writes its default persona for both.
+    CHECK(parse(with(hello(), "instructions", "")).generation.prompt == parse(hello()).generation.prompt);
+}
+
 TEST_CASE("reasoning.effort: none and minimal turn thinking off, low to high on, absent leaves the default (on)") {
     const std::string off_prefix = "<think>\n\n</think>\n";  // the empty think block of no-think mode
     CHECK(parse(hello()).generation.assistant_prefix != off_prefix);

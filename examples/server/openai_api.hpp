@@ -388,6 +388,29 @@ inline void check_prompt_fits(ApiRequest& out, int context) {
         reject(400, smol::prompt_too_long_message(n_prompt, context), "context_length_exceeded");
 }
 
+// System text a request gives in several places (a top-level field, then system-role messages
+// among the turns), joined in order by a blank line into one system message that leads the
+// conversation: SmolLM3's template reads only a leading one and drops any later one.
+class SystemText {
+public:
+    void add(const std::string& part) {
+        if (!text_.empty() && !part.empty()) text_ += "\n\n";
+        text_ += part;
+    }
+
+    // The system message followed by `turns`. Empty system text gives none: the template writes
+    // its default persona for an empty system message as for a missing one.
+    json before(json turns) const {
+        json messages = json::array();
+        if (!text_.empty()) messages.push_back({{"role", "system"}, {"content", text_}});
+        for (json& turn : turns) messages.push_back(std::move(turn));
+        return messages;
+    }
+
+private:
+    std::string text_;
+};
+
 // ---- chat completion requests -----------------------------------------------------------------
 
 // The conversation rendered by the chat template and tokenized into out's prompt, as every API
