@@ -253,6 +253,7 @@ TEST_CASE("every field and block smol does not implement is a 400 naming it") {
         CHECK(e.status == 400);
         CHECK(e.code == "unsupported_parameter");
         CHECK(e.message.find(std::string("'") + field + "'") != std::string::npos);
+        CHECK(e.message.find("smol-server's Messages API") != std::string::npos);
     }
     const ApiError meta = refusal(with(hello(), "metadata", {{"user_id", "u"}, {"tags", "x"}}));
     CHECK(meta.message.find("metadata.tags") != std::string::npos);

@@ -311,6 +311,7 @@ TEST_CASE("every field and item smol does not implement is a 400 naming it") {
         CHECK(e.status == 400);
         CHECK(e.code == "unsupported_parameter");
         CHECK(e.message.find(std::string("'") + field + "'") != std::string::npos);
+        CHECK(e.message.find("smol-server's Responses API") != std::string::npos);
     }
     CHECK(refusal(with(hello(), "store", true)).message.find("'store'") != std::string::npos);
     CHECK(refusal(with(hello(), "truncation", "auto")).message.find("'truncation'") != std::string::npos);

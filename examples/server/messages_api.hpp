@@ -325,9 +325,7 @@ enum class MessagesEndpoint { create, count_tokens };
 inline ApiRequest parse_messages_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
                                          MessagesEndpoint endpoint = MessagesEndpoint::create) {
     const bool create = endpoint == MessagesEndpoint::create;
-    for (const auto& item : body.items())
-        if (create ? !is_listed(item.key(), kMessagesFields) : !is_listed(item.key(), kCountTokensFields))
-            unsupported(item.key(), "is not supported by smol-server's Messages API");
+    reject_unlisted_fields(body, create ? FieldNames(kMessagesFields) : FieldNames(kCountTokensFields), "Messages API");
     ApiRequest out;
     if (create) {
         if (!body.contains("max_tokens") || body["max_tokens"].is_null())

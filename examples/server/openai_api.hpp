@@ -210,6 +210,17 @@ inline const std::string& string_member(const json& object, const char* name, co
     reject(400, "'" + field + "' " + why, "unsupported_parameter");
 }
 
+// A list of the top-level fields one endpoint reads.
+using FieldNames = std::span<const std::string_view>;
+
+// Every top-level field of `body` outside `fields` is a 400 naming it and the API (`api`, as
+// "Messages API") that does not read it.
+inline void reject_unlisted_fields(const json& body, FieldNames fields, std::string_view api) {
+    for (const auto& item : body.items())
+        if (!is_listed(item.key(), fields))
+            unsupported(item.key(), "is not supported by smol-server's " + std::string(api));
+}
+
 // Whether a field is absent, null or equal to `neutral` (the value that asks for nothing).
 inline bool absent_or(const json& body, const char* field, const json& neutral) {
     const auto it = body.find(field);
@@ -243,7 +254,7 @@ inline void reject_unsupported_values(const json& body) {
 // Every field outside kSamplingFields and the endpoint's own is a 400 naming it, so a client
 // learns at once that smol-server does not do what it asked for (OpenAI answers unknown fields
 // the same way).
-inline void reject_unsupported_fields(const json& body, std::span<const std::string_view> endpoint_fields) {
+inline void reject_unsupported_fields(const json& body, FieldNames endpoint_fields) {
     for (const auto& item : body.items())
         if (!is_listed(item.key(), kSamplingFields) && !is_listed(item.key(), endpoint_fields))
             unsupported(item.key(), "is not supported by smol-server");

@@ -380,9 +380,8 @@ enum class ResponsesEndpoint { create, input_tokens };
 inline ApiRequest parse_responses_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
                                           ResponsesEndpoint endpoint = ResponsesEndpoint::create) {
     const bool create = endpoint == ResponsesEndpoint::create;
-    for (const auto& item : body.items())
-        if (create ? !is_listed(item.key(), kResponsesFields) : !is_listed(item.key(), kInputTokensFields))
-            unsupported(item.key(), "is not supported by smol-server's Responses API");
+    reject_unlisted_fields(body, create ? FieldNames(kResponsesFields) : FieldNames(kInputTokensFields),
+                           "Responses API");
     ApiRequest out;
     check_response_extras(body);
     bool_field(body, "parallel_tool_calls");
