@@ -367,6 +367,35 @@ void check_error(const Response& r, int status, const std::string& code) {
     CHECK(e["error"]["code"] == code);
 }
 
+// Two chat replies under way when a test signals the server: one streamed, one not, each on its
+// own connection, both generating and the stream two chunks of text in.
+struct RepliesUnderWay {
+    int streaming = -1;    // the streamed reply's connection
+    int plain = -1;        // the non-streamed reply's connection
+    std::string streamed;  // what the stream has delivered so far
+};
+RepliesUnderWay start_two_replies(const ServerProcess& server, int max_tokens, const std::string& key) {
+    RepliesUnderWay replies;
+    const int port = server.port();
+    replies.streaming = connect_to(port);
+    send_all(replies.streaming,
+             request_text("POST", "/v1/chat/completions", chat("Tell me a long story", max_tokens, true).dump(), key));
+    replies.plain = connect_to(port);
+    send_all(replies.plain, request_text("POST", "/v1/chat/completions", chat("Another story", max_tokens, false).dump(), key));
+    char buffer[4096];
+    while (delivered_text(replies.streamed).chunks < 2) {
+        const ssize_t n = ::recv(replies.streaming, buffer, sizeof buffer, 0);
+        if (n <= 0) FAIL("the stream ended before any content: " << replies.streamed);
+        replies.streamed.append(buffer, std::size_t(n));
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (server.metric("smol_active_sessions") < 2) {
+        if (std::chrono::steady_clock::now() > deadline) FAIL("the second request did not start");
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return replies;
+}
+
 }  // namespace
 
 TEST_CASE("smol-server: health, models, tokenize, detokenize, the page and metrics") {
@@ -1202,26 +1231,12 @@ TEST_CASE("smol-server: /health is 503 while the model loads, and a bad model en
 
 TEST_CASE("smol-server: SIGTERM with --drain-timeout 0 cancels running generations, ends their replies and exits 0") {
     ServerProcess server({"--api-key", kKey, "-c", "2048", "--parallel", "2", "-t", "1", "--drain-timeout", "0"});
-    const int port = server.port();
     // Two long requests, one streaming and one not: left alone they would run for many seconds.
     const int max_tokens = 1500;
-    const int streaming = connect_to(port);
-    send_all(streaming,
-             request_text("POST", "/v1/chat/completions", chat("Tell me a long story", max_tokens, true).dump(), kKey));
-    const int plain = connect_to(port);
-    send_all(plain, request_text("POST", "/v1/chat/completions", chat("Another story", max_tokens, false).dump(), kKey));
-    std::string streamed;
-    char buffer[4096];
-    while (delivered_text(streamed).chunks < 2) {
-        const ssize_t n = ::recv(streaming, buffer, sizeof buffer, 0);
-        if (n <= 0) FAIL("the stream ended before any content: " << streamed);
-        streamed.append(buffer, std::size_t(n));
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (server.metric("smol_active_sessions") < 2) {
-        if (std::chrono::steady_clock::now() > deadline) FAIL("the second request did not start");
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    RepliesUnderWay replies = start_two_replies(server, max_tokens, kKey);
+    const int streaming = replies.streaming;
+    const int plain = replies.plain;
+    std::string& streamed = replies.streamed;
 
     const auto signalled = std::chrono::steady_clock::now();
     server.send_signal(SIGTERM);
@@ -1273,22 +1288,10 @@ TEST_CASE("smol-server: SIGTERM drains: /health and new requests get 503 while t
     // Two requests of a known length (about 2 s each here), one streaming and one not, running
     // when SIGTERM comes.
     const int max_tokens = 400;
-    const int streaming = connect_to(port);
-    send_all(streaming, request_text("POST", "/v1/chat/completions", chat("Tell me a long story", max_tokens, true).dump(), ""));
-    const int plain = connect_to(port);
-    send_all(plain, request_text("POST", "/v1/chat/completions", chat("Another story", max_tokens, false).dump(), ""));
-    std::string streamed;
-    char buffer[4096];
-    while (delivered_text(streamed).chunks < 2) {
-        const ssize_t n = ::recv(streaming, buffer, sizeof buffer, 0);
-        if (n <= 0) FAIL("the stream ended before any content: " << streamed);
-        streamed.append(buffer, std::size_t(n));
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (server.metric("smol_active_sessions") < 2) {
-        if (std::chrono::steady_clock::now() > deadline) FAIL("the second request did not start");
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    RepliesUnderWay replies = start_two_replies(server, max_tokens, "");
+    const int streaming = replies.streaming;
+    const int plain = replies.plain;
+    std::string& streamed = replies.streamed;
     server.send_signal(SIGTERM);
     // The drain starts: a balancer's health check and any new request are turned away.
     const auto drain_seen = std::chrono::steady_clock::now() + std::chrono::seconds(10);
