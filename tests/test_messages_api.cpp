@@ -5,11 +5,11 @@
 
 #include <doctest/doctest.h>
 
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "messages_api.hpp"
+#include "server_api_helpers.hpp"
 #include "smol/smol.hpp"
 #include "tiny_fixture.hpp"
 
@@ -17,16 +17,15 @@ namespace {
 
 using smol_server::ApiError;
 using smol_server::json;
+using smol_test::chat_weather_tools;
+using smol_test::named_events;
+using smol_test::weather_schema;
+using smol_test::with;
 
 const smol::text::Tokenizer& tokenizer() { return smol_test::tiny_tokenizer(); }
 
 json hello() {
     return json{{"model", "smol"}, {"max_tokens", 64}, {"messages", json::array({{{"role", "user"}, {"content", "Hello"}}})}};
-}
-
-json with(json body, const std::string& field, json value) {
-    body[field] = std::move(value);
-    return body;
 }
 
 smol_server::ApiRequest parse(const json& body, int context = 4096) {
@@ -40,41 +39,10 @@ smol_server::ApiRequest parse_chat(json body) {
 }
 
 ApiError refusal(const json& body, int context = 4096) {
-    try {
-        parse(body, context);
-    } catch (const ApiError& e) {
-        return e;
-    }
-    FAIL("accepted: " << body.dump());
-    return {};
+    return smol_test::refusal_of(body, [&](const json& b) { parse(b, context); });
 }
 
-const json weather_schema = {{"type", "object"},
-                             {"properties", {{"city", {{"type", "string"}}}}},
-                             {"required", json::array({"city"})}};
 const json anthropic_tools = json::array({{{"name", "get_weather"}, {"description", "Weather"}, {"input_schema", weather_schema}}});
-const json openai_tools = json::array(
-    {{{"type", "function"},
-      {"function", {{"name", "get_weather"}, {"description", "Weather"}, {"parameters", weather_schema}}}}});
-
-// The SSE text split into (event name, data) pairs, checking each event's framing.
-std::vector<std::pair<std::string, json>> events_of(const std::string& sse) {
-    std::vector<std::pair<std::string, json>> events;
-    std::istringstream lines(sse);
-    std::string line, name;
-    while (std::getline(lines, line)) {
-        if (line.starts_with("event: ")) {
-            name = line.substr(7);
-        } else if (line.starts_with("data: ")) {
-            const json data = json::parse(line.substr(6));
-            CHECK(data["type"] == name);  // the event line names the data's type
-            events.emplace_back(name, data);
-        } else {
-            CHECK(line.empty());
-        }
-    }
-    return events;
-}
 
 }  // namespace
 
@@ -107,7 +75,7 @@ TEST_CASE("a Messages request becomes the same request the chat route builds for
         {"top_p", 0.9},
         {"top_k", 20},
         {"stop", json::array({"END", "STOP"})},
-        {"tools", openai_tools},
+        {"tools", chat_weather_tools},
         {"messages",
          json::array({{{"role", "system"}, {"content", "Be brief.\nBe kind."}},
                       {{"role", "user"}, {"content", "Weather in Paris?"}},
@@ -167,6 +135,13 @@ TEST_CASE("what Claude Code sends: system-role messages, output_config.effort, c
     json only_message = hello();
     only_message["messages"] = json::array({{{"role", "system"}, {"content", "Agents: none."}}, {{"role", "user"}, {"content", "Hello"}}});
     CHECK(parse(only_message).generation.prompt == parse(with(hello(), "system", "Agents: none.")).generation.prompt);
+    // Empty system text adds nothing between the parts, and alone it is as none.
+    json empty_between = with(hello(), "system", "Be brief.");
+    empty_between["messages"] = json::array({{{"role", "system"}, {"content", ""}},
+                                             {{"role", "system"}, {"content", "Agents: none."}},
+                                             {{"role", "user"}, {"content", "Hello"}}});
+    CHECK(parse(empty_between).generation.prompt == parse(same).generation.prompt);
+    CHECK(parse(with(hello(), "system", "")).generation.prompt == parse(hello()).generation.prompt);
     CHECK(refusal(with(hello(), "messages", json::array({{{"role", "tool"}, {"content", "x"}}}))).code == "invalid_role");
 
     // Effort changes nothing for SmolLM3; other output_config fields are refused by name.
@@ -189,7 +164,7 @@ TEST_CASE("tool_choice any and tool force one call through the chat route's gram
     const json tooled = with(hello(), "tools", anthropic_tools);
     json chat = hello();
     chat.erase("model");
-    chat["tools"] = openai_tools;
+    chat["tools"] = chat_weather_tools;
     CHECK(parse(tooled).generation.prompt == parse_chat(chat).generation.prompt);
     CHECK(parse(tooled).grammar.empty());
 
@@ -246,6 +221,7 @@ TEST_CASE("every field and block smol does not implement is a 400 naming it") {
         CHECK(e.status == 400);
         CHECK(e.code == "unsupported_parameter");
         CHECK(e.message.find(std::string("'") + field + "'") != std::string::npos);
+        CHECK(e.message.find("smol-server's Messages API") != std::string::npos);
     }
     const ApiError meta = refusal(with(hello(), "metadata", {{"user_id", "u"}, {"tags", "x"}}));
     CHECK(meta.message.find("metadata.tags") != std::string::npos);
@@ -427,7 +403,7 @@ TEST_CASE("the SSE events: one block per kind, each call its own block, thinking
     last.usage.completion_tokens = 30;
     sse += stream.render(last);
 
-    const auto events = events_of(sse);
+    const auto events = named_events(sse);
     std::vector<std::string> names;
     for (const auto& e : events) names.push_back(e.first);
     CHECK(names == std::vector<std::string>{"message_start", "ping",
@@ -481,7 +457,7 @@ TEST_CASE("the SSE stream ends with the stop sequence, or with an error event wh
     last.finished = true;
     last.finish = smol::FinishReason::stop_string;
     last.stop_string = "END";
-    auto events = events_of(stream.render(last));
+    auto events = named_events(stream.render(last));
     REQUIRE(events.size() == 5);
     CHECK(events[3].second["delta"] == json{{"stop_reason", "stop_sequence"}, {"stop_sequence", "END"}});
     CHECK(events[4].first == "message_stop");
@@ -492,7 +468,7 @@ TEST_CASE("the SSE stream ends with the stop sequence, or with an error event wh
     failed.finished = true;
     failed.finish = smol::FinishReason::error;
     const ApiError error{500, "generation failed: boom", "server_error", "generation_failed"};
-    events = events_of(failing.render(failed, &error));
+    events = named_events(failing.render(failed, &error));
     REQUIRE(events.size() == 4);
     CHECK(events[2].first == "content_block_stop");  // the open block is closed first
     CHECK(events[3].first == "error");

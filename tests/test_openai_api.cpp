@@ -7,6 +7,7 @@
 #include <string>
 
 #include "openai_api.hpp"
+#include "server_api_helpers.hpp"
 #include "smol/smol.hpp"
 #include "tiny_fixture.hpp"
 
@@ -14,6 +15,7 @@ namespace {
 
 using smol_server::ApiError;
 using smol_server::json;
+using smol_test::with;
 
 const smol::text::Tokenizer& tokenizer() { return smol_test::tiny_tokenizer(); }
 
@@ -25,18 +27,7 @@ smol_server::ApiRequest parse(const json& body, int context = 4096) {
 
 // The ApiError a body is refused with; fails the test when it is accepted.
 ApiError refusal(const json& body, int context = 4096) {
-    try {
-        parse(body, context);
-    } catch (const ApiError& e) {
-        return e;
-    }
-    FAIL("accepted: " << body.dump());
-    return {};
-}
-
-json with(json body, const std::string& field, json value) {
-    body[field] = std::move(value);
-    return body;
+    return smol_test::refusal_of(body, [&](const json& b) { parse(b, context); });
 }
 
 }  // namespace

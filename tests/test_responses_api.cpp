@@ -6,13 +6,13 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "responses_api.hpp"
+#include "server_api_helpers.hpp"
 #include "smol/smol.hpp"
 #include "tiny_fixture.hpp"
 
@@ -20,15 +20,14 @@ namespace {
 
 using smol_server::ApiError;
 using smol_server::json;
+using smol_test::chat_weather_tools;
+using smol_test::finished;
+using smol_test::weather_schema;
+using smol_test::with;
 
 const smol::text::Tokenizer& tokenizer() { return smol_test::tiny_tokenizer(); }
 
 json hello() { return json{{"model", "smol"}, {"input", "Hello"}}; }
-
-json with(json body, const std::string& field, json value) {
-    body[field] = std::move(value);
-    return body;
-}
 
 smol_server::ApiRequest parse(const json& body, int context = 4096) {
     return smol_server::parse_responses_request(body, tokenizer(), context);
@@ -38,24 +37,13 @@ smol_server::ApiRequest parse_chat(const json& body) { return smol_server::parse
 
 ApiError refusal(const json& body, int context = 4096,
                  smol_server::ResponsesEndpoint endpoint = smol_server::ResponsesEndpoint::create) {
-    try {
-        smol_server::parse_responses_request(body, tokenizer(), context, endpoint);
-    } catch (const ApiError& e) {
-        return e;
-    }
-    FAIL("accepted: " << body.dump());
-    return {};
+    return smol_test::refusal_of(
+        body, [&](const json& b) { smol_server::parse_responses_request(b, tokenizer(), context, endpoint); });
 }
 
-const json weather_schema = {{"type", "object"},
-                             {"properties", {{"city", {{"type", "string"}}}}},
-                             {"required", json::array({"city"})}};
 const json response_tools = json::array(
     {{{"type", "function"}, {"name", "get_weather"}, {"description", "Weather"}, {"parameters", weather_schema},
       {"strict", true}}});
-const json chat_tools = json::array(
-    {{{"type", "function"},
-      {"function", {{"name", "get_weather"}, {"description", "Weather"}, {"parameters", weather_schema}}}}});
 
 // Whether the grammar takes `text` whole.
 bool matches(const std::string& gbnf, std::string_view text) {
@@ -70,21 +58,8 @@ bool matches(const std::string& gbnf, std::string_view text) {
 // The SSE text split into (event name, data) pairs, checking each event's framing and that the
 // sequence numbers count up from 0.
 std::vector<std::pair<std::string, json>> events_of(const std::string& sse) {
-    std::vector<std::pair<std::string, json>> events;
-    std::istringstream lines(sse);
-    std::string line, name;
-    while (std::getline(lines, line)) {
-        if (line.starts_with("event: ")) {
-            name = line.substr(7);
-        } else if (line.starts_with("data: ")) {
-            const json data = json::parse(line.substr(6));
-            CHECK(data["type"] == name);
-            CHECK(data["sequence_number"] == events.size());
-            events.emplace_back(name, data);
-        } else {
-            CHECK(line.empty());
-        }
-    }
+    const auto events = smol_test::named_events(sse);
+    for (std::size_t i = 0; i < events.size(); ++i) CHECK(events[i].second["sequence_number"] == i);
     return events;
 }
 
@@ -99,15 +74,6 @@ smol::StreamEvent step(std::string reasoning, std::string content, std::vector<s
     e.reasoning = std::move(reasoning);
     e.content = std::move(content);
     e.tool_calls = std::move(calls);
-    return e;
-}
-
-smol::StreamEvent last(smol::FinishReason finish, smol::StreamEvent e = {}) {
-    e.finished = true;
-    e.finish = finish;
-    e.usage.prompt_tokens = 7;
-    e.usage.cached_tokens = 2;
-    e.usage.completion_tokens = 5;
     return e;
 }
 
@@ -152,7 +118,7 @@ TEST_CASE("a Responses request becomes the same request the chat route builds fo
         {"max_tokens", 50},
         {"temperature", 0.5},
         {"top_p", 0.9},
-        {"tools", chat_tools},
+        {"tools", chat_weather_tools},
         {"messages",
          json::array({{{"role", "system"}, {"content", "Be brief.\n\nBe kind."}},
                       {{"role", "user"}, {"content", "Weather in Paris?"}},
@@ -193,6 +159,17 @@ TEST_CASE("a Responses request becomes the same request the chat route builds fo
               .generation.prompt);
 }
 
+TEST_CASE("system text is joined as the Messages API joins it: in order, a blank line apart, empty parts adding nothing") {
+    const json system_and_developer = json::array({{{"role", "developer"}, {"content", ""}},
+                                                   {{"role", "system"}, {"content", "Be kind."}},
+                                                   {{"role", "user"}, {"content", "Hello"}}});
+    const json joined = json::array({{{"role", "user"}, {"content", "Hello"}}});
+    CHECK(parse(with(with(hello(), "instructions", "Be brief."), "input", system_and_developer)).generation.prompt ==
+          parse(with(with(hello(), "instructions", "Be brief.\n\nBe kind."), "input", joined)).generation.prompt);
+    // Empty instructions are as none: the template writes its default persona for both.
+    CHECK(parse(with(hello(), "instructions", "")).generation.prompt == parse(hello()).generation.prompt);
+}
+
 TEST_CASE("reasoning.effort: none and minimal turn thinking off, low to high on, absent leaves the default (on)") {
     const std::string off_prefix = "<think>\n\n</think>\n";  // the empty think block of no-think mode
     CHECK(parse(hello()).generation.assistant_prefix != off_prefix);
@@ -218,7 +195,7 @@ TEST_CASE("reasoning.effort: none and minimal turn thinking off, low to high on,
 
 TEST_CASE("tool_choice required and a named function force one call through the chat route's grammar") {
     const json tooled = with(hello(), "tools", response_tools);
-    const json chat = {{"messages", json::array({{{"role", "user"}, {"content", "Hello"}}})}, {"tools", chat_tools}};
+    const json chat = {{"messages", json::array({{{"role", "user"}, {"content", "Hello"}}})}, {"tools", chat_weather_tools}};
     CHECK(parse(tooled).generation.prompt == parse_chat(chat).generation.prompt);
     const smol_server::ApiRequest required = parse(with(tooled, "tool_choice", "required"));
     CHECK_FALSE(required.grammar.empty());
@@ -300,6 +277,7 @@ TEST_CASE("every field and item smol does not implement is a 400 naming it") {
         CHECK(e.status == 400);
         CHECK(e.code == "unsupported_parameter");
         CHECK(e.message.find(std::string("'") + field + "'") != std::string::npos);
+        CHECK(e.message.find("smol-server's Responses API") != std::string::npos);
     }
     CHECK(refusal(with(hello(), "store", true)).message.find("'store'") != std::string::npos);
     CHECK(refusal(with(hello(), "truncation", "auto")).message.find("'truncation'") != std::string::npos);
@@ -427,7 +405,7 @@ TEST_CASE("the SSE events: created, in_progress, one item per kind and per call,
     sse += stream.render(step("think", ""));
     sse += stream.render(step(" more", "Hel"));
     sse += stream.render(step("", "lo", {{"get_weather", R"({"city":"Paris"})"}, {"get_weather", R"({"city":"Oslo"})"}}));
-    sse += stream.render(last(smol::FinishReason::tool_calls));
+    sse += stream.render(finished(smol::FinishReason::tool_calls));
     const auto events = events_of(sse);
     CHECK(names_of(events) == std::vector<std::string>{
                                   "response.created", "response.in_progress",
@@ -493,7 +471,7 @@ TEST_CASE("the SSE stream ends incomplete at the limit, with an empty message wh
     SUBCASE("cut short while reasoning") {
         smol_server::ResponsesStream stream(ids, smol_server::response_settings(hello()), nullptr);
         std::string sse = stream.start();  // not start() + render(): the operands of + are unordered
-        sse += stream.render(last(smol::FinishReason::max_tokens, step("hmm", "")));
+        sse += stream.render(finished(smol::FinishReason::max_tokens, step("hmm", "")));
         const auto events = events_of(sse);
         REQUIRE(events.size() == 14);
         CHECK(events[7].first == "response.output_item.done");
@@ -509,7 +487,7 @@ TEST_CASE("the SSE stream ends incomplete at the limit, with an empty message wh
         const ApiError error{500, "generation failed: boom", "server_error", "generation_failed"};
         std::string sse = stream.start();
         sse += stream.render(step("", "Hi"));
-        sse += stream.render(last(smol::FinishReason::error), &error);
+        sse += stream.render(finished(smol::FinishReason::error), &error);
         const auto events = events_of(sse);
         REQUIRE(events.size() == 10);
         CHECK(events[7].second["item"]["status"] == "incomplete");
@@ -524,7 +502,7 @@ TEST_CASE("the SSE stream ends incomplete at the limit, with an empty message wh
         smol_server::ResponsesStream stream(ids, smol_server::response_settings(with(hello(), "parallel_tool_calls", false)),
                                             nullptr);
         std::string sse = stream.start();
-        sse += stream.render(last(smol::FinishReason::tool_calls, step("", "", {{"a", "{}"}, {"b", "{}"}})));
+        sse += stream.render(finished(smol::FinishReason::tool_calls, step("", "", {{"a", "{}"}, {"b", "{}"}})));
         const auto events = events_of(sse);
         REQUIRE(events.size() == 7);
         CHECK(events[2].second["item"]["name"] == "a");

@@ -367,6 +367,51 @@ void check_error(const Response& r, int status, const std::string& code) {
     CHECK(e["error"]["code"] == code);
 }
 
+// A shell command's exit status and its standard output (and error, with " 2>&1").
+struct CommandResult {
+    int status = -1;  // -1: killed by a signal
+    std::string output;
+};
+CommandResult run_command(const std::string& command) {
+    std::FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE_MESSAGE(pipe != nullptr, "popen failed for: " << command);
+    CommandResult result;
+    char buffer[4096];
+    while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
+    const int status = ::pclose(pipe);
+    result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return result;
+}
+
+// Two chat replies under way when a test signals the server: one streamed, one not, each on its
+// own connection, both generating and the stream two chunks of text in.
+struct RepliesUnderWay {
+    int streaming = -1;    // the streamed reply's connection
+    int plain = -1;        // the non-streamed reply's connection
+    std::string streamed;  // what the stream has delivered so far
+};
+RepliesUnderWay start_two_replies(const ServerProcess& server, int max_tokens, const std::string& key) {
+    RepliesUnderWay replies;
+    const int port = server.port();
+    replies.streaming = connect_to(port);
+    send_all(replies.streaming,
+             request_text("POST", "/v1/chat/completions", chat("Tell me a long story", max_tokens, true).dump(), key));
+    replies.plain = connect_to(port);
+    send_all(replies.plain, request_text("POST", "/v1/chat/completions", chat("Another story", max_tokens, false).dump(), key));
+    char buffer[4096];
+    while (delivered_text(replies.streamed).chunks < 2) {
+        const ssize_t n = ::recv(replies.streaming, buffer, sizeof buffer, 0);
+        if (n <= 0) FAIL("the stream ended before any content: " << replies.streamed);
+        replies.streamed.append(buffer, std::size_t(n));
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (server.metric("smol_active_sessions") < 2) {
+        if (std::chrono::steady_clock::now() > deadline) FAIL("the second request did not start");
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return replies;
+}
+
 }  // namespace
 
 TEST_CASE("smol-server: health, models, tokenize, detokenize, the page and metrics") {
@@ -1202,26 +1247,12 @@ TEST_CASE("smol-server: /health is 503 while the model loads, and a bad model en
 
 TEST_CASE("smol-server: SIGTERM with --drain-timeout 0 cancels running generations, ends their replies and exits 0") {
     ServerProcess server({"--api-key", kKey, "-c", "2048", "--parallel", "2", "-t", "1", "--drain-timeout", "0"});
-    const int port = server.port();
     // Two long requests, one streaming and one not: left alone they would run for many seconds.
     const int max_tokens = 1500;
-    const int streaming = connect_to(port);
-    send_all(streaming,
-             request_text("POST", "/v1/chat/completions", chat("Tell me a long story", max_tokens, true).dump(), kKey));
-    const int plain = connect_to(port);
-    send_all(plain, request_text("POST", "/v1/chat/completions", chat("Another story", max_tokens, false).dump(), kKey));
-    std::string streamed;
-    char buffer[4096];
-    while (delivered_text(streamed).chunks < 2) {
-        const ssize_t n = ::recv(streaming, buffer, sizeof buffer, 0);
-        if (n <= 0) FAIL("the stream ended before any content: " << streamed);
-        streamed.append(buffer, std::size_t(n));
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (server.metric("smol_active_sessions") < 2) {
-        if (std::chrono::steady_clock::now() > deadline) FAIL("the second request did not start");
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    RepliesUnderWay replies = start_two_replies(server, max_tokens, kKey);
+    const int streaming = replies.streaming;
+    const int plain = replies.plain;
+    std::string& streamed = replies.streamed;
 
     const auto signalled = std::chrono::steady_clock::now();
     server.send_signal(SIGTERM);
@@ -1273,22 +1304,10 @@ TEST_CASE("smol-server: SIGTERM drains: /health and new requests get 503 while t
     // Two requests of a known length (about 2 s each here), one streaming and one not, running
     // when SIGTERM comes.
     const int max_tokens = 400;
-    const int streaming = connect_to(port);
-    send_all(streaming, request_text("POST", "/v1/chat/completions", chat("Tell me a long story", max_tokens, true).dump(), ""));
-    const int plain = connect_to(port);
-    send_all(plain, request_text("POST", "/v1/chat/completions", chat("Another story", max_tokens, false).dump(), ""));
-    std::string streamed;
-    char buffer[4096];
-    while (delivered_text(streamed).chunks < 2) {
-        const ssize_t n = ::recv(streaming, buffer, sizeof buffer, 0);
-        if (n <= 0) FAIL("the stream ended before any content: " << streamed);
-        streamed.append(buffer, std::size_t(n));
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (server.metric("smol_active_sessions") < 2) {
-        if (std::chrono::steady_clock::now() > deadline) FAIL("the second request did not start");
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    RepliesUnderWay replies = start_two_replies(server, max_tokens, "");
+    const int streaming = replies.streaming;
+    const int plain = replies.plain;
+    std::string& streamed = replies.streamed;
     server.send_signal(SIGTERM);
     // The drain starts: a balancer's health check and any new request are turned away.
     const auto drain_seen = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -1327,6 +1346,32 @@ TEST_CASE("smol-server: SIGTERM drains: /health and new requests get 503 while t
     CHECK_FALSE(reply.contains("error"));
     const std::string finish = reply["choices"][0]["finish_reason"].get<std::string>();
     CHECK((finish == "length" || finish == "stop"));
+}
+
+TEST_CASE("smol-server: --replica-name takes 1 to 128 letters, digits and '-_.:', else exits 2 saying what it expected") {
+    // The name goes into a header and a Prometheus label as it is: anything that could break
+    // either (a space, a quote, a slash, a byte past ASCII) or an overlong name is refused.
+    const std::vector<std::string> bad = {"", "has space", "a\"quote", "a/b", "caf\xc3\xa9", std::string(129, 'a')};
+    for (const std::string& name : bad) {
+        CAPTURE(name);
+        // The name is checked with the other options, before the model is read; a server that
+        // took the name would run on, so `timeout` ends it (status 124).
+        const CommandResult r =
+            run_command("timeout 30 " + kServer + " -m " + kModel + " --port 0 --replica-name '" + name + "' 2>&1");
+        CHECK(r.status == 2);
+        CHECK(r.output.find("smol-server: --replica-name: expected 1 to 128 letters, digits and '-_.:', found '" + name +
+                            "'") != std::string::npos);
+        CHECK(r.output.find("usage: smol-server") != std::string::npos);
+    }
+    // The longest name, with every kind of character allowed, is echoed whole.
+    const std::string longest = "Replica-0_1.zone:2" + std::string(110, 'x');
+    REQUIRE(longest.size() == 128);
+    ServerProcess server({"-c", "256", "--parallel", "1", "--replica-name", longest});
+    const Response health = http(server.port(), "GET", "/health", "", "");
+    CHECK(health.status == 200);
+    CHECK(health.headers.at("x-smol-replica") == longest);
+    CHECK(http(server.port(), "GET", "/metrics", "", "").body.find("smol_replica_info{replica=\"" + longest + "\"} 1") !=
+          std::string::npos);
 }
 
 TEST_CASE("smol-server: SIGINT exits 0 promptly, also with an idle keep-alive connection or while loading") {
@@ -2354,20 +2399,12 @@ TEST_CASE("smol-load drives the server and reports what its users saw") {
     const std::string load = std::string(SMOL_BIN_DIR) + "/smol-load";
     REQUIRE_MESSAGE(fs::exists(load), load << " is missing: build the smol-load target first");
     const auto run_load = [&](const std::string& args) {
-        const std::string command = load + " --url http://127.0.0.1:" + std::to_string(server.port()) + " --api-key " + kKey +
-                                    " --pid " + std::to_string(server.pid()) + " -o json " + args + " 2>&1";
-        std::FILE* pipe = ::popen(command.c_str(), "r");
-        REQUIRE(pipe);
-        std::string out;
-        char buffer[4096];
-        while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-        const int status = ::pclose(pipe);
-        return std::pair<int, std::string>{WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+        return run_command(load + " --url http://127.0.0.1:" + std::to_string(server.port()) + " --api-key " + kKey +
+                           " --pid " + std::to_string(server.pid()) + " -o json " + args + " 2>&1");
     };
-    // Named, not structured bindings: clang 14 cannot capture a binding in doctest's message lambda.
-    const std::pair<int, std::string> result = run_load("-u 1,3 -d 2 --max-tokens 12 --prompt-words 4,32 --hang-up 0.3");
-    const int status = result.first;
-    const std::string out = result.second;
+    const CommandResult result = run_load("-u 1,3 -d 2 --max-tokens 12 --prompt-words 4,32 --hang-up 0.3");
+    const int status = result.status;
+    const std::string out = result.output;
     REQUIRE_MESSAGE(status == 0, out);
     const json runs = json::parse(out);
     REQUIRE(runs.size() == 2);
@@ -2395,18 +2432,18 @@ TEST_CASE("smol-load drives the server and reports what its users saw") {
                      runs[1]["requests_completed"].get<int>() + runs[1]["requests_hung_up"].get<int>();
     CHECK(m.at("smol_requests_finished_total") + m.at("smol_requests_cancelled_total") == sent);
     // Text completions: the bare prompt to /v1/completions, its streamed `text` counted as tokens.
-    const std::pair<int, std::string> text = run_load("-u 2 -d 2 --max-tokens 8 --prompt-words 4 --hang-up 0 --endpoint completions");
-    REQUIRE_MESSAGE(text.first == 0, text.second);
-    const json text_runs = json::parse(text.second);
+    const CommandResult text = run_load("-u 2 -d 2 --max-tokens 8 --prompt-words 4 --hang-up 0 --endpoint completions");
+    REQUIRE_MESSAGE(text.status == 0, text.output);
+    const json text_runs = json::parse(text.output);
     REQUIRE(text_runs.size() == 1);
     CHECK(text_runs[0]["errors"] == 0);
     CHECK(text_runs[0]["requests_completed"].get<int>() > 0);
     CHECK(text_runs[0]["ttft_ms_p50"].get<double>() > 0);
     CHECK(text_runs[0]["generated_tokens_per_s"].get<double>() > 0);
     CHECK(server.settled_metrics().at("smol_text_completions_total") == text_runs[0]["requests_completed"].get<int>());
-    CHECK(run_load("-u 1 -d 1 --endpoint embeddings").first != 0);
+    CHECK(run_load("-u 1 -d 1 --endpoint embeddings").status != 0);
     // A refused request (a wrong key) is an error, and the exit status says so.
-    const std::pair<int, std::string> bad = run_load("-u 1 -d 1 --api-key wrong");
-    CHECK(bad.first == 1);
-    CHECK(bad.second.find("HTTP 401") != std::string::npos);
+    const CommandResult bad = run_load("-u 1 -d 1 --api-key wrong");
+    CHECK(bad.status == 1);
+    CHECK(bad.output.find("HTTP 401") != std::string::npos);
 }

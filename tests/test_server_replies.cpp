@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "reply_adapters.hpp"
+#include "server_api_helpers.hpp"
 #include "smol/smol.hpp"
 #include "tiny_fixture.hpp"
 
@@ -22,6 +23,10 @@ namespace {
 
 using smol_server::Endpoint;
 using smol_server::json;
+using smol_test::finished;
+using smol_test::named_events;
+using smol_test::split_sse;
+using smol_test::SseEvent;
 
 const smol::text::Tokenizer& tokenizer() { return smol_test::tiny_tokenizer(); }
 
@@ -75,15 +80,6 @@ smol::StreamEvent content(std::string text) {
     return e;
 }
 
-smol::StreamEvent finished(smol::FinishReason reason, smol::StreamEvent e = {}) {
-    e.finished = true;
-    e.finish = reason;
-    e.usage.prompt_tokens = 7;
-    e.usage.cached_tokens = 2;
-    e.usage.completion_tokens = 5;
-    return e;
-}
-
 smol::StreamEvent failed(std::string error, bool request_past_limit) {
     smol::StreamEvent e = finished(smol::FinishReason::error);
     e.error = std::move(error);
@@ -122,39 +118,6 @@ bool run_reply(State& st, FakeSink& sink, Step step) {
     }
     smol_server::end_reply(st);
     return ended_early;
-}
-
-// One server-sent event: its `event:` name (empty when it has none) and its data; a comment
-// line (": waiting") is kept whole as the data of an event with the name ":".
-struct SseEvent {
-    std::string name;
-    std::string data;
-};
-
-// A reply's SSE events in order, each checked to be "[event: NAME\n]data: ...\n\n" or a comment.
-std::vector<SseEvent> split_sse(const std::string& text) {
-    std::vector<SseEvent> events;
-    std::size_t at = 0;
-    while (at < text.size()) {
-        const std::size_t end = text.find("\n\n", at);
-        REQUIRE_MESSAGE(end != std::string::npos, "an SSE event without its blank line: " << text.substr(at));
-        std::string event = text.substr(at, end - at);
-        at = end + 2;
-        if (event.rfind(": ", 0) == 0) {
-            events.push_back({":", event});
-            continue;
-        }
-        std::string name;
-        if (event.rfind("event: ", 0) == 0) {
-            const std::size_t newline = event.find('\n');
-            REQUIRE_MESSAGE(newline != std::string::npos, "an 'event:' line without data: " << event);
-            name = event.substr(7, newline - 7);
-            event.erase(0, newline + 1);
-        }
-        REQUIRE_MESSAGE(event.rfind("data: ", 0) == 0, "expected 'data: ', found: " << event);
-        events.push_back({name, event.substr(6)});
-    }
-    return events;
 }
 
 // The data of each event (and each comment whole), for the chat and text streams, which name no events.
@@ -374,19 +337,6 @@ TEST_CASE("a client that disconnects stops its generation") {
         CHECK(source.cancelled);
         CHECK(sink.done_calls == 0);
     }
-}
-
-// A stream of named events (Anthropic's, OpenAI Responses') as (event name, data), keep-alive
-// comments left out, each event's name checked against the "type" of its data.
-std::vector<std::pair<std::string, json>> named_events(const std::string& text) {
-    std::vector<std::pair<std::string, json>> events;
-    for (const SseEvent& e : split_sse(text)) {
-        if (e.name == ":") continue;
-        const json data = json::parse(e.data);
-        CHECK(data["type"] == e.name);
-        events.emplace_back(e.name, data);
-    }
-    return events;
 }
 
 TEST_CASE("a streamed Messages reply: message_start, a block per kind and per call, message_delta, message_stop") {

@@ -325,9 +325,7 @@ enum class MessagesEndpoint { create, count_tokens };
 inline ApiRequest parse_messages_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
                                          MessagesEndpoint endpoint = MessagesEndpoint::create) {
     const bool create = endpoint == MessagesEndpoint::create;
-    for (const auto& item : body.items())
-        if (create ? !is_listed(item.key(), kMessagesFields) : !is_listed(item.key(), kCountTokensFields))
-            unsupported(item.key(), "is not supported by smol-server's Messages API");
+    reject_unlisted_fields(body, create ? FieldNames(kMessagesFields) : FieldNames(kCountTokensFields), "Messages API");
     ApiRequest out;
     if (create) {
         if (!body.contains("max_tokens") || body["max_tokens"].is_null())
@@ -346,16 +344,9 @@ inline ApiRequest parse_messages_request(const json& body, const smol::text::Tok
         }
     }
 
-    // `system`, then any system-role messages (Claude Code sends some between the turns), as one
-    // system message first: SmolLM3's template reads only a leading one and drops the others.
-    std::string system;
-    bool has_system = false;  // even an empty one: without any, the template writes its default
-    const auto add_system = [&](const std::string& text) {
-        if (!system.empty() && !text.empty()) system += "\n\n";
-        system += text;
-        has_system = true;
-    };
-    if (const auto it = body.find("system"); it != body.end() && !it->is_null()) add_system(text_content(*it, "system"));
+    // `system`, then any system-role messages (Claude Code sends some between the turns).
+    SystemText system;
+    if (const auto it = body.find("system"); it != body.end() && !it->is_null()) system.add(text_content(*it, "system"));
     const auto list = body.find("messages");
     if (list == body.end()) reject(400, "'messages' is required: a list of {role, content} objects", "missing_messages");
     if (!list->is_array()) reject(400, std::string("'messages' must be an array, found ") + list->type_name(), "invalid_type");
@@ -367,16 +358,14 @@ inline ApiRequest parse_messages_request(const json& body, const smol::text::Tok
             const std::string where = "messages[" + std::to_string(i) + "]";
             check_block_fields(message, {"role", "content"}, where);
             if (!message.contains("content")) reject(400, where + " has no 'content'", "missing_content");
-            add_system(text_content(message["content"], where + ".content"));
+            system.add(text_content(message["content"], where + ".content"));
             continue;
         }
         append_anthropic_message(message, i, turns);
     }
     if (turns.empty())
         reject(400, "'messages' holds only system messages; at least one user or assistant turn is needed", "invalid_value");
-    json messages = json::array();
-    if (has_system) messages.push_back({{"role", "system"}, {"content", system}});
-    for (json& turn : turns) messages.push_back(std::move(turn));
+    const json messages = system.before(std::move(turns));
 
     smol::ChatOptions chat;
     chat.enable_thinking = read_thinking(body);

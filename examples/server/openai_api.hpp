@@ -210,6 +210,17 @@ inline const std::string& string_member(const json& object, const char* name, co
     reject(400, "'" + field + "' " + why, "unsupported_parameter");
 }
 
+// A list of the top-level fields one endpoint reads.
+using FieldNames = std::span<const std::string_view>;
+
+// Every top-level field of `body` outside `fields` is a 400 naming it and the API (`api`, as
+// "Messages API") that does not read it.
+inline void reject_unlisted_fields(const json& body, FieldNames fields, std::string_view api) {
+    for (const auto& item : body.items())
+        if (!is_listed(item.key(), fields))
+            unsupported(item.key(), "is not supported by smol-server's " + std::string(api));
+}
+
 // Whether a field is absent, null or equal to `neutral` (the value that asks for nothing).
 inline bool absent_or(const json& body, const char* field, const json& neutral) {
     const auto it = body.find(field);
@@ -243,7 +254,7 @@ inline void reject_unsupported_values(const json& body) {
 // Every field outside kSamplingFields and the endpoint's own is a 400 naming it, so a client
 // learns at once that smol-server does not do what it asked for (OpenAI answers unknown fields
 // the same way).
-inline void reject_unsupported_fields(const json& body, std::span<const std::string_view> endpoint_fields) {
+inline void reject_unsupported_fields(const json& body, FieldNames endpoint_fields) {
     for (const auto& item : body.items())
         if (!is_listed(item.key(), kSamplingFields) && !is_listed(item.key(), endpoint_fields))
             unsupported(item.key(), "is not supported by smol-server");
@@ -387,6 +398,29 @@ inline void check_prompt_fits(ApiRequest& out, int context) {
     if (!smol::prompt_fits(n_prompt, context))
         reject(400, smol::prompt_too_long_message(n_prompt, context), "context_length_exceeded");
 }
+
+// System text a request gives in several places (a top-level field, then system-role messages
+// among the turns), joined in order by a blank line into one system message that leads the
+// conversation: SmolLM3's template reads only a leading one and drops any later one.
+class SystemText {
+public:
+    void add(const std::string& part) {
+        if (!text_.empty() && !part.empty()) text_ += "\n\n";
+        text_ += part;
+    }
+
+    // The system message followed by `turns`. Empty system text gives none: the template writes
+    // its default persona for an empty system message as for a missing one.
+    json before(json turns) const {
+        json messages = json::array();
+        if (!text_.empty()) messages.push_back({{"role", "system"}, {"content", text_}});
+        for (json& turn : turns) messages.push_back(std::move(turn));
+        return messages;
+    }
+
+private:
+    std::string text_;
+};
 
 // ---- chat completion requests -----------------------------------------------------------------
 

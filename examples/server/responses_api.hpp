@@ -93,15 +93,11 @@ inline json call_arguments(const json& item, const std::string& where) {
 // `instructions` and `input` as chat-template messages: one system message first (when any
 // system text was given), then the turns.
 inline json response_messages(const json& body) {
-    std::string system;
-    const auto add_system = [&](const std::string& text) {
-        if (!system.empty()) system += "\n\n";
-        system += text;
-    };
+    SystemText system;
     if (const auto it = body.find("instructions"); it != body.end() && !it->is_null()) {
         if (!it->is_string())
             reject(400, std::string("'instructions' must be a string, found ") + it->type_name(), "invalid_type");
-        add_system(it->get<std::string>());
+        system.add(it->get<std::string>());
     }
     const auto input = body.find("input");
     if (input == body.end() || input->is_null())
@@ -136,7 +132,7 @@ inline json response_messages(const json& body) {
                 const auto content = item.find("content");
                 if (content == item.end()) reject(400, where + " has no 'content'", "missing_content");
                 const std::string text = response_content_text(*content, where + ".content");
-                if (role == "system" || role == "developer") add_system(text);
+                if (role == "system" || role == "developer") system.add(text);
                 else if (role == "user") turns.push_back({{"role", "user"}, {"content", text}});
                 else if (role == "assistant") {
                     json& turn = open_assistant_turn();
@@ -180,10 +176,7 @@ inline json response_messages(const json& body) {
                "invalid_type");
     }
     if (turns.empty()) reject(400, "'input' holds no user, assistant or tool turn; at least one is needed", "invalid_value");
-    json messages = json::array();
-    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
-    for (json& turn : turns) messages.push_back(std::move(turn));
-    return messages;
+    return system.before(std::move(turns));
 }
 
 // `tools` (function tools: {type, name, description, parameters, strict}) and `tool_choice`
@@ -387,9 +380,8 @@ enum class ResponsesEndpoint { create, input_tokens };
 inline ApiRequest parse_responses_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
                                           ResponsesEndpoint endpoint = ResponsesEndpoint::create) {
     const bool create = endpoint == ResponsesEndpoint::create;
-    for (const auto& item : body.items())
-        if (create ? !is_listed(item.key(), kResponsesFields) : !is_listed(item.key(), kInputTokensFields))
-            unsupported(item.key(), "is not supported by smol-server's Responses API");
+    reject_unlisted_fields(body, create ? FieldNames(kResponsesFields) : FieldNames(kInputTokensFields),
+                           "Responses API");
     ApiRequest out;
     check_response_extras(body);
     bool_field(body, "parallel_tool_calls");
