@@ -126,9 +126,10 @@ TEST_CASE("every field smol-server does not implement is a 400 unsupported_param
         {"functions", json::array()},
         {"typical_p", 0.9},
     };
-    for (const auto& [field, value] : unsupported) {
+    for (const auto& entry : unsupported) {  // no structured binding: clang 14 cannot CAPTURE one
+        const char* field = entry.first;
         CAPTURE(field);
-        const ApiError e = refusal(with(hello(), field, value));
+        const ApiError e = refusal(with(hello(), field, entry.second));
         CHECK(e.status == 400);
         CHECK(e.code == "unsupported_parameter");
         CHECK(e.message.find(std::string("'") + field) != std::string::npos);
@@ -144,9 +145,10 @@ TEST_CASE("every field smol-server does not implement is a 400 unsupported_param
         {"logit_bias", json::object()}, {"cache_prompt", false}, {"model", "anything"},
         {"n", 1},                  {"top_logprobs", nullptr}, {"tool_choice", "auto"},
     };
-    for (const auto& [field, value] : neutral) {
+    for (const auto& entry : neutral) {
+        const char* field = entry.first;
         CAPTURE(field);
-        CHECK_NOTHROW(parse(with(hello(), field, value)));
+        CHECK_NOTHROW(parse(with(hello(), field, entry.second)));
     }
 }
 
