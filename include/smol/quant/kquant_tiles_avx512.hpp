@@ -210,14 +210,13 @@ struct Q2KDecode {
 // (scaled_block_dots), so each unpacked byte serves kGemmTokens tokens. Each (row, token) lane
 // ends a block with the exact integer totals and takes the reference's float step, as the AVX2
 // driver's gemm_accumulate: the decode tiles' bits. Kernel: a Gemm kernel of kquant_tiles_avx2.hpp.
-template <class Kernel>
-SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights,
-                                                                    std::size_t row_bytes, int n_rows,
-                                                                    const BlockQ8Kx16* acts, int n_tokens, float* out,
-                                                                    std::size_t out_stride) {
+template <class Kernel, int G>
+SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_groups(std::int64_t n, const std::uint8_t* weights,
+                                                                           std::size_t row_bytes, int n_rows,
+                                                                           const BlockQ8Kx16* acts, int n_tokens, float* out,
+                                                                           std::size_t out_stride) {
     using Weight = typename Kernel::Weight;
-    constexpr int R = kTileRows, G = kGemmTokens / kPackedTokens;
-    if (n_rows <= 0 || n_tokens <= 0) return;
+    constexpr int R = kTileRows;
     const Weight* w[R];
     kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
     const std::int64_t blocks = n / QK_K;
@@ -252,6 +251,18 @@ SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm(std::int64_t
         }
     }
     for (int r = 0; r < n_rows; ++r) detail::store_token_lanes<G>(acc[r], r, n_tokens, out, out_stride);
+}
+
+// A call's tokens in one packed group when they fit (a short batch: a speculative verify step, a
+// prompt's tail) rather than the same group computed twice, else in kGemmTokens / 16 groups.
+template <class Kernel>
+SMOL_TARGET_AVX512 inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                                           const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
+    if (n_rows <= 0 || n_tokens <= 0) return;
+    if (n_tokens <= kPackedTokens)
+        kquant_gemm_groups<Kernel, 1>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
+    else
+        kquant_gemm_groups<Kernel, kGemmTokens / kPackedTokens>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
 }
 
 }  // namespace kquant_detail
