@@ -1,8 +1,8 @@
 #pragma once
 // What the unit tests of smol-server's API mappings and reply adapters share (test_openai_api,
 // test_messages_api, test_responses_api, test_server_replies): a body changed one field at a
-// time, the error a body is refused with, the `speculative` field's checks, a sample tool, the last event of a generation, and a
-// reply's server-sent events split and checked.
+// time, the error a body is refused with, the `speculative` field's checks, a sample tool, the
+// last event of a generation, and a reply's server-sent events split and checked.
 
 #include <doctest/doctest.h>
 

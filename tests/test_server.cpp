@@ -1693,23 +1693,23 @@ TEST_CASE("smol-server: \"speculative\" drafts for one request or for none, over
         CHECK((unset.drafted > 0) == spec_flag);  // absent: as --spec says
         CHECK(on.drafted > 0);                    // true: drafts even without --spec
         CHECK(off.drafted == 0);                  // false: none even with --spec
-        MESSAGE("--spec ", (spec_flag ? "ngram" : "none"), ": drafted absent ", unset.drafted, ", true ", on.drafted,
-                ", false ", off.drafted);
+        MESSAGE("--spec ", std::string(spec_flag ? "ngram" : "none"), ": drafted absent ", unset.drafted, ", true ",
+                on.drafted, ", false ", off.drafted);
 
         // Anything but a boolean or null is refused, by every API that generates.
         if (spec_flag) continue;
         json chat_body = chat("Hi", 4, false);
         chat_body["speculative"] = "yes";
         check_error(http(server.port(), "POST", "/v1/chat/completions", chat_body.dump()), 400, "invalid_value");
-        check_error(http(server.port(), "POST", "/v1/completions", json{{"prompt", "x"}, {"speculative", 1}}.dump()), 400,
-                    "invalid_value");
+        const json text_body = {{"prompt", "x"}, {"speculative", 1}};
+        check_error(http(server.port(), "POST", "/v1/completions", text_body.dump()), 400, "invalid_value");
         const json messages_body = {{"max_tokens", 4},
                                     {"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
                                     {"speculative", json::object()}};
-        check_anthropic_error(anthropic_http(server.port(), "/v1/messages", messages_body), 400, "invalid_request_error",
-                              "'speculative' must be true, false or null");
-        check_error(http(server.port(), "POST", "/v1/responses", json{{"input", "Hi"}, {"speculative", "true"}}.dump()),
-                    400, "invalid_value");
+        check_anthropic_error(anthropic_http(server.port(), "/v1/messages", messages_body), 400,
+                              "invalid_request_error", "'speculative' must be true, false or null");
+        const json responses_body = {{"input", "Hi"}, {"speculative", "true"}};
+        check_error(http(server.port(), "POST", "/v1/responses", responses_body.dump()), 400, "invalid_value");
     }
 }
 

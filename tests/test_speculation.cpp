@@ -455,6 +455,7 @@ TEST_CASE("a request's speculative switch overrides the scheduler's default: tru
         smol::SchedulerOptions options;
         options.slots = 3;
         options.context = 256;
+        options.max_queue = 64;  // every request queued at once
         options.speculation.type = spec_flag ? SpeculationType::ngram : SpeculationType::none;
         options.speculation.draft_max = 6;
         smol::Scheduler scheduler(engine, options);
@@ -485,7 +486,7 @@ TEST_CASE("a request's speculative switch overrides the scheduler's default: tru
         CHECK(drafted_by_switch[1] > 0);   // true: drafts, with or without --spec
         CHECK(drafted_by_switch[2] == 0);  // false: none, even under --spec
         CHECK((drafted_by_switch[0] > 0) == spec_flag);  // unset: as --spec says
-        MESSAGE("--spec ", (spec_flag ? "ngram" : "none"), ": drafted unset ", drafted_by_switch[0], ", true ",
+        MESSAGE("--spec ", std::string(spec_flag ? "ngram" : "none"), ": drafted unset ", drafted_by_switch[0], ", true ",
                 drafted_by_switch[1], ", false ", drafted_by_switch[2]);
     }
 }
