@@ -1,12 +1,13 @@
 #pragma once
 // What the unit tests of smol-server's API mappings and reply adapters share (test_openai_api,
 // test_messages_api, test_responses_api, test_server_replies): a body changed one field at a
-// time, the error a body is refused with, a sample tool, the last event of a generation, and a
-// reply's server-sent events split and checked.
+// time, the error a body is refused with, the `speculative` field's checks, a sample tool, the
+// last event of a generation, and a reply's server-sent events split and checked.
 
 #include <doctest/doctest.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +35,28 @@ smol_server::ApiError refusal_of(const json& body, Parse parse) {
     }
     FAIL("accepted: " << body.dump());
     return {};
+}
+
+// smol's `speculative` as every API that generates reads it (`parse` turns a body into an
+// ApiRequest): absent or null leave the server's --spec, true and false choose for the request,
+// and anything else ("yes", 1, {}, ...) is a 400 invalid_value naming the field and what it takes.
+template <class Parse>
+void check_speculative_field(const json& body, Parse parse) {
+    CHECK_FALSE(parse(body).generation.speculative.has_value());
+    CHECK_FALSE(parse(with(body, "speculative", nullptr)).generation.speculative.has_value());
+    const std::optional<bool> on = parse(with(body, "speculative", true)).generation.speculative;
+    CHECK((on.has_value() && *on));
+    const std::optional<bool> off = parse(with(body, "speculative", false)).generation.speculative;
+    CHECK((off.has_value() && !*off));
+    for (const json& bad : {json("yes"), json("true"), json(1), json(0), json::object(), json::array({true})}) {
+        CAPTURE(bad.dump());
+        const smol_server::ApiError e = refusal_of(with(body, "speculative", bad), [&](const json& b) { parse(b); });
+        CHECK(e.status == 400);
+        CHECK(e.code == "invalid_value");
+        CHECK(e.message.find("'speculative'") != std::string::npos);
+        CHECK(e.message.find("true, false or null") != std::string::npos);
+        CHECK(e.message.find(bad.dump()) != std::string::npos);  // what was found
+    }
 }
 
 // A tool's parameters, and the tool as the chat route takes it.

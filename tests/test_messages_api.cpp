@@ -298,6 +298,20 @@ TEST_CASE("tool results become tool turns in order; an error result says so; a t
     CHECK(parse(with(hello(), "messages", prefill)).generation.prompt == parse_chat(chat_prefill).generation.prompt);
 }
 
+TEST_CASE("speculative, smol's extension, is read as on the chat route; count_tokens refuses it") {
+    smol_test::check_speculative_field(hello(), [](const json& b) { return parse(b); });
+    json body = hello();
+    body.erase("max_tokens");
+    try {
+        smol_server::parse_messages_request(with(body, "speculative", true), tokenizer(), 4096,
+                                            smol_server::MessagesEndpoint::count_tokens);
+        FAIL("speculative accepted by count_tokens, which generates nothing");
+    } catch (const ApiError& e) {
+        CHECK(e.code == "unsupported_parameter");
+        CHECK(e.message.find("'speculative'") != std::string::npos);
+    }
+}
+
 TEST_CASE("count_tokens counts the prompt /v1/messages would run, without max_tokens and past the context") {
     json body = hello();
     body.erase("max_tokens");

@@ -209,6 +209,13 @@ TEST_CASE("logprobs and top_logprobs ask the pipeline for log-probabilities, sha
     CHECK(smol_server::choice_logprobs(true, content) == json{{"content", content}, {"refusal", nullptr}});
 }
 
+TEST_CASE("speculative: true or false chooses drafting for the request, null leaves --spec, else a 400") {
+    smol_test::check_speculative_field(hello(), [](const json& b) { return parse(b); });
+    smol_test::check_speculative_field(json{{"prompt", "x"}}, [](const json& b) {
+        return smol_server::parse_text_request(b, tokenizer(), 4096);
+    });
+}
+
 TEST_CASE("a text completion continues its prompt as given: a string or token ids, no template") {
     const std::string text = "<|im_start|>user\nOnce upon a time";
     json body = {{"prompt", text}, {"max_tokens", 5}, {"temperature", 0}, {"logprobs", 2}, {"stop", "\n"}};

@@ -318,6 +318,12 @@ TEST_CASE("malformed Responses requests get a 400 that says what was expected an
     CHECK(refusal(with(hello(), "input", long_text()), 2048).code == "context_length_exceeded");
 }
 
+TEST_CASE("speculative, smol's extension, is read as on the chat route; input_tokens refuses it") {
+    smol_test::check_speculative_field(hello(), [](const json& b) { return parse(b); });
+    CHECK(refusal(with(hello(), "speculative", true), 4096, smol_server::ResponsesEndpoint::input_tokens).code ==
+          "unsupported_parameter");
+}
+
 TEST_CASE("input_tokens counts the prompt /v1/responses would run, past the context too") {
     const json body = {{"model", "smol"}, {"instructions", "Be brief."}, {"input", "Hello there"}, {"tools", response_tools}};
     const smol_server::ApiRequest counted =

@@ -1651,6 +1651,68 @@ TEST_CASE("smol-server: the Responses API answers as OpenAI's, streamed and not,
     CHECK(server.metric("smol_responses_total") >= 4);
 }
 
+TEST_CASE("smol-server: \"speculative\" drafts for one request or for none, over --spec, the reply the same") {
+    // Prompts that repeat themselves, so prompt lookup finds drafts.
+    const std::vector<std::string> prompts = {
+        "one two three four one two three four one two three four one two three",
+        "def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return a + b\n\ndef add(a, b):\n",
+        "a a a a a a a a a a a a a a a a"};
+    // Each prompt's greedy completion with `speculative` set to `value` (absent when null), and
+    // how many tokens the server drafted meanwhile (/metrics).
+    struct Completions {
+        std::vector<std::string> texts;
+        double drafted = 0;
+    };
+    const auto complete_all = [&prompts](const ServerProcess& server, const json& value) {
+        Completions out;
+        const double before = server.settled_metrics().at("smol_draft_tokens_total");
+        for (const std::string& prompt : prompts) {
+            json body = {{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0}};
+            if (!value.is_null()) body["speculative"] = value;
+            const Response r = http(server.port(), "POST", "/v1/completions", body.dump());
+            CAPTURE(r.body);
+            REQUIRE(r.status == 200);
+            out.texts.push_back(r.json_body()["choices"][0]["text"].get<std::string>());
+        }
+        out.drafted = server.settled_metrics().at("smol_draft_tokens_total") - before;
+        return out;
+    };
+    std::vector<std::string> plain;  // without --spec and without the field: plain decoding
+    for (const bool spec_flag : {false, true}) {
+        CAPTURE(spec_flag);
+        std::vector<std::string> flags = {"--api-key", kKey, "-c", "512", "--parallel", "1"};
+        if (spec_flag) flags.insert(flags.end(), {"--spec", "ngram"});
+        ServerProcess server(flags);
+        const Completions unset = complete_all(server, nullptr);
+        if (!spec_flag) plain = unset.texts;
+        const Completions on = complete_all(server, true);
+        const Completions off = complete_all(server, false);
+        CHECK(unset.texts == plain);
+        CHECK(on.texts == plain);
+        CHECK(off.texts == plain);
+        CHECK((unset.drafted > 0) == spec_flag);  // absent: as --spec says
+        CHECK(on.drafted > 0);                    // true: drafts even without --spec
+        CHECK(off.drafted == 0);                  // false: none even with --spec
+        MESSAGE("--spec ", std::string(spec_flag ? "ngram" : "none"), ": drafted absent ", unset.drafted, ", true ",
+                on.drafted, ", false ", off.drafted);
+
+        // Anything but a boolean or null is refused, by every API that generates.
+        if (spec_flag) continue;
+        json chat_body = chat("Hi", 4, false);
+        chat_body["speculative"] = "yes";
+        check_error(http(server.port(), "POST", "/v1/chat/completions", chat_body.dump()), 400, "invalid_value");
+        const json text_body = {{"prompt", "x"}, {"speculative", 1}};
+        check_error(http(server.port(), "POST", "/v1/completions", text_body.dump()), 400, "invalid_value");
+        const json messages_body = {{"max_tokens", 4},
+                                    {"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                                    {"speculative", json::object()}};
+        check_anthropic_error(anthropic_http(server.port(), "/v1/messages", messages_body), 400,
+                              "invalid_request_error", "'speculative' must be true, false or null");
+        const json responses_body = {{"input", "Hi"}, {"speculative", "true"}};
+        check_error(http(server.port(), "POST", "/v1/responses", responses_body.dump()), 400, "invalid_value");
+    }
+}
+
 TEST_CASE("smol-server: tools are rendered, <tool_call> blocks come back as tool_calls, streamed and not") {
     ServerProcess server({"--api-key", kKey, "-c", "2048", "--parallel", "1"});
     const int port = server.port();

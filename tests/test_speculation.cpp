@@ -4,8 +4,9 @@
 // grammar, with log-probabilities and near a full context, the tokens, text, log-probabilities
 // and finish reason with speculation equal those without, exactly; drafters that are always
 // wrong, or right up to a mistake at every position, give the same text; afterwards the cache
-// holds what plain decoding's holds (its tokens, and the bits of a following forward); and the
-// server's scheduler, whose slots draft within a shared row budget, gives the same streams.
+// holds what plain decoding's holds (its tokens, and the bits of a following forward); the
+// server's scheduler, whose slots draft within a shared row budget, gives the same streams; and
+// a request's own speculative switch decides whether its slot drafts, whatever the default.
 
 #include <doctest/doctest.h>
 
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -408,5 +410,83 @@ TEST_CASE("speculation under the scheduler's batching: the same streams, drafts 
         if (slots == 1) CHECK(stats.accepted_tokens > 0);
         MESSAGE(slots, " slots: ", stats.accepted_tokens, " of ", stats.drafted_tokens, " drafted tokens accepted, ",
                 stats.forward_calls, " forward passes for ", stats.generated_tokens, " tokens");
+    }
+}
+
+TEST_CASE("a request's speculative switch overrides the scheduler's default: true drafts, false never does") {
+    // What each switch resolves to, the options' draft lengths kept.
+    smol::SpeculationParams server_default;  // --draft-max 5 --draft-min 2 without --spec
+    server_default.draft_max = 5;
+    server_default.draft_min = 2;
+    smol::GenerationRequest request;
+    CHECK_FALSE(smol::request_speculation(request, server_default).enabled());
+    request.speculative = true;
+    const smol::SpeculationParams on = smol::request_speculation(request, server_default);
+    CHECK(on.type == SpeculationType::ngram);
+    CHECK(on.draft_max == 5);
+    CHECK(on.draft_min == 2);
+    request.params = speculating(GenerationParams{}, 3);  // the library caller's own parameters win
+    CHECK(smol::request_speculation(request, server_default).draft_max == 3);
+    request.speculative = false;
+    CHECK_FALSE(smol::request_speculation(request, server_default).enabled());
+    server_default.type = SpeculationType::ngram;  // --spec ngram
+    request.params = GenerationParams{};
+    CHECK_FALSE(smol::request_speculation(request, server_default).enabled());
+    request.speculative.reset();
+    CHECK(smol::request_speculation(request, server_default).enabled());
+
+    // Through the scheduler: every switch beside the others in one batch, each slot drafting by
+    // its own request's, with the text of plain decoding (greedy and seeded sampling).
+    Engine& engine = quantized_engine();
+    struct Case {
+        std::string text;
+        float temperature;
+    };
+    std::vector<Case> cases;
+    for (const std::string& text : prompts())
+        for (const float temperature : {0.0f, 0.8f}) cases.push_back({text, temperature});
+    std::vector<Run> expected;
+    for (const Case& c : cases)
+        expected.push_back(generate(engine, 256, encode(engine, c.text), params_for(c.temperature, 5, 24)));
+
+    const std::optional<bool> switches[] = {std::nullopt, true, false};
+    for (const bool spec_flag : {false, true}) {
+        CAPTURE(spec_flag);
+        smol::SchedulerOptions options;
+        options.slots = 3;
+        options.context = 256;
+        options.max_queue = 64;  // every request queued at once
+        options.speculation.type = spec_flag ? SpeculationType::ngram : SpeculationType::none;
+        options.speculation.draft_max = 6;
+        smol::Scheduler scheduler(engine, options);
+        std::vector<std::shared_ptr<smol::GenerationStream>> streams;
+        for (const Case& c : cases)
+            for (const std::optional<bool>& speculative : switches) {
+                smol::GenerationRequest r;
+                r.prompt = encode(engine, c.text);
+                r.params = params_for(c.temperature, 5, 24);
+                r.speculative = speculative;
+                streams.push_back(scheduler.submit(std::move(r)));
+            }
+        std::uint64_t drafted_by_switch[3] = {0, 0, 0}, drafted = 0;
+        for (std::size_t i = 0; i < streams.size(); ++i) {
+            const std::size_t case_index = i / 3, switch_index = i % 3;
+            CAPTURE(cases[case_index].text);
+            CAPTURE(cases[case_index].temperature);
+            CAPTURE(switch_index);
+            const smol::StreamEvent all = streams[i]->collect();
+            CHECK(all.error == "");
+            CHECK(all.content == expected[case_index].text.content);
+            CHECK(all.finish == expected[case_index].finish);
+            CHECK(all.usage.completion_tokens == expected[case_index].usage.completion_tokens);
+            drafted_by_switch[switch_index] += std::uint64_t(all.usage.drafted_tokens);
+            drafted += std::uint64_t(all.usage.drafted_tokens);
+        }
+        CHECK(scheduler.stats().drafted_tokens == drafted);
+        CHECK(drafted_by_switch[1] > 0);   // true: drafts, with or without --spec
+        CHECK(drafted_by_switch[2] == 0);  // false: none, even under --spec
+        CHECK((drafted_by_switch[0] > 0) == spec_flag);  // unset: as --spec says
+        MESSAGE("--spec ", std::string(spec_flag ? "ngram" : "none"), ": drafted unset ", drafted_by_switch[0], ", true ",
+                drafted_by_switch[1], ", false ", drafted_by_switch[2]);
     }
 }

@@ -61,11 +61,12 @@ inline json error_body_for_path(std::string_view path, const ApiError& e) {
 
 // ---- requests ---------------------------------------------------------------------------------
 
-// The top-level fields /v1/messages reads; any other is a 400 naming it.
+// The top-level fields /v1/messages reads; any other is a 400 naming it. `speculative` is
+// smol's own, as on every API that generates (read_speculative()).
 inline constexpr std::string_view kMessagesFields[] = {
     "model",    "max_tokens", "messages",       "system",        "stop_sequences", "temperature", "top_p",
     "top_k",    "tools",      "tool_choice",    "thinking",      "metadata",       "stream",      "output_config",
-    "context_management"};
+    "context_management", "speculative"};
 // /v1/messages/count_tokens reads what shapes the prompt (Anthropic's own list).
 inline constexpr std::string_view kCountTokensFields[] = {"model",    "messages",      "system",            "tools",
                                                           "tool_choice", "thinking", "output_config", "context_management"};
@@ -331,7 +332,7 @@ inline ApiRequest parse_messages_request(const json& body, const smol::text::Tok
         if (!body.contains("max_tokens") || body["max_tokens"].is_null())
             reject(400, "'max_tokens' is required: the most tokens the reply may hold", "missing_max_tokens");
         read_metadata(body);
-        read_sampling(body, out, tokenizer.n_vocab());  // max_tokens, temperature, top_p, top_k, stream
+        read_sampling(body, out, tokenizer.n_vocab());  // max_tokens, temperature, top_p, top_k, stream, speculative
         if (const auto stops = body.find("stop_sequences"); stops != body.end() && !stops->is_null()) {
             if (!stops->is_array())
                 reject(400, std::string("'stop_sequences' must be a list of strings, found ") + stops->type_name(),

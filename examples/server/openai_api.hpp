@@ -177,11 +177,11 @@ inline std::optional<bool> bool_field(const json& body, const char* name) {
 // Fields that smol-server implements, with llama-server's sampling extensions. `user` (an
 // end-user id for the provider's abuse monitoring) and `cache_prompt` (prompt caching changes
 // no output here, only speed) are accepted as they come; the others are checked for values
-// smol-server cannot honour below.
+// smol-server cannot honour below. `speculative` is smol's own (read_speculative()).
 inline constexpr std::string_view kSamplingFields[] = {
     "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repeat_penalty",
     "seed", "max_tokens", "stop", "stream", "stream_options", "n", "user", "cache_prompt", "logprobs", "logit_bias",
-    "grammar"};
+    "grammar", "speculative"};
 inline constexpr std::string_view kChatFields[] = {
     "messages", "max_completion_tokens", "tools", "tool_choice", "chat_template_kwargs", "store",
     "parallel_tool_calls", "response_format", "top_logprobs", "metadata"};
@@ -312,7 +312,21 @@ inline void check_stop_strings(const std::vector<std::string>& stops, const std:
                    "invalid_value");
 }
 
-// The sampling, length, stop and streaming fields both endpoints share.
+// smol's `speculative`, in every API that generates: true drafts tokens by prompt lookup for
+// this request, false never drafts for it, null or absent keeps the server's --spec. Either way
+// the reply is the same, only its speed differs (README.md, "Speculative decoding").
+inline std::optional<bool> read_speculative(const json& body) {
+    const auto it = body.find("speculative");
+    if (it == body.end() || it->is_null()) return std::nullopt;
+    if (!it->is_boolean())
+        reject(400,
+               "'speculative' must be true, false or null (the server's --spec), found " +
+                   std::string(it->type_name()) + " " + it->dump().substr(0, 64),
+               "invalid_value");
+    return it->get<bool>();
+}
+
+// The sampling, length, stop, streaming and speculation fields every API shares.
 inline void read_sampling(const json& body, ApiRequest& out, std::size_t n_vocab) {
     smol::GenerationParams& params = out.generation.params;
     smol::SamplerParams& s = params.sampling;
@@ -352,6 +366,7 @@ inline void read_sampling(const json& body, ApiRequest& out, std::size_t n_vocab
         if (auto v = bool_field(*so, "include_usage")) out.include_usage = *v;
     }
     if (auto n = integer_field(body, "n", 1, 1); n && *n != 1) reject(400, "only n = 1 is supported", "invalid_value");
+    out.generation.speculative = read_speculative(body);
 }
 
 // GBNF for a JSON schema from the request; what it cannot express is a 400 naming it.

@@ -39,11 +39,11 @@ namespace smol_server {
 
 // The top-level fields /v1/responses reads; any other is a 400 naming it. `prompt_cache_key`
 // (Codex CLI sends one) asks for prefix caching, which smol-server does on its own: it changes
-// no output.
+// no output. `speculative` is smol's own, as on every API that generates (read_speculative()).
 inline constexpr std::string_view kResponsesFields[] = {
     "model",  "input",    "instructions", "max_output_tokens", "temperature", "top_p",      "tools",
     "tool_choice", "parallel_tool_calls", "text", "reasoning", "metadata",   "stream",      "store",
-    "user",   "truncation", "include",    "prompt_cache_key", "client_metadata"};
+    "user",   "truncation", "include",    "prompt_cache_key", "client_metadata", "speculative"};
 // /v1/responses/input_tokens reads what shapes the prompt (OpenAI's own list, less what is stored).
 inline constexpr std::string_view kInputTokensFields[] = {
     "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "truncation"};
@@ -386,7 +386,7 @@ inline ApiRequest parse_responses_request(const json& body, const smol::text::To
     check_response_extras(body);
     bool_field(body, "parallel_tool_calls");
     if (create) {
-        read_sampling(body, out, tokenizer.n_vocab());  // temperature, top_p, stream
+        read_sampling(body, out, tokenizer.n_vocab());  // temperature, top_p, stream, speculative
         if (auto v = integer_field(body, "max_output_tokens", 1, 1 << 30)) out.generation.params.max_tokens = int(*v);
     }
     const json messages = response_messages(body);

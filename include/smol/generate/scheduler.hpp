@@ -11,7 +11,7 @@
 //      tokens in total per step, so a long new prompt stalls the others by a bounded amount;
 //      prompts take the budget in the order their requests were admitted, so a request that
 //      came later never starves an earlier one) and one token for every slot that is generating,
-//      with a draft when its request speculates (GenerationParams::speculation): the drafts
+//      with a draft when its request speculates (GenerationRequest::speculative): the drafts
 //      share what the slots' own tokens leave of decode_rows per step, so a full batch drafts
 //      nothing, and a slot whose drafts keep failing pauses drafting (Sequence's back-off);
 //   3. runs Model::forward once for the whole batch (one pass over the weights for everyone);
@@ -63,7 +63,10 @@ struct SchedulerOptions {
     // batch and leave a full one alone (a row costs compute even where the weights are shared;
     // README, "Speculative decoding"). At most the slots: no drafts.
     int decode_rows = 8;
-    // Applied to every request whose own parameters do not speculate (smol-server --spec).
+    // Every request's default (smol-server --spec, --draft-max, --draft-min): applied to a request
+    // whose own parameters do not speculate, unless it says `speculative = false`. A request that
+    // says `speculative = true` drafts by prompt lookup with this draft_max and draft_min even
+    // when this type is none.
     SpeculationParams speculation;
     int threads = 0;           // OpenMP threads of the worker; 0: the OpenMP default
     // Memory the slots' KV caches may take together; 0: every slot may hold one. Idle caches
@@ -76,7 +79,20 @@ struct GenerationRequest {
     std::vector<std::int32_t> prompt;  // the rendered chat, tokenized with special tokens
     std::string assistant_prefix;      // ChatPrompt::assistant_prefix of that chat
     GenerationParams params;
+    // Whether this request drafts (speculative decoding), over the scheduler's default: unset
+    // keeps params.speculation, or SchedulerOptions::speculation when that does not speculate;
+    // true drafts (params.speculation when it speculates, else prompt lookup with the options'
+    // draft_max and draft_min); false never drafts. The reply is the same either way.
+    std::optional<bool> speculative;
 };
+
+// The speculation a request runs with, given the scheduler's default (GenerationRequest::speculative).
+inline SpeculationParams request_speculation(const GenerationRequest& request, const SpeculationParams& fallback) {
+    SpeculationParams chosen = request.params.speculation.enabled() ? request.params.speculation : fallback;
+    if (request.speculative == false) chosen.type = SpeculationType::none;
+    else if (request.speculative == true && !chosen.enabled()) chosen.type = SpeculationType::ngram;
+    return chosen;
+}
 
 // What a stream delivers: text since the last event and, once, the end.
 // The text (reasoning, answer, tool calls, log-probabilities) produced since the last event.
@@ -232,7 +248,7 @@ public:
             ++stats_.requests_rejected;
             throw PromptTooLongError(prompt_too_long_message(request.prompt.size(), options_.context));
         }
-        if (!request.params.speculation.enabled()) request.params.speculation = options_.speculation;
+        request.params.speculation = request_speculation(request, options_.speculation);
         // Validates the parameters; the request's clock starts here.
         auto pipeline = std::make_unique<GenerationPipeline>(engine_->tokenizer(), request.params, request.prompt,
                                                              request.assistant_prefix);
