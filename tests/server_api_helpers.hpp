@@ -39,7 +39,7 @@ smol_server::ApiError refusal_of(const json& body, Parse parse) {
 
 // smol's `speculative` as every API that generates reads it (`parse` turns a body into an
 // ApiRequest): absent or null leave the server's --spec, true and false choose for the request,
-// and anything else ("yes", 1, {}, ...) is a 400 invalid_value naming the field and what it takes.
+// and anything else ("yes", 1, {}, ...) is a 400 invalid_type naming the field and what it takes.
 template <class Parse>
 void check_speculative_field(const json& body, Parse parse) {
     CHECK_FALSE(parse(body).generation.speculative.has_value());
@@ -52,7 +52,7 @@ void check_speculative_field(const json& body, Parse parse) {
         CAPTURE(bad.dump());
         const smol_server::ApiError e = refusal_of(with(body, "speculative", bad), [&](const json& b) { parse(b); });
         CHECK(e.status == 400);
-        CHECK(e.code == "invalid_value");
+        CHECK(e.code == "invalid_type");  // as every boolean field
         CHECK(e.message.find("'speculative'") != std::string::npos);
         CHECK(e.message.find("true, false or null") != std::string::npos);
         CHECK(e.message.find(bad.dump()) != std::string::npos);  // what was found

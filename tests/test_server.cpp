@@ -1700,16 +1700,16 @@ TEST_CASE("smol-server: \"speculative\" drafts for one request or for none, over
         if (spec_flag) continue;
         json chat_body = chat("Hi", 4, false);
         chat_body["speculative"] = "yes";
-        check_error(http(server.port(), "POST", "/v1/chat/completions", chat_body.dump()), 400, "invalid_value");
+        check_error(http(server.port(), "POST", "/v1/chat/completions", chat_body.dump()), 400, "invalid_type");
         const json text_body = {{"prompt", "x"}, {"speculative", 1}};
-        check_error(http(server.port(), "POST", "/v1/completions", text_body.dump()), 400, "invalid_value");
+        check_error(http(server.port(), "POST", "/v1/completions", text_body.dump()), 400, "invalid_type");
         const json messages_body = {{"max_tokens", 4},
                                     {"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
                                     {"speculative", json::object()}};
         check_anthropic_error(anthropic_http(server.port(), "/v1/messages", messages_body), 400,
                               "invalid_request_error", "'speculative' must be true, false or null");
         const json responses_body = {{"input", "Hi"}, {"speculative", "true"}};
-        check_error(http(server.port(), "POST", "/v1/responses", responses_body.dump()), 400, "invalid_value");
+        check_error(http(server.port(), "POST", "/v1/responses", responses_body.dump()), 400, "invalid_type");
     }
 }
 

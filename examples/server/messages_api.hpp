@@ -62,7 +62,7 @@ inline json error_body_for_path(std::string_view path, const ApiError& e) {
 // ---- requests ---------------------------------------------------------------------------------
 
 // The top-level fields /v1/messages reads; any other is a 400 naming it. `speculative` is
-// smol's own, as on every API that generates (read_speculative()).
+// smol's own, as on every API that generates (read_sampling).
 inline constexpr std::string_view kMessagesFields[] = {
     "model",    "max_tokens", "messages",       "system",        "stop_sequences", "temperature", "top_p",
     "top_k",    "tools",      "tool_choice",    "thinking",      "metadata",       "stream",      "output_config",

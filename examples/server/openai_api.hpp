@@ -168,7 +168,9 @@ inline std::optional<bool> bool_field(const json& body, const char* name) {
     const auto it = body.find(name);
     if (it == body.end() || it->is_null()) return std::nullopt;
     if (!it->is_boolean())
-        reject(400, std::string("'") + name + "' must be true or false, found " + it->type_name(), "invalid_type");
+        reject(400, std::string("'") + name + "' must be true, false or null, found " + it->type_name() + " " +
+                        it->dump().substr(0, 64),
+               "invalid_type");
     return it->get<bool>();
 }
 
@@ -177,7 +179,7 @@ inline std::optional<bool> bool_field(const json& body, const char* name) {
 // Fields that smol-server implements, with llama-server's sampling extensions. `user` (an
 // end-user id for the provider's abuse monitoring) and `cache_prompt` (prompt caching changes
 // no output here, only speed) are accepted as they come; the others are checked for values
-// smol-server cannot honour below. `speculative` is smol's own (read_speculative()).
+// smol-server cannot honour below. `speculative` is smol's own (read_sampling).
 inline constexpr std::string_view kSamplingFields[] = {
     "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repeat_penalty",
     "seed", "max_tokens", "stop", "stream", "stream_options", "n", "user", "cache_prompt", "logprobs", "logit_bias",
@@ -312,20 +314,6 @@ inline void check_stop_strings(const std::vector<std::string>& stops, const std:
                    "invalid_value");
 }
 
-// smol's `speculative`, in every API that generates: true drafts tokens by prompt lookup for
-// this request, false never drafts for it, null or absent keeps the server's --spec. Either way
-// the reply is the same, only its speed differs (README.md, "Speculative decoding").
-inline std::optional<bool> read_speculative(const json& body) {
-    const auto it = body.find("speculative");
-    if (it == body.end() || it->is_null()) return std::nullopt;
-    if (!it->is_boolean())
-        reject(400,
-               "'speculative' must be true, false or null (the server's --spec), found " +
-                   std::string(it->type_name()) + " " + it->dump().substr(0, 64),
-               "invalid_value");
-    return it->get<bool>();
-}
-
 // The sampling, length, stop, streaming and speculation fields every API shares.
 inline void read_sampling(const json& body, ApiRequest& out, std::size_t n_vocab) {
     smol::GenerationParams& params = out.generation.params;
@@ -366,7 +354,9 @@ inline void read_sampling(const json& body, ApiRequest& out, std::size_t n_vocab
         if (auto v = bool_field(*so, "include_usage")) out.include_usage = *v;
     }
     if (auto n = integer_field(body, "n", 1, 1); n && *n != 1) reject(400, "only n = 1 is supported", "invalid_value");
-    out.generation.speculative = read_speculative(body);
+    // smol's own: true drafts tokens by prompt lookup for this request, false never drafts for it,
+    // null or absent keeps the server's --spec. The reply is the same, only its speed differs.
+    out.generation.speculative = bool_field(body, "speculative");
 }
 
 // GBNF for a JSON schema from the request; what it cannot express is a 400 naming it.

@@ -39,7 +39,7 @@ namespace smol_server {
 
 // The top-level fields /v1/responses reads; any other is a 400 naming it. `prompt_cache_key`
 // (Codex CLI sends one) asks for prefix caching, which smol-server does on its own: it changes
-// no output. `speculative` is smol's own, as on every API that generates (read_speculative()).
+// no output. `speculative` is smol's own, as on every API that generates (read_sampling).
 inline constexpr std::string_view kResponsesFields[] = {
     "model",  "input",    "instructions", "max_output_tokens", "temperature", "top_p",      "tools",
     "tool_choice", "parallel_tool_calls", "text", "reasoning", "metadata",   "stream",      "store",
