@@ -158,9 +158,9 @@ inline void store_column(__m128 acc, int n_rows, int n_cols, float* out, std::si
 // Q4_K's and Q6_K's unpackers. Vector lanes are 8 tokens of a packed group of 16 (packing.hpp): a
 // weight row's 4-byte group is broadcast, maddubs multiplies it with 8 tokens' matching groups
 // (pairs of products fit i16: at most 2 * 63 * 128), a few groups' pairs are summed in i16, and
-// madd with the sub-block scale turns them into scale * products in each token's i32 lane. No horizontal sums; each lane ends a
-// block with the exact integer totals and takes the reference's float step, so the results are
-// the bits of the decode kernels.
+// madd with the sub-block scale turns them into scale * products in each token's i32 lane. No
+// horizontal sums; each lane ends a block with the exact integer totals and takes the
+// reference's float step, so the results are the bits of the decode kernels.
 
 // A weight block's quants as unsigned bytes in activation order (weights 0..255).
 // (64-byte aligned: the AVX-512 GEMMs read the same unpacked rows.)

@@ -207,7 +207,7 @@ struct Q2KDecode {
 // ---------------------------------------------------------------------------------------------
 // Prompt GEMMs: vector lanes are 16 tokens of a packed group, each 4-byte group of an unpacked
 // weight row is broadcast and one vpdpbusd multiplies it with the group's tokens
-// (scaled_block_dots), so each unpacked byte serves kGemmTokens tokens. Each (row, token) lane
+// (scaled_block_dots), so each unpacked byte serves G groups of tokens. Each (row, token) lane
 // ends a block with the exact integer totals and takes the reference's float step, as the AVX2
 // driver's gemm_accumulate: the decode tiles' bits. Kernel: a Gemm kernel of kquant_tiles_avx2.hpp.
 template <class Kernel, int G>
