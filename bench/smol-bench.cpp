@@ -63,12 +63,13 @@ void usage(std::FILE* out) {
                  "                             a GBNF grammar (json: any JSON object), to show what the\n"
                  "                             constraint costs beside the free tg\n"
                  "  -o, --output md|json       output format (default md)\n"
-                 "%s%s"
+                 "%s%s%s"
                  "GB/s is the bytes one generated token reads (every weight matrix, LM head included, plus the\n"
                  "KV cache rows it attends over at its test's depth) times tokens/s; it is printed for tg only,\n"
                  "where each token streams all of them from memory, beside its share of the machine's read\n"
                  "limit (measured first, in a child process).\n",
-                 omp_get_max_threads(), smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage);
+                 omp_get_max_threads(), smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage,
+                 smol::args::kRepackUsage);
 }
 
 // The list flags' values as ints; no token count or thread count comes near the cap.
@@ -396,7 +397,7 @@ int main(int argc, char** argv) {
     smol::RopeScalingRequest rope_scaling;
     smol::KvCacheTypes cache_types;
     int repetitions = 5, batch = 512;
-    bool warmup = true, bandwidth = true;
+    bool warmup = true, bandwidth = true, repack = true;
     std::string format = "md";
     std::string grammar;  // --grammar: GBNF text for the constrained tg tests
     std::vector<int> step_sizes;  // --spec-steps: tokens per verify step
@@ -405,6 +406,7 @@ int main(int argc, char** argv) {
         smol::args::ArgReader args(argc, argv);
         while (args.next()) {
             if (read_rope_scaling_flag(args, rope_scaling) || read_kv_cache_type_flag(args, cache_types) ||
+                read_repack_flag(args, repack) ||
                 read_speculation_flag(args, speculation))
                 continue;
             if (args.is("-m", "--model")) models = args.list();
@@ -485,6 +487,7 @@ int main(int argc, char** argv) {
             options.max_batch = batch;
             options.rope_scaling = rope_scaling;
             options.cache_types = cache_types;
+            options.repack = repack;
             const int widest_step = step_sizes.empty() ? 0 : *std::max_element(step_sizes.begin(), step_sizes.end());
             options.context = *std::max_element(depths.begin(), depths.end()) +
                               std::max(*std::max_element(prompts.begin(), prompts.end()),

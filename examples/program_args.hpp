@@ -251,6 +251,19 @@ inline bool read_kv_cache_type_flag(ArgReader& args, smol::KvCacheTypes& types) 
     return true;
 }
 
+// Weight repacking, llama.cpp's flag: smol regroups the k-quant matrices for decode at load
+// (smol/quant/row_groups.hpp) unless told not to.
+inline constexpr const char* kRepackUsage =
+    "  -nr, --no-repack         keep the weights as the file lays them out: slower decode, but no\n"
+    "                           copy of the Q4_K matrices in memory (the output is the same)\n";
+
+// Reads the current flag into `repack` when it is -nr; false otherwise.
+inline bool read_repack_flag(ArgReader& args, bool& repack) {
+    if (!args.is("-nr", "--no-repack")) return false;
+    repack = false;
+    return true;
+}
+
 // Speculative decoding, llama.cpp's flags (--spec-type there; --spec here, --spec-type too).
 inline constexpr const char* kSpeculationUsage =
     "  --spec none|ngram        speculative decoding: ngram drafts the next tokens from the context (the\n"

@@ -184,6 +184,53 @@ TEST_CASE("a token's quantized outputs are the same bits alone, in any batch and
     }
 }
 
+TEST_CASE("a matrix read as row groups gives the bits of its rows as stored: every batch, set and thread count") {
+    // Decode reads the groups and prompts restore rows from them; neither may change a bit, alone
+    // or fused with a matrix read as stored.
+    const std::int64_t cols = 1280;
+    const Matrix q4 = random_matrix(TensorType::Q4_K, 48, cols, 16, 301);  // padded rows
+    const Matrix q6 = random_matrix(TensorType::Q6_K, 37, cols, 0, 302);
+    const RowGroupLayout& layout = weight_row(TensorType::Q4_K).row_groups;
+    MatrixView grouped = q4.view();
+    AlignedBuffer groups(std::size_t(q4.rows / kGroupRows) * grouped.group_bytes());
+    for (std::int64_t g = 0; g < q4.rows / kGroupRows; ++g)
+        layout.interleave(q4.data.data() + std::size_t(g * kGroupRows) * q4.row_bytes, q4.row_bytes, cols / QK_K,
+                          groups.data() + std::size_t(g) * grouped.group_bytes());
+    grouped.groups = groups.data();
+    std::vector<std::uint8_t> garbled(q4.data.size());  // the rows as stored must never be read
+    for (std::size_t i = 0; i < garbled.size(); ++i) garbled[i] = std::uint8_t(~q4.data[i]);
+    grouped.data = garbled.data();
+    const auto x = random_activations(130, cols, 303);
+    for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
+        if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
+        CAPTURE(isa_name(isa));
+        const KernelSet set = kernels_for(isa);
+        for (const int threads : {1, 2}) {
+            CAPTURE(threads);
+            const ThreadCount scope(threads);
+            for (const std::int64_t tokens : {1, 2, 3, 4, 5, 7, 8, 9, 16, 33, 70, 130}) {
+                CAPTURE(tokens);
+                std::vector<float> plain4(std::size_t(tokens * q4.rows)), plain6(std::size_t(tokens * q6.rows));
+                std::vector<float> group4(plain4.size()), group6(plain6.size());
+                const MatrixView v4 = q4.view(), v6 = q6.view();
+                const MatmulTarget plain[] = {{&v4, plain4.data()}, {&v6, plain6.data()}};
+                const MatmulTarget mixed[] = {{&grouped, group4.data()}, {&v6, group6.data()}};
+                MatmulScratch scratch;
+                matmul(set, plain, x.data(), tokens, scratch);
+                matmul(set, mixed, x.data(), tokens, scratch);
+                REQUIRE(std::memcmp(plain4.data(), group4.data(), plain4.size() * sizeof(float)) == 0);
+                REQUIRE(std::memcmp(plain6.data(), group6.data(), plain6.size() * sizeof(float)) == 0);
+            }
+        }
+    }
+    MatrixView ragged = grouped;
+    ragged.rows = 44;  // not a whole number of groups
+    std::vector<float> y(44);
+    MatmulScratch scratch;
+    CHECK_THROWS_WITH_AS(matmul(ragged, x.data(), 1, y.data(), scratch),
+                         "matmul: a matrix read as row groups needs a multiple of 8 rows, found 44", smol::Error);
+}
+
 TEST_CASE("quantized matmul approximates the float product") {
     // Against unquantized activations the difference is the Q8 quantization error: RMS about
     // 1/(127 * sqrt(12)) of each block's largest activation, far below 1% of sum |w x|.

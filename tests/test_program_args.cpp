@@ -272,6 +272,22 @@ TEST_CASE("the RoPE flags read llama.cpp's names and values into a RopeScalingRe
         CHECK(usage.find(std::string("  ") + flag + " ") != std::string::npos);
 }
 
+TEST_CASE("-nr / --no-repack turns weight regrouping off, as llama.cpp's flag does") {
+    for (const char* flag : {"-nr", "--no-repack"}) {
+        const Argv argv({flag, "-nrx"});
+        ArgReader args = argv.reader();
+        bool repack = true;
+        REQUIRE(args.next());
+        CHECK(read_repack_flag(args, repack));
+        CHECK_FALSE(repack);
+        REQUIRE(args.next());
+        repack = true;
+        CHECK_FALSE(read_repack_flag(args, repack));  // another flag: not read, nothing changed
+        CHECK(repack);
+    }
+    CHECK(std::string(smol::args::kRepackUsage).find("  -nr, --no-repack ") != std::string::npos);
+}
+
 TEST_CASE("the cache-type flags take llama.cpp's names and values") {
     const Argv argv({"-ctk", "q8_0", "--cache-type-v", "q4_0", "-ct", "q8_0"});
     ArgReader args = argv.reader();

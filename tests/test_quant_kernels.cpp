@@ -316,6 +316,69 @@ TEST_CASE("Q6_K x Q8_K tiles match the reference on every kernel set") {
         check_kquant<BlockQ6K>(isa, TensorType::Q6_K, false, 4);
     }
 }
+TEST_CASE("Q4_K row groups: restored byte for byte, and every set's group kernel gives the reference's bits") {
+    const RowGroupLayout& layout = weight_row(TensorType::Q4_K).row_groups;
+    REQUIRE(layout.exists());
+    REQUIRE(layout.block_bytes == sizeof(BlockQ4Kx8));
+    {  // the conversions' 8 x 8 transpose of 4-byte elements, against its reference
+        std::uint8_t source[8][40], got[8][40], want[8][40];
+        for (int i = 0; i < 8; ++i)
+            for (int j = 0; j < 40; ++j) source[i][j] = std::uint8_t(i * 40 + j);
+        std::memset(got, 0xcd, sizeof got);
+        std::memset(want, 0xcd, sizeof want);
+        const std::uint8_t* const from[8] = {source[0], source[1], source[2], source[3], source[4], source[5], source[6], source[7]};
+        std::uint8_t* const to_got[8] = {got[0], got[1], got[2], got[3], got[4], got[5], got[6], got[7]};
+        std::uint8_t* const to_want[8] = {want[0], want[1], want[2], want[3], want[4], want[5], want[6], want[7]};
+        row_group_detail::transpose_quads(from, to_got);
+        row_group_detail::transpose_quads_reference(from, to_want);
+        REQUIRE(std::memcmp(got, want, sizeof got) == 0);
+        CHECK(want[3][8] == source[2][12]);  // element (3, 2) is element (2, 3) of the source
+    }
+    for (const bool extreme : {false, true}) {  // extreme: the i16 runs' bound (8 * 2 * 15 * 128)
+        CAPTURE(extreme);
+        Gen gen{std::mt19937(extreme ? 91 : 90), false};
+        gen.extreme = extreme;
+        // 17152 weights: 67 blocks, more than any run a kernel keeps.
+        for (const std::int64_t n : {std::int64_t(256), std::int64_t(2816), std::int64_t(17152)}) {
+            CAPTURE(n);
+            const std::int64_t blocks = n / QK_K;
+            const std::size_t row_bytes = std::size_t(blocks) * sizeof(BlockQ4K) + 40;  // padded rows
+            const std::size_t act_stride = std::size_t(blocks) * sizeof(BlockQ8K) + 12;
+            const auto rows = rows_of<BlockQ4K>(kGroupRows, blocks, row_bytes, [&] { return gen.q4k(); });
+            const auto acts = rows_of<BlockQ8K>(kTileCols, blocks, act_stride, [&] { return gen.q8k(); });
+            std::vector<std::uint8_t> group(std::size_t(blocks) * layout.block_bytes);
+            layout.interleave(rows.data(), row_bytes, blocks, group.data());
+            std::vector<std::uint8_t> restored(rows.size(), 0xcd);  // the padding as rows_of leaves it
+            layout.deinterleave(group.data(), blocks, restored.data(), row_bytes);
+            REQUIRE(restored == rows);
+            for (const Isa isa : kAllIsas) {
+                if (!runnable(isa)) continue;
+                CAPTURE(isa_name(isa));
+                const GroupDotFn dot = kernels_for(isa).for_row_groups(TensorType::Q4_K);
+                for (int n_cols = 1; n_cols <= kTileCols; ++n_cols) {
+                    CAPTURE(n_cols);
+                    constexpr std::size_t out_stride = kGroupRows + 3;
+                    std::vector<float> out(out_stride * kTileCols, std::numeric_limits<float>::quiet_NaN());
+                    dot(n, group.data(), acts.data(), act_stride, n_cols, out.data(), out_stride);
+                    for (int c = 0; c < kTileCols; ++c)
+                        for (std::size_t r = 0; r < out_stride; ++r) {
+                            const float got = out[std::size_t(c) * out_stride + r];
+                            if (c >= n_cols || r >= std::size_t(kGroupRows)) {
+                                REQUIRE(std::isnan(got));  // outside the group and columns: untouched
+                                continue;
+                            }
+                            const float want = reference_dot(
+                                n, reinterpret_cast<const BlockQ4K*>(rows.data() + r * row_bytes),
+                                reinterpret_cast<const BlockQ8K*>(acts.data() + std::size_t(c) * act_stride));
+                            INFO("row " << r << " column " << c);
+                            REQUIRE(std::memcmp(&got, &want, sizeof got) == 0);
+                        }
+                }
+            }
+        }
+    }
+}
+
 
 namespace {
 

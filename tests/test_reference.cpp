@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -284,6 +285,26 @@ TEST_CASE("several sequences in one batch give the same logits as each alone") {
     for (int p = 0; p < 3; ++p) {
         CAPTURE(p);
         CHECK(nmse(logits.data() + std::size_t(p) * n_vocab, alone[std::size_t(p)].data(), n_vocab) < 1e-8);
+    }
+}
+
+TEST_CASE("weights regrouped for decode (the default) and as the file stores them give the same bits") {
+    smol::LoadOptions as_stored;
+    as_stored.repack = false;
+    auto regrouped = smol::load_model(path_of(kQuantized, kQuantized.model_file));
+    auto plain = smol::load_model(path_of(kQuantized, kQuantized.model_file), as_stored);
+    const int n_vocab = plain->n_vocab();
+    for (const auto& prompt : smol_test::read_prompts(path_of(kQuantized, "prompts.txt"))) {
+        const int n = int(prompt.size());
+        std::vector<float> a(std::size_t(n) * n_vocab), b(a.size());
+        auto cache_a = regrouped->make_cache(512), cache_b = plain->make_cache(512);
+        regrouped->forward(cache_a, prompt, a.data(), true);  // prompts: rows restored for the GEMMs
+        plain->forward(cache_b, prompt, b.data(), true);
+        REQUIRE(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+        const std::int32_t next = argmax(a.data() + std::size_t(n - 1) * n_vocab, n_vocab);
+        regrouped->forward(cache_a, std::span(&next, 1), a.data(), false);  // decode: the groups
+        plain->forward(cache_b, std::span(&next, 1), b.data(), false);
+        REQUIRE(std::memcmp(a.data(), b.data(), std::size_t(n_vocab) * sizeof(float)) == 0);
     }
 }
 

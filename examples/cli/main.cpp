@@ -74,6 +74,8 @@ constexpr const char* kUsage =
     "  --yarn-orig-ctx N          YaRN: the context the model was trained at (default: the model's)\n"
     "  -ctk, --cache-type-k T     KV cache type for keys: f16 (default), q8_0, q4_0\n"
     "  -ctv, --cache-type-v T     KV cache type for values: f16 (default), q8_0, q4_0\n"
+    "  -nr, --no-repack           keep the weights as the file lays them out: slower decode, but no\n"
+    "                             copy of the Q4_K matrices in memory (the output is the same)\n"
     "  -t, --threads N            CPU threads (default: OpenMP's choice)\n"
     "  -s, --seed N               sampling seed (-1: random; default -1)\n"
     "  --temp T                   temperature, 0 = greedy (default 0.6)\n"
@@ -126,6 +128,7 @@ struct Options {
     int threads = 0;
     smol::RopeScalingRequest rope_scaling;
     smol::KvCacheTypes cache_types;
+    bool repack = true;  // -nr
     smol::SamplerParams sampling;
     smol::SpeculationParams speculation;  // --spec, --draft-max, --draft-min
     std::vector<std::string> stops;
@@ -144,7 +147,7 @@ Options parse_args(int argc, char** argv) {
     smol::args::ArgReader args(argc, argv);
     while (args.next()) {
         if (read_rope_scaling_flag(args, o.rope_scaling) || read_kv_cache_type_flag(args, o.cache_types) ||
-            read_speculation_flag(args, o.speculation))
+            read_repack_flag(args, o.repack) || read_speculation_flag(args, o.speculation))
             continue;
         if (args.is("-m", "--model")) o.model = args.value();
         else if (args.is("-hf", "--hf-repo")) o.hf_repo = args.value();
@@ -541,6 +544,7 @@ int run_chat(const Options& o) {
     load.context = o.context;
     load.rope_scaling = o.rope_scaling;
     load.cache_types = o.cache_types;
+    load.repack = o.repack;
     if (::isatty(STDERR_FILENO))  // a bar while the weights are read; the line below reports the load otherwise
         load.on_progress = smol::stderr_load_progress(std::filesystem::path(o.model).filename().string());
     smol::Engine engine(o.model, load);

@@ -73,6 +73,7 @@ private:
         load.context = options.context;
         load.rope_scaling = options.rope_scaling;
         load.cache_types = options.cache_types;
+        load.repack = options.repack;
         auto engine = std::make_unique<smol::Engine>(options.model_path, load);
         const smol::ModelInfo& info = engine->info();
         if (info.rope_scaling.yarn())

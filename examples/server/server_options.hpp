@@ -39,6 +39,7 @@ struct ServerOptions {
     bool log_prompts = false;  // completion request bodies in the log (never the key)
     smol::RopeScalingRequest rope_scaling;  // --rope-scaling, --rope-scale, --yarn-orig-ctx
     smol::KvCacheTypes cache_types;         // -ctk, -ctv
+    bool repack = true;                     // -nr
     smol::SpeculationParams speculation;    // --spec, --draft-max, --draft-min: every request's default
     // The connection gate's limits (see connection_gate.hpp).
     int max_connections = 2048;
@@ -107,10 +108,11 @@ inline std::string host_name() {
                  "                          0 cancels at once, as SIGINT always does)\n"
                  "      --log-prompts       also log the body of each completion request (prompts are private:\n"
                  "                          off by default; the API key is never logged)\n"
-                 "%s%s%s"
+                 "%s%s%s%s"
                  "  With --spec ngram, the drafts of all generating slots share 8 rows per step with their own\n"
                  "  tokens: a full batch drafts nothing. /metrics counts drafted and accepted tokens.\n",
-                 smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage, smol::args::kSpeculationUsage);
+                 smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage, smol::args::kRepackUsage,
+                 smol::args::kSpeculationUsage);
     std::exit(code);
 }
 
@@ -120,7 +122,7 @@ inline ServerOptions parse_options(int argc, char** argv) {
         smol::args::ArgReader args(argc, argv);
         while (args.next()) {
             if (read_rope_scaling_flag(args, o.rope_scaling) || read_kv_cache_type_flag(args, o.cache_types) ||
-                read_speculation_flag(args, o.speculation))
+                read_repack_flag(args, o.repack) || read_speculation_flag(args, o.speculation))
                 continue;
             if (args.is("-m", "--model")) o.model_path = args.value();
             else if (args.is("-hf", "--hf-repo")) o.hf_repo = args.value();

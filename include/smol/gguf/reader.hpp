@@ -299,6 +299,12 @@ public:
         if (mapped_ && length) ::madvise(static_cast<char*>(mapped_) + (offset & ~std::size_t(4095)),
                                          length + (offset & 4095), MADV_WILLNEED);
     }
+    // Tells the kernel the whole pages inside the range will not be read again, so they leave
+    // this process's resident memory (a later read would page them back in from the file).
+    void wont_need(std::size_t offset, std::size_t length) const {
+        const std::size_t first = (offset + 4095) & ~std::size_t(4095), end = (offset + length) & ~std::size_t(4095);
+        if (mapped_ && end > first) ::madvise(static_cast<char*>(mapped_) + first, end - first, MADV_DONTNEED);
+    }
 
 private:
     FileMemory() = default;

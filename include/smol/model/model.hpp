@@ -35,6 +35,9 @@ struct LoadOptions {
     int context = 0;
     RopeScalingRequest rope_scaling;
     KvCacheTypes cache_types;  // what make_cache(context) stores keys and values as (-ctk / -ctv)
+    // Regroup the k-quant matrices for decode at load (quant/row_groups.hpp): faster decode, the
+    // same logits, those weights copied out of the mapped file. false: --no-repack.
+    bool repack = true;
     // When set, the weights are paged in at load and this hears how far (model/load_progress.hpp).
     std::function<void(std::uint64_t done, std::uint64_t total)> on_progress;
 };

@@ -30,7 +30,7 @@ template <class Config>
 class Transformer final : public Model {
 public:
     Transformer(gguf::File file, const LoadOptions& options)
-        : Model(std::move(file)), weights_(bind_weights<Config>(this->file())), max_batch_(options.max_batch) {
+        : Model(std::move(file)), weights_(bind_weights<Config>(this->file(), options.repack)), max_batch_(options.max_batch) {
         if (max_batch_ <= 0) fail("load options: expected a positive batch size, found ", max_batch_);
         info_ = describe<Config>(this->file(), weights_.matrix_bytes);
         info_.rope_scaling = resolve_rope_scaling(Config::hp, options.rope_scaling, options.context,

@@ -1,9 +1,15 @@
 #pragma once
 // Binds the tensors of a GGUF file to the weights of a SmolLM3-architecture network, checking
-// every name, shape and type against the compiled config. Weights stay in the mapped file.
+// every name, shape and type against the compiled config. Weights stay in the mapped file, except
+// the layer matrices whose type has a row-group layout (quant/row_groups.hpp): unless the caller
+// says no, those are regrouped into memory of their own at load, for decode, and their mapped
+// pages let go.
 
+#include <algorithm>
 #include <string>
 #include <vector>
+
+#include "smol/core/aligned_buffer.hpp"
 
 #include "smol/core/error.hpp"
 #include "smol/gguf/reader.hpp"
@@ -30,6 +36,7 @@ struct ModelWeights {
     std::vector<float> output_norm;   // [d_model]
     std::vector<LayerWeights> layers;
     std::uint64_t matrix_bytes = 0;   // bytes of every matrix read once per token (for GB/s)
+    AlignedBuffer row_groups;         // the regrouped matrices (their views' `groups` point here)
 };
 
 namespace detail {
@@ -64,8 +71,38 @@ inline std::vector<float> vector(const gguf::File& file, const std::string& name
 
 }  // namespace detail
 
+// Regroups every layer matrix whose type has a row-group layout and whose rows come in whole
+// groups into w.row_groups, points its view there, and tells the kernel its mapped pages will not
+// be read again (matmul reads only the groups), so the weights are held once.
+inline void make_row_groups(ModelWeights& w, const gguf::File& file) {
+    std::vector<MatrixView*> grouped;
+    for (LayerWeights& l : w.layers)
+        for (MatrixView* m : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+            if (weight_row(m->type).row_groups.exists() && m->rows % kGroupRows == 0 && m->rows > 0) grouped.push_back(m);
+    if (grouped.empty()) return;
+    std::vector<std::size_t> offset(grouped.size() + 1, 0);  // bytes, each matrix 64-byte aligned
+    for (std::size_t i = 0; i < grouped.size(); ++i)
+        offset[i + 1] = offset[i] + (std::size_t(grouped[i]->rows / kGroupRows) * grouped[i]->group_bytes() + 63) / 64 * 64;
+    w.row_groups.reset(offset.back());
+    // Matrix by matrix, each let go as soon as it is copied: the process never holds much more
+    // than the weights once.
+    for (std::size_t i = 0; i < grouped.size(); ++i) {
+        MatrixView& m = *grouped[i];
+        const TypeRow& row = weight_row(m.type);
+        const std::int64_t blocks = m.cols / std::int64_t(row.block_elements);
+        std::uint8_t* groups = w.row_groups.data() + offset[i];
+#pragma omp parallel for schedule(static)
+        for (std::int64_t g = 0; g < m.rows / kGroupRows; ++g)
+            row.row_groups.interleave(m.data + std::size_t(g * kGroupRows) * m.row_bytes, m.row_bytes, blocks,
+                                      groups + std::size_t(g) * m.group_bytes());
+        m.groups = groups;
+        file.memory().wont_need(std::size_t(m.data - file.memory().data()), std::size_t(m.rows) * m.row_bytes);
+    }
+}
+
+// group_rows: regroup the matrices that have a row-group layout (make_row_groups).
 template <class Config>
-ModelWeights bind_weights(const gguf::File& file) {
+ModelWeights bind_weights(const gguf::File& file, bool group_rows = true) {
     ModelWeights w;
     w.token_embd = detail::matrix(file, "token_embd.weight", Config::n_vocab, Config::d_model);
     if (file.find_tensor("output.weight"))
@@ -88,6 +125,7 @@ ModelWeights bind_weights(const gguf::File& file) {
             w.matrix_bytes += m->row_bytes * std::uint64_t(m->rows);
         w.layers.push_back(std::move(l));
     }
+    if (group_rows) make_row_groups(w, file);
     return w;
 }
 

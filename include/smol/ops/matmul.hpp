@@ -9,8 +9,11 @@
 // activations are also packed 16 tokens to a block and a GEMM call's tokens (kGemmShapes: 32,
 // or 64 for AMX) meet its row group, so an unpacked weight block serves all of them; otherwise
 // tiles take kTileCols tokens at a time. Either way in token blocks small enough that the
-// activations of a block stay in L2 while the thread walks its rows. Decode and prompt kernels
-// give the same bits.
+// activations of a block stay in L2 while the thread walks its rows. A matrix held as row groups
+// (row_groups.hpp) is read through its group kernels for batches the tiles would take; for the
+// GEMMs its rows are restored once per call, by the thread that multiplies them, into scratch the
+// size of the matrix (restoring per token block cost 10% of pp512 on the 3B shape). Decode,
+// prompt and group kernels give the same bits.
 
 #include <omp.h>
 
@@ -21,6 +24,7 @@
 #include <new>
 #include <span>
 
+#include "smol/core/aligned_buffer.hpp"
 #include "smol/core/error.hpp"
 #include "smol/core/tensor_types.hpp"
 #include "smol/quant/blocks.hpp"
@@ -32,15 +36,26 @@ namespace smol {
 
 // A weight matrix as stored: `rows` rows of `row_bytes` bytes, each holding `cols` weights.
 // rows = output dim, cols = input dim (ggml ne0; blocks run along it).
+// `groups`, when set, is the same matrix regrouped kGroupRows rows at a time in its type's
+// row-group layout (row_groups.hpp; rows a multiple of kGroupRows), and matmul reads only it:
+// decode through the group kernels, prompts through rows restored from it.
 struct MatrixView {
     TensorType type;
     const std::uint8_t* data;
     std::int64_t rows;
     std::int64_t cols;
     std::size_t row_bytes;
+    const std::uint8_t* groups = nullptr;
+
+    // Bytes of one row group in `groups`.
+    std::size_t group_bytes() const {
+        const TypeRow& row = weight_row(type);
+        return std::size_t(cols) / row.block_elements * row.row_groups.block_bytes;
+    }
 };
 
-// Reusable buffer for quantized activations. Grows only when a call needs more, so a decode
+// Reusable buffers: quantized activations, and weight rows restored from row groups for the
+// prompt GEMMs (the matrices of one call). They grow only when a call needs more, so a decode
 // loop allocates on its first step and never again.
 class MatmulScratch {
 public:
@@ -50,24 +65,15 @@ public:
     MatmulScratch(MatmulScratch&&) noexcept = default;
     MatmulScratch& operator=(MatmulScratch&&) noexcept = default;
 
-    // At least `bytes` bytes, 64-byte aligned; contents are not preserved across growth.
-    std::uint8_t* bytes(std::size_t bytes) {
-        if (bytes > capacity_) {
-            const std::size_t grown = std::max(bytes, capacity_ + capacity_ / 2);
-            buffer_.reset(static_cast<std::uint8_t*>(::operator new[](grown, std::align_val_t{kAlignment})));
-            capacity_ = grown;
-        }
-        return buffer_.get();
-    }
-    std::size_t capacity() const { return capacity_; }
+    // At least `bytes` bytes for activations, 64-byte aligned; contents are not preserved across growth.
+    std::uint8_t* bytes(std::size_t bytes) { return activations_.at_least(bytes); }
+    std::size_t capacity() const { return activations_.size(); }
+    // At least `bytes` bytes for restored weight rows, likewise.
+    std::uint8_t* restored_rows(std::size_t bytes) { return rows_.at_least(bytes); }
 
 private:
-    static constexpr std::size_t kAlignment = 64;
-    struct AlignedDelete {
-        void operator()(std::uint8_t* p) const { ::operator delete[](p, std::align_val_t{kAlignment}); }
-    };
-    std::unique_ptr<std::uint8_t[], AlignedDelete> buffer_;
-    std::size_t capacity_ = 0;
+    AlignedBuffer activations_;
+    AlignedBuffer rows_;
 };
 
 namespace matmul_detail {
@@ -160,6 +166,7 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
     const TensorType format = weight_row(first.type).activations;
     DotTileFn tiles[kMaxTargets];
     GemmTileFn gemms[kMaxTargets];  // used only when every target has one
+    GroupDotFn group_dots[kMaxTargets];  // for targets read as row groups
     bool use_gemm = n_tokens > 1;
     GemmShape gemm_shape{};  // the same for every target: it belongs to the kernel set
     for (std::size_t i = 0; i < targets.size(); ++i) {
@@ -169,39 +176,78 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
             fail("matmul: fused products must share their input: ", type_name(w.type), " [", w.rows, " x ", w.cols,
                  "] does not fit with ", type_name(first.type), " [", first.rows, " x ", first.cols, "]");
         tiles[i] = kernels.for_weights(w.type);
+        group_dots[i] = w.groups ? kernels.for_row_groups(w.type) : nullptr;
+        if (w.groups && w.rows % kGroupRows != 0)
+            fail("matmul: a matrix read as row groups needs a multiple of ", kGroupRows, " rows, found ", w.rows);
         const KernelSet::Gemm gemm = kernels.gemm_for_weights(w.type, n_tokens);
         gemms[i] = gemm.fn;
         gemm_shape = gemm.shape;
         use_gemm = use_gemm && gemm.fn != nullptr;
     }
-    // Row groups: a tile's rows, or a GEMM call's.
-    const std::int64_t group_rows = use_gemm ? gemm_shape.rows : kTileRows;
-    std::int64_t group_end[kMaxTargets];  // prefix sums of each target's row groups
+    // Work items: a target's rows in groups of a tile's rows, a GEMM call's, or a row group's (in
+    // GEMM mode as many whole row groups as one GEMM call takes).
+    std::int64_t group_rows[kMaxTargets];
+    std::int64_t group_end[kMaxTargets];      // prefix sums of each target's work items
+    std::size_t restored_at[kMaxTargets];     // where a target read as row groups has its rows restored
     std::int64_t total_groups = 0;
+    std::size_t restored_bytes = 0;
     for (std::size_t i = 0; i < targets.size(); ++i) {
-        total_groups += (targets[i].w->rows + group_rows - 1) / group_rows;
+        const MatrixView& w = *targets[i].w;
+        const std::int64_t plain = use_gemm ? gemm_shape.rows : kTileRows;
+        group_rows[i] = w.groups == nullptr ? plain
+                        : use_gemm          ? (plain + kGroupRows - 1) / kGroupRows * kGroupRows
+                                            : kGroupRows;
+        restored_at[i] = restored_bytes;
+        if (w.groups && use_gemm) restored_bytes += std::size_t(w.rows) * w.row_bytes;
+        total_groups += (w.rows + group_rows[i] - 1) / group_rows[i];
         group_end[i] = total_groups;
     }
     if (total_groups == 0 || n_tokens == 0) return;
     const Activations acts = prepare_activations(kernels, format, x, n_tokens, first.cols, use_gemm, scratch);
+    std::uint8_t* restored = restored_bytes ? scratch.restored_rows(restored_bytes) : nullptr;
 
-    const auto run_tile = [&](std::int64_t group, std::int64_t t, std::int64_t n_cols) {
+    // Work item `group` for tokens [t0, t1).
+    const auto run_group = [&](std::int64_t group, std::int64_t t0, std::int64_t t1) {
         std::size_t i = 0;
         while (group >= group_end[i]) ++i;
         const MatrixView& w = *targets[i].w;
-        const std::int64_t r0 = (group - (i ? group_end[i - 1] : 0)) * group_rows;
-        const int n_rows = int(std::min<std::int64_t>(group_rows, w.rows - r0));
+        const std::int64_t r0 = (group - (i ? group_end[i - 1] : 0)) * group_rows[i];
+        const int n_rows = int(std::min<std::int64_t>(group_rows[i], w.rows - r0));
+        float* out = targets[i].y + r0;
+        const std::size_t out_stride = std::size_t(w.rows);
+        if (w.groups && !use_gemm) {  // one row group, kTileCols tokens per call
+            const std::uint8_t* g = w.groups + std::size_t(r0 / kGroupRows) * w.group_bytes();
+            for (std::int64_t t = t0; t < t1; t += kTileCols)
+                group_dots[i](w.cols, g, acts.data + std::size_t(t) * acts.stride, acts.stride,
+                              int(std::min<std::int64_t>(kTileCols, t1 - t)), out + t * w.rows, out_stride);
+            return;
+        }
         const std::uint8_t* rows = w.data + std::size_t(r0) * w.row_bytes;
-        float* out = targets[i].y + t * w.rows + r0;
-        if (use_gemm) {  // t is a multiple of kPackedTokens
-            const BlockQ8Kx16* packed = acts.packed + (t / kPackedTokens) * (w.cols / QK_K);
-            gemms[i](w.cols, rows, w.row_bytes, n_rows, packed, int(n_cols), out, std::size_t(w.rows));
+        if (w.groups) {  // GEMM: the item's rows, restored in the first token block for all of them
+            std::uint8_t* rows_here = restored + restored_at[i] + std::size_t(r0) * w.row_bytes;
+            if (t0 == 0) {
+                const TypeRow& type = weight_row(w.type);
+                const std::int64_t blocks = w.cols / std::int64_t(type.block_elements);
+                for (int sub = 0; sub < n_rows; sub += kGroupRows)
+                    type.row_groups.deinterleave(w.groups + std::size_t((r0 + sub) / kGroupRows) * w.group_bytes(), blocks,
+                                                 rows_here + std::size_t(sub) * w.row_bytes, w.row_bytes);
+            }
+            rows = rows_here;
+        }
+        if (use_gemm) {  // t0 is a multiple of kPackedTokens
+            for (std::int64_t t = t0; t < t1; t += gemm_shape.tokens) {
+                const BlockQ8Kx16* packed = acts.packed + (t / kPackedTokens) * (w.cols / QK_K);
+                const int n_cols = int(std::min<std::int64_t>(gemm_shape.tokens, t1 - t));
+                for (int sub = 0; sub < n_rows; sub += gemm_shape.rows)
+                    gemms[i](w.cols, rows + std::size_t(sub) * w.row_bytes, w.row_bytes,
+                             std::min(gemm_shape.rows, n_rows - sub), packed, n_cols, out + t * w.rows + sub, out_stride);
+            }
         } else {
-            tiles[i](w.cols, rows, w.row_bytes, n_rows, acts.data + std::size_t(t) * acts.stride, acts.stride,
-                     int(n_cols), out, std::size_t(w.rows));
+            for (std::int64_t t = t0; t < t1; t += kTileCols)
+                tiles[i](w.cols, rows, w.row_bytes, n_rows, acts.data + std::size_t(t) * acts.stride, acts.stride,
+                         int(std::min<std::int64_t>(kTileCols, t1 - t)), out + t * w.rows, out_stride);
         }
     };
-    const std::int64_t cols_per_call = use_gemm ? gemm_shape.tokens : kTileCols;
 
     if (n_tokens == 1) {
         // Runs of rows handed out as threads finish, not fixed halves: on a shared host one
@@ -210,19 +256,18 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
         // host, alternating: static 7.5-8.3 tokens/s, dynamic 8.8-9.5.)
         const std::int64_t run = std::max<std::int64_t>(1, total_groups / (kDecodeRunsPerThread * omp_get_max_threads()));
 #pragma omp parallel for schedule(dynamic, run)
-        for (std::int64_t g = 0; g < total_groups; ++g) run_tile(g, 0, 1);
+        for (std::int64_t g = 0; g < total_groups; ++g) run_group(g, 0, 1);
         return;
     }
 #pragma omp parallel
     {
-        // Static and nowait: every token block gives a thread the same rows, so its weights
-        // are still in its caches from the previous block.
+        // Static and nowait: every token block gives a thread the same rows (OpenMP assigns the
+        // iterations of equal static loops in one region alike), so its weights are still in its
+        // caches from the previous block, and rows it restored in the first block are its own.
         for (std::int64_t t0 = 0; t0 < n_tokens; t0 += kTokenBlock) {
             const std::int64_t t1 = std::min(n_tokens, t0 + kTokenBlock);
 #pragma omp for schedule(static) nowait
-            for (std::int64_t g = 0; g < total_groups; ++g)
-                for (std::int64_t t = t0; t < t1; t += cols_per_call)
-                    run_tile(g, t, std::min<std::int64_t>(cols_per_call, t1 - t));
+            for (std::int64_t g = 0; g < total_groups; ++g) run_group(g, t0, t1);
         }
     }
 }

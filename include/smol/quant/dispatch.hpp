@@ -31,6 +31,12 @@ struct KernelSet {
         if (tile == nullptr) fail("kernel set ", isa_name(isa), " has no ", type_name(type), " kernel in this build");
         return tile;
     }
+    // This set's decode kernel over a type's row groups (row_groups.hpp); fails for types without them.
+    GroupDotFn for_row_groups(TensorType type) const {
+        const GroupDotFn dot = weight_row(type).row_groups.dots[std::size_t(isa)];
+        if (dot == nullptr) fail("kernel set ", isa_name(isa), " has no ", type_name(type), " row-group kernel in this build");
+        return dot;
+    }
     // This set's prompt GEMM for a weight type and a batch of n_tokens, with the shape of one
     // call; fn is nullptr where no set up to this one has a GEMM for the type (prompts then run
     // through the tiles). A batch too small for the set's GEMM, or a type the set has no GEMM

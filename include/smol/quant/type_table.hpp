@@ -1,9 +1,10 @@
 #pragma once
 // One row per tensor type smol computes with, and everything smol knows about it: block geometry
 // (checked against the block struct), its reference to-float and from-float conversions (plus
-// faster from-float versions where a kernel set has one), the activations its rows meet, and its
-// tile kernel and prompt GEMM in every kernel set. Weight binding, matmul, the KV cache, dispatch
-// and the tools all read a type's facts from here: adding a type adds a row here and its kernels.
+// faster from-float versions where a kernel set has one), the activations its rows meet, its
+// tile kernel and prompt GEMM in every kernel set, and the row-group layout decode may read it
+// in. Weight binding, matmul, the KV cache, dispatch and the tools all read a type's facts from
+// here: adding a type adds a row here and its kernels.
 
 #include <array>
 #include <cstddef>
@@ -25,6 +26,8 @@
 #include "smol/quant/legacy_tiles_avx512.hpp"
 #include "smol/quant/quantize.hpp"
 #include "smol/quant/reference.hpp"
+#include "smol/quant/row_group_tiles.hpp"
+#include "smol/quant/row_groups.hpp"
 
 namespace smol {
 
@@ -32,6 +35,18 @@ inline constexpr int kIsaCount = 4;  // Isa::scalar, avx2, avx512, amx
 
 using ToFloatFn = void (*)(const void* blocks, float* out, std::int64_t n);      // out: [n]
 using FromFloatFn = void (*)(const float* x, void* blocks, std::int64_t n);      // x: [n]
+
+// A type's row-group layout (row_groups.hpp): the bytes of one block of kGroupRows rows, the two
+// exact conversions, and the decode kernel in every kernel set. block_bytes == 0: decode reads
+// the type's rows as stored.
+struct RowGroupLayout {
+    std::size_t block_bytes = 0;
+    InterleaveFn interleave = nullptr;
+    DeinterleaveFn deinterleave = nullptr;
+    std::array<GroupDotFn, kIsaCount> dots{};  // [Isa]: nullptr where the build lacks the set
+
+    bool exists() const { return block_bytes != 0; }
+};
 
 struct TypeRow {
     TensorType type;
@@ -47,6 +62,7 @@ struct TypeRow {
     std::array<DotTileFn, kIsaCount> tiles;   // [Isa]: nullptr where the type is not a weight or the build lacks the set
     std::array<GemmTileFn, kIsaCount> gemms;  // [Isa]: prompt kernels over activations packed 16 tokens to a
                                               // block (Q8_K only); nullptr where the set multiplies prompts with tiles
+    RowGroupLayout row_groups;                // how model loading may regroup the type's rows for decode
 
     bool is_weight() const { return tiles[0] != nullptr; }  // every weight type has a scalar tile
 };
@@ -94,7 +110,7 @@ void from_float(const float* x, void* blocks, std::int64_t n) {
 template <TensorType T, class Block, void (*ToFloat)(const Block*, float*, std::int64_t),
           void (*FromFloat)(const float*, Block*, std::int64_t)>
 constexpr TypeRow row(TensorType activations, std::array<DotTileFn, kIsaCount> tiles = {},
-                      std::array<GemmTileFn, kIsaCount> gemms = {}) {
+                      std::array<GemmTileFn, kIsaCount> gemms = {}, RowGroupLayout row_groups = {}) {
     static_assert(sizeof(Block) == traits_of(T).block_bytes, "block struct size differs from ggml's block size");
     constexpr FromFloatFn reference = from_float<Block, FromFloat>;
     return TypeRow{T,
@@ -104,7 +120,8 @@ constexpr TypeRow row(TensorType activations, std::array<DotTileFn, kIsaCount> t
                    {reference, reference, reference, reference},
                    activations,
                    tiles,
-                   gemms};
+                   gemms,
+                   row_groups};
 }
 
 // The same row with a kernel set's own from-float in the columns from `first` on.
@@ -137,6 +154,18 @@ constexpr TypeRow with_fast_from_float(TypeRow r, Isa first, FromFloatFn fast) {
 // tiles (its GEMM shape is larger than the AVX-512 GEMMs take).
 #define SMOL_SET_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), nullptr}
 
+#if SMOL_HAVE_AVX512_KERNELS
+#define SMOL_GROUP_DOTS(name) \
+    {row_group_detail::name, row_group_tiles::name##_avx2, row_group_tiles::name##_avx512, row_group_tiles::name##_avx512}
+#elif SMOL_HAVE_AVX2_KERNELS
+#define SMOL_GROUP_DOTS(name) {row_group_detail::name, row_group_tiles::name##_avx2, nullptr, nullptr}
+#else
+#define SMOL_GROUP_DOTS(name) {row_group_detail::name, nullptr, nullptr, nullptr}
+#endif
+inline constexpr RowGroupLayout kQ4KRowGroups{sizeof(BlockQ4Kx8), row_group_detail::interleave_q4k,
+                                              row_group_detail::deinterleave_q4k, SMOL_GROUP_DOTS(q4k_x8_q8k)};
+#undef SMOL_GROUP_DOTS
+
 inline constexpr TypeRow kTypeTable[] = {
     // Weights, in the order error messages list them.
     type_table_detail::row<TensorType::Q2_K, BlockQ2K, dequantize_row_q2_k, quantize_row_q2_k>(
@@ -144,7 +173,7 @@ inline constexpr TypeRow kTypeTable[] = {
     type_table_detail::row<TensorType::Q3_K, BlockQ3K, dequantize_row_q3_k, quantize_row_q3_k>(
         TensorType::Q8_K, SMOL_TILES(q3k_q8k), SMOL_SET_GEMMS(q3k_q8k_gemm)),
     type_table_detail::row<TensorType::Q4_K, BlockQ4K, dequantize_row_q4_k, quantize_row_q4_k>(
-        TensorType::Q8_K, SMOL_TILES(q4k_q8k), SMOL_GEMMS(q4k_q8k_gemm)),
+        TensorType::Q8_K, SMOL_TILES(q4k_q8k), SMOL_GEMMS(q4k_q8k_gemm), kQ4KRowGroups),
     type_table_detail::row<TensorType::Q5_K, BlockQ5K, dequantize_row_q5_k, quantize_row_q5_k>(
         TensorType::Q8_K, SMOL_TILES(q5k_q8k), SMOL_SET_GEMMS(q5k_q8k_gemm)),
     type_table_detail::row<TensorType::Q6_K, BlockQ6K, dequantize_row_q6_k, quantize_row_q6_k>(

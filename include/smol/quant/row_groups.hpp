@@ -1,0 +1,179 @@
+#pragma once
+// Row groups: a weight matrix's rows regrouped kGroupRows at a time so that decode reads one
+// vector holding a few bytes of each of 8 rows. A GGUF row keeps a block's quants together, so a
+// one-token dot product multiplies one row at a time and reduces every sub-block on its own
+// (scale shuffles, multiply-adds, a horizontal sum per row); with 8 rows side by side one
+// broadcast of 4 activation bytes and one maddubs serve 8 rows, a sub-block's products stay in
+// i16 lanes per row, and a block's float step runs for 8 rows at once. Decode on the 3B shape is
+// compute-bound on one core without it (kernel_api.hpp, the AVX2 decode note in README).
+//
+// The copy is made once at load (model/weights.hpp) and replaces the mapped rows for every
+// matmul: decode reads it, prompt GEMMs read rows restored from it (deinterleave, exact bytes).
+// Only the layout changes: the integer totals and float steps are the reference's, so the
+// logits keep their bits.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "smol/core/half.hpp"
+#include "smol/core/simd_targets.hpp"
+#if SMOL_HAVE_AVX2_KERNELS
+#include <immintrin.h>
+#endif
+#include "smol/quant/blocks.hpp"
+#include "smol/quant/kernel_api.hpp"
+#include "smol/quant/reference.hpp"
+
+namespace smol {
+
+inline constexpr int kGroupRows = 8;
+
+// One Q4_K block (256 weights) of 8 rows, 1184 bytes (8 x 148 against 8 x 144 as stored: the
+// 6-bit scales and mins are unpacked to bytes).
+struct BlockQ4Kx8 {
+    std::uint16_t d[kGroupRows];             // fp16 [row]
+    std::uint16_t dmin[kGroupRows];          // fp16 [row]
+    std::uint8_t scales[8][kGroupRows];      // [sub-block j][row], 0..63
+    std::uint8_t mins[4][kGroupRows][2];     // [sub-block pair p][row][j - 2p], 0..63
+    std::uint8_t qs[4][8][kGroupRows][4];    // [chunk c][group k][row][byte]: the row's qs[32c + 4k ..+ 4]
+};
+static_assert(sizeof(BlockQ4Kx8) == 1184);
+
+// A kernel over a row group: out[c * out_stride + r] = dot(row r of the group, column c) for
+// r < kGroupRows and c < n_cols <= kTileCols. group: the group's first block (row_groups.hpp
+// layout), acts: Q8_K blocks, column c at acts + c * act_stride bytes.
+using GroupDotFn = void (*)(std::int64_t n, const std::uint8_t* group, const std::uint8_t* acts, std::size_t act_stride,
+                            int n_cols, float* out, std::size_t out_stride);
+
+// A type's row-group layout: the bytes of one group block, the two exact conversions, and its
+// kernel in every kernel set (all nullptr where the type has no layout; the table's row says).
+//   interleave:   kGroupRows rows (row r at rows + r * row_bytes) of `blocks` blocks -> group
+//   deinterleave: the inverse, byte for byte
+using InterleaveFn = void (*)(const std::uint8_t* rows, std::size_t row_bytes, std::int64_t blocks, std::uint8_t* group);
+using DeinterleaveFn = void (*)(const std::uint8_t* group, std::int64_t blocks, std::uint8_t* rows,
+                                std::size_t row_bytes);
+
+namespace row_group_detail {
+
+// The quant bytes of chunk c: group[k][r] (4 bytes) = row r's qs[32c + 4k ..]; copied both ways,
+// as an 8 x 8 transpose of 4-byte elements. `to` and `from` are strided arrays of 8 x 32 bytes.
+inline void transpose_quads_reference(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
+    for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 8; ++j) std::memcpy(to[j] + 4 * i, from[i] + 4 * j, 4);
+}
+
+#if SMOL_HAVE_AVX2_KERNELS
+// The same with AVX2 (loading matrices and restoring rows for prompts run this; the reference
+// above is its test's oracle).
+inline void transpose_quads(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
+    __m256i v[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from[i]));
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int j = 0; j < 4; ++j) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(to[j]), _mm256_permute2x128_si256(u[j], u[j + 4], 0x20));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(to[j + 4]), _mm256_permute2x128_si256(u[j], u[j + 4], 0x31));
+    }
+}
+#else
+inline void transpose_quads(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
+    transpose_quads_reference(from, to);
+}
+#endif
+
+inline void interleave_q4k(const std::uint8_t* rows, std::size_t row_bytes, std::int64_t blocks, std::uint8_t* group) {
+    auto* out = reinterpret_cast<BlockQ4Kx8*>(group);
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        BlockQ4Kx8& o = out[b];
+        const BlockQ4K* w[kGroupRows];
+        for (int r = 0; r < kGroupRows; ++r) {
+            w[r] = reinterpret_cast<const BlockQ4K*>(rows + std::size_t(r) * row_bytes) + b;
+            o.d[r] = w[r]->d;
+            o.dmin[r] = w[r]->dmin;
+            std::uint8_t scales_mins[16];
+            q4k_unpack_scales_mins(w[r]->scales, scales_mins);
+            for (int j = 0; j < 8; ++j) {
+                o.scales[j][r] = scales_mins[j];
+                o.mins[j / 2][r][j % 2] = scales_mins[8 + j];
+            }
+        }
+        for (int c = 0; c < 4; ++c) {
+            const std::uint8_t* const from[8] = {w[0]->qs + 32 * c, w[1]->qs + 32 * c, w[2]->qs + 32 * c, w[3]->qs + 32 * c,
+                                                 w[4]->qs + 32 * c, w[5]->qs + 32 * c, w[6]->qs + 32 * c, w[7]->qs + 32 * c};
+            std::uint8_t* const to[8] = {o.qs[c][0][0], o.qs[c][1][0], o.qs[c][2][0], o.qs[c][3][0],
+                                         o.qs[c][4][0], o.qs[c][5][0], o.qs[c][6][0], o.qs[c][7][0]};
+            transpose_quads(from, to);
+        }
+    }
+}
+
+inline void deinterleave_q4k(const std::uint8_t* group, std::int64_t blocks, std::uint8_t* rows, std::size_t row_bytes) {
+    const auto* in = reinterpret_cast<const BlockQ4Kx8*>(group);
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        const BlockQ4Kx8& g = in[b];
+        BlockQ4K* w[kGroupRows];
+        for (int r = 0; r < kGroupRows; ++r) {
+            w[r] = reinterpret_cast<BlockQ4K*>(rows + std::size_t(r) * row_bytes) + b;
+            w[r]->d = g.d[r];
+            w[r]->dmin = g.dmin[r];
+            // The 12 bytes q4k_unpack_scales_mins reads: scales and mins 0-3 with the top two bits
+            // of 4-7, then the low nibbles of scales and mins 4-7.
+            for (int j = 0; j < 4; ++j) {
+                const int scale_hi = g.scales[j + 4][r], min_hi = g.mins[(j + 4) / 2][r][j % 2];
+                w[r]->scales[j] = std::uint8_t(g.scales[j][r] | (scale_hi >> 4) << 6);
+                w[r]->scales[j + 4] = std::uint8_t(g.mins[j / 2][r][j % 2] | (min_hi >> 4) << 6);
+                w[r]->scales[j + 8] = std::uint8_t((scale_hi & 0x0f) | (min_hi & 0x0f) << 4);
+            }
+        }
+        for (int c = 0; c < 4; ++c) {
+            const std::uint8_t* const from[8] = {g.qs[c][0][0], g.qs[c][1][0], g.qs[c][2][0], g.qs[c][3][0],
+                                                 g.qs[c][4][0], g.qs[c][5][0], g.qs[c][6][0], g.qs[c][7][0]};
+            std::uint8_t* const to[8] = {w[0]->qs + 32 * c, w[1]->qs + 32 * c, w[2]->qs + 32 * c, w[3]->qs + 32 * c,
+                                         w[4]->qs + 32 * c, w[5]->qs + 32 * c, w[6]->qs + 32 * c, w[7]->qs + 32 * c};
+            transpose_quads(from, to);
+        }
+    }
+}
+
+// The reference over a group: per row and block the reference's integer sums and float step.
+inline void q4k_x8_q8k(std::int64_t n, const std::uint8_t* group, const std::uint8_t* acts, std::size_t act_stride,
+                       int n_cols, float* out, std::size_t out_stride) {
+    const auto* g = reinterpret_cast<const BlockQ4Kx8*>(group);
+    for (int c = 0; c < n_cols; ++c) {
+        const auto* a = reinterpret_cast<const BlockQ8K*>(acts + std::size_t(c) * act_stride);
+        for (int r = 0; r < kGroupRows; ++r) {
+            float sum = 0.0f;
+            for (std::int64_t b = 0; b < n / QK_K; ++b) {
+                std::uint8_t q[QK_K], scales[8], mins[8];
+                for (int chunk = 0; chunk < 4; ++chunk)
+                    for (int k = 0; k < 8; ++k)
+                        for (int i = 0; i < 4; ++i) {
+                            const std::uint8_t byte = g[b].qs[chunk][k][r][i];
+                            q[64 * chunk + 4 * k + i] = byte & 0x0f;
+                            q[64 * chunk + 32 + 4 * k + i] = byte >> 4;
+                        }
+                for (int j = 0; j < 8; ++j) {
+                    scales[j] = g[b].scales[j][r];
+                    mins[j] = g[b].mins[j / 2][r][j % 2];
+                }
+                const Q4KBlockSums s = scale_min_block_sums<8>(q, scales, mins, a[b]);
+                sum = q4k_accumulate_block(sum, fp16_to_f32(g[b].d[r]), fp16_to_f32(g[b].dmin[r]), a[b].d, s.dot, s.mins);
+            }
+            out[std::size_t(c) * out_stride + std::size_t(r)] = sum;
+        }
+    }
+}
+
+}  // namespace row_group_detail
+
+}  // namespace smol
