@@ -184,23 +184,31 @@ TEST_CASE("a token's quantized outputs are the same bits alone, in any batch and
     }
 }
 
-TEST_CASE("a matrix read as row groups gives the bits of its rows as stored: every batch, set and thread count") {
+TEST_CASE("matrices read as row groups give the bits of their rows as stored: every batch, set and thread count") {
     // Decode reads the groups and prompts restore rows from them; neither may change a bit, alone
     // or fused with a matrix read as stored.
     const std::int64_t cols = 1280;
     const Matrix q4 = random_matrix(TensorType::Q4_K, 48, cols, 16, 301);  // padded rows
-    const Matrix q6 = random_matrix(TensorType::Q6_K, 37, cols, 0, 302);
-    const RowGroupLayout& layout = weight_row(TensorType::Q4_K).row_groups;
-    MatrixView grouped = q4.view();
-    AlignedBuffer groups(std::size_t(q4.rows / kGroupRows) * grouped.group_bytes());
-    for (std::int64_t g = 0; g < q4.rows / kGroupRows; ++g)
-        layout.interleave(q4.data.data() + std::size_t(g * kGroupRows) * q4.row_bytes, q4.row_bytes, cols / QK_K,
-                          groups.data() + std::size_t(g) * grouped.group_bytes());
-    grouped.groups = groups.data();
-    std::vector<std::uint8_t> garbled(q4.data.size());  // the rows as stored must never be read
-    for (std::size_t i = 0; i < garbled.size(); ++i) garbled[i] = std::uint8_t(~q4.data[i]);
-    grouped.data = garbled.data();
-    const auto x = random_activations(130, cols, 303);
+    const Matrix q6 = random_matrix(TensorType::Q6_K, 40, cols, 0, 302);
+    const Matrix q5 = random_matrix(TensorType::Q5_K, 37, cols, 0, 303);  // no row groups: read as stored
+    struct Grouped {
+        MatrixView view;
+        AlignedBuffer groups;
+        std::vector<std::uint8_t> garbled;  // the rows as stored must never be read
+    };
+    const auto group = [](const Matrix& m) {
+        Grouped g{m.view(), AlignedBuffer(std::size_t(m.rows / kGroupRows) * m.view().group_bytes()), {}};
+        for (std::int64_t i = 0; i < m.rows / kGroupRows; ++i)
+            weight_row(m.type).row_groups.interleave(m.data.data() + std::size_t(i * kGroupRows) * m.row_bytes,
+                                                     m.row_bytes, m.cols / QK_K,
+                                                     g.groups.data() + std::size_t(i) * g.view.group_bytes());
+        g.view.groups = g.groups.data();
+        for (const std::uint8_t byte : m.data) g.garbled.push_back(std::uint8_t(~byte));
+        g.view.data = g.garbled.data();
+        return g;
+    };
+    const Grouped g4 = group(q4), g6 = group(q6);
+    const auto x = random_activations(130, cols, 304);
     for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
         if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
         CAPTURE(isa_name(isa));
@@ -210,20 +218,23 @@ TEST_CASE("a matrix read as row groups gives the bits of its rows as stored: eve
             const ThreadCount scope(threads);
             for (const std::int64_t tokens : {1, 2, 3, 4, 5, 7, 8, 9, 16, 33, 70, 130}) {
                 CAPTURE(tokens);
-                std::vector<float> plain4(std::size_t(tokens * q4.rows)), plain6(std::size_t(tokens * q6.rows));
-                std::vector<float> group4(plain4.size()), group6(plain6.size());
-                const MatrixView v4 = q4.view(), v6 = q6.view();
-                const MatmulTarget plain[] = {{&v4, plain4.data()}, {&v6, plain6.data()}};
-                const MatmulTarget mixed[] = {{&grouped, group4.data()}, {&v6, group6.data()}};
+                const MatrixView v4 = q4.view(), v6 = q6.view(), v5 = q5.view();
+                std::vector<float> want(std::size_t(tokens * (q4.rows + q6.rows + q5.rows))), got(want.size());
+                float* const w4 = want.data();
+                float* const w6 = w4 + tokens * q4.rows;
+                float* const w5 = w6 + tokens * q6.rows;
+                const MatmulTarget plain[] = {{&v4, w4}, {&v6, w6}, {&v5, w5}};
+                const MatmulTarget mixed[] = {{&g4.view, got.data() + (w4 - want.data())},
+                                              {&g6.view, got.data() + (w6 - want.data())},
+                                              {&v5, got.data() + (w5 - want.data())}};
                 MatmulScratch scratch;
                 matmul(set, plain, x.data(), tokens, scratch);
                 matmul(set, mixed, x.data(), tokens, scratch);
-                REQUIRE(std::memcmp(plain4.data(), group4.data(), plain4.size() * sizeof(float)) == 0);
-                REQUIRE(std::memcmp(plain6.data(), group6.data(), plain6.size() * sizeof(float)) == 0);
+                REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
             }
         }
     }
-    MatrixView ragged = grouped;
+    MatrixView ragged = g4.view;
     ragged.rows = 44;  // not a whole number of groups
     std::vector<float> y(44);
     MatmulScratch scratch;

@@ -316,10 +316,67 @@ TEST_CASE("Q6_K x Q8_K tiles match the reference on every kernel set") {
         check_kquant<BlockQ6K>(isa, TensorType::Q6_K, false, 4);
     }
 }
-TEST_CASE("Q4_K row groups: restored byte for byte, and every set's group kernel gives the reference's bits") {
-    const RowGroupLayout& layout = weight_row(TensorType::Q4_K).row_groups;
+namespace {
+
+// One k-quant's row groups: restored byte for byte, and each set's group kernel against the
+// reference dot of the rows as stored, for 1..kTileCols columns.
+template <class Weight>
+void check_row_groups(TensorType type) {
+    CAPTURE(type_name(type));
+    const RowGroupLayout& layout = weight_row(type).row_groups;
     REQUIRE(layout.exists());
-    REQUIRE(layout.block_bytes == sizeof(BlockQ4Kx8));
+    // extreme: the largest quants against -128/127, the bound of the kernels' i16 runs (Q4_K
+    // 8 * 2 * 15 * 128, Q6_K 2 * 2 * 63 * 128).
+    for (const bool extreme : {false, true}) {
+        CAPTURE(extreme);
+        Gen gen{std::mt19937(extreme ? 91 : 90), false};
+        gen.extreme = extreme;
+        // 17152 weights: 67 blocks, more than any run a kernel keeps.
+        for (const std::int64_t n : {std::int64_t(256), std::int64_t(2816), std::int64_t(17152)}) {
+            CAPTURE(n);
+            const std::int64_t blocks = n / QK_K;
+            const std::size_t row_bytes = std::size_t(blocks) * sizeof(Weight) + 40;  // padded rows
+            const std::size_t act_stride = std::size_t(blocks) * sizeof(BlockQ8K) + 12;
+            const auto rows = rows_of<Weight>(kGroupRows, blocks, row_bytes, [&] { return random_block<Weight>(gen); });
+            const auto acts = rows_of<BlockQ8K>(kTileCols, blocks, act_stride, [&] { return gen.q8k(); });
+            std::vector<std::uint8_t> group(std::size_t(blocks) * layout.block_bytes);
+            layout.interleave(rows.data(), row_bytes, blocks, group.data());
+            std::vector<std::uint8_t> restored(rows.size(), 0xcd);  // the padding as rows_of leaves it
+            layout.deinterleave(group.data(), blocks, restored.data(), row_bytes);
+            REQUIRE(restored == rows);
+            for (const Isa isa : kAllIsas) {
+                if (!runnable(isa)) continue;
+                CAPTURE(isa_name(isa));
+                const GroupDotFn dot = kernels_for(isa).for_row_groups(type);
+                for (int n_cols = 1; n_cols <= kTileCols; ++n_cols) {
+                    CAPTURE(n_cols);
+                    constexpr std::size_t out_stride = kGroupRows + 3;
+                    std::vector<float> out(out_stride * kTileCols, std::numeric_limits<float>::quiet_NaN());
+                    dot(n, group.data(), acts.data(), act_stride, n_cols, out.data(), out_stride);
+                    for (int c = 0; c < kTileCols; ++c)
+                        for (std::size_t r = 0; r < out_stride; ++r) {
+                            const float got = out[std::size_t(c) * out_stride + r];
+                            if (c >= n_cols || r >= std::size_t(kGroupRows)) {
+                                REQUIRE(std::isnan(got));  // outside the group and columns: untouched
+                                continue;
+                            }
+                            const float want = reference_dot(
+                                n, reinterpret_cast<const Weight*>(rows.data() + r * row_bytes),
+                                reinterpret_cast<const BlockQ8K*>(acts.data() + std::size_t(c) * act_stride));
+                            INFO("row " << r << " column " << c);
+                            REQUIRE(std::memcmp(&got, &want, sizeof got) == 0);
+                        }
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("Q4_K and Q6_K row groups: restored byte for byte, and every set's group kernel gives the reference's bits") {
+    CHECK(weight_row(TensorType::Q4_K).row_groups.block_bytes == sizeof(BlockQ4Kx8));
+    CHECK(weight_row(TensorType::Q6_K).row_groups.block_bytes == sizeof(BlockQ6Kx8));
     {  // the conversions' 8 x 8 transpose of 4-byte elements, against its reference
         std::uint8_t source[8][40], got[8][40], want[8][40];
         for (int i = 0; i < 8; ++i)
@@ -334,49 +391,9 @@ TEST_CASE("Q4_K row groups: restored byte for byte, and every set's group kernel
         REQUIRE(std::memcmp(got, want, sizeof got) == 0);
         CHECK(want[3][8] == source[2][12]);  // element (3, 2) is element (2, 3) of the source
     }
-    for (const bool extreme : {false, true}) {  // extreme: the i16 runs' bound (8 * 2 * 15 * 128)
-        CAPTURE(extreme);
-        Gen gen{std::mt19937(extreme ? 91 : 90), false};
-        gen.extreme = extreme;
-        // 17152 weights: 67 blocks, more than any run a kernel keeps.
-        for (const std::int64_t n : {std::int64_t(256), std::int64_t(2816), std::int64_t(17152)}) {
-            CAPTURE(n);
-            const std::int64_t blocks = n / QK_K;
-            const std::size_t row_bytes = std::size_t(blocks) * sizeof(BlockQ4K) + 40;  // padded rows
-            const std::size_t act_stride = std::size_t(blocks) * sizeof(BlockQ8K) + 12;
-            const auto rows = rows_of<BlockQ4K>(kGroupRows, blocks, row_bytes, [&] { return gen.q4k(); });
-            const auto acts = rows_of<BlockQ8K>(kTileCols, blocks, act_stride, [&] { return gen.q8k(); });
-            std::vector<std::uint8_t> group(std::size_t(blocks) * layout.block_bytes);
-            layout.interleave(rows.data(), row_bytes, blocks, group.data());
-            std::vector<std::uint8_t> restored(rows.size(), 0xcd);  // the padding as rows_of leaves it
-            layout.deinterleave(group.data(), blocks, restored.data(), row_bytes);
-            REQUIRE(restored == rows);
-            for (const Isa isa : kAllIsas) {
-                if (!runnable(isa)) continue;
-                CAPTURE(isa_name(isa));
-                const GroupDotFn dot = kernels_for(isa).for_row_groups(TensorType::Q4_K);
-                for (int n_cols = 1; n_cols <= kTileCols; ++n_cols) {
-                    CAPTURE(n_cols);
-                    constexpr std::size_t out_stride = kGroupRows + 3;
-                    std::vector<float> out(out_stride * kTileCols, std::numeric_limits<float>::quiet_NaN());
-                    dot(n, group.data(), acts.data(), act_stride, n_cols, out.data(), out_stride);
-                    for (int c = 0; c < kTileCols; ++c)
-                        for (std::size_t r = 0; r < out_stride; ++r) {
-                            const float got = out[std::size_t(c) * out_stride + r];
-                            if (c >= n_cols || r >= std::size_t(kGroupRows)) {
-                                REQUIRE(std::isnan(got));  // outside the group and columns: untouched
-                                continue;
-                            }
-                            const float want = reference_dot(
-                                n, reinterpret_cast<const BlockQ4K*>(rows.data() + r * row_bytes),
-                                reinterpret_cast<const BlockQ8K*>(acts.data() + std::size_t(c) * act_stride));
-                            INFO("row " << r << " column " << c);
-                            REQUIRE(std::memcmp(&got, &want, sizeof got) == 0);
-                        }
-                }
-            }
-        }
-    }
+    for (const TensorType type : {TensorType::Q4_K, TensorType::Q6_K})
+        visit_kquant(type, [&](auto block) { check_row_groups<decltype(block)>(type); });
+
 }
 
 

@@ -71,11 +71,15 @@ inline std::vector<float> vector(const gguf::File& file, const std::string& name
 
 }  // namespace detail
 
-// Regroups every layer matrix whose type has a row-group layout and whose rows come in whole
-// groups into w.row_groups, points its view there, and tells the kernel its mapped pages will not
-// be read again (matmul reads only the groups), so the weights are held once.
+// Regroups every matrix whose type has a row-group layout and whose rows come in whole groups
+// into w.row_groups, points its view there, and tells the kernel its mapped pages will not be
+// read again (matmul reads only the groups), so the weights are held once.
 inline void make_row_groups(ModelWeights& w, const gguf::File& file) {
+    // The LM head too: the embedding lookup still reads its rows as stored, a row per token,
+    // paged back in from the file as needed.
     std::vector<MatrixView*> grouped;
+    if (weight_row(w.token_embd.type).row_groups.exists() && w.token_embd.rows % kGroupRows == 0)
+        grouped.push_back(&w.token_embd);
     for (LayerWeights& l : w.layers)
         for (MatrixView* m : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
             if (weight_row(m->type).row_groups.exists() && m->rows % kGroupRows == 0 && m->rows > 0) grouped.push_back(m);

@@ -97,44 +97,139 @@ inline void q4k_x8_columns(std::int64_t n, const BlockQ4Kx8* group, const BlockQ
     for (int col = 0; col < C; ++col) _mm256_storeu_ps(out + std::size_t(col) * out_stride, acc[col]);
 }
 
-// The GroupDotFn: all columns in one pass over the weights. Four columns spill a few of AVX2's
-// 16 registers and still beat two passes of two (one Zen 5 thread, weights from DRAM: 13.1
-// against 9.1 GB/s of weights).
-inline void q4k_x8_q8k_body(std::int64_t n, const std::uint8_t* group, const std::uint8_t* acts,
-                            std::size_t act_stride, int n_cols, float* out, std::size_t out_stride) {
-    const auto* g = reinterpret_cast<const BlockQ4Kx8*>(group);
+// C columns of a Q6_K group. Per half h and group k, the row's ql bytes 64h + 4k and 64h + 32 + 4k
+// and qh bytes 32h + 4k give 4 weights of each of the sub-blocks 8h + k/4 + {0, 2, 4, 6} (weights
+// 128h + 4k + {0, 32, 64, 96}), as unsigned quants 0..63; the -32 offset is taken out once per
+// block as 32 * sum_j scale_j * bsum_j. Pairs reach 2 * 63 * 128, so a run adds 2 groups in i16.
+template <int C>
+inline void q6k_x8_columns(std::int64_t n, const BlockQ6Kx8* group, const BlockQ8K* const (&acts)[C], float* out,
+                           std::size_t out_stride) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
+    // Byte 2r + e of a scale pair's 16 bytes (row r, sub-block 2p + e) into the high byte of both
+    // words of row r (lane 0: rows 0-3, lane 1: rows 4-7); an arithmetic shift then makes (s, s).
+    const auto scale_picker = [](int e) {
+        return _mm256_setr_epi8(-1, char(0 + e), -1, char(0 + e), -1, char(2 + e), -1, char(2 + e),    //
+                                -1, char(4 + e), -1, char(4 + e), -1, char(6 + e), -1, char(6 + e),    //
+                                -1, char(8 + e), -1, char(8 + e), -1, char(10 + e), -1, char(10 + e),  //
+                                -1, char(12 + e), -1, char(12 + e), -1, char(14 + e), -1, char(14 + e));
+    };
+    const __m256i pick_even = scale_picker(0), pick_odd = scale_picker(1);
+    __m256 acc[C];
+    for (int col = 0; col < C; ++col) acc[col] = _mm256_setzero_ps();
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const BlockQ6Kx8& wb = group[b];
+        __m256i dots[C];  // [row] i32: sum_j scale_j * (sub-block j's unsigned products)
+        for (int col = 0; col < C; ++col) dots[col] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h)
+            for (int k0 = 0; k0 < 8; k0 += 2) {  // groups k0, k0 + 1: one run per sub-block
+                __m256i run[C][4];
+                for (int k = k0; k < k0 + 2; ++k) {
+                    const __m256i ql_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][0]));
+                    const __m256i ql_b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][1]));
+                    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][2]));
+                    const __m256i q[4] = {
+                        _mm256_or_si256(_mm256_and_si256(ql_a, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
+                        _mm256_or_si256(_mm256_and_si256(ql_b, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_a, 4), low4), _mm256_and_si256(qh, top2)),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_b, 4), low4),
+                                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2)),
+                    };
+                    for (int col = 0; col < C; ++col)
+                        for (int x = 0; x < 4; ++x) {
+                            std::int32_t four;
+                            std::memcpy(&four, acts[col][b].qs + 128 * h + 32 * x + 4 * k, 4);
+                            const __m256i pairs = _mm256_maddubs_epi16(q[x], _mm256_set1_epi32(four));
+                            run[col][x] = k == k0 ? pairs : _mm256_add_epi16(run[col][x], pairs);
+                        }
+                }
+                for (int x = 0; x < 4; ++x) {  // sub-block 8h + 2x + k0/4: pair 4h + x, element k0/4
+                    const __m256i pair = _mm256_broadcastsi128_si256(
+                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales[4 * h + x])));
+                    const __m256i scale = _mm256_srai_epi16(_mm256_shuffle_epi8(pair, k0 < 4 ? pick_even : pick_odd), 8);
+                    for (int col = 0; col < C; ++col)
+                        dots[col] = _mm256_add_epi32(dots[col], _mm256_madd_epi16(run[col][x], scale));
+                }
+            }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d)));
+        for (int col = 0; col < C; ++col) {
+            const BlockQ8K& a = acts[col][b];
+            __m256i offset = _mm256_setzero_si256();  // [row] i32: sum_j scale_j * bsum_j
+            for (int p = 0; p < 8; ++p) {
+                const __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales[p])));
+                std::int32_t bsum_pair;
+                std::memcpy(&bsum_pair, a.bsums + 2 * p, 4);
+                offset = _mm256_add_epi32(offset, _mm256_madd_epi16(scales, _mm256_set1_epi32(bsum_pair)));
+            }
+            const __m256i total = _mm256_sub_epi32(dots[col], _mm256_slli_epi32(offset, 5));
+            acc[col] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(total), acc[col]);
+        }
+    }
+    for (int col = 0; col < C; ++col) _mm256_storeu_ps(out + std::size_t(col) * out_stride, acc[col]);
+}
+
+// Calls Columns<C>::run for the C = n_cols (1..kTileCols) columns of a GroupDotFn call.
+template <template <int> class Columns>
+inline void by_column_count(std::int64_t n, const std::uint8_t* group, const std::uint8_t* acts, std::size_t act_stride,
+                            int n_cols, float* out, std::size_t out_stride) {
     const auto column = [&](int c) { return reinterpret_cast<const BlockQ8K*>(acts + std::size_t(c) * act_stride); };
     switch (n_cols) {
         case 1: {
             const BlockQ8K* const columns[1] = {column(0)};
-            return q4k_x8_columns<1>(n, g, columns, out, out_stride);
+            return Columns<1>::run(n, group, columns, out, out_stride);
         }
         case 2: {
             const BlockQ8K* const columns[2] = {column(0), column(1)};
-            return q4k_x8_columns<2>(n, g, columns, out, out_stride);
+            return Columns<2>::run(n, group, columns, out, out_stride);
         }
         case 3: {
             const BlockQ8K* const columns[3] = {column(0), column(1), column(2)};
-            return q4k_x8_columns<3>(n, g, columns, out, out_stride);
+            return Columns<3>::run(n, group, columns, out, out_stride);
         }
         case 4: {
             const BlockQ8K* const columns[4] = {column(0), column(1), column(2), column(3)};
-            return q4k_x8_columns<4>(n, g, columns, out, out_stride);
+            return Columns<4>::run(n, group, columns, out, out_stride);
         }
         default: return;  // n_cols <= kTileCols: the caller splits wider batches
     }
 }
 
+template <int C>
+struct Q4KColumns {
+    static void run(std::int64_t n, const std::uint8_t* group, const BlockQ8K* const (&acts)[C], float* out,
+                    std::size_t out_stride) {
+        q4k_x8_columns<C>(n, reinterpret_cast<const BlockQ4Kx8*>(group), acts, out, out_stride);
+    }
+};
+template <int C>
+struct Q6KColumns {
+    static void run(std::int64_t n, const std::uint8_t* group, const BlockQ8K* const (&acts)[C], float* out,
+                    std::size_t out_stride) {
+        q6k_x8_columns<C>(n, reinterpret_cast<const BlockQ6Kx8*>(group), acts, out, out_stride);
+    }
+};
+
+// The GroupDotFns: all columns in one pass over the weights. Four columns spill a few of AVX2's
+// 16 registers and still beat two passes of two (one Zen 5 thread, Q4_K weights from DRAM: 13.1
+// against 9.1 GB/s of weights).
 inline void q4k_x8_q8k_avx2(std::int64_t n, const std::uint8_t* group, const std::uint8_t* acts, std::size_t act_stride,
                             int n_cols, float* out, std::size_t out_stride) {
-    q4k_x8_q8k_body(n, group, acts, act_stride, n_cols, out, out_stride);
+    by_column_count<Q4KColumns>(n, group, acts, act_stride, n_cols, out, out_stride);
+}
+inline void q6k_x8_q8k_avx2(std::int64_t n, const std::uint8_t* group, const std::uint8_t* acts, std::size_t act_stride,
+                            int n_cols, float* out, std::size_t out_stride) {
+    by_column_count<Q6KColumns>(n, group, acts, act_stride, n_cols, out, out_stride);
 }
 
 #if SMOL_HAVE_AVX512_KERNELS
 SMOL_TARGET_AVX512 __attribute__((flatten)) inline void q4k_x8_q8k_avx512(std::int64_t n, const std::uint8_t* group,
                                                                           const std::uint8_t* acts, std::size_t act_stride,
                                                                           int n_cols, float* out, std::size_t out_stride) {
-    q4k_x8_q8k_body(n, group, acts, act_stride, n_cols, out, out_stride);
+    by_column_count<Q4KColumns>(n, group, acts, act_stride, n_cols, out, out_stride);
+}
+SMOL_TARGET_AVX512 __attribute__((flatten)) inline void q6k_x8_q8k_avx512(std::int64_t n, const std::uint8_t* group,
+                                                                          const std::uint8_t* acts, std::size_t act_stride,
+                                                                          int n_cols, float* out, std::size_t out_stride) {
+    by_column_count<Q6KColumns>(n, group, acts, act_stride, n_cols, out, out_stride);
 }
 #endif
 

@@ -164,6 +164,8 @@ constexpr TypeRow with_fast_from_float(TypeRow r, Isa first, FromFloatFn fast) {
 #endif
 inline constexpr RowGroupLayout kQ4KRowGroups{sizeof(BlockQ4Kx8), row_group_detail::interleave_q4k,
                                               row_group_detail::deinterleave_q4k, SMOL_GROUP_DOTS(q4k_x8_q8k)};
+inline constexpr RowGroupLayout kQ6KRowGroups{sizeof(BlockQ6Kx8), row_group_detail::interleave_q6k,
+                                              row_group_detail::deinterleave_q6k, SMOL_GROUP_DOTS(q6k_x8_q8k)};
 #undef SMOL_GROUP_DOTS
 
 inline constexpr TypeRow kTypeTable[] = {
@@ -177,7 +179,7 @@ inline constexpr TypeRow kTypeTable[] = {
     type_table_detail::row<TensorType::Q5_K, BlockQ5K, dequantize_row_q5_k, quantize_row_q5_k>(
         TensorType::Q8_K, SMOL_TILES(q5k_q8k), SMOL_SET_GEMMS(q5k_q8k_gemm)),
     type_table_detail::row<TensorType::Q6_K, BlockQ6K, dequantize_row_q6_k, quantize_row_q6_k>(
-        TensorType::Q8_K, SMOL_TILES(q6k_q8k), SMOL_GEMMS(q6k_q8k_gemm)),
+        TensorType::Q8_K, SMOL_TILES(q6k_q8k), SMOL_GEMMS(q6k_q8k_gemm), kQ6KRowGroups),
     type_table_detail::row<TensorType::Q8_0, BlockQ8_0, dequantize_row_q8_0, quantize_row_q8_0>(
         TensorType::Q8_0, SMOL_TILES(q8_0_q8_0)),
     type_table_detail::row<TensorType::Q4_0, BlockQ4_0, dequantize_row_q4_0, quantize_row_q4_0>(
