@@ -11,9 +11,8 @@
 // tiles take kTileCols tokens at a time. Either way in token blocks small enough that the
 // activations of a block stay in L2 while the thread walks its rows. A matrix held as row groups
 // (row_groups.hpp) is read through its group kernels for batches the tiles would take; for the
-// GEMMs its rows are restored once per call, by the thread that multiplies them, into scratch the
-// size of the matrix (restoring per token block cost 10% of pp512 on the 3B shape). Decode,
-// prompt and group kernels give the same bits.
+// GEMMs its rows are restored once per call by the thread that multiplies them. Decode, prompt
+// and group kernels give the same bits.
 
 #include <omp.h>
 
@@ -167,6 +166,7 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
     DotTileFn tiles[kMaxTargets];
     GemmTileFn gemms[kMaxTargets];  // used only when every target has one
     GroupDotFn group_dots[kMaxTargets];  // for targets read as row groups
+    std::size_t group_bytes[kMaxTargets];  // their bytes per row group (looked up once, not per item)
     bool use_gemm = n_tokens > 1;
     GemmShape gemm_shape{};  // the same for every target: it belongs to the kernel set
     for (std::size_t i = 0; i < targets.size(); ++i) {
@@ -177,6 +177,7 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
                  "] does not fit with ", type_name(first.type), " [", first.rows, " x ", first.cols, "]");
         tiles[i] = kernels.for_weights(w.type);
         group_dots[i] = w.groups ? kernels.for_row_groups(w.type) : nullptr;
+        group_bytes[i] = w.groups ? w.group_bytes() : 0;
         if (w.groups && w.rows % kGroupRows != 0)
             fail("matmul: a matrix read as row groups needs a multiple of ", kGroupRows, " rows, found ", w.rows);
         const KernelSet::Gemm gemm = kernels.gemm_for_weights(w.type, n_tokens);
@@ -188,9 +189,14 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
     // GEMM mode as many whole row groups as one GEMM call takes).
     std::int64_t group_rows[kMaxTargets];
     std::int64_t group_end[kMaxTargets];      // prefix sums of each target's work items
-    std::size_t restored_at[kMaxTargets];     // where a target read as row groups has its rows restored
+    // Rows restored from row groups for the GEMMs: with one token block every item is visited
+    // once, so each thread restores into its own slot, still in its caches when the GEMM reads it;
+    // with several, a thread's items are restored once, in the first block, into room for whole
+    // matrices (restoring per block cost 10% of pp512 on the 3B shape).
+    const bool restore_once = n_tokens > kTokenBlock;
+    std::size_t restored_at[kMaxTargets];  // restore_once: where a target's rows go
     std::int64_t total_groups = 0;
-    std::size_t restored_bytes = 0;
+    std::size_t restored_bytes = 0;  // restore_once: all such targets' rows; else one slot, the largest item
     for (std::size_t i = 0; i < targets.size(); ++i) {
         const MatrixView& w = *targets[i].w;
         const std::int64_t plain = use_gemm ? gemm_shape.rows : kTileRows;
@@ -198,13 +204,16 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
                         : use_gemm          ? (plain + kGroupRows - 1) / kGroupRows * kGroupRows
                                             : kGroupRows;
         restored_at[i] = restored_bytes;
-        if (w.groups && use_gemm) restored_bytes += std::size_t(w.rows) * w.row_bytes;
+        if (w.groups && use_gemm)
+            restored_bytes = restore_once ? restored_bytes + std::size_t(w.rows) * w.row_bytes
+                                          : std::max(restored_bytes, std::size_t(group_rows[i]) * w.row_bytes);
         total_groups += (w.rows + group_rows[i] - 1) / group_rows[i];
         group_end[i] = total_groups;
     }
     if (total_groups == 0 || n_tokens == 0) return;
     const Activations acts = prepare_activations(kernels, format, x, n_tokens, first.cols, use_gemm, scratch);
-    std::uint8_t* restored = restored_bytes ? scratch.restored_rows(restored_bytes) : nullptr;
+    const std::size_t slots = restore_once ? 1 : std::size_t(omp_get_max_threads());
+    std::uint8_t* restored = restored_bytes ? scratch.restored_rows(restored_bytes * slots) : nullptr;
 
     // Work item `group` for tokens [t0, t1).
     const auto run_group = [&](std::int64_t group, std::int64_t t0, std::int64_t t1) {
@@ -216,20 +225,21 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
         float* out = targets[i].y + r0;
         const std::size_t out_stride = std::size_t(w.rows);
         if (w.groups && !use_gemm) {  // one row group, kTileCols tokens per call
-            const std::uint8_t* g = w.groups + std::size_t(r0 / kGroupRows) * w.group_bytes();
+            const std::uint8_t* g = w.groups + std::size_t(r0 / kGroupRows) * group_bytes[i];
             for (std::int64_t t = t0; t < t1; t += kTileCols)
                 group_dots[i](w.cols, g, acts.data + std::size_t(t) * acts.stride, acts.stride,
                               int(std::min<std::int64_t>(kTileCols, t1 - t)), out + t * w.rows, out_stride);
             return;
         }
         const std::uint8_t* rows = w.data + std::size_t(r0) * w.row_bytes;
-        if (w.groups) {  // GEMM: the item's rows, restored in the first token block for all of them
-            std::uint8_t* rows_here = restored + restored_at[i] + std::size_t(r0) * w.row_bytes;
-            if (t0 == 0) {
+        if (w.groups) {  // GEMM: the item's rows restored (see restore_once)
+            std::uint8_t* rows_here = restore_once ? restored + restored_at[i] + std::size_t(r0) * w.row_bytes
+                                                   : restored + std::size_t(omp_get_thread_num()) * restored_bytes;
+            if (!restore_once || t0 == 0) {
                 const TypeRow& type = weight_row(w.type);
                 const std::int64_t blocks = w.cols / std::int64_t(type.block_elements);
                 for (int sub = 0; sub < n_rows; sub += kGroupRows)
-                    type.row_groups.deinterleave(w.groups + std::size_t((r0 + sub) / kGroupRows) * w.group_bytes(), blocks,
+                    type.row_groups.deinterleave(w.groups + std::size_t((r0 + sub) / kGroupRows) * group_bytes[i], blocks,
                                                  rows_here + std::size_t(sub) * w.row_bytes, w.row_bytes);
             }
             rows = rows_here;
