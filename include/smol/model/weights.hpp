@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "smol/core/aligned_buffer.hpp"
-
 #include "smol/core/error.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/model/config.hpp"
@@ -75,14 +74,16 @@ inline std::vector<float> vector(const gguf::File& file, const std::string& name
 // into w.row_groups, points its view there, and tells the kernel its mapped pages will not be
 // read again (matmul reads only the groups), so the weights are held once.
 inline void make_row_groups(ModelWeights& w, const gguf::File& file) {
+    std::vector<MatrixView*> grouped;
+    const auto consider = [&grouped](MatrixView* m) {
+        if (weight_row(m->type).row_groups.exists() && m->rows % kGroupRows == 0 && m->rows > 0) grouped.push_back(m);
+    };
     // The LM head too: the embedding lookup still reads its rows as stored, a row per token,
     // paged back in from the file as needed.
-    std::vector<MatrixView*> grouped;
-    if (weight_row(w.token_embd.type).row_groups.exists() && w.token_embd.rows % kGroupRows == 0)
-        grouped.push_back(&w.token_embd);
+    consider(&w.token_embd);
     for (LayerWeights& l : w.layers)
         for (MatrixView* m : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
-            if (weight_row(m->type).row_groups.exists() && m->rows % kGroupRows == 0 && m->rows > 0) grouped.push_back(m);
+            consider(m);
     if (grouped.empty()) return;
     std::vector<std::size_t> offset(grouped.size() + 1, 0);  // bytes, each matrix 64-byte aligned
     for (std::size_t i = 0; i < grouped.size(); ++i)
@@ -94,11 +95,12 @@ inline void make_row_groups(ModelWeights& w, const gguf::File& file) {
         MatrixView& m = *grouped[i];
         const TypeRow& row = weight_row(m.type);
         const std::int64_t blocks = m.cols / std::int64_t(row.block_elements);
+        const std::size_t group_bytes = m.group_bytes();
         std::uint8_t* groups = w.row_groups.data() + offset[i];
 #pragma omp parallel for schedule(static)
         for (std::int64_t g = 0; g < m.rows / kGroupRows; ++g)
             row.row_groups.interleave(m.data + std::size_t(g * kGroupRows) * m.row_bytes, m.row_bytes, blocks,
-                                      groups + std::size_t(g) * m.group_bytes());
+                                      groups + std::size_t(g) * group_bytes);
         m.groups = groups;
         file.memory().wont_need(std::size_t(m.data - file.memory().data()), std::size_t(m.rows) * m.row_bytes);
     }

@@ -103,6 +103,29 @@ inline void transpose_quads(const std::uint8_t* const (&from)[8], std::uint8_t* 
 }
 #endif
 
+// One run of 8 quant vectors between the rows and their group: row r's 32 bytes `at` bytes into
+// its block w[r], and the group's vectors k = 0..7, 32 bytes each, `stride` bytes apart from `run`.
+template <class Block>
+inline void rows_to_group_run(const Block* const (&w)[kGroupRows], std::size_t at, std::uint8_t* run, std::size_t stride) {
+    const std::uint8_t* from[kGroupRows];
+    std::uint8_t* to[kGroupRows];
+    for (int i = 0; i < kGroupRows; ++i) {
+        from[i] = reinterpret_cast<const std::uint8_t*>(w[i]) + at;
+        to[i] = run + std::size_t(i) * stride;
+    }
+    transpose_quads(from, to);
+}
+template <class Block>
+inline void group_run_to_rows(const std::uint8_t* run, std::size_t stride, Block* const (&w)[kGroupRows], std::size_t at) {
+    const std::uint8_t* from[kGroupRows];
+    std::uint8_t* to[kGroupRows];
+    for (int i = 0; i < kGroupRows; ++i) {
+        from[i] = run + std::size_t(i) * stride;
+        to[i] = reinterpret_cast<std::uint8_t*>(w[i]) + at;
+    }
+    transpose_quads(from, to);
+}
+
 inline void interleave_q4k(const std::uint8_t* rows, std::size_t row_bytes, std::int64_t blocks, std::uint8_t* group) {
     auto* out = reinterpret_cast<BlockQ4Kx8*>(group);
     for (std::int64_t b = 0; b < blocks; ++b) {
@@ -119,13 +142,8 @@ inline void interleave_q4k(const std::uint8_t* rows, std::size_t row_bytes, std:
                 o.mins[j / 2][r][j % 2] = scales_mins[8 + j];
             }
         }
-        for (int c = 0; c < 4; ++c) {
-            const std::uint8_t* const from[8] = {w[0]->qs + 32 * c, w[1]->qs + 32 * c, w[2]->qs + 32 * c, w[3]->qs + 32 * c,
-                                                 w[4]->qs + 32 * c, w[5]->qs + 32 * c, w[6]->qs + 32 * c, w[7]->qs + 32 * c};
-            std::uint8_t* const to[8] = {o.qs[c][0][0], o.qs[c][1][0], o.qs[c][2][0], o.qs[c][3][0],
-                                         o.qs[c][4][0], o.qs[c][5][0], o.qs[c][6][0], o.qs[c][7][0]};
-            transpose_quads(from, to);
-        }
+        for (int c = 0; c < 4; ++c)
+            rows_to_group_run(w, offsetof(BlockQ4K, qs) + 32 * std::size_t(c), o.qs[c][0][0], sizeof o.qs[c][0]);
     }
 }
 
@@ -147,17 +165,16 @@ inline void deinterleave_q4k(const std::uint8_t* group, std::int64_t blocks, std
                 w[r]->scales[j + 8] = std::uint8_t((scale_hi & 0x0f) | (min_hi & 0x0f) << 4);
             }
         }
-        for (int c = 0; c < 4; ++c) {
-            const std::uint8_t* const from[8] = {g.qs[c][0][0], g.qs[c][1][0], g.qs[c][2][0], g.qs[c][3][0],
-                                                 g.qs[c][4][0], g.qs[c][5][0], g.qs[c][6][0], g.qs[c][7][0]};
-            std::uint8_t* const to[8] = {w[0]->qs + 32 * c, w[1]->qs + 32 * c, w[2]->qs + 32 * c, w[3]->qs + 32 * c,
-                                         w[4]->qs + 32 * c, w[5]->qs + 32 * c, w[6]->qs + 32 * c, w[7]->qs + 32 * c};
-            transpose_quads(from, to);
-        }
+        for (int c = 0; c < 4; ++c)
+            group_run_to_rows(g.qs[c][0][0], sizeof g.qs[c][0], w, offsetof(BlockQ4K, qs) + 32 * std::size_t(c));
     }
 }
 
-// Q6_K: per half, ql's two runs of 32 bytes and qh's one, each one transpose.
+// Q6_K: per half h, ql's two runs of 32 bytes and qh's one (part 0, 1, 2), each one transpose.
+// Where run (h, part) starts in a BlockQ6K.
+inline std::size_t q6k_run_offset(int h, int part) {
+    return part < 2 ? offsetof(BlockQ6K, ql) + std::size_t(64 * h + 32 * part) : offsetof(BlockQ6K, qh) + std::size_t(32 * h);
+}
 inline void interleave_q6k(const std::uint8_t* rows, std::size_t row_bytes, std::int64_t blocks, std::uint8_t* group) {
     auto* out = reinterpret_cast<BlockQ6Kx8*>(group);
     for (std::int64_t b = 0; b < blocks; ++b) {
@@ -169,18 +186,8 @@ inline void interleave_q6k(const std::uint8_t* rows, std::size_t row_bytes, std:
             for (int j = 0; j < 16; ++j) o.scales[j / 2][r][j % 2] = w[r]->scales[j];
         }
         for (int h = 0; h < 2; ++h)
-            for (int part = 0; part < 3; ++part) {  // 32 bytes of each row: ql 64h, ql 64h + 32, qh 32h
-                const std::size_t at = part < 2 ? 64 * h + 32 * part : 32 * h;
-                const std::uint8_t* const from[8] = {
-                    (part < 2 ? w[0]->ql : w[0]->qh) + at, (part < 2 ? w[1]->ql : w[1]->qh) + at,
-                    (part < 2 ? w[2]->ql : w[2]->qh) + at, (part < 2 ? w[3]->ql : w[3]->qh) + at,
-                    (part < 2 ? w[4]->ql : w[4]->qh) + at, (part < 2 ? w[5]->ql : w[5]->qh) + at,
-                    (part < 2 ? w[6]->ql : w[6]->qh) + at, (part < 2 ? w[7]->ql : w[7]->qh) + at};
-                std::uint8_t* const to[8] = {o.q[h][0][part][0], o.q[h][1][part][0], o.q[h][2][part][0],
-                                             o.q[h][3][part][0], o.q[h][4][part][0], o.q[h][5][part][0],
-                                             o.q[h][6][part][0], o.q[h][7][part][0]};
-                transpose_quads(from, to);
-            }
+            for (int part = 0; part < 3; ++part)
+                rows_to_group_run(w, q6k_run_offset(h, part), o.q[h][0][part][0], sizeof o.q[h][0]);
     }
 }
 
@@ -195,18 +202,8 @@ inline void deinterleave_q6k(const std::uint8_t* group, std::int64_t blocks, std
             for (int j = 0; j < 16; ++j) w[r]->scales[j] = g.scales[j / 2][r][j % 2];
         }
         for (int h = 0; h < 2; ++h)
-            for (int part = 0; part < 3; ++part) {
-                const std::size_t at = part < 2 ? 64 * h + 32 * part : 32 * h;
-                const std::uint8_t* const from[8] = {g.q[h][0][part][0], g.q[h][1][part][0], g.q[h][2][part][0],
-                                                     g.q[h][3][part][0], g.q[h][4][part][0], g.q[h][5][part][0],
-                                                     g.q[h][6][part][0], g.q[h][7][part][0]};
-                std::uint8_t* const to[8] = {
-                    (part < 2 ? w[0]->ql : w[0]->qh) + at, (part < 2 ? w[1]->ql : w[1]->qh) + at,
-                    (part < 2 ? w[2]->ql : w[2]->qh) + at, (part < 2 ? w[3]->ql : w[3]->qh) + at,
-                    (part < 2 ? w[4]->ql : w[4]->qh) + at, (part < 2 ? w[5]->ql : w[5]->qh) + at,
-                    (part < 2 ? w[6]->ql : w[6]->qh) + at, (part < 2 ? w[7]->ql : w[7]->qh) + at};
-                transpose_quads(from, to);
-            }
+            for (int part = 0; part < 3; ++part)
+                group_run_to_rows(g.q[h][0][part][0], sizeof g.q[h][0], w, q6k_run_offset(h, part));
     }
 }
 
