@@ -15,6 +15,17 @@
 // One thread of a Zen 5 (2 cores of an EPYC), Q4_K rows of 2048, one token, GB/s of weights:
 // from L2 the column kernel 21.7, a group 42.3; from DRAM (151 MB) 16.1 against 21.3; two tokens
 // per call cost from DRAM what one does (21.4 GB/s of weights for both).
+//
+// A thread reads its groups as one sequential stream, and an Intel Xeon core (Emerald Rapids)
+// does not keep enough of one stream in flight by itself: there the kernels ran decode at half
+// the column kernels' speed (3B, tg32, 1 / 2 / 16 threads: 3.7-4.1 / 7.2-7.4 / 33-35 t/s against
+// 5.2-5.5 / 9.3-11.2 / 37-45 with `-nr`). Every line of a block is therefore prefetched
+// kPrefetchBytes ahead into L2 (prefetch_to_l2_ahead): 6.2 / 10.6 / 42 there, and on Zen 5 it
+// gains too (1 thread 12.5-14.5 against 11.3-12.1 t/s). Into L1 (T0) it cost Zen 5 20%; one
+// prefetch per block instead of per line gained nothing on the Xeon. Q4_K asks for its quant
+// lines between the loads, one per two groups: all 19 lines at the top of the block cost Zen 5
+// 10% there (same instructions, worse schedule), though not in Q6_K's kernel. (The Xeon ran the
+// top-of-block form; both ask for the same lines.)
 
 #include "smol/core/simd_targets.hpp"
 
@@ -32,6 +43,12 @@
 
 namespace smol::row_group_tiles {
 
+// Asks for the `bytes` bytes kPrefetchBytes past `block` (kernel_api.hpp) into L2, a line at a time.
+inline void prefetch_to_l2_ahead(const void* block, std::size_t bytes) {
+    const char* ahead = static_cast<const char*>(block) + kPrefetchBytes;
+    for (std::size_t offset = 0; offset < bytes; offset += 64) _mm_prefetch(ahead + offset, _MM_HINT_T1);
+}
+
 // C columns (tokens) of a Q4_K group, all 8 rows. i16 runs are chained through an empty asm:
 // left alone, gcc reassociates the 8 adds of a run into a tree and spills (as in the prompt GEMMs).
 template <int C>
@@ -46,11 +63,13 @@ inline void q4k_x8_columns(std::int64_t n, const BlockQ4Kx8* group, const BlockQ
     for (int col = 0; col < C; ++col) acc[col] = _mm256_setzero_ps();
     for (std::int64_t b = 0; b < n / QK_K; ++b) {
         const BlockQ4Kx8& wb = group[b];
+        prefetch_to_l2_ahead(&wb, offsetof(BlockQ4Kx8, qs));  // d, dmin, scales, mins; qs below
         __m256i dots[C];  // [row] i32: sum_j scale_j * (sub-block j's products)
         for (int col = 0; col < C; ++col) dots[col] = _mm256_setzero_si256();
         for (int chunk = 0; chunk < 4; ++chunk) {
             __m256i low_run[C], high_run[C];  // [row][pair] i16: sub-blocks 2 chunk and 2 chunk + 1
             for (int k = 0; k < 8; ++k) {
+                if (k % 2 == 0) prefetch_to_l2_ahead(wb.qs[chunk][k], 64);
                 const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[chunk][k]));
                 const __m256i low = _mm256_and_si256(bits, low4);
                 const __m256i high = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
@@ -118,6 +137,7 @@ inline void q6k_x8_columns(std::int64_t n, const BlockQ6Kx8* group, const BlockQ
     for (int col = 0; col < C; ++col) acc[col] = _mm256_setzero_ps();
     for (std::int64_t b = 0; b < n / QK_K; ++b) {
         const BlockQ6Kx8& wb = group[b];
+        prefetch_to_l2_ahead(&wb, sizeof(wb));
         __m256i dots[C];  // [row] i32: sum_j scale_j * (sub-block j's unsigned products)
         for (int col = 0; col < C; ++col) dots[col] = _mm256_setzero_si256();
         for (int h = 0; h < 2; ++h)
