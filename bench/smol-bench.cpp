@@ -14,6 +14,7 @@
 #include <ctime>
 #include <fstream>
 #include <memory>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <random>
@@ -59,6 +60,9 @@ void usage(std::FILE* out) {
                  "                             picked greedily after a prompt that repeats a block of random\n"
                  "                             tokens, without and with speculative decoding (--draft-max N,\n"
                  "                             default 16; --draft-min N, default 1); the drafts accepted follow\n"
+                 "  --spec-accept P[,P]        with --spec, also run genN+spec@P%: drafts right with chance P%\n"
+                 "                             per token (the plain run's tokens, found first, untimed): the\n"
+                 "                             speed at the acceptance a model copying text would give\n"
                  "  --grammar json|FILE        also run each tg test as tgN+grammar: tokens picked greedily under\n"
                  "                             a GBNF grammar (json: any JSON object), to show what the\n"
                  "                             constraint costs beside the free tg\n"
@@ -132,11 +136,14 @@ struct Test {
     int step_tokens = 0;       // > 0: n_gen verify steps of this many tokens (--spec-steps)
     bool generated = false;    // genN: n_gen tokens picked greedily after a prompt that repeats itself
     bool speculative = false;  // genN+spec: the same with --spec
+    int accept_percent = -1;   // >= 0: genN+spec@P%: drafts right with this chance a token (--spec-accept)
     std::string name() const {
         const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
         if (n_prompt > 0) return "pp" + std::to_string(n_prompt) + at;
         if (step_tokens > 0) return "step" + std::to_string(step_tokens) + at;
-        if (generated) return "gen" + std::to_string(n_gen) + (speculative ? "+spec" : "") + at;
+        if (generated)
+            return "gen" + std::to_string(n_gen) + (speculative ? "+spec" : "") +
+                   (accept_percent >= 0 ? "@" + std::to_string(accept_percent) + "%" : "") + at;
         return "tg" + std::to_string(n_gen) + (constrained ? "+grammar" : "") + at;
     }
 };
@@ -170,9 +177,8 @@ public:
     // Constrained tg runs under this grammar (GBNF text), with the model file's tokenizer.
     // genN+spec runs with these (--spec, --draft-max, --draft-min).
     void use_speculation(const smol::SpeculationParams& speculation) { speculation_ = speculation; }
-    // Drafted and accepted tokens of the genN+spec repetitions so far.
-    long drafted() const { return drafted_; }
-    long accepted() const { return accepted_; }
+    // Drafted and accepted tokens of the genN+spec repetitions so far, by accept_percent.
+    const std::map<int, std::pair<long, long>>& drafts() const { return drafts_; }
 
     void use_grammar(const std::string& gbnf) {
         (void)smol::text::Grammar::parse(gbnf);  // errors now, before any test runs
@@ -281,7 +287,7 @@ private:
         params.split_reasoning = false;
         params.speculation.type = smol::SpeculationType::ngram;
         params.speculation.draft_max = std::max(1, test.step_tokens - 1);
-        params.speculation.back_off = false;  // every step drafts, however often it is wrong
+        params.speculation.adaptive = false;  // every step drafts, however often it is wrong
         const std::size_t draft = std::size_t(test.step_tokens - 1);
         const std::int32_t n_vocab = engine_.n_vocab();
         sequence_.set_drafter([draft, n_vocab](std::span<const std::int32_t> context, std::size_t max_tokens,
@@ -316,6 +322,7 @@ private:
     // and the table shows what speculation costs or gains on this model either way. A reply that
     // ends early is followed by the next, so every repetition picks n_gen tokens.
     double run_generated(const Test& test, std::vector<std::int32_t> prompt) {
+        const std::vector<std::int32_t> start_tokens = prompt;  // what --spec-accept's plain run continues
         std::mt19937 block_rng(99);  // the same prompt for gen and gen+spec
         std::uniform_int_distribution<std::int32_t> pick(0, engine_.n_vocab() - 1);
         std::vector<std::int32_t> block(kRepeatedBlock);
@@ -327,6 +334,28 @@ private:
         params.split_reasoning = false;
         if (test.speculative) params.speculation = speculation_;
         params.max_tokens = test.n_gen;
+        if (test.accept_percent >= 0) {
+            // The tokens plain decoding picks here (untimed), then drafts that get each next one
+            // right with the test's chance: the acceptance a trained model copying text would see.
+            Test plain = test;
+            plain.speculative = false;
+            plain.accept_percent = -1;
+            run_generated(plain, start_tokens);
+            std::vector<std::int32_t> truth = generated_;
+            const std::size_t prompt_size = prompt.size();
+            const std::int32_t n_vocab = engine_.n_vocab();
+            sequence_.set_drafter([truth, prompt_size, n_vocab, chance = test.accept_percent, rng = std::mt19937(7)](
+                                      std::span<const std::int32_t> context, std::size_t max_tokens,
+                                      std::vector<std::int32_t>& draft) mutable {
+                std::uniform_int_distribution<int> percent(0, 99);
+                for (std::size_t i = 0; i < max_tokens; ++i) {
+                    const std::size_t at = context.size() - prompt_size + i;
+                    const std::int32_t right = at < truth.size() ? truth[at] : 0;
+                    draft.push_back(percent(rng) < chance ? right : (right + 1) % n_vocab);
+                }
+            });
+        }
+        generated_.clear();
         const int rows = params.speculation.enabled() ? 1 + params.speculation.draft_max : 1;
         step_logits_.resize(std::size_t(engine_.n_vocab()) * std::size_t(rows));
         std::optional<smol::GenerationPipeline> reply;
@@ -340,9 +369,10 @@ private:
             const int before = reply->generated_tokens();
             const bool ended = sequence_.step(step_logits_, shown);
             picked += reply->generated_tokens() - before;
+
             if (ended) {
-                drafted_ += reply->usage().drafted_tokens;
-                accepted_ += reply->usage().accepted_tokens;
+                drafts_[test.accept_percent].first += reply->usage().drafted_tokens;
+                drafts_[test.accept_percent].second += reply->usage().accepted_tokens;
                 sequence_.end();
                 if (picked >= test.n_gen) break;
                 // The next reply continues after the token that ended this one.
@@ -354,7 +384,12 @@ private:
             }
             sequence_.feed(engine_, step_logits_);
         }
-        return elapsed_ns(start);
+        const double ns = elapsed_ns(start);
+        // The tokens picked, in order: the cache's after the prompt, then the one picked last.
+        generated_.assign(sequence_.tokens().begin() + std::ptrdiff_t(prompt.size()), sequence_.tokens().end());
+        generated_.push_back(sequence_.picked());
+        sequence_.set_drafter({});
+        return ns;
     }
 
     static double elapsed_ns(std::chrono::steady_clock::time_point start) {
@@ -375,7 +410,9 @@ private:
     std::string grammar_text_;   // with --grammar
     int filled_depth_ = -1;      // the depth the cache was filled to
     smol::SpeculationParams speculation_;  // genN+spec's
-    long drafted_ = 0, accepted_ = 0;      // over genN+spec's replies
+    // Drafted and accepted tokens over genN+spec's replies, by accept_percent (-1: prompt lookup).
+    std::map<int, std::pair<long, long>> drafts_;
+    std::vector<std::int32_t> generated_;  // the tokens the last genN picked
 };
 
 std::string iso_time_now() {
@@ -401,6 +438,7 @@ int main(int argc, char** argv) {
     std::string format = "md";
     std::string grammar;  // --grammar: GBNF text for the constrained tg tests
     std::vector<int> step_sizes;  // --spec-steps: tokens per verify step
+    std::vector<int> accept_percents;  // --spec-accept: genN+spec@P% tests
     smol::SpeculationParams speculation;  // --spec: genN and genN+spec tests
     try {
         smol::args::ArgReader args(argc, argv);
@@ -423,6 +461,9 @@ int main(int argc, char** argv) {
                 step_sizes.assign(sizes.begin(), sizes.end());
                 if (std::find(step_sizes.begin(), step_sizes.end(), 1) == step_sizes.end())
                     step_sizes.insert(step_sizes.begin(), 1);  // the step every other is compared with
+            } else if (args.is("--spec-accept")) {
+                const auto percents = args.int_list(0, 100);
+                accept_percents.assign(percents.begin(), percents.end());
             } else if (args.is("--no-warmup")) warmup = false;
             else if (args.is("--no-bandwidth")) bandwidth = false;
             else if (args.is("--grammar")) {
@@ -522,6 +563,7 @@ int main(int argc, char** argv) {
                             if (speculation.enabled()) {
                                 tests.push_back({0, n, t, false, d, 0, true, false});
                                 tests.push_back({0, n, t, false, d, 0, true, true});
+                                for (int percent : accept_percents) tests.push_back({0, n, t, false, d, 0, true, true, percent});
                             }
                         }
                 }
@@ -625,11 +667,15 @@ int main(int argc, char** argv) {
             std::snprintf(note, sizeof note, "%s: load %.0f ms, weights read per token %.2f GB, %s", path.c_str(), load_ms,
                           double(info.matrix_bytes) / 1e9, info.config_name.c_str());
             footnotes.push_back(note);
-            if (runner.drafted() > 0) {
-                std::snprintf(note, sizeof note, "gen+spec (--spec %s, --draft-max %d, --draft-min %d): %ld of %ld drafted "
-                              "tokens accepted (%.1f%%)", std::string(smol::to_string(speculation.type)).c_str(),
-                              speculation.draft_max, speculation.draft_min, runner.accepted(), runner.drafted(),
-                              100.0 * double(runner.accepted()) / double(runner.drafted()));
+            for (const auto& [percent, counts] : runner.drafts()) {
+                if (counts.first == 0) continue;
+                const std::string drafter =
+                    percent < 0 ? "--spec " + std::string(smol::to_string(speculation.type))
+                                : "drafts right " + std::to_string(percent) + "% of the time";
+                std::snprintf(note, sizeof note, "gen+spec (%s, --draft-max %d, --draft-min %d%s): %ld of %ld drafted "
+                              "tokens accepted (%.1f%%)", drafter.c_str(), speculation.draft_max, speculation.draft_min,
+                              speculation.adaptive ? "" : ", every step drafting", counts.second, counts.first,
+                              100.0 * double(counts.second) / double(counts.first));
                 footnotes.push_back(note);
             }
         }

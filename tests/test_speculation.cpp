@@ -132,10 +132,13 @@ GenerationParams params_for(float temperature, std::uint64_t seed, int max_token
     return p;
 }
 
-GenerationParams speculating(GenerationParams p, int draft_max = 8, int draft_min = 1) {
+// Speculation as the tests run it: by default every step drafts all it can (adaptive off), the
+// hardest case for the identity; adaptive: the draft lengths the costs and acceptance choose.
+GenerationParams speculating(GenerationParams p, int draft_max = 8, int draft_min = 1, bool adaptive = false) {
     p.speculation.type = SpeculationType::ngram;
     p.speculation.draft_max = draft_max;
     p.speculation.draft_min = draft_min;
+    p.speculation.adaptive = adaptive;
     return p;
 }
 
@@ -183,6 +186,60 @@ TEST_CASE("prompt lookup drafts what followed the longest, most recent match of 
     long_repeat.push_back(999);
     for (std::int32_t t = 1; t <= 10; ++t) long_repeat.push_back(t * 10);
     CHECK(lookup(long_repeat, 2) == std::vector<std::int32_t>{112, 122});
+}
+
+TEST_CASE("the draft length is the one with the most tokens per unit of step cost") {
+    const smol::StepCosts prior;  // nothing timed: the prior curve
+    CHECK(prior.relative(1) == 1.0);
+    CHECK(prior.relative(2) == doctest::Approx(1.15));
+    CHECK(prior.relative(8) == doctest::Approx(3.7));
+    CHECK(prior.relative(12) == doctest::Approx(6.0));
+    // Every draft taken: the longest allowed pays best (17 tokens for 6 steps' cost).
+    CHECK(smol::choose_draft_length(1.0, prior, 1, 16) == 16);
+    // 90%: 1 + .9 + .81 + .73 = 3.44 tokens for 1.8 beats both 2 drafts (2.71 / 1.45) and 7
+    // (5.7 / 3.7).
+    CHECK(smol::choose_draft_length(0.9, prior, 1, 16) == 3);
+    // 60%: one draft (1.6 for 1.15); two give 1.96 for 1.45.
+    CHECK(smol::choose_draft_length(0.6, prior, 1, 16) == 1);
+    // 10%: 1.1 tokens do not pay for 1.15: a plain step.
+    CHECK(smol::choose_draft_length(0.1, prior, 1, 16) == 0);
+    // draft_min and the limit bound the choice; a draft_min that does not pay gives none.
+    CHECK(smol::choose_draft_length(1.0, prior, 1, 3) == 3);
+    // (Every draft taken, 4-8 rows pay a little less per token than 4 do: 5 / 2.275 < 4 / 1.8.)
+    CHECK(smol::choose_draft_length(1.0, prior, 1, 6) == 3);
+    CHECK(smol::choose_draft_length(0.6, prior, 6, 16) == 0);
+    CHECK(smol::choose_draft_length(0.9, prior, 0, 0) == 0);
+
+    // Timed steps replace the prior: on a machine where 8 rows cost what 1 does, 90% drafts 7
+    // (8-row steps), while rows past 8 keep the prior's 6.
+    smol::StepCosts timed;
+    timed.record(1, 0.10);
+    timed.record(8, 0.10);
+    CHECK(timed.relative(8) == doctest::Approx(1.0));
+    CHECK(timed.relative(4) == doctest::Approx(1.8));  // not timed: the prior
+    CHECK(smol::choose_draft_length(0.9, timed, 1, 16) == 7);
+    // A running average: each new time counts a fifth; nonsense is ignored.
+    timed.record(8, 0.20);
+    CHECK(timed.relative(8) == doctest::Approx(1.2));
+    timed.record(8, -1.0);
+    timed.record(0, 1.0);
+    timed.record(smol::StepCosts::kMaxRows + 1, 1.0);
+    CHECK(timed.relative(8) == doctest::Approx(1.2));
+}
+
+TEST_CASE("draft acceptance: a geometric estimate that starts at one half and forgets slowly") {
+    smol::DraftAcceptance a;
+    CHECK(a.rate() == doctest::Approx(0.5));
+    a.record(4, 4);  // every draft taken: 4 successes, no failure
+    CHECK(a.rate() == doctest::Approx(5.0 / 6.0));
+    a.reset();
+    for (int i = 0; i < 50; ++i) a.record(4, 0);  // always rejected at once
+    CHECK(a.rate() < 0.1);
+    for (int i = 0; i < 50; ++i) a.fade();  // plain steps: back toward one half
+    CHECK(a.rate() == doctest::Approx(0.5).epsilon(0.01));
+    a.reset();
+    for (int i = 0; i < 200; ++i) a.record(3, i % 5 == 0 ? 0 : 3);  // 12 taken of 4 steps' 13 tries
+    CHECK(a.rate() == doctest::Approx(12.0 / 13.0).epsilon(0.05));
 }
 
 TEST_CASE("speculation parameters are checked, naming the value") {
@@ -237,6 +294,10 @@ TEST_CASE("speculation: tokens, text, log-probabilities and the cache equal plai
                         CHECK(got.usage.accepted_tokens <= got.usage.drafted_tokens);
                         drafted += got.usage.drafted_tokens;
                         accepted += got.usage.accepted_tokens;
+                    }
+                    if (context == 256) {  // the draft lengths adaptive speculation chooses
+                        const Run adaptive = generate(*engine, context, prompt, speculating(plain, 16, 1, true));
+                        check_same(adaptive, expected);
                     }
                 }
             }
@@ -304,6 +365,12 @@ TEST_CASE("speculation: drafts always wrong, or right up to a mistake anywhere, 
             check_same(wrong, expected);
             CHECK(wrong.usage.drafted_tokens > 0);
             CHECK(wrong.usage.accepted_tokens == 0);
+            // Adaptive: drafts once, then backs off (1, 2, 4, 8, 16 plain steps) and its
+            // acceptance estimate keeps them short: a fraction of what drafting every step sends.
+            const Run adaptive = generate(engine, 256, prompt, speculating(plain, 4, 1, true), always_wrong);
+            check_same(adaptive, expected);
+            CHECK(adaptive.usage.drafted_tokens > 0);
+            CHECK(adaptive.usage.drafted_tokens * 3 < wrong.usage.drafted_tokens);
 
             // Right for the first k tokens, k cycling 0..draft_max, then wrong: every row of the
             // walk is the one that stops it somewhere, and the rows after it are rolled back.

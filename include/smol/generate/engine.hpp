@@ -5,6 +5,7 @@
 // buffers serve one call at a time).
 
 #include <cstdint>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,7 @@
 
 #include "smol/core/error.hpp"
 #include "smol/generate/grammar_constraint.hpp"
+#include "smol/generate/speculation.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/registry.hpp"
 #include "smol/text/tokenizer.hpp"
@@ -63,20 +65,41 @@ public:
     // logits: [1, n_vocab] (the last token) or [n, n_vocab] with all_logits.
     void forward(KvCache& cache, std::span<const std::int32_t> tokens, float* logits, bool all_logits) {
         std::lock_guard lock(forward_mutex_);
+        const auto start = std::chrono::steady_clock::now();
         model_->forward(cache, tokens, logits, all_logits);
+        if (tokens.size() == 1 || all_logits) record_step(start, tokens.size());
     }
 
     // Several sequences in one pass (a server's continuous batching), also serialised.
     void forward(std::span<const SequenceBatch> batch, float* logits) {
         std::lock_guard lock(forward_mutex_);
+        const auto start = std::chrono::steady_clock::now();
         model_->forward(batch, logits);
+        std::size_t rows = 0;
+        for (const SequenceBatch& entry : batch) {
+            if (entry.tokens.size() > 1 && !entry.all_logits) return;  // a prompt chunk: not a decode step
+            rows += entry.tokens.size();
+        }
+        record_step(start, rows);
     }
+
+    // What the decode and verify steps run so far cost by their rows (speculation's draft length).
+    const StepCosts& step_costs() const { return step_costs_; }
+
+private:
+    void record_step(std::chrono::steady_clock::time_point start, std::size_t rows) {
+        if (rows == 0 || rows > std::size_t(StepCosts::kMaxRows)) return;
+        step_costs_.record(int(rows), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+
+public:
 
 private:
     LoadOptions options_;
     std::unique_ptr<Model> model_;
     text::Tokenizer tokenizer_;
     std::mutex forward_mutex_;
+    StepCosts step_costs_;  // written under forward_mutex_
     mutable std::once_flag trie_built_;
     mutable std::shared_ptr<const TokenTrie> trie_;
 };

@@ -391,7 +391,10 @@ private:
     }
 
     void start_locked(Slot& slot, Pending p) {
-        if (!slot.sequence.has_cache()) slot.sequence.set_cache(engine_->make_cache(options_.context));
+        if (!slot.sequence.has_cache()) {
+            slot.sequence.set_cache(engine_->make_cache(options_.context));
+            slot.sequence.set_step_costs(&engine_->step_costs());
+        }
         // submit() checked the prompt against this context, so start() does not throw here. The
         // pipeline stays where it is when the job moves into the slot.
         stats_.cached_tokens += slot.sequence.start(p.request.prompt, p.pipeline.get());

@@ -147,6 +147,10 @@ public:
         return kept;
     }
 
+    // The step costs that choose the draft length (SpeculationParams::adaptive): the engine's
+    // that runs this sequence (Engine::step_costs; feed() takes its engine's); unset, the prior.
+    void set_step_costs(const StepCosts* costs) { step_costs_ = costs; }
+
     // Whether prompt tokens are still to be run.
     bool reading_prompt() const { return tokens_.size() < prompt_.size(); }
     // Whether the logits of the last run are waiting for step().
@@ -200,6 +204,7 @@ public:
     // n_vocab], receives the last token's row, or every row of a verify step: a draft is only
     // made as long as the rows fit (a buffer of one row never speculates).
     void feed(Engine& engine, std::span<float> logits, std::size_t max_prompt_tokens = kWholePrompt) {
+        step_costs_ = &engine.step_costs();
         const std::size_t n_vocab = std::size_t(engine.n_vocab());
         if (logits.size() < n_vocab) fail("sequence: expected room for ", n_vocab, " logits, found ", logits.size());
         const SequenceBatch input = next_input(max_prompt_tokens, logits.size() / n_vocab - 1);
@@ -239,9 +244,11 @@ public:
             pipeline_->count_draft(int(rows - 1), int(accepted));
             cache_->truncate(int(first + row + 1));  // the rows past the walk were never decoded
             tokens_.resize(first + row + 1);
+            acceptance_.record(rows - 1, accepted);
             adapt_drafting(accepted);
-        } else if (skip_drafts_ > 0) {
-            --skip_drafts_;
+        } else {
+            acceptance_.fade();
+            if (skip_drafts_ > 0) --skip_drafts_;
         }
         if (!ended) next_token_ = picked_;
         return ended;
@@ -263,6 +270,8 @@ public:
         rows_waiting_ = 0;
         draft_backoff_ = 0;
         skip_drafts_ = 0;
+        acceptance_.reset();
+        drafted_ = false;
     }
 
     // After an error: the cache may hold positions nobody recorded, so everything goes.
@@ -273,7 +282,7 @@ public:
     }
 
 private:
-    // SpeculationParams::back_off: plain steps after a draft the model rejects entirely,
+    // SpeculationParams::adaptive: plain steps after a draft the model rejects entirely,
     // doubling per rejected draft up to this, back to none when a draft token is taken.
     static constexpr int kMaxDraftBackoff = 16;
 
@@ -289,6 +298,16 @@ private:
         const long useful = pipeline_->tokens_left() - 1;
         limit = std::size_t(std::max(0L, std::min({long(limit), room, useful})));
         if (limit == 0 || limit < std::size_t(speculation.draft_min)) return;
+        if (speculation.adaptive) {
+            static const StepCosts unmeasured;
+            const std::size_t shortest = std::max<std::size_t>(1, std::size_t(speculation.draft_min));
+            const std::size_t chosen = choose_draft_length(acceptance_.rate(), step_costs_ ? *step_costs_ : unmeasured,
+                                                           shortest, limit);
+            // Until one of its drafts is checked nothing is known about how repetitive this
+            // generation's text is, so it drafts once however the costs look.
+            limit = chosen > 0 ? chosen : drafted_ ? 0 : shortest;
+            if (limit == 0) return;
+        }
         draft_.clear();
         tokens_.push_back(next_token_);  // the context the draft continues ends with the picked token
         if (drafter_) drafter_(tokens_, limit, draft_);
@@ -297,10 +316,11 @@ private:
         if (draft_.size() > limit) draft_.resize(limit);  // a drafter that wrote more than asked
         if (draft_.size() < std::size_t(std::max(1, speculation.draft_min))) return;
         input_.insert(input_.end(), draft_.begin(), draft_.end());
+        drafted_ = true;
     }
 
     void adapt_drafting(std::size_t accepted) {
-        if (accepted > 0 || !pipeline_->speculation().back_off) {
+        if (accepted > 0 || !pipeline_->speculation().adaptive) {
             draft_backoff_ = 0;
             return;
         }
@@ -320,6 +340,9 @@ private:
     std::size_t rows_waiting_ = 0;       // logit rows of the last run waiting for step()
     int draft_backoff_ = 0;              // plain steps after the next rejected draft / 2
     int skip_drafts_ = 0;                // plain steps left before drafting again
+    DraftAcceptance acceptance_;         // this generation's drafts so far
+    bool drafted_ = false;               // whether this generation has sent a draft
+    const StepCosts* step_costs_ = nullptr;  // set_step_costs(); not owned
 };
 
 }  // namespace smol
