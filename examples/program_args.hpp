@@ -269,7 +269,8 @@ inline constexpr const char* kSpeculationUsage =
     "  --spec none|ngram        speculative decoding: ngram drafts the next tokens from the context (the\n"
     "                           longest earlier match of its tail) and checks them in one forward pass;\n"
     "                           the output is the same either way, only faster where the text repeats\n"
-    "                           what came before (default none)\n"
+    "                           what came before (default: ngram in smol-cli, none in smol-server and\n"
+    "                           smol-bench); the draft length follows what drafts the model takes\n"
     "  --draft-max N            tokens drafted per step at most, 1..64 (default 16)\n"
     "  --draft-min N            a shorter draft is not checked (default 1)\n";
 

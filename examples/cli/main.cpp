@@ -130,7 +130,10 @@ struct Options {
     smol::KvCacheTypes cache_types;
     bool repack = true;  // -nr
     smol::SamplerParams sampling;
-    smol::SpeculationParams speculation;  // --spec, --draft-max, --draft-min
+    // --spec, --draft-max, --draft-min. On by default here: one conversation, where the draft
+    // length adapts to what the text repeats and costs at most ~1% when it repeats nothing
+    // (README, Speculative decoding); the server leaves it to --spec or the request.
+    smol::SpeculationParams speculation{.type = smol::SpeculationType::ngram};
     std::vector<std::string> stops;
     std::optional<bool> think;
     bool show_thinking = false;
