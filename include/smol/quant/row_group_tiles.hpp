@@ -142,7 +142,7 @@ inline void q6k_x8_columns(std::int64_t n, const BlockQ6Kx8* group, const BlockQ
         for (int col = 0; col < C; ++col) dots[col] = _mm256_setzero_si256();
         for (int h = 0; h < 2; ++h)
             for (int k0 = 0; k0 < 8; k0 += 2) {  // groups k0, k0 + 1: one run per sub-block
-                __m256i run[C][4];
+                __m256i run[C][4] = {};  // every element set by group k0 (gcc cannot tell)
                 for (int k = k0; k < k0 + 2; ++k) {
                     const __m256i ql_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][0]));
                     const __m256i ql_b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][1]));
