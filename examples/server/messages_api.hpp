@@ -74,9 +74,8 @@ inline constexpr std::string_view kCountTokensFields[] = {"model",    "messages"
 // `cache_control` marks a prompt-caching breakpoint for Anthropic; smol-server reuses cached
 // prompt prefixes on its own, so it changes no output and is accepted wherever it may appear.
 inline void check_block_fields(const json& block, std::initializer_list<std::string_view> fields, const std::string& where) {
-    for (const auto& item : block.items())
-        if (item.key() != "type" && item.key() != "cache_control" && !is_listed(item.key(), fields))
-            unsupported(where + "." + item.key(), "is not supported by smol-server");
+    static constexpr std::string_view kEveryBlock[] = {"type", "cache_control"};
+    reject_unlisted_fields(block, {FieldNames(kEveryBlock), FieldNames(fields.begin(), fields.size())}, where);
 }
 
 // Content as a string or a list of {"type": "text", "text"} blocks, as one string.
@@ -326,7 +325,8 @@ enum class MessagesEndpoint { create, count_tokens };
 inline ApiRequest parse_messages_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
                                          MessagesEndpoint endpoint = MessagesEndpoint::create) {
     const bool create = endpoint == MessagesEndpoint::create;
-    reject_unlisted_fields(body, create ? FieldNames(kMessagesFields) : FieldNames(kCountTokensFields), "Messages API");
+    reject_unlisted_fields(body, {create ? FieldNames(kMessagesFields) : FieldNames(kCountTokensFields)}, "",
+                           "smol-server's Messages API");
     ApiRequest out;
     if (create) {
         if (!body.contains("max_tokens") || body["max_tokens"].is_null())

@@ -6,6 +6,7 @@
 // directly.
 
 #include <algorithm>
+#include <initializer_list>
 #include <charconv>
 #include <chrono>
 #include <cctype>
@@ -215,12 +216,22 @@ inline const std::string& string_member(const json& object, const char* name, co
 // A list of the top-level fields one endpoint reads.
 using FieldNames = std::span<const std::string_view>;
 
-// Every top-level field of `body` outside `fields` is a 400 naming it and the API (`api`, as
-// "Messages API") that does not read it.
-inline void reject_unlisted_fields(const json& body, FieldNames fields, std::string_view api) {
-    for (const auto& item : body.items())
-        if (!is_listed(item.key(), fields))
-            unsupported(item.key(), "is not supported by smol-server's " + std::string(api));
+// Every key of `object` that none of `lists` names is a 400 unsupported_parameter naming it
+// (`where` + "." + key inside a request, the key alone at its top level, where `where` is empty)
+// and who does not read it (`reader`: "smol-server", or one of its APIs), so a client learns at
+// once that smol-server does not do what it asked for (OpenAI and Anthropic answer unknown
+// fields the same way). The one check behind every endpoint's top level and nested objects.
+inline void reject_unlisted_fields(const json& object, std::initializer_list<FieldNames> lists, const std::string& where = "",
+                                   const std::string& reader = "smol-server") {
+    for (const auto& item : object.items()) {
+        const bool listed = std::any_of(lists.begin(), lists.end(), [&](FieldNames names) { return is_listed(item.key(), names); });
+        if (!listed) unsupported(where.empty() ? item.key() : where + "." + item.key(), "is not supported by " + reader);
+    }
+}
+
+// reject_unlisted_fields for a nested object whose fields are spelled out at the call.
+inline void check_fields(const json& object, std::initializer_list<std::string_view> fields, const std::string& where) {
+    reject_unlisted_fields(object, {FieldNames(fields.begin(), fields.size())}, where);
 }
 
 // Whether a field is absent, null or equal to `neutral` (the value that asks for nothing).
@@ -253,15 +264,6 @@ inline void reject_unsupported_values(const json& body) {
             if (key != "include_usage" && !value.is_null()) unsupported("stream_options." + key, "is not supported");
 }
 
-// Every field outside kSamplingFields and the endpoint's own is a 400 naming it, so a client
-// learns at once that smol-server does not do what it asked for (OpenAI answers unknown fields
-// the same way).
-inline void reject_unsupported_fields(const json& body, FieldNames endpoint_fields) {
-    for (const auto& item : body.items())
-        if (!is_listed(item.key(), kSamplingFields) && !is_listed(item.key(), endpoint_fields))
-            unsupported(item.key(), "is not supported by smol-server");
-    reject_unsupported_values(body);
-}
 
 // ---- what both completion endpoints read -----------------------------------------------------
 
@@ -599,7 +601,8 @@ inline std::string read_tools(const json& body, smol::ChatOptions& chat) {
 }
 
 inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
-    reject_unsupported_fields(body, kChatFields);
+    reject_unlisted_fields(body, {kSamplingFields, kChatFields});
+    reject_unsupported_values(body);
     ApiRequest out;
     const json messages = normalize_messages(body);
 
@@ -659,7 +662,8 @@ inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokeniz
 // or as token ids, continued as it is: no chat template, and <think> blocks stay in the text.
 // `logprobs` is the number of alternatives per token here, as in OpenAI's completions API.
 inline ApiRequest parse_text_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
-    reject_unsupported_fields(body, kTextFields);
+    reject_unlisted_fields(body, {kSamplingFields, kTextFields});
+    reject_unsupported_values(body);
     ApiRequest out;
     const auto prompt = body.find("prompt");
     if (prompt == body.end() || prompt->is_null())

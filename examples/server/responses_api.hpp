@@ -51,12 +51,6 @@ inline constexpr std::string_view kInputTokensFields[] = {
 // The most items `input` may hold (the body's size bounds them too; this bounds the work).
 inline constexpr std::size_t kMaxInputItems = 4096;
 
-// Every key of `object` outside `fields` is a 400 naming it (`where` + "." + key).
-inline void check_fields(const json& object, std::initializer_list<std::string_view> fields, const std::string& where) {
-    for (const auto& item : object.items())
-        if (!is_listed(item.key(), fields)) unsupported(where + "." + item.key(), "is not supported by smol-server");
-}
-
 // A message's content (a string, or a list of input_text / output_text parts) as one string;
 // the parts are joined as the chat route joins them.
 inline std::string response_content_text(const json& content, const std::string& where) {
@@ -380,8 +374,8 @@ enum class ResponsesEndpoint { create, input_tokens };
 inline ApiRequest parse_responses_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
                                           ResponsesEndpoint endpoint = ResponsesEndpoint::create) {
     const bool create = endpoint == ResponsesEndpoint::create;
-    reject_unlisted_fields(body, create ? FieldNames(kResponsesFields) : FieldNames(kInputTokensFields),
-                           "Responses API");
+    reject_unlisted_fields(body, {create ? FieldNames(kResponsesFields) : FieldNames(kInputTokensFields)}, "",
+                           "smol-server's Responses API");
     ApiRequest out;
     check_response_extras(body);
     bool_field(body, "parallel_tool_calls");
