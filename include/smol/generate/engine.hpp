@@ -4,8 +4,8 @@
 // one, since every forward pass goes through forward(), which takes a lock (a model's scratch
 // buffers serve one call at a time).
 
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -87,14 +87,12 @@ public:
     const StepCosts& step_costs() const { return step_costs_; }
 
 private:
+    // A decode or verify pass of `rows` rows that began at `start` has ended (under the lock).
     void record_step(std::chrono::steady_clock::time_point start, std::size_t rows) {
         if (rows == 0 || rows > std::size_t(StepCosts::kMaxRows)) return;
         step_costs_.record(int(rows), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
 
-public:
-
-private:
     LoadOptions options_;
     std::unique_ptr<Model> model_;
     text::Tokenizer tokenizer_;
