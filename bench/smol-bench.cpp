@@ -60,7 +60,7 @@ void usage(std::FILE* out) {
                  "                             picked greedily after a prompt that repeats a block of random\n"
                  "                             tokens, without and with speculative decoding (--draft-max N,\n"
                  "                             default 16; --draft-min N, default 1); the drafts accepted follow\n"
-                 "  --spec-accept P[,P]        with --spec, also run genN+spec@P%: drafts right with chance P%\n"
+                 "  --spec-accept P[,P]        with --spec, also run genN+spec@P%%: drafts right with chance P%%\n"
                  "                             per token (the plain run's tokens, found first, untimed): the\n"
                  "                             speed at the acceptance a model copying text would give\n"
                  "  --grammar json|FILE        also run each tg test as tgN+grammar: tokens picked greedily under\n"

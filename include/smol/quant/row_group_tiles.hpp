@@ -8,9 +8,14 @@
 // way, and each row's lane takes the reference's float step (q4k_accumulate_block), so the bits
 // are the reference's and the column kernels'.
 //
-// Written once with AVX2 intrinsics; the AVX-512 set runs the same code compiled for its target
-// (EVEX encodings, 32 registers), through an entry point with `flatten` as kquant_tiles_avx512.hpp
-// does.
+// Written once with AVX2 intrinsics. The AVX-512 set (which requires VNNI) runs the VNNI form
+// below, compiled for its target (EVEX encodings, 32 registers) through an entry point with
+// `flatten` as kquant_tiles_avx512.hpp does: vpdpbusd takes a group's 4 products per row in one
+// instruction. It matters when a step carries several tokens (speculative verification): one Zen 5
+// thread, Q4_K rows of 2048 from L2, GB/s of weights for 1 / 2 / 3 / 4 tokens, vpmaddubsw form
+// 42.4 / 28.9 / 17.6 / 15.8, VNNI form 42.4 / 30.7 / 23.1 / 18.6; a 3B step of 4 tokens against
+// one (smol-bench --spec-steps, 2 threads) fell from 1.23-1.73x to 1.13x. Two groups per zmm
+// vpdpbusd (the activation bytes spread by vpermd or a masked broadcast) ran 14.8-15.0 there.
 //
 // One thread of a Zen 5 (2 cores of an EPYC), Q4_K rows of 2048, one token, GB/s of weights:
 // from L2 the column kernel 21.7, a group 42.3; from DRAM (151 MB) 16.1 against 21.3; two tokens
@@ -47,6 +52,51 @@ namespace smol::row_group_tiles {
 inline void prefetch_to_l2_ahead(const void* block, std::size_t bytes) {
     const char* ahead = static_cast<const char*>(block) + kPrefetchBytes;
     for (std::size_t offset = 0; offset < bytes; offset += 64) _mm_prefetch(ahead + offset, _MM_HINT_T1);
+}
+
+// A Q4_K group block's end, for every column: the mins meet the activation's sub-block sums, and
+// each row's lane takes the reference's float step with dots[col] = sum_j scale_j * products_j.
+template <int C>
+inline void q4k_finish_block(const BlockQ4Kx8& wb, const BlockQ8K* const (&acts)[C], std::int64_t b,
+                             const __m256i (&dots)[C], __m256 (&acc)[C]) {
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d)));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.dmin)));
+    for (int col = 0; col < C; ++col) {
+        const BlockQ8K& a = acts[col][b];
+        // The activation's 8 sub-block sums (bsums added pairwise, at most 32 * 128: i16).
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
+        const __m256i sub_sums =
+            _mm256_castsi128_si256(_mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1)));
+        __m256i mins = _mm256_setzero_si256();  // [row] i32: sum_j min_j * sub-block sum j
+        for (int pair = 0; pair < 4; ++pair) {
+            const __m256i min_words = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.mins[pair])));
+            const __m256i sums_pair = _mm256_permutevar8x32_epi32(sub_sums, _mm256_set1_epi32(pair));
+            mins = _mm256_add_epi32(mins, _mm256_madd_epi16(min_words, sums_pair));
+        }
+        const __m256 ad = _mm256_set1_ps(a.d);
+        acc[col] = _mm256_fmadd_ps(_mm256_mul_ps(d, ad), _mm256_cvtepi32_ps(dots[col]), acc[col]);
+        acc[col] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, ad), _mm256_cvtepi32_ps(mins), acc[col]);
+    }
+}
+
+// A Q6_K group block's end, for every column: the -32 offset (32 * sum_j scale_j * bsum_j) comes
+// off dots[col] = sum_j scale_j * (unsigned products_j), and each row's lane takes the float step.
+template <int C>
+inline void q6k_finish_block(const BlockQ6Kx8& wb, const BlockQ8K* const (&acts)[C], std::int64_t b,
+                             const __m256i (&dots)[C], __m256 (&acc)[C]) {
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d)));
+    for (int col = 0; col < C; ++col) {
+        const BlockQ8K& a = acts[col][b];
+        __m256i offset = _mm256_setzero_si256();  // [row] i32: sum_j scale_j * bsum_j
+        for (int p = 0; p < 8; ++p) {
+            const __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales[p])));
+            std::int32_t bsum_pair;
+            std::memcpy(&bsum_pair, a.bsums + 2 * p, 4);
+            offset = _mm256_add_epi32(offset, _mm256_madd_epi16(scales, _mm256_set1_epi32(bsum_pair)));
+        }
+        const __m256i total = _mm256_sub_epi32(dots[col], _mm256_slli_epi32(offset, 5));
+        acc[col] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(total), acc[col]);
+    }
 }
 
 // C columns (tokens) of a Q4_K group, all 8 rows. i16 runs are chained through an empty asm:
@@ -93,25 +143,7 @@ inline void q4k_x8_columns(std::int64_t n, const BlockQ4Kx8* group, const BlockQ
                 dots[col] = _mm256_add_epi32(dots[col], _mm256_add_epi32(_mm256_madd_epi16(low_run[col], low_scale),
                                                                          _mm256_madd_epi16(high_run[col], high_scale)));
         }
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d)));
-        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.dmin)));
-        for (int col = 0; col < C; ++col) {
-            const BlockQ8K& a = acts[col][b];
-            // The activation's 8 sub-block sums (bsums added pairwise, at most 32 * 128: i16).
-            const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
-            const __m256i sub_sums = _mm256_castsi128_si256(
-                _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1)));
-            __m256i mins = _mm256_setzero_si256();  // [row] i32: sum_j min_j * sub-block sum j
-            for (int pair = 0; pair < 4; ++pair) {
-                const __m256i min_words =
-                    _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.mins[pair])));
-                const __m256i sums_pair = _mm256_permutevar8x32_epi32(sub_sums, _mm256_set1_epi32(pair));
-                mins = _mm256_add_epi32(mins, _mm256_madd_epi16(min_words, sums_pair));
-            }
-            const __m256 ad = _mm256_set1_ps(a.d);
-            acc[col] = _mm256_fmadd_ps(_mm256_mul_ps(d, ad), _mm256_cvtepi32_ps(dots[col]), acc[col]);
-            acc[col] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, ad), _mm256_cvtepi32_ps(mins), acc[col]);
-        }
+        q4k_finish_block<C>(wb, acts, b, dots, acc);
     }
     for (int col = 0; col < C; ++col) _mm256_storeu_ps(out + std::size_t(col) * out_stride, acc[col]);
 }
@@ -170,19 +202,102 @@ inline void q6k_x8_columns(std::int64_t n, const BlockQ6Kx8* group, const BlockQ
                         dots[col] = _mm256_add_epi32(dots[col], _mm256_madd_epi16(run[col][x], scale));
                 }
             }
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d)));
-        for (int col = 0; col < C; ++col) {
-            const BlockQ8K& a = acts[col][b];
-            __m256i offset = _mm256_setzero_si256();  // [row] i32: sum_j scale_j * bsum_j
-            for (int p = 0; p < 8; ++p) {
-                const __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales[p])));
-                std::int32_t bsum_pair;
-                std::memcpy(&bsum_pair, a.bsums + 2 * p, 4);
-                offset = _mm256_add_epi32(offset, _mm256_madd_epi16(scales, _mm256_set1_epi32(bsum_pair)));
+        q6k_finish_block<C>(wb, acts, b, dots, acc);
+    }
+    for (int col = 0; col < C; ++col) _mm256_storeu_ps(out + std::size_t(col) * out_stride, acc[col]);
+}
+
+// The same two kernels for CPUs with VNNI: vpdpbusd multiplies a row's 4 unsigned quant bytes by
+// the token's 4 activation bytes and adds the 4 products into the row's i32 lane in one
+// instruction, where vpmaddubsw + an i16 add took two and i16 runs had to stop short of overflow.
+// A sub-block's run is then i32 (Q4_K at most 32 * 15 * 128, Q6_K 16 * 63 * 128) and meets its
+// scale in one vpmulld per sub-block. Integer totals are the same, so the bits are the same.
+// Dot supplies the instruction: EVEX on AVX-512 VNNI (32 registers), VEX on AVX-VNNI.
+template <class Dot, int C>
+inline void q4k_x8_columns_vnni(std::int64_t n, const BlockQ4Kx8* group, const BlockQ8K* const (&acts)[C], float* out,
+                                std::size_t out_stride) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[C];  // [row] per column
+    for (int col = 0; col < C; ++col) acc[col] = _mm256_setzero_ps();
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const BlockQ4Kx8& wb = group[b];
+        prefetch_to_l2_ahead(&wb, offsetof(BlockQ4Kx8, qs));  // d, dmin, scales, mins; qs below
+        __m256i dots[C];  // [row] i32: sum_j scale_j * (sub-block j's products)
+        for (int col = 0; col < C; ++col) dots[col] = _mm256_setzero_si256();
+        for (int chunk = 0; chunk < 4; ++chunk) {
+            __m256i low_run[C], high_run[C];  // [row] i32: sub-blocks 2 chunk and 2 chunk + 1
+            for (int col = 0; col < C; ++col) low_run[col] = high_run[col] = _mm256_setzero_si256();
+            for (int k = 0; k < 8; ++k) {
+                if (k % 2 == 0) prefetch_to_l2_ahead(wb.qs[chunk][k], 64);
+                const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[chunk][k]));
+                const __m256i low = _mm256_and_si256(bits, low4);
+                const __m256i high = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+                for (int col = 0; col < C; ++col) {
+                    std::int32_t low_acts, high_acts;
+                    std::memcpy(&low_acts, acts[col][b].qs + 64 * chunk + 4 * k, 4);
+                    std::memcpy(&high_acts, acts[col][b].qs + 64 * chunk + 32 + 4 * k, 4);
+                    low_run[col] = Dot::dpbusd(low_run[col], low, _mm256_set1_epi32(low_acts));
+                    high_run[col] = Dot::dpbusd(high_run[col], high, _mm256_set1_epi32(high_acts));
+                }
             }
-            const __m256i total = _mm256_sub_epi32(dots[col], _mm256_slli_epi32(offset, 5));
-            acc[col] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(total), acc[col]);
+            const __m256i low_scale =
+                _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.scales[2 * chunk])));
+            const __m256i high_scale =
+                _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.scales[2 * chunk + 1])));
+            for (int col = 0; col < C; ++col)
+                dots[col] = _mm256_add_epi32(dots[col], _mm256_add_epi32(_mm256_mullo_epi32(low_run[col], low_scale),
+                                                                         _mm256_mullo_epi32(high_run[col], high_scale)));
         }
+        q4k_finish_block<C>(wb, acts, b, dots, acc);
+    }
+    for (int col = 0; col < C; ++col) _mm256_storeu_ps(out + std::size_t(col) * out_stride, acc[col]);
+}
+
+template <class Dot, int C>
+inline void q6k_x8_columns_vnni(std::int64_t n, const BlockQ6Kx8* group, const BlockQ8K* const (&acts)[C], float* out,
+                                std::size_t out_stride) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
+    // Byte 2r + e of a scale pair's 16 bytes (row r, sub-block 2p + e) into byte r of the low 8.
+    const __m128i pick_even = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m128i pick_odd = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256 acc[C];
+    for (int col = 0; col < C; ++col) acc[col] = _mm256_setzero_ps();
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const BlockQ6Kx8& wb = group[b];
+        prefetch_to_l2_ahead(&wb, sizeof(wb));
+        __m256i dots[C];  // [row] i32: sum_j scale_j * (sub-block j's unsigned products)
+        for (int col = 0; col < C; ++col) dots[col] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h)
+            for (int k0 = 0; k0 < 8; k0 += 4) {  // groups k0..k0 + 3: a whole sub-block per run
+                __m256i run[C][4];  // [row] i32 per sub-block 8h + 2x + k0/4
+                for (int col = 0; col < C; ++col)
+                    for (int x = 0; x < 4; ++x) run[col][x] = _mm256_setzero_si256();
+                for (int k = k0; k < k0 + 4; ++k) {
+                    const __m256i ql_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][0]));
+                    const __m256i ql_b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][1]));
+                    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][2]));
+                    const __m256i q[4] = {
+                        _mm256_or_si256(_mm256_and_si256(ql_a, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
+                        _mm256_or_si256(_mm256_and_si256(ql_b, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_a, 4), low4), _mm256_and_si256(qh, top2)),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_b, 4), low4),
+                                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2)),
+                    };
+                    for (int col = 0; col < C; ++col)
+                        for (int x = 0; x < 4; ++x) {
+                            std::int32_t four;
+                            std::memcpy(&four, acts[col][b].qs + 128 * h + 32 * x + 4 * k, 4);
+                            run[col][x] = Dot::dpbusd(run[col][x], q[x], _mm256_set1_epi32(four));
+                        }
+                }
+                for (int x = 0; x < 4; ++x) {
+                    const __m128i pair = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales[4 * h + x]));
+                    const __m256i scale = _mm256_cvtepi8_epi32(_mm_shuffle_epi8(pair, k0 < 4 ? pick_even : pick_odd));
+                    for (int col = 0; col < C; ++col)
+                        dots[col] = _mm256_add_epi32(dots[col], _mm256_mullo_epi32(run[col][x], scale));
+                }
+            }
+        q6k_finish_block<C>(wb, acts, b, dots, acc);
     }
     for (int col = 0; col < C; ++col) _mm256_storeu_ps(out + std::size_t(col) * out_stride, acc[col]);
 }
@@ -241,15 +356,35 @@ inline void q6k_x8_q8k_avx2(std::int64_t n, const std::uint8_t* group, const std
 }
 
 #if SMOL_HAVE_AVX512_KERNELS
+// vpdpbusd in its EVEX form (AVX-512 VNNI, which the AVX-512 set requires) on ymm registers.
+struct EvexDot {
+    SMOL_TARGET_AVX512 static __m256i dpbusd(__m256i acc, __m256i unsigned_bytes, __m256i signed_bytes) {
+        return _mm256_dpbusd_epi32(acc, unsigned_bytes, signed_bytes);
+    }
+};
+template <int C>
+struct Q4KColumnsEvex {
+    static void run(std::int64_t n, const std::uint8_t* group, const BlockQ8K* const (&acts)[C], float* out,
+                    std::size_t out_stride) {
+        q4k_x8_columns_vnni<EvexDot, C>(n, reinterpret_cast<const BlockQ4Kx8*>(group), acts, out, out_stride);
+    }
+};
+template <int C>
+struct Q6KColumnsEvex {
+    static void run(std::int64_t n, const std::uint8_t* group, const BlockQ8K* const (&acts)[C], float* out,
+                    std::size_t out_stride) {
+        q6k_x8_columns_vnni<EvexDot, C>(n, reinterpret_cast<const BlockQ6Kx8*>(group), acts, out, out_stride);
+    }
+};
 SMOL_TARGET_AVX512 __attribute__((flatten)) inline void q4k_x8_q8k_avx512(std::int64_t n, const std::uint8_t* group,
                                                                           const std::uint8_t* acts, std::size_t act_stride,
                                                                           int n_cols, float* out, std::size_t out_stride) {
-    by_column_count<Q4KColumns>(n, group, acts, act_stride, n_cols, out, out_stride);
+    by_column_count<Q4KColumnsEvex>(n, group, acts, act_stride, n_cols, out, out_stride);
 }
 SMOL_TARGET_AVX512 __attribute__((flatten)) inline void q6k_x8_q8k_avx512(std::int64_t n, const std::uint8_t* group,
                                                                           const std::uint8_t* acts, std::size_t act_stride,
                                                                           int n_cols, float* out, std::size_t out_stride) {
-    by_column_count<Q6KColumns>(n, group, acts, act_stride, n_cols, out, out_stride);
+    by_column_count<Q6KColumnsEvex>(n, group, acts, act_stride, n_cols, out, out_stride);
 }
 #endif
 
