@@ -27,6 +27,17 @@ inline std::size_t prefetch_distance(std::size_t row_bytes) {
     return row_bytes >= kPrefetchBytes ? kPrefetchBytes : kTileRows * row_bytes;
 }
 
+// Which cache a prefetch fills: L1 (prefetcht0) for the column kernels, L2 (prefetcht1) for the
+// row-group kernels (row_group_tiles.hpp says why). The values are __builtin_prefetch's locality.
+enum class PrefetchInto : int { l1 = 3, l2 = 2 };
+
+// Asks for the `bytes` bytes `distance` past `block`, a 64-byte line at a time.
+template <PrefetchInto cache = PrefetchInto::l1>
+inline void prefetch_ahead(const void* block, std::size_t bytes, std::size_t distance) {
+    const char* ahead = static_cast<const char*>(block) + distance;
+    for (std::size_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(ahead + offset, 0, int(cache));
+}
+
 // out[c * out_stride + r] = dot(weight row r, activation column c), r < n_rows, c < n_cols,
 // with 0 <= n_rows <= kTileRows and 0 <= n_cols <= kTileCols (callers loop over larger shapes).
 //   n:          weights per row (a whole number of blocks)

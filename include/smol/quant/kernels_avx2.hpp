@@ -35,11 +35,6 @@ inline float hsum(__m256 v) {
 
 inline float half_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
 
-inline void prefetch_ahead(const void* block, std::size_t bytes, std::size_t distance) {
-    const char* p = static_cast<const char*>(block) + distance;
-    for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Q4_K x Q8_K
 

@@ -36,11 +36,6 @@ namespace smol::kernels_avx512 {
 
 namespace detail {
 
-SMOL_TARGET_AVX512 inline void prefetch_ahead(const void* block, std::size_t bytes, std::size_t distance) {
-    const char* p = static_cast<const char*>(block) + distance;
-    for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
 SMOL_TARGET_AVX512 inline float hsum128(__m128 s) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));

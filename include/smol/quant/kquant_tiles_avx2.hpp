@@ -129,7 +129,7 @@ inline void kquant_column(std::int64_t n, const std::uint8_t* weights, std::size
         for (int r = 0; r < kTileRows; ++r)
             for (int i = 0; i < chunk; ++i) {
                 const Weight& wb = t.w[r][b0 + i];
-                avx2::prefetch_ahead(&wb, sizeof(Weight), ahead);
+                prefetch_ahead(&wb, sizeof(Weight), ahead);
                 sums[r][i] = kernel.sums(wb, t.a[0][b0 + i]);
             }
         acc = accumulate_run(acc, t.w, t.a[0], b0, chunk, sums);

@@ -37,7 +37,6 @@ namespace smol::kernels_avx2 {
 namespace legacy {
 
 using detail::hsum;
-using detail::prefetch_ahead;
 
 inline constexpr int kGroup = kBlock32Lanes;  // blocks per step: one per lane
 static_assert(kGroup == 8, "pairs (k, k + 4) of 32-byte vectors");

@@ -48,10 +48,9 @@
 
 namespace smol::row_group_tiles {
 
-// Asks for the `bytes` bytes kPrefetchBytes past `block` (kernel_api.hpp) into L2, a line at a time.
+// Asks for the `bytes` bytes kPrefetchBytes past `block` (kernel_api.hpp) into L2.
 inline void prefetch_to_l2_ahead(const void* block, std::size_t bytes) {
-    const char* ahead = static_cast<const char*>(block) + kPrefetchBytes;
-    for (std::size_t offset = 0; offset < bytes; offset += 64) _mm_prefetch(ahead + offset, _MM_HINT_T1);
+    prefetch_ahead<PrefetchInto::l2>(block, bytes, kPrefetchBytes);
 }
 
 // A Q4_K group block's end, for every column: the mins meet the activation's sub-block sums, and
