@@ -341,12 +341,11 @@ private:
             plain.speculative = false;
             plain.accept_percent = -1;
             run_generated(plain, start_tokens);
-            std::vector<std::int32_t> truth = generated_;
             const std::size_t prompt_size = prompt.size();
             const std::int32_t n_vocab = engine_.n_vocab();
-            sequence_.set_drafter([truth, prompt_size, n_vocab, chance = test.accept_percent, rng = std::mt19937(7)](
-                                      std::span<const std::int32_t> context, std::size_t max_tokens,
-                                      std::vector<std::int32_t>& draft) mutable {
+            sequence_.set_drafter([truth = std::move(generated_), prompt_size, n_vocab, chance = test.accept_percent,
+                                   rng = std::mt19937(7)](std::span<const std::int32_t> context, std::size_t max_tokens,
+                                                          std::vector<std::int32_t>& draft) mutable {
                 std::uniform_int_distribution<int> percent(0, 99);
                 for (std::size_t i = 0; i < max_tokens; ++i) {
                     const std::size_t at = context.size() - prompt_size + i;
@@ -672,9 +671,9 @@ int main(int argc, char** argv) {
                 const std::string drafter =
                     percent < 0 ? "--spec " + std::string(smol::to_string(speculation.type))
                                 : "drafts right " + std::to_string(percent) + "% of the time";
-                std::snprintf(note, sizeof note, "gen+spec (%s, --draft-max %d, --draft-min %d%s): %ld of %ld drafted "
+                std::snprintf(note, sizeof note, "gen+spec (%s, --draft-max %d, --draft-min %d): %ld of %ld drafted "
                               "tokens accepted (%.1f%%)", drafter.c_str(), speculation.draft_max, speculation.draft_min,
-                              speculation.adaptive ? "" : ", every step drafting", counts.second, counts.first,
+                              counts.second, counts.first,
                               100.0 * double(counts.second) / double(counts.first));
                 footnotes.push_back(note);
             }

@@ -620,6 +620,26 @@ TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
     REQUIRE_MESSAGE(generated.exit_code == 0, generated.output);
     CHECK(generated.output.find(" gen4 |") != std::string::npos);
     CHECK(generated.output.find(" gen4+spec |") != std::string::npos);
+    // --spec-accept: drafts made from the plain run's tokens, right with the chance given; at 100%
+    // the model takes every drafted token, at 0% none.
+    const auto accepting = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) +
+                                                      " -p 0 -n 8 -r 1 -t 1 --no-bandwidth --spec ngram --draft-max 4"
+                                                      " --spec-accept 0,100");
+    REQUIRE_MESSAGE(accepting.exit_code == 0, accepting.output);
+    CHECK(accepting.output.find(" gen8+spec@0% |") != std::string::npos);
+    CHECK(accepting.output.find(" gen8+spec@100% |") != std::string::npos);
+    const auto accepted_line = [&](int percent) {
+        const std::string start = "gen+spec (drafts right " + std::to_string(percent) + "% of the time";
+        const std::size_t at = accepting.output.find(start);
+        return at == std::string::npos ? std::string() : accepting.output.substr(at, accepting.output.find('\n', at) - at);
+    };
+    const std::string all = accepted_line(100), none = accepted_line(0);
+    INFO(accepting.output);
+    CHECK(all.find("(100.0%)") != std::string::npos);
+    CHECK(none.find(": 0 of ") != std::string::npos);
+    const auto bad_accept = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) +
+                                                       " -p 0 -n 4 --spec ngram --spec-accept 101");
+    CHECK(bad_accept.exit_code == 2);
     const auto bad_draft = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) +
                                                       " -p 0 -n 4 --spec ngram --draft-max 4 --draft-min 5");
     CHECK(bad_draft.exit_code == 2);
