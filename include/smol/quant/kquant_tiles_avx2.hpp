@@ -408,23 +408,25 @@ struct Q2KGemm {
 };
 
 // sum_j factor_j * bsum_j over the 16 bsums of the 8 tokens of half h, as i32 per token: bsum
-// pair p (sub-blocks of 16: 2p, 2p + 1) meets factor_pairs[p], factors 2p and 2p + 1 as words.
-inline __m256i bsum_dots(const BlockQ8Kx16& ab, int h, const __m256i* factor_pairs, std::size_t pair_stride) {
+// pair p (sub-blocks of 16: 2p, 2p + 1) meets factor_pairs[p][r], row r's factors 2p and 2p + 1
+// as words.
+using BsumFactorPairs = __m256i[8][kTileRows];  // [bsum pair p][row]
+inline __m256i bsum_dots(const BlockQ8Kx16& ab, int h, const BsumFactorPairs& factor_pairs, int r) {
     __m256i sum = _mm256_setzero_si256();
     for (int p = 0; p < 8; ++p)
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(ab.bsums[p][8 * h])),
-                                                      factor_pairs[std::size_t(p) * pair_stride]));
+                                                      factor_pairs[p][r]));
     return sum;
 }
 
 // The float step of one block for half h's 8 tokens (acc), as the reference's
 // q4k_accumulate_block (with mins) or q6k_accumulate_block (the offset taken out first);
-// factor_pairs: bsum_dots'.
+// factor_pairs, r: bsum_dots'.
 template <class Kernel>
-inline __m256 gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, int h, __m256i dots, const __m256i* factor_pairs,
-                              std::size_t pair_stride, __m256 acc) {
+inline __m256 gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, int h, __m256i dots,
+                              const BsumFactorPairs& factor_pairs, int r, __m256 acc) {
     const __m256 ad = _mm256_load_ps(ab.d + 8 * h);
-    const __m256i bsum_term = bsum_dots(ab, h, factor_pairs, pair_stride);
+    const __m256i bsum_term = bsum_dots(ab, h, factor_pairs, r);
     if constexpr (Kernel::kOffsetShift == 0) {
         acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.d), ad), _mm256_cvtepi32_ps(dots), acc);
         return _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.dmin), ad), _mm256_cvtepi32_ps(bsum_term), acc);
@@ -462,7 +464,7 @@ inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t
     avx2::UnpackedQuants u[R];
     GemmFactors factors[R];
     __m256i scale_vectors[SubBlocks][R];  // read as memory operands of vpmaddwd, as are:
-    __m256i bsum_factor_pairs[8][R];      // the factors of bsum pairs, two words
+    BsumFactorPairs bsum_factor_pairs;    // the factors of bsum pairs, two words
     for (std::int64_t b = 0; b < blocks; ++b) {
         for (int r = 0; r < R; ++r) {
             Kernel::unpack(w[r][b], u[r], factors[r]);
@@ -478,7 +480,7 @@ inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t
             for (int j = 0; j < SubBlocks; ++j)
                 avx2::dot_group_run<run, runs_per_sub_block>(dots, u, a, h, groups_per_sub_block * j, scale_vectors[j]);
             for (int r = 0; r < R; ++r)
-                _mm256_store_ps(acc[half][r], gemm_accumulate<Kernel>(factors[r], a, h, dots[r], &bsum_factor_pairs[0][r], R,
+                _mm256_store_ps(acc[half][r], gemm_accumulate<Kernel>(factors[r], a, h, dots[r], bsum_factor_pairs, r,
                                                                        _mm256_load_ps(acc[half][r])));
         }
     }
