@@ -392,6 +392,19 @@ TEST_CASE("attention matches a double-precision softmax in every cache type and 
                         CHECK(single.values == batched.values);
                         CHECK(same_bits(out_single, out_batched));
                     }
+                    // Steps of 2, 3 and 7 tokens, as speculative verify steps run (under
+                    // kAttentionTokenBlock: decoding's path, the step's tokens in one item): the same bits.
+                    for (int step : {2, 3, 7}) {
+                        CAPTURE(step);
+                        TestLayer stepped(n_kv, capacity, hd, types);
+                        std::vector<float> out_stepped(out_batched.size());
+                        for (int t = 0; t < n_tokens; t += step) {
+                            const int n = std::min(step, n_tokens - t);
+                            kv_store(stepped.view(), t, k.data() + t * kv_row, v.data() + t * kv_row, n);
+                            attention(stepped.view(), t, q.data() + t * q_row, out_stepped.data() + t * q_row, n, n_heads, *set);
+                        }
+                        CHECK(same_bits(out_stepped, out_batched));
+                    }
                     omp_set_num_threads(2);
                 }
             }
