@@ -45,9 +45,9 @@ struct SpeculationParams {
     int draft_max = 16;  // tokens drafted per step at most, 1..kMaxDraft
     int draft_min = 1;   // a shorter draft is not worth its rows: the step carries one token
     // Drafts as long as they pay (choose_draft_length: the acceptance so far against what a step
-    // of that many rows costs), and after a draft the model rejects entirely the next 1, 2, 4 ..
-    // 16 steps (doubling while drafts keep failing) carry none, so text that does not repeat its
-    // context costs next to nothing. Off: every step drafts all it can, up to draft_max
+    // of that many rows costs), and after a draft the model rejects entirely, while the
+    // acceptance so far is low, the next 1, 2, 4 .. 16 steps (doubling while drafts keep failing)
+    // carry none, so text that does not repeat its context costs next to nothing. Off: every step drafts all it can, up to draft_max
     // (smol-bench's verify-step timing).
     bool adaptive = true;
 
