@@ -53,6 +53,38 @@ inline void prefetch_to_l2_ahead(const void* block, std::size_t bytes) {
     prefetch_ahead<PrefetchInto::l2>(block, bytes, kPrefetchBytes);
 }
 
+// The token's 4 activation bytes at `four` in every 32-bit lane (one per row).
+inline __m256i broadcast_four(const std::int8_t* four) {
+    std::int32_t bytes;
+    std::memcpy(&bytes, four, 4);
+    return _mm256_set1_epi32(bytes);
+}
+
+// Group k of a Q4_K block's chunk: the 8 rows' 4 quant bytes as low nibbles (4 weights of
+// sub-block 2 chunk) and high nibbles (sub-block 2 chunk + 1). Asks for a quant line kPrefetchBytes
+// ahead every other group: between the loads, which Zen 5 prefers to all at the block's top.
+inline void q4k_group_nibbles(const BlockQ4Kx8& wb, int chunk, int k, __m256i& low, __m256i& high) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    if (k % 2 == 0) prefetch_to_l2_ahead(wb.qs[chunk][k], 64);
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[chunk][k]));
+    low = _mm256_and_si256(bits, low4);
+    high = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+}
+
+// Group k of a Q6_K block's half h: q[x] holds the 8 rows' 4 unsigned quants (0..63) of
+// sub-block 8h + 2x + k/4, from the row's ql and qh bytes (BlockQ6Kx8's parts 0, 1, 2).
+inline void q6k_group_quants(const BlockQ6Kx8& wb, int h, int k, __m256i (&q)[4]) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
+    const __m256i ql_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][0]));
+    const __m256i ql_b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][1]));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][2]));
+    q[0] = _mm256_or_si256(_mm256_and_si256(ql_a, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2));
+    q[1] = _mm256_or_si256(_mm256_and_si256(ql_b, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_a, 4), low4), _mm256_and_si256(qh, top2));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_b, 4), low4),
+                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2));
+}
+
 // A Q4_K group block's end, for every column: the mins meet the activation's sub-block sums, and
 // each row's lane takes the reference's float step with dots[col] = sum_j scale_j * products_j.
 template <int C>
@@ -103,7 +135,6 @@ inline void q6k_finish_block(const BlockQ6Kx8& wb, const BlockQ8K* const (&acts)
 template <int C>
 inline void q4k_x8_columns(std::int64_t n, const BlockQ4Kx8* group, const BlockQ8K* const (&acts)[C], float* out,
                            std::size_t out_stride) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
     // Bytes 0-3 (lane 0) or 4-7 (lane 1) of a broadcast 8-byte scale row, each as the word pair
     // (s, s): vpmaddwd then scales both pair sums of a row by its own scale.
     const __m256i scale_words = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,  //
@@ -118,16 +149,13 @@ inline void q4k_x8_columns(std::int64_t n, const BlockQ4Kx8* group, const BlockQ
         for (int chunk = 0; chunk < 4; ++chunk) {
             __m256i low_run[C], high_run[C];  // [row][pair] i16: sub-blocks 2 chunk and 2 chunk + 1
             for (int k = 0; k < 8; ++k) {
-                if (k % 2 == 0) prefetch_to_l2_ahead(wb.qs[chunk][k], 64);
-                const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[chunk][k]));
-                const __m256i low = _mm256_and_si256(bits, low4);
-                const __m256i high = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+                __m256i low, high;
+                q4k_group_nibbles(wb, chunk, k, low, high);
                 for (int col = 0; col < C; ++col) {
-                    std::int32_t low_acts, high_acts;
-                    std::memcpy(&low_acts, acts[col][b].qs + 64 * chunk + 4 * k, 4);
-                    std::memcpy(&high_acts, acts[col][b].qs + 64 * chunk + 32 + 4 * k, 4);
-                    const __m256i low_pairs = _mm256_maddubs_epi16(low, _mm256_set1_epi32(low_acts));
-                    const __m256i high_pairs = _mm256_maddubs_epi16(high, _mm256_set1_epi32(high_acts));
+                    const __m256i low_acts = broadcast_four(acts[col][b].qs + 64 * chunk + 4 * k);
+                    const __m256i high_acts = broadcast_four(acts[col][b].qs + 64 * chunk + 32 + 4 * k);
+                    const __m256i low_pairs = _mm256_maddubs_epi16(low, low_acts);
+                    const __m256i high_pairs = _mm256_maddubs_epi16(high, high_acts);
                     low_run[col] = k == 0 ? low_pairs : _mm256_add_epi16(low_run[col], low_pairs);
                     high_run[col] = k == 0 ? high_pairs : _mm256_add_epi16(high_run[col], high_pairs);
                     asm("" : "+v"(low_run[col]), "+v"(high_run[col]));
@@ -154,7 +182,6 @@ inline void q4k_x8_columns(std::int64_t n, const BlockQ4Kx8* group, const BlockQ
 template <int C>
 inline void q6k_x8_columns(std::int64_t n, const BlockQ6Kx8* group, const BlockQ8K* const (&acts)[C], float* out,
                            std::size_t out_stride) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
     // Byte 2r + e of a scale pair's 16 bytes (row r, sub-block 2p + e) into the high byte of both
     // words of row r (lane 0: rows 0-3, lane 1: rows 4-7); an arithmetic shift then makes (s, s).
     const auto scale_picker = [](int e) {
@@ -175,21 +202,12 @@ inline void q6k_x8_columns(std::int64_t n, const BlockQ6Kx8* group, const BlockQ
             for (int k0 = 0; k0 < 8; k0 += 2) {  // groups k0, k0 + 1: one run per sub-block
                 __m256i run[C][4] = {};  // every element set by group k0 (gcc cannot tell)
                 for (int k = k0; k < k0 + 2; ++k) {
-                    const __m256i ql_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][0]));
-                    const __m256i ql_b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][1]));
-                    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][2]));
-                    const __m256i q[4] = {
-                        _mm256_or_si256(_mm256_and_si256(ql_a, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
-                        _mm256_or_si256(_mm256_and_si256(ql_b, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
-                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_a, 4), low4), _mm256_and_si256(qh, top2)),
-                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_b, 4), low4),
-                                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2)),
-                    };
+                    __m256i q[4];
+                    q6k_group_quants(wb, h, k, q);
                     for (int col = 0; col < C; ++col)
                         for (int x = 0; x < 4; ++x) {
-                            std::int32_t four;
-                            std::memcpy(&four, acts[col][b].qs + 128 * h + 32 * x + 4 * k, 4);
-                            const __m256i pairs = _mm256_maddubs_epi16(q[x], _mm256_set1_epi32(four));
+                            const __m256i pairs =
+                                _mm256_maddubs_epi16(q[x], broadcast_four(acts[col][b].qs + 128 * h + 32 * x + 4 * k));
                             run[col][x] = k == k0 ? pairs : _mm256_add_epi16(run[col][x], pairs);
                         }
                 }
@@ -215,7 +233,6 @@ inline void q6k_x8_columns(std::int64_t n, const BlockQ6Kx8* group, const BlockQ
 template <class Dot, int C>
 inline void q4k_x8_columns_vnni(std::int64_t n, const BlockQ4Kx8* group, const BlockQ8K* const (&acts)[C], float* out,
                                 std::size_t out_stride) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
     __m256 acc[C];  // [row] per column
     for (int col = 0; col < C; ++col) acc[col] = _mm256_setzero_ps();
     for (std::int64_t b = 0; b < n / QK_K; ++b) {
@@ -227,16 +244,13 @@ inline void q4k_x8_columns_vnni(std::int64_t n, const BlockQ4Kx8* group, const B
             __m256i low_run[C], high_run[C];  // [row] i32: sub-blocks 2 chunk and 2 chunk + 1
             for (int col = 0; col < C; ++col) low_run[col] = high_run[col] = _mm256_setzero_si256();
             for (int k = 0; k < 8; ++k) {
-                if (k % 2 == 0) prefetch_to_l2_ahead(wb.qs[chunk][k], 64);
-                const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[chunk][k]));
-                const __m256i low = _mm256_and_si256(bits, low4);
-                const __m256i high = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+                __m256i low, high;
+                q4k_group_nibbles(wb, chunk, k, low, high);
                 for (int col = 0; col < C; ++col) {
-                    std::int32_t low_acts, high_acts;
-                    std::memcpy(&low_acts, acts[col][b].qs + 64 * chunk + 4 * k, 4);
-                    std::memcpy(&high_acts, acts[col][b].qs + 64 * chunk + 32 + 4 * k, 4);
-                    low_run[col] = Dot::dpbusd(low_run[col], low, _mm256_set1_epi32(low_acts));
-                    high_run[col] = Dot::dpbusd(high_run[col], high, _mm256_set1_epi32(high_acts));
+                    const __m256i low_acts = broadcast_four(acts[col][b].qs + 64 * chunk + 4 * k);
+                    const __m256i high_acts = broadcast_four(acts[col][b].qs + 64 * chunk + 32 + 4 * k);
+                    low_run[col] = Dot::dpbusd(low_run[col], low, low_acts);
+                    high_run[col] = Dot::dpbusd(high_run[col], high, high_acts);
                 }
             }
             const __m256i low_scale =
@@ -255,7 +269,6 @@ inline void q4k_x8_columns_vnni(std::int64_t n, const BlockQ4Kx8* group, const B
 template <class Dot, int C>
 inline void q6k_x8_columns_vnni(std::int64_t n, const BlockQ6Kx8* group, const BlockQ8K* const (&acts)[C], float* out,
                                 std::size_t out_stride) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
     // Byte 2r + e of a scale pair's 16 bytes (row r, sub-block 2p + e) into byte r of the low 8.
     const __m128i pick_even = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
     const __m128i pick_odd = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1);
@@ -272,21 +285,12 @@ inline void q6k_x8_columns_vnni(std::int64_t n, const BlockQ6Kx8* group, const B
                 for (int col = 0; col < C; ++col)
                     for (int x = 0; x < 4; ++x) run[col][x] = _mm256_setzero_si256();
                 for (int k = k0; k < k0 + 4; ++k) {
-                    const __m256i ql_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][0]));
-                    const __m256i ql_b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][1]));
-                    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q[h][k][2]));
-                    const __m256i q[4] = {
-                        _mm256_or_si256(_mm256_and_si256(ql_a, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
-                        _mm256_or_si256(_mm256_and_si256(ql_b, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
-                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_a, 4), low4), _mm256_and_si256(qh, top2)),
-                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_b, 4), low4),
-                                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2)),
-                    };
+                    __m256i q[4];
+                    q6k_group_quants(wb, h, k, q);
                     for (int col = 0; col < C; ++col)
                         for (int x = 0; x < 4; ++x) {
-                            std::int32_t four;
-                            std::memcpy(&four, acts[col][b].qs + 128 * h + 32 * x + 4 * k, 4);
-                            run[col][x] = Dot::dpbusd(run[col][x], q[x], _mm256_set1_epi32(four));
+                            run[col][x] = Dot::dpbusd(run[col][x], q[x],
+                                                      broadcast_four(acts[col][b].qs + 128 * h + 32 * x + 4 * k));
                         }
                 }
                 for (int x = 0; x < 4; ++x) {
