@@ -116,7 +116,7 @@ TEST_CASE("matmul matches the naive reference for every type, shape, token count
                                 TensorType::Q6_K, TensorType::Q8_0, TensorType::Q4_0, TensorType::Q5_0,
                                 TensorType::Q4_1, TensorType::F32,  TensorType::F16,  TensorType::BF16};
     const std::int64_t token_counts[] = {1, 2, 5, 70};  // 70 crosses a 64-token block
-    for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
+    for (const Isa isa : kAllIsas) {
         if (!isa_compiled(isa) || !cpu_features().supports(isa)) {
             MESSAGE("skipping kernel set ", isa_name(isa), ": ", std::string(isa_compiled(isa) ? "this CPU lacks it" : "not compiled"));
             continue;
@@ -165,7 +165,7 @@ TEST_CASE("a token's quantized outputs are the same bits alone, in any batch and
         const Matrix w = random_matrix(type, rows, cols, 16, seed++);
         const auto x = random_activations(tokens, cols, seed++);
         std::vector<float> first_set;
-        for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
+        for (const Isa isa : kAllIsas) {
             if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
             CAPTURE(isa_name(isa));
             const KernelSet set = kernels_for(isa);
@@ -209,7 +209,7 @@ TEST_CASE("matrices read as row groups give the bits of their rows as stored: ev
     };
     const Grouped g4 = group(q4), g6 = group(q6);
     const auto x = random_activations(130, cols, 304);
-    for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
+    for (const Isa isa : kAllIsas) {
         if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
         CAPTURE(isa_name(isa));
         const KernelSet set = kernels_for(isa);
@@ -314,7 +314,7 @@ TEST_CASE("matmul on llama.cpp-quantized Q4_K and Q6_K tensors agrees with the n
         Matrix w{t.type, t.rows(), t.shape[0], t.row_bytes(), std::vector<std::uint8_t>(t.data, t.data + t.n_bytes)};
         const auto x = random_activations(tokens, w.cols, std::uint32_t(t.offset));
         const Expected expected = naive_matmul(w, x, tokens);
-        for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
+        for (const Isa isa : kAllIsas) {
             if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
             CAPTURE(t.name);
             CAPTURE(isa_name(isa));
@@ -351,7 +351,7 @@ TEST_CASE("matmul on llama.cpp-quantized tensors of every type the table added: 
             const auto x = random_activations(tokens, w.cols, std::uint32_t(t.offset));
             const Expected expected = naive_matmul(w, x, tokens);
             std::vector<float> first_set;
-            for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
+            for (const Isa isa : kAllIsas) {
                 if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
                 CAPTURE(isa_name(isa));
                 MatmulScratch scratch;

@@ -23,6 +23,10 @@
 #include "smol/quant/packing.hpp"
 #include "smol/quant/reference.hpp"
 
+#if SMOL_HAVE_AVX2_KERNELS
+#include <immintrin.h>
+#endif
+
 using namespace smol;
 
 namespace {
@@ -268,7 +272,6 @@ void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed) {
     }
 }
 
-constexpr Isa kAllIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx};
 
 }  // namespace
 
@@ -318,10 +321,41 @@ TEST_CASE("Q6_K x Q8_K tiles match the reference on every kernel set") {
 }
 namespace {
 
-// One k-quant's row groups: restored byte for byte, and each set's group kernel against the
-// reference dot of the rows as stored, for 1..kTileCols columns.
+#if SMOL_HAVE_AVX2_KERNELS
+// vpdpbusd (acc + the 4 products of unsigned bytes u and signed bytes s in each i32 lane) in plain
+// AVX2, exactly: bytes widened to words (even and odd apart), vpmaddwd adds product pairs in i32.
+// Runs the VNNI kernels written over a Dot on CPUs without VNNI.
+struct EmulatedDot {
+    static __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
+        const __m256i u_even = _mm256_and_si256(u, _mm256_set1_epi16(0x00ff)), u_odd = _mm256_srli_epi16(u, 8);
+        const __m256i s_even = _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8), s_odd = _mm256_srai_epi16(s, 8);
+        return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(u_even, s_even), _mm256_madd_epi16(u_odd, s_odd)));
+    }
+};
+
+// The same with its two byte operands swapped: what a kernel passing them in the wrong order computes.
+struct SwappedEmulatedDot {
+    static __m256i dpbusd(__m256i acc, __m256i u, __m256i s) { return EmulatedDot::dpbusd(acc, s, u); }
+};
+
+// A row-group kernel's Columns (row_group_tiles.hpp) as a GroupDotFn.
+template <template <int> class Columns>
+void group_dot(std::int64_t n, const std::uint8_t* group, const std::uint8_t* acts, std::size_t act_stride, int n_cols,
+                    float* out, std::size_t out_stride) {
+    row_group_tiles::by_column_count<Columns>(n, group, acts, act_stride, n_cols, out, out_stride);
+}
+#endif
+
+// A group kernel to check besides the sets' own: a name and the kernel.
+struct NamedGroupDot {
+    const char* name;
+    GroupDotFn dot;
+};
+
+// One k-quant's row groups: restored byte for byte, and each set's group kernel (and `extra`)
+// against the reference dot of the rows as stored, for 1..kTileCols columns.
 template <class Weight>
-void check_row_groups(TensorType type) {
+void check_row_groups(TensorType type, const std::vector<NamedGroupDot>& extra = {}) {
     CAPTURE(type_name(type));
     const RowGroupLayout& layout = weight_row(type).row_groups;
     REQUIRE(layout.exists());
@@ -344,10 +378,11 @@ void check_row_groups(TensorType type) {
             std::vector<std::uint8_t> restored(rows.size(), 0xcd);  // the padding as rows_of leaves it
             layout.deinterleave(group.data(), blocks, restored.data(), row_bytes);
             REQUIRE(restored == rows);
-            for (const Isa isa : kAllIsas) {
-                if (!runnable(isa)) continue;
-                CAPTURE(isa_name(isa));
-                const GroupDotFn dot = kernels_for(isa).for_row_groups(type);
+            std::vector<NamedGroupDot> dots = extra;
+            for (const Isa isa : kAllIsas)
+                if (runnable(isa)) dots.push_back({isa_name(isa).data(), kernels_for(isa).for_row_groups(type)});
+            for (const auto& [name, dot] : dots) {
+                CAPTURE(std::string(name));
                 for (int n_cols = 1; n_cols <= kTileCols; ++n_cols) {
                     CAPTURE(n_cols);
                     constexpr std::size_t out_stride = kGroupRows + 3;
@@ -391,8 +426,19 @@ TEST_CASE("Q4_K and Q6_K row groups: restored byte for byte, and every set's gro
         REQUIRE(std::memcmp(got, want, sizeof got) == 0);
         CHECK(want[3][8] == source[2][12]);  // element (3, 2) is element (2, 3) of the source
     }
+    // The AVX-VNNI set's kernels are the VNNI form with VEX vpdpbusd; with the instruction emulated
+    // they run (and are checked) on every CPU, whether or not it has AVX-VNNI.
+#if SMOL_HAVE_AVX2_KERNELS
+    using Emulated = row_group_tiles::VnniColumns<EmulatedDot>;
+    const std::vector<NamedGroupDot> emulated_q4k = {{"VNNI form, vpdpbusd emulated", group_dot<Emulated::Q4K>}};
+    const std::vector<NamedGroupDot> emulated_q6k = {{"VNNI form, vpdpbusd emulated", group_dot<Emulated::Q6K>}};
+#else
+    const std::vector<NamedGroupDot> emulated_q4k, emulated_q6k;
+#endif
     for (const TensorType type : {TensorType::Q4_K, TensorType::Q6_K})
-        visit_kquant(type, [&](auto block) { check_row_groups<decltype(block)>(type); });
+        visit_kquant(type, [&](auto block) {
+            check_row_groups<decltype(block)>(type, type == TensorType::Q4_K ? emulated_q4k : emulated_q6k);
+        });
 
 }
 
@@ -492,6 +538,84 @@ TEST_CASE("k-quant prompt GEMMs give the reference's bits for every row and toke
     }
     if (sets_with_gemm == 0) MESSAGE("no kernel set with a prompt GEMM runs on this CPU (", describe(), ")");
 }
+
+#if SMOL_HAVE_AVX2_KERNELS
+namespace {
+
+// The AVX2 GEMM driver with vpdpbusd products (the AVX-VNNI set's GEMM, with the instruction
+// emulated or in its EVEX form).
+template <class Gemm, class Dot>
+void dpbusd_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows, const BlockQ8Kx16* acts,
+                 int n_tokens, float* out, std::size_t out_stride) {
+    kernels_avx2::kquant_detail::kquant_gemm<Gemm, kernels_avx2::kquant_detail::DpbusdProducts<Dot>>(
+        n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
+}
+#if SMOL_HAVE_AVX512_KERNELS
+template <class Gemm>
+SMOL_TARGET_AVX512 __attribute__((flatten)) void evex_dpbusd_gemm(std::int64_t n, const std::uint8_t* weights,
+                                                                  std::size_t row_bytes, int n_rows, const BlockQ8Kx16* acts,
+                                                                  int n_tokens, float* out, std::size_t out_stride) {
+    dpbusd_gemm<Gemm, EvexDot>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
+}
+#endif
+
+template <class Gemm>
+void check_dpbusd_gemms(TensorType wtype, std::uint32_t seed) {
+    CAPTURE(type_name(wtype));
+    const GemmShape shape = kGemmShapes[int(Isa::avx_vnni)];
+    for (const bool extreme : {false, true}) {
+        CAPTURE(extreme);
+        check_gemm(wtype, shape, [](int) { return GemmCall(dpbusd_gemm<Gemm, EmulatedDot>); }, seed, extreme);
+#if SMOL_HAVE_AVX512_KERNELS
+        if (cpu_features().supports(Isa::avx512))
+            check_gemm(wtype, shape, [](int) { return GemmCall(evex_dpbusd_gemm<Gemm>); }, seed + 1, extreme);
+#endif
+    }
+}
+
+}  // namespace
+
+TEST_CASE("vpdpbusd emulated in AVX2 adds the instruction's 4 products per lane") {
+    std::mt19937 rng(7);
+    for (int trial = 0; trial < 200; ++trial) {
+        alignas(32) std::uint8_t u[32];
+        alignas(32) std::int8_t s[32];
+        alignas(32) std::int32_t acc[8], got[8];
+        for (int i = 0; i < 32; ++i) {
+            // Extremes often: 255 x -128 is the largest product.
+            u[i] = trial % 4 == 0 ? 255 : std::uint8_t(rng());
+            s[i] = trial % 4 == 0 ? std::int8_t(-128) : std::int8_t(rng());
+        }
+        for (int l = 0; l < 8; ++l) acc[l] = std::int32_t(rng() % 2000001) - 1000000;
+        const auto load = [](const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); };
+        _mm256_store_si256(reinterpret_cast<__m256i*>(got), EmulatedDot::dpbusd(load(acc), load(u), load(s)));
+        for (int l = 0; l < 8; ++l) {
+            std::int32_t want = acc[l];
+            for (int k = 0; k < 4; ++k) want += std::int32_t(u[4 * l + k]) * std::int32_t(s[4 * l + k]);
+            REQUIRE(got[l] == want);
+        }
+#if SMOL_HAVE_AVX512_KERNELS
+        if (cpu_features().supports(Isa::avx512)) {
+            alignas(32) std::int32_t evex[8];
+            _mm256_store_si256(reinterpret_cast<__m256i*>(evex), EvexDot::dpbusd(load(acc), load(u), load(s)));
+            REQUIRE(std::memcmp(evex, got, sizeof got) == 0);
+        }
+#endif
+    }
+}
+
+TEST_CASE("the AVX-VNNI set's prompt GEMMs give the reference's bits with vpdpbusd emulated, and in its EVEX form") {
+    // This set runs only on CPUs with AVX-VNNI (the GEMM test above covers it there); its driver
+    // and products run here with the instruction emulated in AVX2, and with AVX-512's encoding of
+    // the same instruction where the CPU has it.
+    using namespace kernels_avx2::kquant_detail;
+    check_dpbusd_gemms<Q2KGemm>(TensorType::Q2_K, 120);
+    check_dpbusd_gemms<Q3KGemm>(TensorType::Q3_K, 122);
+    check_dpbusd_gemms<Q4KGemm>(TensorType::Q4_K, 124);
+    check_dpbusd_gemms<Q5KGemm>(TensorType::Q5_K, 126);
+    check_dpbusd_gemms<Q6KGemm>(TensorType::Q6_K, 128);
+}
+#endif
 
 #if SMOL_HAVE_AMX_KERNELS
 namespace {
@@ -830,9 +954,9 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
     CHECK(find_type_row(TensorType::Q5_1) == nullptr);
     CHECK_FALSE(is_weight_type(TensorType::Q8_K));
     CHECK(supported_weight_types() == "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, Q4_1, F32, F16, BF16");
-    // Every k-quant has prompt GEMMs in the AVX2 and AVX-512 sets (the GEMM test skips a missing one).
+    // Every k-quant has prompt GEMMs in the AVX2, AVX-VNNI and AVX-512 sets (the GEMM test skips a missing one).
     for (const TensorType type : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K})
-        for (const Isa isa : {Isa::avx2, Isa::avx512}) {
+        for (const Isa isa : {Isa::avx2, Isa::avx_vnni, Isa::avx512}) {
             CAPTURE(type_name(type));
             CAPTURE(isa_name(isa));
             CHECK((weight_row(type).gemms[std::size_t(isa)] != nullptr) == isa_compiled(isa));
@@ -854,7 +978,7 @@ void q4k_gemm_one_ulp_off(std::int64_t n, const std::uint8_t* weights, std::size
     out[0] = std::nextafter(out[0], 1e30f);
 }
 
-TEST_CASE("the GEMM self-check (run before AMX's first use) passes every runnable set and catches one wrong bit") {
+TEST_CASE("the GEMM self-check (run before the AMX and AVX-VNNI sets' first use) passes every runnable set and catches one wrong bit") {
     for (const Isa isa : kAllIsas) {
         if (!runnable(isa)) continue;
         CAPTURE(isa_name(isa));
@@ -864,6 +988,15 @@ TEST_CASE("the GEMM self-check (run before AMX's first use) passes every runnabl
         const std::string found = gemm_disagreement(TensorType::Q4_K, q4k_gemm_one_ulp_off, kGemmShapes[1]);
         CHECK(found.find("Q4_K row 0 token 0: expected ") == 0);
     }
+#if SMOL_HAVE_AVX2_KERNELS
+    // The AVX-VNNI GEMMs with vpdpbusd emulated pass; with its operands swapped (activations read
+    // as unsigned: the likeliest way to get the instruction wrong) they are caught.
+    using namespace kernels_avx2::kquant_detail;
+    const GemmShape vnni_shape = kGemmShapes[int(Isa::avx_vnni)];
+    CHECK(gemm_disagreement(TensorType::Q4_K, dpbusd_gemm<Q4KGemm, EmulatedDot>, vnni_shape) == "");
+    CHECK(gemm_disagreement(TensorType::Q6_K, dpbusd_gemm<Q6KGemm, EmulatedDot>, vnni_shape) == "");
+    CHECK(gemm_disagreement(TensorType::Q4_K, dpbusd_gemm<Q4KGemm, SwappedEmulatedDot>, vnni_shape) != "");
+#endif
 }
 
 TEST_CASE("kernel selection") {
@@ -882,9 +1015,38 @@ TEST_CASE("kernel selection") {
     if (!cpu.amx_tile) CHECK_FALSE(cpu.amx_permitted);
     CHECK(cpu.has_amx_kernels() == (cpu.best_isa() == Isa::amx));
     CHECK_THROWS_AS(kernels_for(Isa::scalar).for_weights(TensorType::Q5_1), smol::Error);
+    CHECK(parse_isa("avx_vnni") == Isa::avx_vnni);
+    CHECK(cpu.supports(Isa::avx_vnni) == (cpu.has_avx2_kernels() && cpu.avx_vnni));
+    if (!cpu.supports(Isa::avx_vnni)) CHECK_THROWS_AS(kernels_for(Isa::avx_vnni), smol::Error);
 }
 
-TEST_CASE("a set without a type's prompt GEMM hands prompts to the widest set below that has one") {
+TEST_CASE("kernel sets form a tree: AVX-VNNI and AVX-512 each need AVX2, not each other") {
+    CHECK(fallback_isa(Isa::amx) == Isa::avx512);
+    CHECK(fallback_isa(Isa::avx512) == Isa::avx2);
+    CHECK(fallback_isa(Isa::avx_vnni) == Isa::avx2);
+    CHECK(fallback_isa(Isa::avx2) == Isa::scalar);
+    CpuFeatures haswell;  // AVX2 only (and Zen 2, Zen 3)
+    haswell.avx2 = haswell.fma = haswell.f16c = true;
+    CHECK(haswell.best_isa() == Isa::avx2);
+    CHECK_FALSE(haswell.supports(Isa::avx_vnni));
+    CpuFeatures alder_lake = haswell;  // AVX-VNNI, no AVX-512
+    alder_lake.avx_vnni = true;
+    CHECK(alder_lake.best_isa() == Isa::avx_vnni);
+    CHECK(alder_lake.supports(Isa::avx2));
+    CHECK_FALSE(alder_lake.supports(Isa::avx512));
+    CpuFeatures ice_lake = haswell;  // AVX-512 with its VNNI, no AVX-VNNI (Zen 4 too)
+    ice_lake.avx512f = ice_lake.avx512bw = ice_lake.avx512vl = ice_lake.avx512dq = ice_lake.avx512_vnni = true;
+    CHECK(ice_lake.best_isa() == Isa::avx512);
+    CHECK_FALSE(ice_lake.supports(Isa::avx_vnni));
+    CpuFeatures sapphire_rapids = ice_lake;  // both, and AMX
+    sapphire_rapids.avx_vnni = sapphire_rapids.amx_tile = sapphire_rapids.amx_int8 = sapphire_rapids.amx_permitted = true;
+    CHECK(sapphire_rapids.best_isa() == Isa::amx);
+    for (const Isa isa : kAllIsas) CHECK(sapphire_rapids.supports(isa));
+    sapphire_rapids.amx_permitted = false;  // the OS refused tile state
+    CHECK(sapphire_rapids.best_isa() == Isa::avx512);
+}
+
+TEST_CASE("a set without a type's prompt GEMM hands prompts to the first set down its fallback chain that has one") {
     // Choosing a GEMM runs no kernel, so every compiled set's choice is checked on any CPU.
     for (const Isa isa : kAllIsas) {
         if (!isa_compiled(isa)) continue;
@@ -893,10 +1055,10 @@ TEST_CASE("a set without a type's prompt GEMM hands prompts to the widest set be
         for (const TypeRow& row : kTypeTable) {
             if (!is_weight_type(row.type)) continue;
             CAPTURE(type_name(row.type));
-            // The widest set up to `isa` with a GEMM for this type, and what a batch of that set's
-            // width gets: that GEMM, with its set's shape.
-            int expected = int(isa);
-            while (expected > 0 && row.gemms[std::size_t(expected)] == nullptr) --expected;
+            // The first set from `isa` down its fallback chain with a GEMM for this type, and what a
+            // batch of that set's width gets: that GEMM, with its set's shape.
+            Isa expected = isa;
+            while (expected != Isa::scalar && row.gemms[std::size_t(expected)] == nullptr) expected = fallback_isa(expected);
             const std::int64_t batch = kGemmShapes[std::size_t(isa)].tokens;
             const KernelSet::Gemm gemm = set.gemm_for_weights(row.type, batch);
             CHECK((gemm.fn == row.gemms[std::size_t(expected)]));
@@ -905,6 +1067,9 @@ TEST_CASE("a set without a type's prompt GEMM hands prompts to the widest set be
             CHECK((set.gemm_for_weights(row.type, kMinGemmTokens - 1).fn == nullptr));
         }
     }
+    // Q8_0 has no GEMM in any set: the AVX-VNNI set's prompts go through the tiles, AVX2's.
+    CHECK((KernelSet{Isa::avx_vnni}.gemm_for_weights(TensorType::Q8_0, 512).fn == nullptr));
+    CHECK((KernelSet{Isa::avx_vnni}.for_weights(TensorType::Q8_0) == weight_row(TensorType::Q8_0).tiles[int(Isa::avx2)]));
 #if SMOL_HAVE_AMX_KERNELS
     // The case that asked for it: AMX has Q4_K and Q6_K GEMMs only, so Q5_K prompts take AVX-512's.
     if (weight_row(TensorType::Q5_K).gemms[std::size_t(Isa::amx)] == nullptr)

@@ -1,8 +1,8 @@
 #pragma once
 // Run-time CPU feature detection. An instruction set is usable only when the CPU has it (cpuid)
 // AND the operating system saves its registers on context switches (xgetbv XCR0), so both
-// are checked. The kernel set smol runs is the best usable one, or a lower one forced with
-// SMOL_ISA=scalar|avx2|avx512|amx (tests and benchmarks compare kernel sets this way). AMX needs
+// are checked. The kernel set smol runs is the best usable one, or another the CPU runs forced with
+// SMOL_ISA=scalar|avx2|avx_vnni|avx512|amx (tests and benchmarks compare kernel sets this way). AMX needs
 // a third yes: Linux hands out tile state only to processes that ask for it (arch_prctl), so the
 // request is made once here and a refusal leaves the AVX-512 set in charge.
 
@@ -26,18 +26,36 @@
 
 namespace smol {
 
-// Kernel sets, ordered: a higher one needs everything a lower one needs.
-// amx is the AVX-512 set with AMX int8 tiles for prompt GEMMs (decode stays on AVX-512).
-enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2, amx = 3 };
+// Kernel sets, in the order smol prefers them (a higher one is picked where the CPU runs both).
+// A set needs what the set it falls back on needs, and more: avx_vnni is the AVX2 set with
+// AVX-VNNI's 256-bit vpdpbusd (Alder Lake and later Intel cores, which lack AVX-512); avx512 needs
+// AVX2 but not AVX-VNNI (Zen 4 and Ice Lake have AVX-512 VNNI without it), so the sets form a
+// tree, not a line; amx is the AVX-512 set with AMX int8 tiles for prompt GEMMs (decode stays on
+// AVX-512). Every set from avx2 on runs AVX2 code.
+enum class Isa : int { scalar = 0, avx2 = 1, avx_vnni = 2, avx512 = 3, amx = 4 };
+inline constexpr int kIsaCount = 5;
+inline constexpr Isa kAllIsas[kIsaCount] = {Isa::scalar, Isa::avx2, Isa::avx_vnni, Isa::avx512, Isa::amx};
 
 inline std::string_view isa_name(Isa isa) {
     switch (isa) {
         case Isa::scalar: return "scalar";
         case Isa::avx2: return "avx2";
+        case Isa::avx_vnni: return "avx_vnni";
         case Isa::avx512: return "avx512";
         case Isa::amx: return "amx";
     }
     return "?";
+}
+
+// The set whose kernels `isa` runs where it has none of its own (a type without its GEMM, a build
+// without the set); scalar falls back on itself.
+constexpr Isa fallback_isa(Isa isa) {
+    switch (isa) {
+        case Isa::amx: return Isa::avx512;
+        case Isa::avx512:
+        case Isa::avx_vnni: return Isa::avx2;
+        default: return Isa::scalar;
+    }
 }
 
 struct CpuFeatures {
@@ -52,15 +70,25 @@ struct CpuFeatures {
     // The AVX-512 kernel set uses F, BW, VL, DQ and VNNI instructions.
     bool has_avx512_kernels() const { return avx512f && avx512bw && avx512vl && avx512dq && avx512_vnni; }
     bool has_avx2_kernels() const { return avx2 && fma && f16c; }
+    bool has_avx_vnni_kernels() const { return has_avx2_kernels() && avx_vnni; }
     bool has_amx_kernels() const { return has_avx512_kernels() && amx_tile && amx_int8 && amx_permitted; }
 
+    bool supports(Isa isa) const {
+        switch (isa) {
+            case Isa::scalar: return true;
+            case Isa::avx2: return has_avx2_kernels();
+            case Isa::avx_vnni: return has_avx_vnni_kernels();
+            case Isa::avx512: return has_avx2_kernels() && has_avx512_kernels();
+            case Isa::amx: return has_avx2_kernels() && has_amx_kernels();
+        }
+        return false;
+    }
+    // The most preferred set this CPU runs.
     Isa best_isa() const {
-        if (has_amx_kernels()) return Isa::amx;
-        if (has_avx512_kernels()) return Isa::avx512;
-        if (has_avx2_kernels()) return Isa::avx2;
+        for (int isa = kIsaCount - 1; isa > 0; --isa)
+            if (supports(Isa(isa))) return Isa(isa);
         return Isa::scalar;
     }
-    bool supports(Isa isa) const { return int(isa) <= int(best_isa()); }
 
     std::string describe() const {
         std::string s = brand.empty() ? vendor : brand;
@@ -186,22 +214,20 @@ inline std::string describe() { return cpu_features().describe(); }
 
 // Parses an ISA name as SMOL_ISA spells it.
 inline Isa parse_isa(std::string_view name) {
-    if (name == "scalar") return Isa::scalar;
-    if (name == "avx2") return Isa::avx2;
-    if (name == "avx512") return Isa::avx512;
-    if (name == "amx") return Isa::amx;
-    fail("SMOL_ISA: expected scalar, avx2, avx512 or amx, got '", name, "'");
+    for (int isa = 0; isa < kIsaCount; ++isa)
+        if (name == isa_name(Isa(isa))) return Isa(isa);
+    fail("SMOL_ISA: expected scalar, avx2, avx_vnni, avx512 or amx, got '", name, "'");
 }
 
-// The kernel set to run: the best the CPU supports, lowered by SMOL_ISA if set. Asking for a
-// set the CPU cannot run is an error rather than a silent fallback, so benchmarks never lie.
+// The kernel set to run: the best the CPU supports, or SMOL_ISA's if set. Asking for a set the
+// CPU cannot run is an error rather than a silent fallback, so benchmarks never lie.
 inline Isa selected_isa() {
     const CpuFeatures& cpu = cpu_features();
     const char* env = std::getenv("SMOL_ISA");
     if (env == nullptr || *env == '\0') return cpu.best_isa();
     const Isa wanted = parse_isa(env);
     if (!cpu.supports(wanted))
-        fail("SMOL_ISA=", env, " but this CPU only runs kernels up to ", isa_name(cpu.best_isa()), " (",
+        fail("SMOL_ISA=", env, " but this CPU cannot run that kernel set (its best is ", isa_name(cpu.best_isa()), ": ",
              cpu.describe(), ")");
     return wanted;
 }

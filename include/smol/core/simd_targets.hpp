@@ -16,4 +16,9 @@
 #define SMOL_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 #define SMOL_HAVE_AMX_KERNELS 1
 #define SMOL_TARGET_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,amx-tile,amx-int8")))
+// AVX-VNNI (the VEX form of vpdpbusd on 256-bit vectors): GCC 11 and Clang 12 know it.
+#if defined(__clang__) ? __clang_major__ >= 12 : __GNUC__ >= 11
+#define SMOL_HAVE_AVX_VNNI_KERNELS 1
+#define SMOL_TARGET_AVX_VNNI __attribute__((target("avxvnni")))
+#endif
 #endif

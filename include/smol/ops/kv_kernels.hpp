@@ -130,11 +130,12 @@ inline const AttentionKernels* attention_kernels_for(Isa isa) {
 }
 
 // The set this process runs: the one of the quantized matmuls (selected_isa(): the best the CPU
-// has, or SMOL_ISA's), falling back to narrower ones this build lacks.
+// has, or SMOL_ISA's), or the first down its fallback chain (fallback_isa) this build has
+// attention kernels for (AMX: AVX-512's; AVX-VNNI: AVX2's).
 inline const AttentionKernels& attention_kernels() {
     static const AttentionKernels* chosen = [] {
-        for (int isa = int(selected_isa()); isa > 0; --isa)
-            if (const AttentionKernels* k = attention_kernels_for(Isa(isa))) return k;
+        for (Isa isa = selected_isa(); isa != Isa::scalar; isa = fallback_isa(isa))
+            if (const AttentionKernels* k = attention_kernels_for(isa)) return k;
         return attention_kernels_for(Isa::scalar);
     }();
     return *chosen;

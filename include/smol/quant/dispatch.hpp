@@ -38,19 +38,22 @@ struct KernelSet {
         return dot;
     }
     // This set's prompt GEMM for a weight type and a batch of n_tokens, with the shape of one
-    // call; fn is nullptr where no set up to this one has a GEMM for the type (prompts then run
-    // through the tiles). A batch too small for the set's GEMM, or a type the set has no GEMM
-    // for, gets the GEMM of the widest set below that fits (AMX: AVX-512's for Q5_K); every set
-    // gives the reference's bits, so which one runs never shows in the logits.
+    // call; fn is nullptr where neither this set nor those it falls back on (fallback_isa) has a
+    // GEMM for the type (prompts then run through the tiles). A batch too small for the set's
+    // GEMM, or a type the set has no GEMM for, gets the GEMM of the first set down its fallback
+    // chain that fits (AMX: AVX-512's for Q5_K); every set gives the reference's bits, so which
+    // one runs never shows in the logits.
     struct Gemm {
         GemmTileFn fn;
         GemmShape shape;
     };
     Gemm gemm_for_weights(TensorType type, std::int64_t n_tokens) const {
         const TypeRow& row = weight_row(type);
-        int set = int(isa);
-        while (set > 0 && (n_tokens < kGemmShapes[set].min_tokens || row.gemms[std::size_t(set)] == nullptr)) --set;
-        return {row.gemms[std::size_t(set)], kGemmShapes[set]};
+        Isa set = isa;
+        while (set != Isa::scalar &&
+               (n_tokens < kGemmShapes[int(set)].min_tokens || row.gemms[std::size_t(set)] == nullptr))
+            set = fallback_isa(set);
+        return {row.gemms[std::size_t(set)], kGemmShapes[int(set)]};
     }
 };
 
@@ -60,6 +63,9 @@ inline bool isa_compiled(Isa isa) {
         case Isa::scalar: return true;
 #if SMOL_HAVE_AVX2_KERNELS
         case Isa::avx2: return true;
+#endif
+#if SMOL_HAVE_AVX_VNNI_KERNELS
+        case Isa::avx_vnni: return true;
 #endif
 #if SMOL_HAVE_AVX512_KERNELS
         case Isa::avx512: return true;
@@ -134,19 +140,22 @@ inline std::string gemm_self_check(Isa isa) {
 }
 
 // The best compiled set the CPU runs, or SMOL_ISA's choice; chosen on first use. The AMX set has
-// had little time on hardware, so before its first use its GEMMs are checked once against the
-// reference (a few milliseconds); on any difference smol says so on stderr and runs AVX-512, so
-// no user gets wrong logits from it.
+// had little time on hardware and the AVX-VNNI set none (its kernels were checked with the
+// instruction emulated and in its EVEX form), so before the first use of either its GEMMs are
+// checked once against the reference (a few milliseconds; AVX-VNNI's GEMMs and row-group kernels
+// share the one place its instruction is written, dpbusd.hpp's VexDot); on any difference smol
+// says so on stderr and runs the set it falls back on, so no user gets wrong logits from it.
 inline const KernelSet& kernels() {
     static const KernelSet selected = [] {
         Isa isa = selected_isa();
-        while (!isa_compiled(isa)) isa = Isa(int(isa) - 1);
-        if (isa == Isa::amx) {
-            const std::string disagreement = gemm_self_check(Isa::amx);
+        while (!isa_compiled(isa)) isa = fallback_isa(isa);
+        if (isa == Isa::amx || isa == Isa::avx_vnni) {
+            const std::string disagreement = gemm_self_check(isa);
             if (!disagreement.empty()) {
-                std::fprintf(stderr, "smol: the AMX kernels disagree with the reference (%s); using AVX-512 instead\n",
-                             disagreement.c_str());
-                isa = Isa::avx512;
+                std::fprintf(stderr, "smol: the %s kernels disagree with the reference (%s); using %s instead\n",
+                             std::string(isa_name(isa)).c_str(), disagreement.c_str(),
+                             std::string(isa_name(fallback_isa(isa))).c_str());
+                isa = fallback_isa(isa);
             }
         }
         return kernels_for(isa);

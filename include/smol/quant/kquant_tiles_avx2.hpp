@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/dpbusd.hpp"
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/reference.hpp"
 
@@ -436,25 +437,78 @@ inline __m256 gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, int h
     }
 }
 
-// How many 4-byte groups' maddubs products a lane may sum in i16 before the sub-block scale is
-// applied: a product pair is at most 2 * kMaxQuant * 128 in magnitude (Q8_K activations run
-// -128..127), so the sum stays exact. Summing in i16 (vpaddw) and applying the scale once per run
-// (vpmaddwd) halves the multiplies of the plain maddubs + madd per group: Q4_K sums a whole
-// sub-block of 32, Q5_K half of one, Q6_K two groups.
+// How a GEMM forms a sub-block's products and applies its scale: dots[r] += scale[r] * (row r's
+// 4-byte groups first..first+Groups-1 . half h's 8 tokens' groups), exact, for the 4 rows; scale[r]
+// is scale_vector(row r's sub-block scale). Two forms, one driver (kquant_gemm).
+//
+// MaddubsProducts (AVX2): vpmaddubsw gives i16 pair sums, a run of them is added in i16 and one
+// vpmaddwd per run applies the scale. A run is as many groups as a lane may sum in i16: a product
+// pair is at most 2 * kMaxQuant * 128 in magnitude (Q8_K activations run -128..127), so the sum
+// stays exact. Summing in i16 (vpaddw) and applying the scale once per run halves the multiplies of
+// the plain maddubs + madd per group: Q4_K sums a whole sub-block of 32, Q5_K half of one, Q6_K two
+// groups.
 template <class Kernel>
 inline constexpr int kGroupsPerWordSum =
     std::min(QK_K / 4 / Kernel::kSubBlocks, 32767 / (2 * Kernel::kMaxQuant * 128));
 
+struct MaddubsProducts {
+    static __m256i scale_vector(std::int16_t scale) { return _mm256_set1_epi16(scale); }
+    template <class Kernel, int Groups>
+    __attribute__((always_inline)) static void add_sub_block(__m256i (&dots)[kTileRows],
+                                                             const avx2::UnpackedQuants (&u)[kTileRows],
+                                                             const BlockQ8Kx16& a, int h, int first,
+                                                             const __m256i (&scale)[kTileRows]) {
+        constexpr int run = kGroupsPerWordSum<Kernel>;
+        static_assert(run >= 1 && Groups % run == 0, "a sub-block splits into whole runs");
+        avx2::dot_group_run<run, Groups / run>(dots, u, a, h, first, scale);
+    }
+};
+
+// DpbusdProducts (AVX-VNNI; AVX-512's VNNI runs it in tests): one vpdpbusd per group and row adds
+// the group's 4 products into i32 runs (a Q4_K sub-block at most 32 * 15 * 128), and one vpmulld
+// per sub-block and row applies the scale: 1 instruction per group where vpmaddubsw + vpaddw took
+// 2. Each row keeps two runs, its even and odd groups: vpdpbusd adds into its accumulator with a
+// latency of 5 cycles on Golden Cove, so 4 chains would wait on it; 8 do not, and with the rows'
+// block totals they hold 12 of the 16 registers.
+template <class Dot>
+struct DpbusdProducts {
+    static __m256i scale_vector(std::int16_t scale) { return _mm256_set1_epi32(scale); }
+
+    // runs[r][k % 2] += row r's group `first` . the tokens' group, for K groups from `first`.
+    template <int K>
+    __attribute__((always_inline)) static void group_runs(__m256i (&runs)[kTileRows][2],
+                                                          const avx2::UnpackedQuants (&u)[kTileRows],
+                                                          const BlockQ8Kx16& a, int h, int first) {
+        if constexpr (K > 0) {
+            const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.qs[first][8 * h]));
+            for (int r = 0; r < kTileRows; ++r)
+                runs[r][K % 2] = Dot::dpbusd(runs[r][K % 2], avx2::broadcast_group(u[r], first), x);
+            group_runs<K - 1>(runs, u, a, h, first + 1);
+        }
+    }
+
+    template <class Kernel, int Groups>
+    __attribute__((always_inline)) static void add_sub_block(__m256i (&dots)[kTileRows],
+                                                             const avx2::UnpackedQuants (&u)[kTileRows],
+                                                             const BlockQ8Kx16& a, int h, int first,
+                                                             const __m256i (&scale)[kTileRows]) {
+        __m256i runs[kTileRows][2];  // [row][group parity] i32
+        for (int r = 0; r < kTileRows; ++r) runs[r][0] = runs[r][1] = _mm256_setzero_si256();
+        group_runs<Groups>(runs, u, a, h, first);
+        for (int r = 0; r < kTileRows; ++r)
+            dots[r] = _mm256_add_epi32(dots[r], _mm256_mullo_epi32(_mm256_add_epi32(runs[r][0], runs[r][1]), scale[r]));
+    }
+};
+
 // A call's tokens (up to kGemmTokensAvx2: groups of 16, two halves of 8 each) against the tile's
 // rows: each weight block is unpacked once for all of them. A half at a time keeps its 4 rows'
-// i16 run sums and i32 block totals in registers (10 of the 16); the float sums wait in memory.
-template <class Kernel>
+// runs and i32 block totals in registers; the float sums wait in memory. Products: one of the two
+// forms above.
+template <class Kernel, class Products>
 inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                         const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
     constexpr int R = kTileRows, SubBlocks = Kernel::kSubBlocks, groups_per_sub_block = QK_K / 4 / SubBlocks;
-    constexpr int run = kGroupsPerWordSum<Kernel>, runs_per_sub_block = groups_per_sub_block / run;
     constexpr int kMaxHalves = kGemmTokensAvx2 / 8;
-    static_assert(run >= 1 && groups_per_sub_block % run == 0, "a sub-block splits into whole runs");
     if (n_rows <= 0 || n_tokens <= 0) return;
     const typename Kernel::Weight* w[R];
     kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
@@ -463,12 +517,12 @@ inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t
     alignas(32) float acc[kMaxHalves][R][8] = {};  // [half][row]: 8 tokens' sums
     avx2::UnpackedQuants u[R];
     GemmFactors factors[R];
-    __m256i scale_vectors[SubBlocks][R];  // read as memory operands of vpmaddwd, as are:
+    __m256i scale_vectors[SubBlocks][R];  // read as memory operands of vpmaddwd or vpmulld, as are:
     BsumFactorPairs bsum_factor_pairs;    // the factors of bsum pairs, two words
     for (std::int64_t b = 0; b < blocks; ++b) {
         for (int r = 0; r < R; ++r) {
             Kernel::unpack(w[r][b], u[r], factors[r]);
-            for (int j = 0; j < SubBlocks; ++j) scale_vectors[j][r] = _mm256_set1_epi16(factors[r].scales[j]);
+            for (int j = 0; j < SubBlocks; ++j) scale_vectors[j][r] = Products::scale_vector(factors[r].scales[j]);
             for (int p = 0; p < 8; ++p)
                 bsum_factor_pairs[p][r] = avx2::word_pair(factors[r].bsum_factors[2 * p], factors[r].bsum_factors[2 * p + 1]);
         }
@@ -478,7 +532,8 @@ inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t
             __m256i dots[R];
             for (int r = 0; r < R; ++r) dots[r] = _mm256_setzero_si256();
             for (int j = 0; j < SubBlocks; ++j)
-                avx2::dot_group_run<run, runs_per_sub_block>(dots, u, a, h, groups_per_sub_block * j, scale_vectors[j]);
+                Products::template add_sub_block<Kernel, groups_per_sub_block>(dots, u, a, h, groups_per_sub_block * j,
+                                                                               scale_vectors[j]);
             for (int r = 0; r < R; ++r)
                 _mm256_store_ps(acc[half][r], gemm_accumulate<Kernel>(factors[r], a, h, dots[r], bsum_factor_pairs, r,
                                                                        _mm256_load_ps(acc[half][r])));
@@ -501,11 +556,33 @@ inline constexpr DotTileFn q3k_q8k = kquant_tile<kquant_detail::Q3KDecode>;
 inline constexpr DotTileFn q4k_q8k = kquant_tile<kquant_detail::Q4KDecode>;
 inline constexpr DotTileFn q5k_q8k = kquant_tile<kquant_detail::Q5KDecode>;
 inline constexpr DotTileFn q6k_q8k = kquant_tile<kquant_detail::Q6KDecode>;
-inline constexpr GemmTileFn q2k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q2KGemm>;
-inline constexpr GemmTileFn q3k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q3KGemm>;
-inline constexpr GemmTileFn q4k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q4KGemm>;
-inline constexpr GemmTileFn q5k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q5KGemm>;
-inline constexpr GemmTileFn q6k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::Q6KGemm>;
+template <class Gemm>
+inline constexpr GemmTileFn maddubs_gemm = kquant_detail::kquant_gemm<Gemm, kquant_detail::MaddubsProducts>;
+inline constexpr GemmTileFn q2k_q8k_gemm = maddubs_gemm<kquant_detail::Q2KGemm>;
+inline constexpr GemmTileFn q3k_q8k_gemm = maddubs_gemm<kquant_detail::Q3KGemm>;
+inline constexpr GemmTileFn q4k_q8k_gemm = maddubs_gemm<kquant_detail::Q4KGemm>;
+inline constexpr GemmTileFn q5k_q8k_gemm = maddubs_gemm<kquant_detail::Q5KGemm>;
+inline constexpr GemmTileFn q6k_q8k_gemm = maddubs_gemm<kquant_detail::Q6KGemm>;
+
+#if SMOL_HAVE_AVX_VNNI_KERNELS
+// The AVX-VNNI set's prompt GEMMs: the same driver with vpdpbusd (VEX), compiled for its target
+// with `flatten` (the driver, the unpacking and the products inlined into one function, as the
+// AVX-512 set's entry points do). Its decode and small batches are the row-group kernels'
+// (row_group_tiles.hpp) and the AVX2 tiles'.
+template <class Gemm>
+SMOL_TARGET_AVX_VNNI __attribute__((flatten)) inline void kquant_gemm_vex_dot(std::int64_t n, const std::uint8_t* weights,
+                                                                              std::size_t row_bytes, int n_rows,
+                                                                              const BlockQ8Kx16* acts, int n_tokens,
+                                                                              float* out, std::size_t out_stride) {
+    kquant_detail::kquant_gemm<Gemm, kquant_detail::DpbusdProducts<VexDot>>(n, weights, row_bytes, n_rows, acts, n_tokens,
+                                                                           out, out_stride);
+}
+inline constexpr GemmTileFn q2k_q8k_gemm_avx_vnni = kquant_gemm_vex_dot<kquant_detail::Q2KGemm>;
+inline constexpr GemmTileFn q3k_q8k_gemm_avx_vnni = kquant_gemm_vex_dot<kquant_detail::Q3KGemm>;
+inline constexpr GemmTileFn q4k_q8k_gemm_avx_vnni = kquant_gemm_vex_dot<kquant_detail::Q4KGemm>;
+inline constexpr GemmTileFn q5k_q8k_gemm_avx_vnni = kquant_gemm_vex_dot<kquant_detail::Q5KGemm>;
+inline constexpr GemmTileFn q6k_q8k_gemm_avx_vnni = kquant_gemm_vex_dot<kquant_detail::Q6KGemm>;
+#endif
 
 }  // namespace smol::kernels_avx2
 

@@ -16,6 +16,8 @@
 // 42.4 / 28.9 / 17.6 / 15.8, VNNI form 42.4 / 30.7 / 23.1 / 18.6; a 3B step of 4 tokens against
 // one (smol-bench --spec-steps, 2 threads) fell from 1.23-1.73x to 1.13x. Two groups per zmm
 // vpdpbusd (the activation bytes spread by vpermd or a masked broadcast) ran 14.8-15.0 there.
+// The AVX-VNNI set runs the same VNNI form with VEX vpdpbusd (dpbusd.hpp) and AVX2's 16 registers;
+// the tests run it with the instruction emulated in AVX2, on any CPU.
 //
 // One thread of a Zen 5 (2 cores of an EPYC), Q4_K rows of 2048, one token, GB/s of weights:
 // from L2 the column kernel 21.7, a group 42.3; from DRAM (151 MB) 16.1 against 21.3; two tokens
@@ -43,6 +45,7 @@
 #include <cstring>
 
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/dpbusd.hpp"
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/row_groups.hpp"
 
@@ -358,36 +361,52 @@ inline void q6k_x8_q8k_avx2(std::int64_t n, const std::uint8_t* group, const std
     by_column_count<Q6KColumns>(n, group, acts, act_stride, n_cols, out, out_stride);
 }
 
+// The VNNI kernels for a Dot, as by_column_count's Columns.
+template <class Dot>
+struct VnniColumns {
+    template <int C>
+    struct Q4K {
+        static void run(std::int64_t n, const std::uint8_t* group, const BlockQ8K* const (&acts)[C], float* out,
+                        std::size_t out_stride) {
+            q4k_x8_columns_vnni<Dot, C>(n, reinterpret_cast<const BlockQ4Kx8*>(group), acts, out, out_stride);
+        }
+    };
+    template <int C>
+    struct Q6K {
+        static void run(std::int64_t n, const std::uint8_t* group, const BlockQ8K* const (&acts)[C], float* out,
+                        std::size_t out_stride) {
+            q6k_x8_columns_vnni<Dot, C>(n, reinterpret_cast<const BlockQ6Kx8*>(group), acts, out, out_stride);
+        }
+    };
+};
+
 #if SMOL_HAVE_AVX512_KERNELS
-// vpdpbusd in its EVEX form (AVX-512 VNNI, which the AVX-512 set requires) on ymm registers.
-struct EvexDot {
-    SMOL_TARGET_AVX512 static __m256i dpbusd(__m256i acc, __m256i unsigned_bytes, __m256i signed_bytes) {
-        return _mm256_dpbusd_epi32(acc, unsigned_bytes, signed_bytes);
-    }
-};
-template <int C>
-struct Q4KColumnsEvex {
-    static void run(std::int64_t n, const std::uint8_t* group, const BlockQ8K* const (&acts)[C], float* out,
-                    std::size_t out_stride) {
-        q4k_x8_columns_vnni<EvexDot, C>(n, reinterpret_cast<const BlockQ4Kx8*>(group), acts, out, out_stride);
-    }
-};
-template <int C>
-struct Q6KColumnsEvex {
-    static void run(std::int64_t n, const std::uint8_t* group, const BlockQ8K* const (&acts)[C], float* out,
-                    std::size_t out_stride) {
-        q6k_x8_columns_vnni<EvexDot, C>(n, reinterpret_cast<const BlockQ6Kx8*>(group), acts, out, out_stride);
-    }
-};
 SMOL_TARGET_AVX512 __attribute__((flatten)) inline void q4k_x8_q8k_avx512(std::int64_t n, const std::uint8_t* group,
                                                                           const std::uint8_t* acts, std::size_t act_stride,
                                                                           int n_cols, float* out, std::size_t out_stride) {
-    by_column_count<Q4KColumnsEvex>(n, group, acts, act_stride, n_cols, out, out_stride);
+    by_column_count<VnniColumns<EvexDot>::Q4K>(n, group, acts, act_stride, n_cols, out, out_stride);
 }
 SMOL_TARGET_AVX512 __attribute__((flatten)) inline void q6k_x8_q8k_avx512(std::int64_t n, const std::uint8_t* group,
                                                                           const std::uint8_t* acts, std::size_t act_stride,
                                                                           int n_cols, float* out, std::size_t out_stride) {
-    by_column_count<Q6KColumnsEvex>(n, group, acts, act_stride, n_cols, out, out_stride);
+    by_column_count<VnniColumns<EvexDot>::Q6K>(n, group, acts, act_stride, n_cols, out, out_stride);
+}
+#endif
+
+#if SMOL_HAVE_AVX_VNNI_KERNELS
+// The AVX-VNNI set's: the same kernels with VEX vpdpbusd and AVX2's 16 registers (Q6_K's four
+// columns keep 16 runs, spilling some, as its vpmaddubsw form does).
+SMOL_TARGET_AVX_VNNI __attribute__((flatten)) inline void q4k_x8_q8k_avx_vnni(std::int64_t n, const std::uint8_t* group,
+                                                                              const std::uint8_t* acts,
+                                                                              std::size_t act_stride, int n_cols,
+                                                                              float* out, std::size_t out_stride) {
+    by_column_count<VnniColumns<VexDot>::Q4K>(n, group, acts, act_stride, n_cols, out, out_stride);
+}
+SMOL_TARGET_AVX_VNNI __attribute__((flatten)) inline void q6k_x8_q8k_avx_vnni(std::int64_t n, const std::uint8_t* group,
+                                                                              const std::uint8_t* acts,
+                                                                              std::size_t act_stride, int n_cols,
+                                                                              float* out, std::size_t out_stride) {
+    by_column_count<VnniColumns<VexDot>::Q6K>(n, group, acts, act_stride, n_cols, out, out_stride);
 }
 #endif
 

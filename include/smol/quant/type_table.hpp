@@ -31,8 +31,6 @@
 
 namespace smol {
 
-inline constexpr int kIsaCount = 4;  // Isa::scalar, avx2, avx512, amx
-
 using ToFloatFn = void (*)(const void* blocks, float* out, std::int64_t n);      // out: [n]
 using FromFloatFn = void (*)(const float* x, void* blocks, std::int64_t n);      // x: [n]
 
@@ -88,6 +86,7 @@ inline constexpr int kMinGemmTokens = 9;
 inline constexpr GemmShape kGemmShapes[kIsaCount] = {
     {kTileRows, kGemmTokens, 1},  // scalar: unused, it has no GEMM
     {kTileRows, kGemmTokensAvx2, kMinGemmTokens},
+    {kTileRows, kGemmTokensAvx2, kMinGemmTokens},  // avx_vnni: the AVX2 GEMM driver
     {kTileRows, kGemmTokens, kMinGemmTokens},
 #if SMOL_HAVE_AMX_KERNELS
     {kernels_amx::kRows, kernels_amx::kTokens, kernels_amx::kMinTokens},
@@ -119,16 +118,17 @@ constexpr TypeRow row(TensorType activations, std::array<DotTileFn, kIsaCount> t
                    traits_of(T).block_elements,
                    sizeof(Block),
                    to_float<Block, ToFloat>,
-                   {reference, reference, reference, reference},
+                   {reference, reference, reference, reference, reference},
                    activations,
                    tiles,
                    gemms,
                    row_groups};
 }
 
-// The same row with a kernel set's own from-float in the columns from `first` on.
-constexpr TypeRow with_fast_from_float(TypeRow r, Isa first, FromFloatFn fast) {
-    for (int isa = int(first); isa < kIsaCount; ++isa) r.from_float[std::size_t(isa)] = fast;
+// The same row with the AVX2 set's own from-float in its column and those of every set that runs
+// AVX2 code (all from avx2 on, core/cpu.hpp).
+constexpr TypeRow with_avx2_from_float(TypeRow r, FromFloatFn fast) {
+    for (int isa = int(Isa::avx2); isa < kIsaCount; ++isa) r.from_float[std::size_t(isa)] = fast;
     return r;
 }
 
@@ -144,31 +144,53 @@ constexpr TypeRow with_fast_from_float(TypeRow r, Isa first, FromFloatFn fast) {
 #else
 #define SMOL_AVX512_TILE(name) nullptr
 #endif
+#if SMOL_HAVE_AVX_VNNI_KERNELS
+#define SMOL_AVX_VNNI_TILE(name) kernels_avx2::name##_avx_vnni
+#else
+#define SMOL_AVX_VNNI_TILE(name) nullptr
+#endif
 #if SMOL_HAVE_AMX_KERNELS
 #define SMOL_AMX_GEMM(name) kernels_amx::name
 #else
 #define SMOL_AMX_GEMM(name) nullptr
 #endif
-// The AMX set decodes, and multiplies what has no AMX GEMM, with the AVX-512 kernels.
-#define SMOL_TILES(name) {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
-#define SMOL_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name)}
-// Types with AVX2 and AVX-512 GEMMs but no AMX one: the AMX set multiplies their prompts with
-// tiles (its GEMM shape is larger than the AVX-512 GEMMs take).
-#define SMOL_SET_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), nullptr}
+// Columns: scalar, avx2, avx_vnni, avx512, amx. The AVX-VNNI set runs the AVX2 tiles (decode of
+// types without row groups); the AMX set decodes, and multiplies what has no AMX GEMM, with the
+// AVX-512 kernels.
+#define SMOL_TILES(name) \
+    {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
+#define SMOL_GEMMS(name) \
+    {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name)}
+// Types with AVX2, AVX-VNNI and AVX-512 GEMMs but no AMX one: the AMX set multiplies their prompts
+// with AVX-512's (its GEMM shape is larger than the AVX-512 GEMMs take).
+#define SMOL_SET_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), nullptr}
 
-#if SMOL_HAVE_AVX512_KERNELS
-#define SMOL_GROUP_DOTS(name) \
-    {row_group_detail::name, row_group_tiles::name##_avx2, row_group_tiles::name##_avx512, row_group_tiles::name##_avx512}
-#elif SMOL_HAVE_AVX2_KERNELS
-#define SMOL_GROUP_DOTS(name) {row_group_detail::name, row_group_tiles::name##_avx2, nullptr, nullptr}
+#if SMOL_HAVE_AVX2_KERNELS
+#define SMOL_GROUP_DOT_AVX2(name) row_group_tiles::name##_avx2
 #else
-#define SMOL_GROUP_DOTS(name) {row_group_detail::name, nullptr, nullptr, nullptr}
+#define SMOL_GROUP_DOT_AVX2(name) nullptr
 #endif
+#if SMOL_HAVE_AVX_VNNI_KERNELS
+#define SMOL_GROUP_DOT_AVX_VNNI(name) row_group_tiles::name##_avx_vnni
+#else
+#define SMOL_GROUP_DOT_AVX_VNNI(name) nullptr
+#endif
+#if SMOL_HAVE_AVX512_KERNELS
+#define SMOL_GROUP_DOT_AVX512(name) row_group_tiles::name##_avx512
+#else
+#define SMOL_GROUP_DOT_AVX512(name) nullptr
+#endif
+#define SMOL_GROUP_DOTS(name)                                                                           \
+    {row_group_detail::name, SMOL_GROUP_DOT_AVX2(name), SMOL_GROUP_DOT_AVX_VNNI(name), SMOL_GROUP_DOT_AVX512(name), \
+     SMOL_GROUP_DOT_AVX512(name)}
 inline constexpr RowGroupLayout kQ4KRowGroups{sizeof(BlockQ4Kx8), row_group_detail::interleave_q4k,
                                               row_group_detail::deinterleave_q4k, SMOL_GROUP_DOTS(q4k_x8_q8k)};
 inline constexpr RowGroupLayout kQ6KRowGroups{sizeof(BlockQ6Kx8), row_group_detail::interleave_q6k,
                                               row_group_detail::deinterleave_q6k, SMOL_GROUP_DOTS(q6k_x8_q8k)};
 #undef SMOL_GROUP_DOTS
+#undef SMOL_GROUP_DOT_AVX512
+#undef SMOL_GROUP_DOT_AVX_VNNI
+#undef SMOL_GROUP_DOT_AVX2
 
 inline constexpr TypeRow kTypeTable[] = {
     // Weights, in the order error messages list them.
@@ -197,11 +219,11 @@ inline constexpr TypeRow kTypeTable[] = {
     type_table_detail::row<TensorType::BF16, std::uint16_t, dequantize_row_bf16, quantize_row_bf16>(
         TensorType::F32, SMOL_TILES(bf16)),
     // Activations only: what the k-quants' rows meet. The quantizer is memory-bound, so the AVX2
-    // version serves the AVX-512 and AMX sets too.
+    // version serves every set that runs AVX2 code.
 #if SMOL_HAVE_AVX2_KERNELS
-    type_table_detail::with_fast_from_float(
+    type_table_detail::with_avx2_from_float(
         type_table_detail::row<TensorType::Q8_K, BlockQ8K, dequantize_row_q8_k, quantize_row_q8_k>(TensorType::Q8_K),
-        Isa::avx2, type_table_detail::from_float<BlockQ8K, kernels_avx2::quantize_row_q8_k>),
+        type_table_detail::from_float<BlockQ8K, kernels_avx2::quantize_row_q8_k>),
 #else
     type_table_detail::row<TensorType::Q8_K, BlockQ8K, dequantize_row_q8_k, quantize_row_q8_k>(TensorType::Q8_K),
 #endif
@@ -211,6 +233,7 @@ inline constexpr TypeRow kTypeTable[] = {
 #undef SMOL_GEMMS
 #undef SMOL_TILES
 #undef SMOL_AMX_GEMM
+#undef SMOL_AVX_VNNI_TILE
 #undef SMOL_AVX512_TILE
 #undef SMOL_AVX2_TILE
 
