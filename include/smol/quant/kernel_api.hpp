@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "smol/core/simd_targets.hpp"
+
 namespace smol {
 
 inline constexpr int kTileRows = 4;  // weight rows per kernel call, at most
@@ -33,7 +35,7 @@ enum class PrefetchInto : int { l1 = 3, l2 = 2 };
 
 // Asks for the `bytes` bytes `distance` past `block`, a 64-byte line at a time.
 template <PrefetchInto cache = PrefetchInto::l1>
-inline void prefetch_ahead(const void* block, std::size_t bytes, std::size_t distance) {
+SMOL_INLINE_INTO_SET inline void prefetch_ahead(const void* block, std::size_t bytes, std::size_t distance) {
     const char* ahead = static_cast<const char*>(block) + distance;
     for (std::size_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(ahead + offset, 0, int(cache));
 }
