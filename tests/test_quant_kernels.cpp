@@ -734,10 +734,10 @@ TEST_CASE("packing Q8_K activations 16 tokens to a block keeps every quant, bsum
         }
 }
 
-TEST_CASE("Q8_0 x Q8_0 tiles match the reference on every kernel set") {
-    for (const Isa isa : kAllIsas) {
-        if (!runnable(isa)) continue;
-        CAPTURE(isa_name(isa));
+namespace {
+
+// Random Q8_0 rows against random Q8_0 activations through `tile`, against the reference.
+void check_q8_0(DotTileFn tile) {
         for (const bool exact : {true, false}) {
             Gen gen{std::mt19937(exact ? 5 : 6), exact};
             for (const std::int64_t n : {std::int64_t(32), std::int64_t(512), std::int64_t(2080)}) {
@@ -752,10 +752,18 @@ TEST_CASE("Q8_0 x Q8_0 tiles match the reference on every kernel set") {
                         n, reinterpret_cast<const BlockQ8_0*>(ops.weights.data() + std::size_t(r) * ops.row_bytes),
                         reinterpret_cast<const BlockQ8_0*>(ops.acts.data() + std::size_t(c) * ops.act_stride));
                 };
-                check_tiles(kernels_for(isa).for_weights(TensorType::Q8_0), n, ops, reference, exact ? 0.0 : 1e-5, TensorType::Q8_0,
-                            TensorType::Q8_0);
+                check_tiles(tile, n, ops, reference, exact ? 0.0 : 1e-5, TensorType::Q8_0, TensorType::Q8_0);
             }
         }
+}
+
+}  // namespace
+
+TEST_CASE("Q8_0 x Q8_0 tiles match the reference on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_q8_0(kernels_for(isa).for_weights(TensorType::Q8_0));
     }
 }
 
@@ -799,8 +807,7 @@ BlockQ8_0 block32_activations(Gen& gen, bool extreme) {
 // Random weights of one block-of-32 format against random Q8_0 activations: every kernel set
 // gives the reference's bits, on every tile shape.
 template <class Block, float (*Dot)(std::int64_t, const Block*, const BlockQ8_0*)>
-void check_block32(Isa isa, TensorType wtype, Block (*make)(Gen&, bool), std::uint32_t seed) {
-    const DotTileFn tile = kernels_for(isa).for_weights(wtype);
+void check_block32(DotTileFn tile, TensorType wtype, Block (*make)(Gen&, bool), std::uint32_t seed) {
     Gen gen{std::mt19937(seed), false};
     // 1, 3, 17, 65 and 517 blocks: groups of four cut short, and past decode's 512-block runs.
     for (const std::int64_t n : {std::int64_t(32), std::int64_t(96), std::int64_t(544), std::int64_t(2080),
@@ -829,7 +836,7 @@ TEST_CASE("Q4_0 x Q8_0 tiles give the reference's bits on every kernel set") {
     for (const Isa isa : kAllIsas) {
         if (!runnable(isa)) continue;
         CAPTURE(isa_name(isa));
-        check_block32<BlockQ4_0, dot_q4_0_q8_0>(isa, TensorType::Q4_0, block_q4_0, 51);
+        check_block32<BlockQ4_0, dot_q4_0_q8_0>(kernels_for(isa).for_weights(TensorType::Q4_0), TensorType::Q4_0, block_q4_0, 51);
     }
 }
 
@@ -837,7 +844,7 @@ TEST_CASE("Q5_0 x Q8_0 tiles give the reference's bits on every kernel set") {
     for (const Isa isa : kAllIsas) {
         if (!runnable(isa)) continue;
         CAPTURE(isa_name(isa));
-        check_block32<BlockQ5_0, dot_q5_0_q8_0>(isa, TensorType::Q5_0, block_q5_0, 52);
+        check_block32<BlockQ5_0, dot_q5_0_q8_0>(kernels_for(isa).for_weights(TensorType::Q5_0), TensorType::Q5_0, block_q5_0, 52);
     }
 }
 
@@ -845,9 +852,37 @@ TEST_CASE("Q4_1 x Q8_0 tiles give the reference's bits on every kernel set") {
     for (const Isa isa : kAllIsas) {
         if (!runnable(isa)) continue;
         CAPTURE(isa_name(isa));
-        check_block32<BlockQ4_1, dot_q4_1_q8_0>(isa, TensorType::Q4_1, block_q4_1, 53);
+        check_block32<BlockQ4_1, dot_q4_1_q8_0>(kernels_for(isa).for_weights(TensorType::Q4_1), TensorType::Q4_1, block_q4_1, 53);
     }
 }
+
+#if SMOL_HAVE_AVX2_KERNELS
+namespace {
+
+// The AVX-VNNI set's block-of-32 products with vpdpbusd emulated.
+struct EmulatedVnniOps : kernels_avx2::legacy::Avx2Ops {
+    static __m256i dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
+        return EmulatedDot::dpbusd(EmulatedDot::dpbusd(_mm256_setzero_si256(), lo, act_lo), hi, act_hi);
+    }
+};
+template <class Kind>
+constexpr DotTileFn emulated_vnni_tile =
+    kernel_detail::by_columns<kernels_avx2::legacy::tile<Kind, EmulatedVnniOps, 1>,
+                              kernels_avx2::legacy::tile<Kind, EmulatedVnniOps, kTileCols>>;
+
+}  // namespace
+
+TEST_CASE("the AVX-VNNI set's Q8_0 and block-of-32 tiles give the reference's bits with vpdpbusd emulated") {
+    // As its GEMMs (above): the set runs only on CPUs with AVX-VNNI, its products run here.
+    namespace legacy = kernels_avx2::legacy;
+    using Q8Quads = kernels_avx2::detail::DpbusdQuads<EmulatedDot>;
+    check_q8_0(kernel_detail::by_columns<kernels_avx2::detail::q8_0_tile<Q8Quads, 1>,
+                                         kernels_avx2::detail::q8_0_tile<Q8Quads, kTileCols>>);
+    check_block32<BlockQ4_0, dot_q4_0_q8_0>(emulated_vnni_tile<legacy::Q4_0Kind>, TensorType::Q4_0, block_q4_0, 151);
+    check_block32<BlockQ5_0, dot_q5_0_q8_0>(emulated_vnni_tile<legacy::Q5_0Kind>, TensorType::Q5_0, block_q5_0, 152);
+    check_block32<BlockQ4_1, dot_q4_1_q8_0>(emulated_vnni_tile<legacy::Q4_1Kind>, TensorType::Q4_1, block_q4_1, 153);
+}
+#endif
 
 TEST_CASE("F32, F16 and BF16 tiles match the reference on every kernel set") {
     for (const Isa isa : kAllIsas) {
@@ -1067,9 +1102,13 @@ TEST_CASE("a set without a type's prompt GEMM hands prompts to the first set dow
             CHECK((set.gemm_for_weights(row.type, kMinGemmTokens - 1).fn == nullptr));
         }
     }
-    // Q8_0 has no GEMM in any set: the AVX-VNNI set's prompts go through the tiles, AVX2's.
+    // Q8_0 has no GEMM in any set: the AVX-VNNI set's prompts go through its tiles (vpdpbusd);
+    // float weights through AVX2's.
     CHECK((KernelSet{Isa::avx_vnni}.gemm_for_weights(TensorType::Q8_0, 512).fn == nullptr));
-    CHECK((KernelSet{Isa::avx_vnni}.for_weights(TensorType::Q8_0) == weight_row(TensorType::Q8_0).tiles[int(Isa::avx2)]));
+    if (isa_compiled(Isa::avx_vnni)) {
+        CHECK((KernelSet{Isa::avx_vnni}.for_weights(TensorType::Q8_0) != weight_row(TensorType::Q8_0).tiles[int(Isa::avx2)]));
+        CHECK((KernelSet{Isa::avx_vnni}.for_weights(TensorType::F16) == weight_row(TensorType::F16).tiles[int(Isa::avx2)]));
+    }
 #if SMOL_HAVE_AMX_KERNELS
     // The case that asked for it: AMX has Q4_K and Q6_K GEMMs only, so Q5_K prompts take AVX-512's.
     if (weight_row(TensorType::Q5_K).gemms[std::size_t(Isa::amx)] == nullptr)

@@ -18,6 +18,7 @@
 
 #include "smol/core/float_vectors.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/dpbusd.hpp"
 #include "smol/quant/float_tiles.hpp"
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/reference.hpp"
@@ -231,10 +232,24 @@ __attribute__((always_inline)) inline void dot_group_run(__m256i (&dots)[kTileRo
 }
 
 // ---------------------------------------------------------------------------------------------
-// Q8_0 x Q8_0: |w| (unsigned) times a with w's sign, so maddubs sees u8 x i8.
+// Q8_0 x Q8_0: |w| (unsigned) times a with w's sign, so the products are u8 x i8: maddubs then
+// madd (AVX2; a pair is at most 2 * 127 * 128, no saturation) or one vpdpbusd (the AVX-VNNI and
+// AVX-512 sets, compiled into their entry points). Either gives each lane's sum of 4 products.
 
-template <int C>
-inline void q8_0_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+struct MaddubsQuads {
+    static __m256i dot(__m256i unsigned_bytes, __m256i signed_bytes) {
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(unsigned_bytes, signed_bytes), _mm256_set1_epi16(1));
+    }
+};
+template <class Dot>
+struct DpbusdQuads {
+    SMOL_INLINE_INTO_SET static __m256i dot(__m256i unsigned_bytes, __m256i signed_bytes) {
+        return Dot::dpbusd(_mm256_setzero_si256(), unsigned_bytes, signed_bytes);
+    }
+};
+
+template <class Quads, int C>
+SMOL_INLINE_INTO_SET inline void q8_0_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                       const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
                       std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ8_0, BlockQ8_0, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
@@ -242,7 +257,6 @@ inline void q8_0_tile(std::int64_t n, const std::uint8_t* weights, std::size_t r
     __m256 acc[kTileRows][C];
     for (int r = 0; r < kTileRows; ++r)
         for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-    const __m256i ones = _mm256_set1_epi16(1);
     const std::int64_t blocks = n / QK8_0;
     for (std::int64_t b = 0; b < blocks; ++b) {
         for (int r = 0; r < kTileRows; ++r) {
@@ -254,7 +268,7 @@ inline void q8_0_tile(std::int64_t n, const std::uint8_t* weights, std::size_t r
             for (int c = 0; c < C; ++c) {
                 const BlockQ8_0& ab = t.a[c][b];
                 const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
-                const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(y, x)), ones);
+                const __m256i dot = Quads::dot(abs_x, _mm256_sign_epi8(y, x));
                 acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * half_to_float(ab.d)), _mm256_cvtepi32_ps(dot),
                                             acc[r][c]);
             }
@@ -348,7 +362,22 @@ inline void quantize_row_q8_k(const float* x, BlockQ8K* out, std::int64_t n) {  
 }
 
 // The k-quant tiles, built from the pieces above, are in kquant_tiles_avx2.hpp.
-inline constexpr DotTileFn q8_0_q8_0 = kernel_detail::by_columns<detail::q8_0_tile<1>, detail::q8_0_tile<kTileCols>>;
+inline constexpr DotTileFn q8_0_q8_0 =
+    kernel_detail::by_columns<detail::q8_0_tile<detail::MaddubsQuads, 1>, detail::q8_0_tile<detail::MaddubsQuads, kTileCols>>;
+#if SMOL_HAVE_AVX_VNNI_KERNELS
+namespace detail {
+template <int C>
+SMOL_TARGET_AVX_VNNI __attribute__((flatten)) void q8_0_tile_avx_vnni(std::int64_t n, const std::uint8_t* weights,
+                                                                      std::size_t row_bytes, int n_rows,
+                                                                      const std::uint8_t* acts, std::size_t act_stride,
+                                                                      int n_cols, float* out, std::size_t out_stride) {
+    q8_0_tile<DpbusdQuads<VexDot>, C>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+}
+}  // namespace detail
+// The AVX-VNNI set's Q8_0 tile: one VEX vpdpbusd per row, column and block.
+inline constexpr DotTileFn q8_0_q8_0_avx_vnni =
+    kernel_detail::by_columns<detail::q8_0_tile_avx_vnni<1>, detail::q8_0_tile_avx_vnni<kTileCols>>;
+#endif
 inline constexpr DotTileFn f32 =
     kernel_detail::by_columns<detail::float_tile<detail::LoadF32, 1>, detail::float_tile<detail::LoadF32, kTileCols>>;
 inline constexpr DotTileFn f16 =

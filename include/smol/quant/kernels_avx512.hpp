@@ -19,6 +19,7 @@
 #include "smol/core/float_vectors.hpp"
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/dpbusd.hpp"
 #include "smol/quant/float_tiles.hpp"
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/reference.hpp"
@@ -35,12 +36,6 @@
 namespace smol::kernels_avx512 {
 
 namespace detail {
-
-SMOL_TARGET_AVX512 inline float hsum128(__m128 s) {
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 SMOL_TARGET_AVX512 inline float half_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
 
@@ -223,42 +218,15 @@ SMOL_TARGET_AVX512 inline __m256i sixteen_scale_dots(const BlockQ8K& ab, __m128i
 }
 
 // ---------------------------------------------------------------------------------------------
-// Q8_0 x Q8_0: |w| as unsigned times a with w's sign, accumulated by vpdpbusd (no saturation).
+// Q8_0 x Q8_0: the AVX2 set's tile (kernels_avx2.hpp) with vpdpbusd in its EVEX form.
 
 template <int C>
-SMOL_TARGET_AVX512 void q8_0_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                                  const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
-                                  std::size_t out_stride) {
-    const kernel_detail::TileOperands<BlockQ8_0, BlockQ8_0, C> t(weights, row_bytes, n_rows, acts, act_stride,
-                                                                 n_cols);
-    const std::size_t ahead = prefetch_distance(row_bytes);
-    __m256 acc[kTileRows][C];
-    for (int r = 0; r < kTileRows; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-    const std::int64_t blocks = n / QK8_0;
-    for (std::int64_t b = 0; b < blocks; ++b) {
-        for (int r = 0; r < kTileRows; ++r) {
-            const BlockQ8_0& wb = t.w[r][b];
-            prefetch_ahead(&wb, sizeof(BlockQ8_0), ahead);
-            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs));
-            const __m256i abs_x = _mm256_abs_epi8(x);
-            const float dx = half_to_float(wb.d);
-            for (int c = 0; c < C; ++c) {
-                const BlockQ8_0& ab = t.a[c][b];
-                const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
-                const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), abs_x, _mm256_sign_epi8(y, x));
-                acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * half_to_float(ab.d)), _mm256_cvtepi32_ps(dot),
-                                            acc[r][c]);
-            }
-        }
-    }
-    float result[kTileRows][C];
-    for (int r = 0; r < kTileRows; ++r)
-        for (int c = 0; c < C; ++c) {
-            const __m256 v = acc[r][c];
-            result[r][c] = hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
-        }
-    kernel_detail::store_tile<C>(result, n_rows, n_cols, out, out_stride);
+SMOL_TARGET_AVX512 __attribute__((flatten)) void q8_0_tile(std::int64_t n, const std::uint8_t* weights,
+                                                           std::size_t row_bytes, int n_rows, const std::uint8_t* acts,
+                                                           std::size_t act_stride, int n_cols, float* out,
+                                                           std::size_t out_stride) {
+    avx2::q8_0_tile<avx2::DpbusdQuads<EvexDot>, C>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out,
+                                                   out_stride);
 }
 
 // ---------------------------------------------------------------------------------------------

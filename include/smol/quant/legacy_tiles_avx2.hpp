@@ -29,6 +29,7 @@
 #include <cstring>
 
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/dpbusd.hpp"
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/reference.hpp"
 
@@ -273,6 +274,31 @@ inline constexpr DotTileFn legacy_tile = kernel_detail::by_columns<legacy::tile<
 inline constexpr DotTileFn q4_0_q8_0 = legacy_tile<legacy::Q4_0Kind>;
 inline constexpr DotTileFn q5_0_q8_0 = legacy_tile<legacy::Q5_0Kind>;
 inline constexpr DotTileFn q4_1_q8_0 = legacy_tile<legacy::Q4_1Kind>;
+
+#if SMOL_HAVE_AVX_VNNI_KERNELS
+// The AVX-VNNI set's: the same driver with two VEX vpdpbusd per pair (AVX2's high-bit step), as
+// the AVX-512 set's tiles have them in EVEX (legacy_tiles_avx512.hpp).
+namespace legacy {
+struct AvxVnniOps : Avx2Ops {
+    SMOL_TARGET_AVX_VNNI static __m256i dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
+        return VexDot::dpbusd(VexDot::dpbusd(_mm256_setzero_si256(), lo, act_lo), hi, act_hi);
+    }
+};
+template <class Kind, int C>
+SMOL_TARGET_AVX_VNNI __attribute__((flatten)) inline void avx_vnni_tile(std::int64_t n, const std::uint8_t* weights,
+                                                                        std::size_t row_bytes, int n_rows,
+                                                                        const std::uint8_t* acts, std::size_t act_stride,
+                                                                        int n_cols, float* out, std::size_t out_stride) {
+    tile<Kind, AvxVnniOps, C>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+}
+}  // namespace legacy
+template <class Kind>
+inline constexpr DotTileFn avx_vnni_legacy_tile =
+    kernel_detail::by_columns<legacy::avx_vnni_tile<Kind, 1>, legacy::avx_vnni_tile<Kind, kTileCols>>;
+inline constexpr DotTileFn q4_0_q8_0_avx_vnni = avx_vnni_legacy_tile<legacy::Q4_0Kind>;
+inline constexpr DotTileFn q5_0_q8_0_avx_vnni = avx_vnni_legacy_tile<legacy::Q5_0Kind>;
+inline constexpr DotTileFn q4_1_q8_0_avx_vnni = avx_vnni_legacy_tile<legacy::Q4_1Kind>;
+#endif
 
 }  // namespace smol::kernels_avx2
 

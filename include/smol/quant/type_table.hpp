@@ -154,11 +154,14 @@ constexpr TypeRow with_avx2_from_float(TypeRow r, FromFloatFn fast) {
 #else
 #define SMOL_AMX_GEMM(name) nullptr
 #endif
-// Columns: scalar, avx2, avx_vnni, avx512, amx. The AVX-VNNI set runs the AVX2 tiles (decode of
-// types without row groups); the AMX set decodes, and multiplies what has no AMX GEMM, with the
-// AVX-512 kernels.
+// Columns: scalar, avx2, avx_vnni, avx512, amx. The AVX-VNNI set runs the AVX2 tiles where the
+// products are not integer bytes (the float types) or a k-quant's (decoded by row groups or the
+// AVX2 column kernels: memory-bound), its own for the block-of-32 types (SMOL_VNNI_TILES); the AMX
+// set decodes, and multiplies what has no AMX GEMM, with the AVX-512 kernels.
 #define SMOL_TILES(name) \
     {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
+#define SMOL_VNNI_TILES(name) \
+    {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
 #define SMOL_GEMMS(name) \
     {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name)}
 // Types with AVX2, AVX-VNNI and AVX-512 GEMMs but no AMX one: the AMX set multiplies their prompts
@@ -205,13 +208,13 @@ inline constexpr TypeRow kTypeTable[] = {
     type_table_detail::row<TensorType::Q6_K, BlockQ6K, dequantize_row_q6_k, quantize_row_q6_k>(
         TensorType::Q8_K, SMOL_TILES(q6k_q8k), SMOL_GEMMS(q6k_q8k_gemm), kQ6KRowGroups),
     type_table_detail::row<TensorType::Q8_0, BlockQ8_0, dequantize_row_q8_0, quantize_row_q8_0>(
-        TensorType::Q8_0, SMOL_TILES(q8_0_q8_0)),
+        TensorType::Q8_0, SMOL_VNNI_TILES(q8_0_q8_0)),
     type_table_detail::row<TensorType::Q4_0, BlockQ4_0, dequantize_row_q4_0, quantize_row_q4_0>(
-        TensorType::Q8_0, SMOL_TILES(q4_0_q8_0)),
+        TensorType::Q8_0, SMOL_VNNI_TILES(q4_0_q8_0)),
     type_table_detail::row<TensorType::Q5_0, BlockQ5_0, dequantize_row_q5_0, quantize_row_q5_0>(
-        TensorType::Q8_0, SMOL_TILES(q5_0_q8_0)),
+        TensorType::Q8_0, SMOL_VNNI_TILES(q5_0_q8_0)),
     type_table_detail::row<TensorType::Q4_1, BlockQ4_1, dequantize_row_q4_1, quantize_row_q4_1>(
-        TensorType::Q8_0, SMOL_TILES(q4_1_q8_0)),
+        TensorType::Q8_0, SMOL_VNNI_TILES(q4_1_q8_0)),
     type_table_detail::row<TensorType::F32, float, dequantize_row_f32, quantize_row_f32>(TensorType::F32,
                                                                                           SMOL_TILES(f32)),
     type_table_detail::row<TensorType::F16, std::uint16_t, dequantize_row_f16, quantize_row_f16>(TensorType::F32,
@@ -231,6 +234,7 @@ inline constexpr TypeRow kTypeTable[] = {
 
 #undef SMOL_SET_GEMMS
 #undef SMOL_GEMMS
+#undef SMOL_VNNI_TILES
 #undef SMOL_TILES
 #undef SMOL_AMX_GEMM
 #undef SMOL_AVX_VNNI_TILE
