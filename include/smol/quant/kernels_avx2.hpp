@@ -249,9 +249,9 @@ struct DpbusdQuads {
 };
 
 template <class Quads, int C>
-SMOL_INLINE_INTO_SET inline void q8_0_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                      const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
-                      std::size_t out_stride) {
+SMOL_INLINE_INTO_SET inline void q8_0_tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
+                                           int n_rows, const std::uint8_t* acts, std::size_t act_stride, int n_cols,
+                                           float* out, std::size_t out_stride) {
     const kernel_detail::TileOperands<BlockQ8_0, BlockQ8_0, C> t(weights, row_bytes, n_rows, acts, act_stride, n_cols);
     const std::size_t ahead = prefetch_distance(row_bytes);
     __m256 acc[kTileRows][C];

@@ -66,7 +66,8 @@ SMOL_INLINE_INTO_SET inline __m256i broadcast_four(const std::int8_t* four) {
 // Group k of a Q4_K block's chunk: the 8 rows' 4 quant bytes as low nibbles (4 weights of
 // sub-block 2 chunk) and high nibbles (sub-block 2 chunk + 1). Asks for a quant line kPrefetchBytes
 // ahead every other group: between the loads, which Zen 5 prefers to all at the block's top.
-SMOL_INLINE_INTO_SET inline void q4k_group_nibbles(const BlockQ4Kx8& wb, int chunk, int k, __m256i& low, __m256i& high) {
+SMOL_INLINE_INTO_SET inline void q4k_group_nibbles(const BlockQ4Kx8& wb, int chunk, int k, __m256i& low,
+                                                   __m256i& high) {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     if (k % 2 == 0) prefetch_to_l2_ahead(wb.qs[chunk][k], 64);
     const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs[chunk][k]));
@@ -91,8 +92,8 @@ SMOL_INLINE_INTO_SET inline void q6k_group_quants(const BlockQ6Kx8& wb, int h, i
 // A Q4_K group block's end, for every column: the mins meet the activation's sub-block sums, and
 // each row's lane takes the reference's float step with dots[col] = sum_j scale_j * products_j.
 template <int C>
-SMOL_INLINE_INTO_SET inline void q4k_finish_block(const BlockQ4Kx8& wb, const BlockQ8K* const (&acts)[C], std::int64_t b,
-                             const __m256i (&dots)[C], __m256 (&acc)[C]) {
+SMOL_INLINE_INTO_SET inline void q4k_finish_block(const BlockQ4Kx8& wb, const BlockQ8K* const (&acts)[C],
+                                                  std::int64_t b, const __m256i (&dots)[C], __m256 (&acc)[C]) {
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d)));
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.dmin)));
     for (int col = 0; col < C; ++col) {
@@ -116,8 +117,8 @@ SMOL_INLINE_INTO_SET inline void q4k_finish_block(const BlockQ4Kx8& wb, const Bl
 // A Q6_K group block's end, for every column: the -32 offset (32 * sum_j scale_j * bsum_j) comes
 // off dots[col] = sum_j scale_j * (unsigned products_j), and each row's lane takes the float step.
 template <int C>
-SMOL_INLINE_INTO_SET inline void q6k_finish_block(const BlockQ6Kx8& wb, const BlockQ8K* const (&acts)[C], std::int64_t b,
-                             const __m256i (&dots)[C], __m256 (&acc)[C]) {
+SMOL_INLINE_INTO_SET inline void q6k_finish_block(const BlockQ6Kx8& wb, const BlockQ8K* const (&acts)[C],
+                                                  std::int64_t b, const __m256i (&dots)[C], __m256 (&acc)[C]) {
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d)));
     for (int col = 0; col < C; ++col) {
         const BlockQ8K& a = acts[col][b];
@@ -234,8 +235,9 @@ inline void q6k_x8_columns(std::int64_t n, const BlockQ6Kx8* group, const BlockQ
 // scale in one vpmulld per sub-block. Integer totals are the same, so the bits are the same.
 // Dot supplies the instruction: EVEX on AVX-512 VNNI (32 registers), VEX on AVX-VNNI.
 template <class Dot, int C>
-SMOL_INLINE_INTO_SET inline void q4k_x8_columns_vnni(std::int64_t n, const BlockQ4Kx8* group, const BlockQ8K* const (&acts)[C], float* out,
-                                std::size_t out_stride) {
+SMOL_INLINE_INTO_SET inline void q4k_x8_columns_vnni(std::int64_t n, const BlockQ4Kx8* group,
+                                                     const BlockQ8K* const (&acts)[C], float* out,
+                                                     std::size_t out_stride) {
     __m256 acc[C];  // [row] per column
     for (int col = 0; col < C; ++col) acc[col] = _mm256_setzero_ps();
     for (std::int64_t b = 0; b < n / QK_K; ++b) {
@@ -270,8 +272,9 @@ SMOL_INLINE_INTO_SET inline void q4k_x8_columns_vnni(std::int64_t n, const Block
 }
 
 template <class Dot, int C>
-SMOL_INLINE_INTO_SET inline void q6k_x8_columns_vnni(std::int64_t n, const BlockQ6Kx8* group, const BlockQ8K* const (&acts)[C], float* out,
-                                std::size_t out_stride) {
+SMOL_INLINE_INTO_SET inline void q6k_x8_columns_vnni(std::int64_t n, const BlockQ6Kx8* group,
+                                                     const BlockQ8K* const (&acts)[C], float* out,
+                                                     std::size_t out_stride) {
     // Byte 2r + e of a scale pair's 16 bytes (row r, sub-block 2p + e) into byte r of the low 8.
     const __m128i pick_even = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
     const __m128i pick_odd = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1);
@@ -366,15 +369,15 @@ template <class Dot>
 struct VnniColumns {
     template <int C>
     struct Q4K {
-        SMOL_INLINE_INTO_SET static void run(std::int64_t n, const std::uint8_t* group, const BlockQ8K* const (&acts)[C], float* out,
-                        std::size_t out_stride) {
+        SMOL_INLINE_INTO_SET static void run(std::int64_t n, const std::uint8_t* group,
+                                             const BlockQ8K* const (&acts)[C], float* out, std::size_t out_stride) {
             q4k_x8_columns_vnni<Dot, C>(n, reinterpret_cast<const BlockQ4Kx8*>(group), acts, out, out_stride);
         }
     };
     template <int C>
     struct Q6K {
-        SMOL_INLINE_INTO_SET static void run(std::int64_t n, const std::uint8_t* group, const BlockQ8K* const (&acts)[C], float* out,
-                        std::size_t out_stride) {
+        SMOL_INLINE_INTO_SET static void run(std::int64_t n, const std::uint8_t* group,
+                                             const BlockQ8K* const (&acts)[C], float* out, std::size_t out_stride) {
             q6k_x8_columns_vnni<Dot, C>(n, reinterpret_cast<const BlockQ6Kx8*>(group), acts, out, out_stride);
         }
     };
