@@ -860,11 +860,7 @@ TEST_CASE("Q4_1 x Q8_0 tiles give the reference's bits on every kernel set") {
 namespace {
 
 // The AVX-VNNI set's block-of-32 products with vpdpbusd emulated.
-struct EmulatedVnniOps : kernels_avx2::legacy::Avx2Ops {
-    static __m256i dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
-        return EmulatedDot::dpbusd(EmulatedDot::dpbusd(_mm256_setzero_si256(), lo, act_lo), hi, act_hi);
-    }
-};
+using EmulatedVnniOps = kernels_avx2::legacy::VnniOps<EmulatedDot>;
 template <class Kind>
 constexpr DotTileFn emulated_vnni_tile =
     kernel_detail::by_columns<kernels_avx2::legacy::tile<Kind, EmulatedVnniOps, 1>,

@@ -110,6 +110,17 @@ struct Avx2Ops {
     }
 };
 
+// The same products with two vpdpbusd per pair (exact in i32) in place of two maddubs, an add and
+// a madd; Dot supplies the instruction (dpbusd.hpp). The AVX-VNNI set runs VnniOps<VexDot>, the
+// AVX-512 set takes its dot_pair with EvexDot (legacy_tiles_avx512.hpp, which keeps its own
+// high-bit step), and the tests run it with the instruction emulated.
+template <class Dot>
+struct VnniOps : Avx2Ops {
+    SMOL_INLINE_INTO_SET static __m256i dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
+        return Dot::dpbusd(Dot::dpbusd(_mm256_setzero_si256(), lo, act_lo), hi, act_hi);
+    }
+};
+
 // A pair of Q4_0 blocks' nibbles: byte l's low nibble is weight l, its high nibble weight l + 16.
 inline void nibble_pair(const std::uint8_t* first, const std::uint8_t* second, __m256i& lo, __m256i& hi) {
     const __m256i bits = load_pair(first, second);
@@ -276,20 +287,14 @@ inline constexpr DotTileFn q5_0_q8_0 = legacy_tile<legacy::Q5_0Kind>;
 inline constexpr DotTileFn q4_1_q8_0 = legacy_tile<legacy::Q4_1Kind>;
 
 #if SMOL_HAVE_AVX_VNNI_KERNELS
-// The AVX-VNNI set's: the same driver with two VEX vpdpbusd per pair (AVX2's high-bit step), as
-// the AVX-512 set's tiles have them in EVEX (legacy_tiles_avx512.hpp).
+// The AVX-VNNI set's: the same driver with VnniOps<VexDot>.
 namespace legacy {
-struct AvxVnniOps : Avx2Ops {
-    SMOL_TARGET_AVX_VNNI static __m256i dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
-        return VexDot::dpbusd(VexDot::dpbusd(_mm256_setzero_si256(), lo, act_lo), hi, act_hi);
-    }
-};
 template <class Kind, int C>
 SMOL_TARGET_AVX_VNNI __attribute__((flatten)) inline void avx_vnni_tile(std::int64_t n, const std::uint8_t* weights,
                                                                         std::size_t row_bytes, int n_rows,
                                                                         const std::uint8_t* acts, std::size_t act_stride,
                                                                         int n_cols, float* out, std::size_t out_stride) {
-    tile<Kind, AvxVnniOps, C>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+    tile<Kind, VnniOps<VexDot>, C>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
 }
 }  // namespace legacy
 template <class Kind>

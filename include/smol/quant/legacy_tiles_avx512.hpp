@@ -33,13 +33,9 @@ namespace legacy {
 
 namespace base = kernels_avx2::legacy;
 
-// A pair of unsigned quant vectors against the activations' pair, as [first block, 4 partial
-// sums | second block, 4], exact: vpdpbusd adds four products to each lane in 32 bits.
-struct Avx512Ops {
-    SMOL_TARGET_AVX512 static __m256i dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
-        return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, act_lo), hi, act_hi);
-    }
-
+// dot_pair: a pair of unsigned quant vectors against the activations' pair, as [first block, 4
+// partial sums | second block, 4], exact: base::VnniOps's two vpdpbusd, in their EVEX form.
+struct Avx512Ops : base::VnniOps<EvexDot> {
     // Q5_0's bit 4 (legacy_tiles_avx2.hpp, Avx2Ops::add_high_bits) through byte masks.
     SMOL_TARGET_AVX512 static void add_high_bits(std::uint32_t first, std::uint32_t second, __m256i& lo, __m256i& hi) {
         const __m256i sixteen = _mm256_set1_epi8(16);
