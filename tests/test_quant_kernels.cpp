@@ -347,6 +347,15 @@ void group_dot(std::int64_t n, const std::uint8_t* group, const std::uint8_t* ac
 #endif
 
 // A group kernel to check besides the sets' own: a name and the kernel.
+// The 8 rows of a group as the conversions take them: row r at blocks + r.
+template <class Block>
+struct RowPointers {
+    Block* rows[kGroupRows];
+    explicit RowPointers(Block* blocks) {
+        for (int r = 0; r < kGroupRows; ++r) rows[r] = blocks + r;
+    }
+};
+
 struct NamedGroupDot {
     const char* name;
     GroupDotFn dot;
@@ -425,6 +434,31 @@ TEST_CASE("Q4_K and Q6_K row groups: restored byte for byte, and every set's gro
         row_group_detail::transpose_quads_reference(from, to_want);
         REQUIRE(std::memcmp(got, want, sizeof got) == 0);
         CHECK(want[3][8] == source[2][12]);  // element (3, 2) is element (2, 3) of the source
+    }
+    {  // the heads and scales of restored rows, vectorized, against their byte-by-byte references
+        // on arbitrary bytes (a valid group holds 6-bit scales; the two agree on any input)
+        std::mt19937 rng(17);
+        for (int trial = 0; trial < 200; ++trial) {
+            BlockQ4Kx8 q4k;
+            BlockQ6Kx8 q6k;
+            auto* q4k_bytes = reinterpret_cast<std::uint8_t*>(&q4k);
+            auto* q6k_bytes = reinterpret_cast<std::uint8_t*>(&q6k);
+            for (std::size_t i = 0; i < sizeof q4k; ++i) q4k_bytes[i] = std::uint8_t(rng());
+            for (std::size_t i = 0; i < sizeof q6k; ++i) q6k_bytes[i] = std::uint8_t(rng());
+            BlockQ4K q4k_got[kGroupRows], q4k_want[kGroupRows];
+            BlockQ6K q6k_got[kGroupRows], q6k_want[kGroupRows];
+            std::memset(q4k_got, 0xcd, sizeof q4k_got);
+            std::memset(q4k_want, 0xcd, sizeof q4k_want);
+            std::memset(q6k_got, 0xcd, sizeof q6k_got);
+            std::memset(q6k_want, 0xcd, sizeof q6k_want);
+            row_group_detail::restore_q4k_heads(q4k, RowPointers(q4k_got).rows);
+            row_group_detail::restore_q4k_heads_reference(q4k, RowPointers(q4k_want).rows);
+            row_group_detail::restore_q6k_scales(q6k, RowPointers(q6k_got).rows);
+            row_group_detail::restore_q6k_scales_reference(q6k, RowPointers(q6k_want).rows);
+            REQUIRE(std::memcmp(q4k_got, q4k_want, sizeof q4k_got) == 0);
+            REQUIRE(std::memcmp(q6k_got, q6k_want, sizeof q6k_got) == 0);
+            CHECK(q6k_want[5].scales[7] == q6k.scales[3][5][1]);  // row 5's scale 7: pair 3, second
+        }
     }
     // The AVX-VNNI set's kernels are the VNNI form with VEX vpdpbusd; with the instruction emulated
     // they run (and are checked) on every CPU, whether or not it has AVX-VNNI.

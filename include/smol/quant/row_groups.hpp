@@ -147,24 +147,78 @@ inline void interleave_q4k(const std::uint8_t* rows, std::size_t row_bytes, std:
     }
 }
 
+// The first 16 bytes of each of a Q4_K group block's 8 rows (d, dmin and the 12 bytes that pack
+// the 6-bit scales and mins), rebuilt from the group's unpacked scales and mins.
+inline void restore_q4k_heads_reference(const BlockQ4Kx8& g, BlockQ4K* const (&w)[kGroupRows]) {
+    for (int r = 0; r < kGroupRows; ++r) {
+        w[r]->d = g.d[r];
+        w[r]->dmin = g.dmin[r];
+        // The 12 bytes q4k_unpack_scales_mins reads: scales and mins 0-3 with the top two bits of
+        // 4-7, then the low nibbles of scales and mins 4-7.
+        for (int j = 0; j < 4; ++j) {
+            const int scale_hi = g.scales[j + 4][r], min_hi = g.mins[(j + 4) / 2][r][j % 2];
+            w[r]->scales[j] = std::uint8_t(g.scales[j][r] | (scale_hi >> 4) << 6);
+            w[r]->scales[j + 4] = std::uint8_t(g.mins[j / 2][r][j % 2] | (min_hi >> 4) << 6);
+            w[r]->scales[j + 8] = std::uint8_t((scale_hi & 0x0f) | (min_hi & 0x0f) << 4);
+        }
+    }
+}
+
+#if SMOL_HAVE_AVX2_KERNELS
+// The same for all 8 rows at once (restoring rows for prompts runs this once per block; the
+// byte-by-byte form above was most of the restore's time). Bytes are indexed [j][r] (sub-block j,
+// row r) until the end, where each row's 16 bytes are gathered by transposes and stored whole.
+inline void restore_q4k_heads(const BlockQ4Kx8& g, BlockQ4K* const (&w)[kGroupRows]) {
+    const auto load = [](const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); };
+    const __m256i low_nibbles = _mm256_set1_epi8(0x0f), bits_4_5 = _mm256_set1_epi8(0x30);
+    // The mins are stored [pair p][r][j - 2p]; in each lane (one pair) [r][jj] -> [jj][r].
+    const __m256i pair_to_j_major = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+                                                     0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i scales_lo = load(g.scales[0]), scales_hi = load(g.scales[4]);  // [j][r]: j 0-3, 4-7
+    const __m256i mins_lo = _mm256_shuffle_epi8(load(g.mins[0]), pair_to_j_major);
+    const __m256i mins_hi = _mm256_shuffle_epi8(load(g.mins[2]), pair_to_j_major);
+    // The packed bytes 0-3, 4-7 and 8-11 of every row ((v >> 4) << 6 of a byte is (v & 0x30) << 2;
+    // the 16-bit shifts move no bit across a byte).
+    const __m256i packed[3] = {
+        _mm256_or_si256(scales_lo, _mm256_slli_epi16(_mm256_and_si256(scales_hi, bits_4_5), 2)),
+        _mm256_or_si256(mins_lo, _mm256_slli_epi16(_mm256_and_si256(mins_hi, bits_4_5), 2)),
+        _mm256_or_si256(_mm256_and_si256(scales_hi, low_nibbles),
+                        _mm256_slli_epi16(_mm256_and_si256(mins_hi, low_nibbles), 4)),
+    };
+    // [j][r] -> one dword per row (its bytes j = 0..3): in each lane [jj][r] -> [r][jj] words, then
+    // the lanes' words interleaved. quads[i][h] holds rows 4h..4h+3.
+    const __m256i j_to_row_major = _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,
+                                                    0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    __m128i quads[4][2];
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d));
+    const __m128i dmin = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.dmin));
+    quads[0][0] = _mm_unpacklo_epi16(d, dmin);  // [d, dmin] of rows 0-3
+    quads[0][1] = _mm_unpackhi_epi16(d, dmin);
+    for (int i = 0; i < 3; ++i) {
+        const __m256i words = _mm256_shuffle_epi8(packed[i], j_to_row_major);
+        const __m128i j01 = _mm256_castsi256_si128(words), j23 = _mm256_extracti128_si256(words, 1);
+        quads[i + 1][0] = _mm_unpacklo_epi16(j01, j23);
+        quads[i + 1][1] = _mm_unpackhi_epi16(j01, j23);
+    }
+    for (int h = 0; h < 2; ++h) {  // a 4 x 4 transpose of dwords: row r's [d dmin | 0-3 | 4-7 | 8-11]
+        const __m128i a = _mm_unpacklo_epi32(quads[0][h], quads[1][h]), b = _mm_unpacklo_epi32(quads[2][h], quads[3][h]);
+        const __m128i c = _mm_unpackhi_epi32(quads[0][h], quads[1][h]), e = _mm_unpackhi_epi32(quads[2][h], quads[3][h]);
+        const __m128i rows[4] = {_mm_unpacklo_epi64(a, b), _mm_unpackhi_epi64(a, b), _mm_unpacklo_epi64(c, e),
+                                 _mm_unpackhi_epi64(c, e)};
+        for (int i = 0; i < 4; ++i) _mm_storeu_si128(reinterpret_cast<__m128i*>(w[4 * h + i]), rows[i]);
+    }
+}
+#else
+inline void restore_q4k_heads(const BlockQ4Kx8& g, BlockQ4K* const (&w)[kGroupRows]) { restore_q4k_heads_reference(g, w); }
+#endif
+
 inline void deinterleave_q4k(const std::uint8_t* group, std::int64_t blocks, std::uint8_t* rows, std::size_t row_bytes) {
     const auto* in = reinterpret_cast<const BlockQ4Kx8*>(group);
     for (std::int64_t b = 0; b < blocks; ++b) {
         const BlockQ4Kx8& g = in[b];
         BlockQ4K* w[kGroupRows];
-        for (int r = 0; r < kGroupRows; ++r) {
-            w[r] = reinterpret_cast<BlockQ4K*>(rows + std::size_t(r) * row_bytes) + b;
-            w[r]->d = g.d[r];
-            w[r]->dmin = g.dmin[r];
-            // The 12 bytes q4k_unpack_scales_mins reads: scales and mins 0-3 with the top two bits
-            // of 4-7, then the low nibbles of scales and mins 4-7.
-            for (int j = 0; j < 4; ++j) {
-                const int scale_hi = g.scales[j + 4][r], min_hi = g.mins[(j + 4) / 2][r][j % 2];
-                w[r]->scales[j] = std::uint8_t(g.scales[j][r] | (scale_hi >> 4) << 6);
-                w[r]->scales[j + 4] = std::uint8_t(g.mins[j / 2][r][j % 2] | (min_hi >> 4) << 6);
-                w[r]->scales[j + 8] = std::uint8_t((scale_hi & 0x0f) | (min_hi & 0x0f) << 4);
-            }
-        }
+        for (int r = 0; r < kGroupRows; ++r) w[r] = reinterpret_cast<BlockQ4K*>(rows + std::size_t(r) * row_bytes) + b;
+        restore_q4k_heads(g, w);
         for (int c = 0; c < 4; ++c)
             group_run_to_rows(g.qs[c][0][0], sizeof g.qs[c][0], w, offsetof(BlockQ4K, qs) + 32 * std::size_t(c));
     }
@@ -191,16 +245,45 @@ inline void interleave_q6k(const std::uint8_t* rows, std::size_t row_bytes, std:
     }
 }
 
+// Each Q6_K row's 16 scales and d, from a group block: the scales are an 8 x 8 transpose of
+// 2-byte elements ([pair p][row r] -> [r][p]).
+inline void restore_q6k_scales_reference(const BlockQ6Kx8& g, BlockQ6K* const (&w)[kGroupRows]) {
+    for (int r = 0; r < kGroupRows; ++r) {
+        w[r]->d = g.d[r];
+        for (int j = 0; j < 16; ++j) w[r]->scales[j] = g.scales[j / 2][r][j % 2];
+    }
+}
+
+#if SMOL_HAVE_AVX2_KERNELS
+inline void restore_q6k_scales(const BlockQ6Kx8& g, BlockQ6K* const (&w)[kGroupRows]) {
+    __m128i pairs[8], two[8], four[8];
+    for (int p = 0; p < 8; ++p) pairs[p] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.scales[p]));
+    for (int p = 0; p < 8; p += 2) {  // two[p]: pairs p, p + 1 of rows 0-3; two[p + 1]: of rows 4-7
+        two[p] = _mm_unpacklo_epi16(pairs[p], pairs[p + 1]);
+        two[p + 1] = _mm_unpackhi_epi16(pairs[p], pairs[p + 1]);
+    }
+    for (int q = 0; q < 8; q += 4)  // four[q + k]: pairs q/2*2 .. +3 (q = 0: 0-3, q = 4: 4-7) of rows 2k, 2k + 1
+        for (int h = 0; h < 2; ++h) {
+            four[q + 2 * h] = _mm_unpacklo_epi32(two[q + h], two[q + 2 + h]);
+            four[q + 2 * h + 1] = _mm_unpackhi_epi32(two[q + h], two[q + 2 + h]);
+        }
+    for (int k = 0; k < 4; ++k) {  // rows 2k and 2k + 1: pairs 0-3 from four[k], 4-7 from four[4 + k]
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(w[2 * k]->scales), _mm_unpacklo_epi64(four[k], four[4 + k]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(w[2 * k + 1]->scales), _mm_unpackhi_epi64(four[k], four[4 + k]));
+    }
+    for (int r = 0; r < kGroupRows; ++r) w[r]->d = g.d[r];
+}
+#else
+inline void restore_q6k_scales(const BlockQ6Kx8& g, BlockQ6K* const (&w)[kGroupRows]) { restore_q6k_scales_reference(g, w); }
+#endif
+
 inline void deinterleave_q6k(const std::uint8_t* group, std::int64_t blocks, std::uint8_t* rows, std::size_t row_bytes) {
     const auto* in = reinterpret_cast<const BlockQ6Kx8*>(group);
     for (std::int64_t b = 0; b < blocks; ++b) {
         const BlockQ6Kx8& g = in[b];
         BlockQ6K* w[kGroupRows];
-        for (int r = 0; r < kGroupRows; ++r) {
-            w[r] = reinterpret_cast<BlockQ6K*>(rows + std::size_t(r) * row_bytes) + b;
-            w[r]->d = g.d[r];
-            for (int j = 0; j < 16; ++j) w[r]->scales[j] = g.scales[j / 2][r][j % 2];
-        }
+        for (int r = 0; r < kGroupRows; ++r) w[r] = reinterpret_cast<BlockQ6K*>(rows + std::size_t(r) * row_bytes) + b;
+        restore_q6k_scales(g, w);
         for (int h = 0; h < 2; ++h)
             for (int part = 0; part < 3; ++part)
                 group_run_to_rows(g.q[h][0][part][0], sizeof g.q[h][0], w, q6k_run_offset(h, part));
