@@ -241,6 +241,12 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
                 for (int sub = 0; sub < n_rows; sub += kGroupRows)
                     type.row_groups.deinterleave(w.groups + std::size_t((r0 + sub) / kGroupRows) * group_bytes[i], blocks,
                                                  rows_here + std::size_t(sub) * w.row_bytes, w.row_bytes);
+                // The next item's groups, asked for now so that they come from DRAM while this
+                // item's GEMM runs rather than while its restore waits (3B, short prompts, one
+                // thread: pp16 and pp32 3-10% faster on Zen 5; pp128 and longer level).
+                if (const std::int64_t next_rows = std::min<std::int64_t>(group_rows[i], w.rows - r0 - n_rows); next_rows > 0)
+                    prefetch_ahead<PrefetchInto::l2>(w.groups + std::size_t((r0 + n_rows) / kGroupRows) * group_bytes[i],
+                                                     std::size_t(next_rows / kGroupRows) * group_bytes[i], 0);
             }
             rows = rows_here;
         }
