@@ -262,7 +262,7 @@ inline void restore_q6k_scales(const BlockQ6Kx8& g, BlockQ6K* const (&w)[kGroupR
         two[p] = _mm_unpacklo_epi16(pairs[p], pairs[p + 1]);
         two[p + 1] = _mm_unpackhi_epi16(pairs[p], pairs[p + 1]);
     }
-    for (int q = 0; q < 8; q += 4)  // four[q + k]: pairs q/2*2 .. +3 (q = 0: 0-3, q = 4: 4-7) of rows 2k, 2k + 1
+    for (int q = 0; q < 8; q += 4)  // four[q + k]: pairs q .. q + 3 of rows 2k and 2k + 1
         for (int h = 0; h < 2; ++h) {
             four[q + 2 * h] = _mm_unpacklo_epi32(two[q + h], two[q + 2 + h]);
             four[q + 2 * h + 1] = _mm_unpackhi_epi32(two[q + h], two[q + 2 + h]);
