@@ -435,29 +435,34 @@ TEST_CASE("Q4_K and Q6_K row groups: restored byte for byte, and every set's gro
         REQUIRE(std::memcmp(got, want, sizeof got) == 0);
         CHECK(want[3][8] == source[2][12]);  // element (3, 2) is element (2, 3) of the source
     }
-    {  // the heads and scales of restored rows, vectorized, against their byte-by-byte references
-        // on arbitrary bytes (a valid group holds 6-bit scales; the two agree on any input)
+    {  // the 8 x 8 transpose of 2-byte elements (Q6_K's scales, both ways), against its reference
+        std::uint8_t source[8][24], got[8][24], want[8][24];
+        for (int i = 0; i < 8; ++i)
+            for (int j = 0; j < 24; ++j) source[i][j] = std::uint8_t(i * 24 + j);
+        std::memset(got, 0xcd, sizeof got);
+        std::memset(want, 0xcd, sizeof want);
+        const std::uint8_t* const from[8] = {source[0], source[1], source[2], source[3], source[4], source[5], source[6], source[7]};
+        std::uint8_t* const to_got[8] = {got[0], got[1], got[2], got[3], got[4], got[5], got[6], got[7]};
+        std::uint8_t* const to_want[8] = {want[0], want[1], want[2], want[3], want[4], want[5], want[6], want[7]};
+        row_group_detail::transpose_pairs(from, to_got);
+        row_group_detail::transpose_pairs_reference(from, to_want);
+        REQUIRE(std::memcmp(got, want, sizeof got) == 0);
+        CHECK(want[3][5] == source[2][7]);  // element (3, 2) is element (2, 3) of the source
+    }
+    {  // a Q4_K block's restored heads, vectorized, against the byte-by-byte reference, on
+       // arbitrary bytes (a valid group holds 6-bit scales; the two agree on any input)
         std::mt19937 rng(17);
         for (int trial = 0; trial < 200; ++trial) {
-            BlockQ4Kx8 q4k;
-            BlockQ6Kx8 q6k;
-            auto* q4k_bytes = reinterpret_cast<std::uint8_t*>(&q4k);
-            auto* q6k_bytes = reinterpret_cast<std::uint8_t*>(&q6k);
-            for (std::size_t i = 0; i < sizeof q4k; ++i) q4k_bytes[i] = std::uint8_t(rng());
-            for (std::size_t i = 0; i < sizeof q6k; ++i) q6k_bytes[i] = std::uint8_t(rng());
-            BlockQ4K q4k_got[kGroupRows], q4k_want[kGroupRows];
-            BlockQ6K q6k_got[kGroupRows], q6k_want[kGroupRows];
-            std::memset(q4k_got, 0xcd, sizeof q4k_got);
-            std::memset(q4k_want, 0xcd, sizeof q4k_want);
-            std::memset(q6k_got, 0xcd, sizeof q6k_got);
-            std::memset(q6k_want, 0xcd, sizeof q6k_want);
-            row_group_detail::restore_q4k_heads(q4k, RowPointers(q4k_got).rows);
-            row_group_detail::restore_q4k_heads_reference(q4k, RowPointers(q4k_want).rows);
-            row_group_detail::restore_q6k_scales(q6k, RowPointers(q6k_got).rows);
-            row_group_detail::restore_q6k_scales_reference(q6k, RowPointers(q6k_want).rows);
-            REQUIRE(std::memcmp(q4k_got, q4k_want, sizeof q4k_got) == 0);
-            REQUIRE(std::memcmp(q6k_got, q6k_want, sizeof q6k_got) == 0);
-            CHECK(q6k_want[5].scales[7] == q6k.scales[3][5][1]);  // row 5's scale 7: pair 3, second
+            BlockQ4Kx8 group;
+            BlockQ4K rows_got[kGroupRows], rows_want[kGroupRows];
+            auto* group_bytes = reinterpret_cast<std::uint8_t*>(&group);
+            for (std::size_t i = 0; i < sizeof group; ++i) group_bytes[i] = std::uint8_t(rng());
+            std::memset(rows_got, 0xcd, sizeof rows_got);
+            std::memset(rows_want, 0xcd, sizeof rows_want);
+            row_group_detail::restore_q4k_heads(group, RowPointers(rows_got).rows);
+            row_group_detail::restore_q4k_heads_reference(group, RowPointers(rows_want).rows);
+            REQUIRE(std::memcmp(rows_got, rows_want, sizeof rows_got) == 0);
+            CHECK(rows_want[6].scales[5] == std::uint8_t(group.mins[0][6][1] | (group.mins[2][6][1] >> 4) << 6));
         }
     }
     // The AVX-VNNI set's kernels are the VNNI form with VEX vpdpbusd; with the instruction emulated

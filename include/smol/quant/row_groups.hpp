@@ -103,6 +103,37 @@ inline void transpose_quads(const std::uint8_t* const (&from)[8], std::uint8_t* 
 }
 #endif
 
+// Q6_K's scales, both ways: 8 arrays of 8 two-byte elements (a sub-block pair of each row, or
+// the pairs of one row) transposed, to[j][2i..] = from[i][2j..].
+inline void transpose_pairs_reference(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
+    for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 8; ++j) std::memcpy(to[j] + 2 * i, from[i] + 2 * j, 2);
+}
+
+#if SMOL_HAVE_AVX2_KERNELS
+inline void transpose_pairs(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
+    __m128i v[8], two[8], four[8];
+    for (int i = 0; i < 8; ++i) v[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from[i]));
+    for (int i = 0; i < 8; i += 2) {  // two[i]: elements 0-3 of from[i], from[i + 1] interleaved; two[i + 1]: 4-7
+        two[i] = _mm_unpacklo_epi16(v[i], v[i + 1]);
+        two[i + 1] = _mm_unpackhi_epi16(v[i], v[i + 1]);
+    }
+    for (int q = 0; q < 8; q += 4)  // four[q + k]: elements 2k and 2k + 1 of from[q] .. from[q + 3]
+        for (int h = 0; h < 2; ++h) {
+            four[q + 2 * h] = _mm_unpacklo_epi32(two[q + h], two[q + 2 + h]);
+            four[q + 2 * h + 1] = _mm_unpackhi_epi32(two[q + h], two[q + 2 + h]);
+        }
+    for (int k = 0; k < 4; ++k) {  // to[2k], to[2k + 1]: from 0-3 in four[k], 4-7 in four[4 + k]
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(to[2 * k]), _mm_unpacklo_epi64(four[k], four[4 + k]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(to[2 * k + 1]), _mm_unpackhi_epi64(four[k], four[4 + k]));
+    }
+}
+#else
+inline void transpose_pairs(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
+    transpose_pairs_reference(from, to);
+}
+#endif
+
 // One run of 8 quant vectors between the rows and their group: row r's 32 bytes `at` bytes into
 // its block w[r], and the group's vectors k = 0..7, 32 bytes each, `stride` bytes apart from `run`.
 template <class Block>
@@ -234,56 +265,35 @@ inline void interleave_q6k(const std::uint8_t* rows, std::size_t row_bytes, std:
     for (std::int64_t b = 0; b < blocks; ++b) {
         BlockQ6Kx8& o = out[b];
         const BlockQ6K* w[kGroupRows];
+        const std::uint8_t* row_scales[kGroupRows];
+        std::uint8_t* pair_scales[kGroupRows];
         for (int r = 0; r < kGroupRows; ++r) {
             w[r] = reinterpret_cast<const BlockQ6K*>(rows + std::size_t(r) * row_bytes) + b;
             o.d[r] = w[r]->d;
-            for (int j = 0; j < 16; ++j) o.scales[j / 2][r][j % 2] = w[r]->scales[j];
+            row_scales[r] = reinterpret_cast<const std::uint8_t*>(w[r]->scales);
         }
+        for (int p = 0; p < 8; ++p) pair_scales[p] = reinterpret_cast<std::uint8_t*>(o.scales[p]);
+        transpose_pairs(row_scales, pair_scales);
         for (int h = 0; h < 2; ++h)
             for (int part = 0; part < 3; ++part)
                 rows_to_group_run(w, q6k_run_offset(h, part), o.q[h][0][part][0], sizeof o.q[h][0]);
     }
 }
 
-// Each Q6_K row's 16 scales and d, from a group block: the scales are an 8 x 8 transpose of
-// 2-byte elements ([pair p][row r] -> [r][p]).
-inline void restore_q6k_scales_reference(const BlockQ6Kx8& g, BlockQ6K* const (&w)[kGroupRows]) {
-    for (int r = 0; r < kGroupRows; ++r) {
-        w[r]->d = g.d[r];
-        for (int j = 0; j < 16; ++j) w[r]->scales[j] = g.scales[j / 2][r][j % 2];
-    }
-}
-
-#if SMOL_HAVE_AVX2_KERNELS
-inline void restore_q6k_scales(const BlockQ6Kx8& g, BlockQ6K* const (&w)[kGroupRows]) {
-    __m128i pairs[8], two[8], four[8];
-    for (int p = 0; p < 8; ++p) pairs[p] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.scales[p]));
-    for (int p = 0; p < 8; p += 2) {  // two[p]: pairs p, p + 1 of rows 0-3; two[p + 1]: of rows 4-7
-        two[p] = _mm_unpacklo_epi16(pairs[p], pairs[p + 1]);
-        two[p + 1] = _mm_unpackhi_epi16(pairs[p], pairs[p + 1]);
-    }
-    for (int q = 0; q < 8; q += 4)  // four[q + k]: pairs q .. q + 3 of rows 2k and 2k + 1
-        for (int h = 0; h < 2; ++h) {
-            four[q + 2 * h] = _mm_unpacklo_epi32(two[q + h], two[q + 2 + h]);
-            four[q + 2 * h + 1] = _mm_unpackhi_epi32(two[q + h], two[q + 2 + h]);
-        }
-    for (int k = 0; k < 4; ++k) {  // rows 2k and 2k + 1: pairs 0-3 from four[k], 4-7 from four[4 + k]
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(w[2 * k]->scales), _mm_unpacklo_epi64(four[k], four[4 + k]));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(w[2 * k + 1]->scales), _mm_unpackhi_epi64(four[k], four[4 + k]));
-    }
-    for (int r = 0; r < kGroupRows; ++r) w[r]->d = g.d[r];
-}
-#else
-inline void restore_q6k_scales(const BlockQ6Kx8& g, BlockQ6K* const (&w)[kGroupRows]) { restore_q6k_scales_reference(g, w); }
-#endif
-
 inline void deinterleave_q6k(const std::uint8_t* group, std::int64_t blocks, std::uint8_t* rows, std::size_t row_bytes) {
     const auto* in = reinterpret_cast<const BlockQ6Kx8*>(group);
     for (std::int64_t b = 0; b < blocks; ++b) {
         const BlockQ6Kx8& g = in[b];
         BlockQ6K* w[kGroupRows];
-        for (int r = 0; r < kGroupRows; ++r) w[r] = reinterpret_cast<BlockQ6K*>(rows + std::size_t(r) * row_bytes) + b;
-        restore_q6k_scales(g, w);
+        const std::uint8_t* pair_scales[kGroupRows];
+        std::uint8_t* row_scales[kGroupRows];
+        for (int r = 0; r < kGroupRows; ++r) {
+            w[r] = reinterpret_cast<BlockQ6K*>(rows + std::size_t(r) * row_bytes) + b;
+            w[r]->d = g.d[r];
+            row_scales[r] = reinterpret_cast<std::uint8_t*>(w[r]->scales);
+        }
+        for (int p = 0; p < 8; ++p) pair_scales[p] = reinterpret_cast<const std::uint8_t*>(g.scales[p]);
+        transpose_pairs(pair_scales, row_scales);
         for (int h = 0; h < 2; ++h)
             for (int part = 0; part < 3; ++part)
                 group_run_to_rows(g.q[h][0][part][0], sizeof g.q[h][0], w, q6k_run_offset(h, part));
