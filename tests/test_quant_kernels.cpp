@@ -346,7 +346,6 @@ void group_dot(std::int64_t n, const std::uint8_t* group, const std::uint8_t* ac
 }
 #endif
 
-// A group kernel to check besides the sets' own: a name and the kernel.
 // The 8 rows of a group as the conversions take them: row r at blocks + r.
 template <class Block>
 struct RowPointers {
@@ -356,6 +355,27 @@ struct RowPointers {
     }
 };
 
+// One of the conversions' 8 x 8 transposes of `Bytes`-byte elements against the reference, on
+// rows 8 bytes longer than it reads (whose ends must stay untouched).
+using TransposeFn = void (*)(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]);
+template <std::size_t Bytes>
+void check_transpose(TransposeFn transpose) {
+    constexpr std::size_t width = 8 * Bytes + 8;
+    std::uint8_t source[8][width], got[8][width], want[8][width];
+    for (std::size_t i = 0; i < 8; ++i)
+        for (std::size_t j = 0; j < width; ++j) source[i][j] = std::uint8_t(i * width + j);
+    std::memset(got, 0xcd, sizeof got);
+    std::memset(want, 0xcd, sizeof want);
+    const std::uint8_t* const from[8] = {source[0], source[1], source[2], source[3], source[4], source[5], source[6], source[7]};
+    std::uint8_t* const to_got[8] = {got[0], got[1], got[2], got[3], got[4], got[5], got[6], got[7]};
+    std::uint8_t* const to_want[8] = {want[0], want[1], want[2], want[3], want[4], want[5], want[6], want[7]};
+    transpose(from, to_got);
+    row_group_detail::transpose_reference<Bytes>(from, to_want);
+    REQUIRE(std::memcmp(got, want, sizeof got) == 0);
+    CHECK(std::memcmp(&want[3][2 * Bytes], &source[2][3 * Bytes], Bytes) == 0);  // element (3, 2) is the source's (2, 3)
+}
+
+// A group kernel to check besides the sets' own: a name and the kernel.
 struct NamedGroupDot {
     const char* name;
     GroupDotFn dot;
@@ -421,34 +441,8 @@ void check_row_groups(TensorType type, const std::vector<NamedGroupDot>& extra =
 TEST_CASE("Q4_K and Q6_K row groups: restored byte for byte, and every set's group kernel gives the reference's bits") {
     CHECK(weight_row(TensorType::Q4_K).row_groups.block_bytes == sizeof(BlockQ4Kx8));
     CHECK(weight_row(TensorType::Q6_K).row_groups.block_bytes == sizeof(BlockQ6Kx8));
-    {  // the conversions' 8 x 8 transpose of 4-byte elements, against its reference
-        std::uint8_t source[8][40], got[8][40], want[8][40];
-        for (int i = 0; i < 8; ++i)
-            for (int j = 0; j < 40; ++j) source[i][j] = std::uint8_t(i * 40 + j);
-        std::memset(got, 0xcd, sizeof got);
-        std::memset(want, 0xcd, sizeof want);
-        const std::uint8_t* const from[8] = {source[0], source[1], source[2], source[3], source[4], source[5], source[6], source[7]};
-        std::uint8_t* const to_got[8] = {got[0], got[1], got[2], got[3], got[4], got[5], got[6], got[7]};
-        std::uint8_t* const to_want[8] = {want[0], want[1], want[2], want[3], want[4], want[5], want[6], want[7]};
-        row_group_detail::transpose_quads(from, to_got);
-        row_group_detail::transpose_quads_reference(from, to_want);
-        REQUIRE(std::memcmp(got, want, sizeof got) == 0);
-        CHECK(want[3][8] == source[2][12]);  // element (3, 2) is element (2, 3) of the source
-    }
-    {  // the 8 x 8 transpose of 2-byte elements (Q6_K's scales, both ways), against its reference
-        std::uint8_t source[8][24], got[8][24], want[8][24];
-        for (int i = 0; i < 8; ++i)
-            for (int j = 0; j < 24; ++j) source[i][j] = std::uint8_t(i * 24 + j);
-        std::memset(got, 0xcd, sizeof got);
-        std::memset(want, 0xcd, sizeof want);
-        const std::uint8_t* const from[8] = {source[0], source[1], source[2], source[3], source[4], source[5], source[6], source[7]};
-        std::uint8_t* const to_got[8] = {got[0], got[1], got[2], got[3], got[4], got[5], got[6], got[7]};
-        std::uint8_t* const to_want[8] = {want[0], want[1], want[2], want[3], want[4], want[5], want[6], want[7]};
-        row_group_detail::transpose_pairs(from, to_got);
-        row_group_detail::transpose_pairs_reference(from, to_want);
-        REQUIRE(std::memcmp(got, want, sizeof got) == 0);
-        CHECK(want[3][5] == source[2][7]);  // element (3, 2) is element (2, 3) of the source
-    }
+    check_transpose<4>(row_group_detail::transpose_quads);  // the quants, both ways
+    check_transpose<2>(row_group_detail::transpose_pairs);  // Q6_K's scales, both ways
     {  // a Q4_K block's restored heads, vectorized, against the byte-by-byte reference, on
        // arbitrary bytes (a valid group holds 6-bit scales; the two agree on any input)
         std::mt19937 rng(17);

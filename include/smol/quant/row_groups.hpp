@@ -69,16 +69,20 @@ using DeinterleaveFn = void (*)(const std::uint8_t* group, std::int64_t blocks, 
 
 namespace row_group_detail {
 
-// The quant bytes of chunk c: group[k][r] (4 bytes) = row r's qs[32c + 4k ..]; copied both ways,
-// as an 8 x 8 transpose of 4-byte elements. `to` and `from` are strided arrays of 8 x 32 bytes.
-inline void transpose_quads_reference(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
+// An 8 x 8 transpose of `Bytes`-byte elements, to[j][Bytes * i ..] = from[i][Bytes * j ..]: the
+// reference of the two vector transposes below (the conversions' test oracle).
+template <std::size_t Bytes>
+inline void transpose_reference(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
     for (int i = 0; i < 8; ++i)
-        for (int j = 0; j < 8; ++j) std::memcpy(to[j] + 4 * i, from[i] + 4 * j, 4);
+        for (int j = 0; j < 8; ++j) std::memcpy(to[j] + Bytes * i, from[i] + Bytes * j, Bytes);
 }
 
+// The two transposes, run both ways (loading matrices, and restoring rows for prompts):
+//   transpose_quads: the quant bytes of chunk c, group[k][r] (4 bytes) = row r's qs[32c + 4k ..],
+//                    an 8 x 8 transpose of 4-byte elements (`to` and `from`: 8 x 32 bytes);
+//   transpose_pairs: Q6_K's scales, 8 x 8 two-byte elements (a sub-block pair of each row, or
+//                    the pairs of one row; 8 x 16 bytes).
 #if SMOL_HAVE_AVX2_KERNELS
-// The same with AVX2 (loading matrices and restoring rows for prompts run this; the reference
-// above is its test's oracle).
 inline void transpose_quads(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
     __m256i v[8], t[8], u[8];
     for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from[i]));
@@ -97,20 +101,7 @@ inline void transpose_quads(const std::uint8_t* const (&from)[8], std::uint8_t* 
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(to[j + 4]), _mm256_permute2x128_si256(u[j], u[j + 4], 0x31));
     }
 }
-#else
-inline void transpose_quads(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
-    transpose_quads_reference(from, to);
-}
-#endif
 
-// Q6_K's scales, both ways: 8 arrays of 8 two-byte elements (a sub-block pair of each row, or
-// the pairs of one row) transposed, to[j][2i..] = from[i][2j..].
-inline void transpose_pairs_reference(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
-    for (int i = 0; i < 8; ++i)
-        for (int j = 0; j < 8; ++j) std::memcpy(to[j] + 2 * i, from[i] + 2 * j, 2);
-}
-
-#if SMOL_HAVE_AVX2_KERNELS
 inline void transpose_pairs(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
     __m128i v[8], two[8], four[8];
     for (int i = 0; i < 8; ++i) v[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from[i]));
@@ -129,8 +120,11 @@ inline void transpose_pairs(const std::uint8_t* const (&from)[8], std::uint8_t* 
     }
 }
 #else
+inline void transpose_quads(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
+    transpose_reference<4>(from, to);
+}
 inline void transpose_pairs(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
-    transpose_pairs_reference(from, to);
+    transpose_reference<2>(from, to);
 }
 #endif
 
