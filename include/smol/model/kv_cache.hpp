@@ -8,12 +8,14 @@
 // the conversation has used so far, not what it might use.
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "smol/core/error.hpp"
 #include "smol/ops/kv_layout.hpp"
@@ -31,6 +33,13 @@ public:
         void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED) fail("KV cache: cannot reserve ", n, " bytes: ", std::strerror(errno));
         data_ = static_cast<std::byte*>(p);
+#ifdef MADV_NOHUGEPAGE
+        // Each layer's heads are regions a context apart, written from their start: with
+        // transparent huge pages set to "always", the first write to each would make 2 MiB
+        // resident (576 MiB for SmolLM3-3B's 288 regions), however short the conversation. Advice
+        // only: a kernel without THP refuses it and nothing changes.
+        (void)::madvise(p, n, MADV_NOHUGEPAGE);
+#endif
     }
     LazyBytes(LazyBytes&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
     LazyBytes& operator=(LazyBytes&& o) noexcept {
@@ -47,6 +56,19 @@ public:
 
     std::byte* data() const { return data_; }
     std::size_t size() const { return size_; }
+
+    // Bytes of the mapping that are resident now (whole pages, from mincore): what writing has
+    // cost, whatever else the process holds.
+    std::size_t resident_bytes() const {
+        if (!data_) return 0;
+        const std::size_t page = std::size_t(::sysconf(_SC_PAGESIZE));
+        std::vector<unsigned char> in_core((size_ + page - 1) / page);
+        if (::mincore(data_, size_, in_core.data()) != 0)
+            fail("KV cache: cannot read which pages of ", size_, " bytes are resident: ", std::strerror(errno));
+        std::size_t pages = 0;
+        for (const unsigned char flags : in_core) pages += flags & 1;
+        return pages * page;
+    }
 
 private:
     void release() {
@@ -100,6 +122,8 @@ public:
     }
     // The whole context's worth: what a full cache occupies.
     std::size_t bytes() const { return bytes_per_token() * std::size_t(capacity_); }
+    // What the cache occupies now: the pages its writes have made resident.
+    std::size_t resident_bytes() const { return keys_.resident_bytes() + values_.resident_bytes(); }
 
     // Forgets every position from `n` on, so a conversation can continue from a shared prefix.
     void truncate(int n) {
