@@ -203,7 +203,10 @@ private:
         const auto role = [&](std::size_t i) { return messages_[i].value("role", std::string()); };
         int dropped = 0;
         while (true) {
-            const std::size_t n_prompt = engine_->tokenizer().encode(render_chat(messages_, options).text, true).size();
+            const std::size_t n_prompt = [&] {
+                const ChatPrompt chat = render_chat(messages_, options);
+                return engine_->tokenizer().encode(chat.text, chat.message_text).size();
+            }();
             if (long(n_prompt) + room <= capacity) return dropped;
             const std::size_t first = !messages_.empty() && role(0) == "system" ? 1 : 0;
             std::size_t next = first + 1;
@@ -216,7 +219,7 @@ private:
 
     GenerationResult generate(const ChatPrompt& chat, const GenerationParams& params, const PieceCallback& on_piece) {
         const text::Tokenizer& tokenizer = engine_->tokenizer();
-        const std::vector<std::int32_t> prompt = tokenizer.encode(chat.text, /*parse_special=*/true);
+        const std::vector<std::int32_t> prompt = tokenizer.encode(chat.text, chat.message_text);
         if (prompt.empty()) fail("generate: the rendered prompt is empty; there is nothing to continue from");
 
         // Built, and the prompt's length checked, before the cache is touched, so bad

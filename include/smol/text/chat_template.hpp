@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "smol/core/error.hpp"
+#include "smol/text/text_span.hpp"
 #include "smol/text/thinking.hpp"
 #include "smol/text/tool_calls.hpp"
 
@@ -423,7 +424,11 @@ inline std::string today_for_template() {
 
 // A rendered conversation and what generation after it starts from.
 struct ChatPrompt {
-    std::string text;  // the prompt, special tokens spelled out (tokenize with parse_special)
+    std::string text;  // the prompt, special tokens spelled out
+    // Where the request's own text stands in `text` (message content, system instructions, tool
+    // definitions, the date), in order: tokenize with Tokenizer::encode(text, message_text), so
+    // that only the template's markers become control tokens.
+    std::vector<text::TextSpan> message_text;
     // The assistant text the prompt ends with, which generation continues: "" after the
     // thinking-mode generation prompt, "<think>\n\n</think>\n" after the no-think one, or a
     // prefilled reply (continue_final_message).
@@ -474,17 +479,25 @@ inline ChatPrompt render_chat(const nlohmann::ordered_json& messages, const Chat
     const bool think = reasoning_mode == "/think";
 
     std::string out = "<|im_start|>system\n";
+    std::vector<text::TextSpan> message_text;
+    // Appends text that came with the request, remembering where it stands.
+    const auto append_message_text = [&](std::string_view part) {
+        if (part.empty()) return;
+        message_text.push_back({out.size(), out.size() + part.size()});
+        out += part;
+    };
     if (contains(system_message, "/system_override")) {
-        out += python_rstrip(remove_all(custom_instructions, "/system_override"));
+        append_message_text(python_rstrip(remove_all(custom_instructions, "/system_override")));
         out += "<|im_end|>\n";
     } else {
         out += "## Metadata\n\nKnowledge Cutoff Date: June 2025\nToday Date: ";
-        out += options.date.empty() ? today_for_template() : options.date;
+        if (options.date.empty()) out += today_for_template();
+        else append_message_text(options.date);
         out += "\nReasoning Mode: ";
         out += reasoning_mode;
         out += "\n\n## Custom Instructions\n\n";
         if (!custom_instructions.empty()) {
-            out += custom_instructions;
+            append_message_text(custom_instructions);
         } else {
             out += think ? kThinkPersona : kNoThinkPersona;
         }
@@ -497,12 +510,18 @@ inline ChatPrompt render_chat(const nlohmann::ordered_json& messages, const Chat
             out += "### Tools\n\n";
             if (with_xml) {
                 out += kXmlToolsIntro;
-                for (const auto& tool : xml_tools) out += python_str(tool) + "\n";
+                for (const auto& tool : xml_tools) {
+                    append_message_text(python_str(tool));
+                    out += "\n";
+                }
                 out += kXmlToolsOutro;
             }
             if (with_python) {
                 out += kPythonToolsIntro;
-                for (const auto& tool : python_tools) out += python_str(tool) + "\n";
+                for (const auto& tool : python_tools) {
+                    append_message_text(python_str(tool));
+                    out += "\n";
+                }
                 out += kPythonToolsOutro;
             }
             out += "\n\n<|im_end|>\n";
@@ -515,12 +534,12 @@ inline ChatPrompt render_chat(const nlohmann::ordered_json& messages, const Chat
         if (turn.role == "user" || turn.role == "tool") {
             // Tool results go back to the model as user turns.
             out += "<|im_start|>user\n";
-            out += turn.content;
+            append_message_text(turn.content);
             out += "<|im_end|>\n";
         } else if (turn.role == "assistant") {
             out += "<|im_start|>assistant\n";
             if (!think) out += "<think>\n\n</think>\n";
-            out += lstrip_newlines(turn.content);
+            append_message_text(lstrip_newlines(turn.content));
             out += "<|im_end|>\n";
         }
     }
@@ -540,6 +559,7 @@ inline ChatPrompt render_chat(const nlohmann::ordered_json& messages, const Chat
     (void)state.push(prompt.assistant_prefix);
     prompt.starts_in_reasoning = state.in_reasoning();
     prompt.text = std::move(out);
+    prompt.message_text = std::move(message_text);
     return prompt;
 }
 

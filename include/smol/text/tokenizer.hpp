@@ -25,6 +25,7 @@
 #include "smol/gguf/reader.hpp"
 #include "smol/text/flat_hash.hpp"
 #include "smol/text/pretokenizer.hpp"
+#include "smol/text/text_span.hpp"
 #include "smol/text/unicode.hpp"
 
 namespace smol::text {
@@ -110,10 +111,23 @@ public:
     // Token ids of `text`. With `parse_special`, CONTROL tokens written in the text (such as
     // "<|im_start|>") become their ids; USER_DEFINED tokens ("<think>") always do. Never adds BOS.
     std::vector<std::int32_t> encode(std::string_view text, bool parse_special) const {
+        return encode(text, parse_special, {});
+    }
+
+    // Token ids of a prompt whose control tokens are its template's alone: CONTROL tokens are
+    // matched everywhere but in `plain_text` (where message text stands, which a user, a tool or
+    // a web page wrote), so no text can close a turn or open one; there "<|im_end|>" is just
+    // those ten characters. USER_DEFINED tokens are matched everywhere, as Hugging Face does. For
+    // text without control-token spellings in those spans the ids are encode(text, true)'s.
+    std::vector<std::int32_t> encode(std::string_view text, std::span<const TextSpan> plain_text) const {
+        return encode(text, /*parse_special=*/true, plain_text);
+    }
+
+    std::vector<std::int32_t> encode(std::string_view text, bool parse_special, std::span<const TextSpan> plain_text) const {
         std::vector<std::int32_t> ids;
         ids.reserve(text.size() / 3 + 4);
         Scratch scratch;
-        for (const Fragment& fragment : split_special_tokens(text, parse_special)) {
+        for (const Fragment& fragment : split_special_tokens(text, parse_special, plain_text)) {
             if (fragment.token >= 0) ids.push_back(fragment.token);
             else encode_text(text.substr(fragment.begin, fragment.end - fragment.begin), ids, scratch);
         }
@@ -302,7 +316,15 @@ private:
         });
     }
 
-    std::vector<Fragment> split_special_tokens(std::string_view text, bool parse_special) const {
+    // Whether [begin, end) overlaps a span of `plain` (sorted, apart).
+    static bool overlaps(std::span<const TextSpan> plain, std::size_t begin, std::size_t end) {
+        const auto after = std::upper_bound(plain.begin(), plain.end(), begin,
+                                            [](std::size_t at, const TextSpan& span) { return at < span.end; });
+        return after != plain.end() && after->begin < end;
+    }
+
+    std::vector<Fragment> split_special_tokens(std::string_view text, bool parse_special,
+                                               std::span<const TextSpan> plain) const {
         std::vector<Fragment> fragments;
         if (text.empty()) return fragments;
         fragments.push_back({-1, 0, text.size()});
@@ -319,10 +341,14 @@ private:
                 }
                 std::size_t begin = fragment.begin;
                 const std::string_view window = text.substr(0, fragment.end);
-                for (std::size_t match; (match = window.find(special, begin)) != std::string_view::npos;) {
+                for (std::size_t match, from = begin; (match = window.find(special, from)) != std::string_view::npos;) {
+                    if (is_control(id) && overlaps(plain, match, match + special.size())) {
+                        from = match + 1;  // spelled inside message text: text, and so are its bytes
+                        continue;
+                    }
                     if (match > begin) next.push_back({-1, begin, match});
                     next.push_back({id, match, match + special.size()});
-                    begin = match + special.size();
+                    begin = from = match + special.size();
                     found_any = true;
                 }
                 if (begin < fragment.end) next.push_back({-1, begin, fragment.end});
