@@ -279,7 +279,7 @@ RequestResult run_request(const Options& o, std::mt19937_64& rng, Clock::time_po
                 saw_done = true;
                 continue;
             }
-            const json chunk = json::parse(payload_text, nullptr, false);
+            const json chunk = smol::try_parse_json(payload_text).value_or(json::value_t::discarded);
             if (!chunk.is_object()) {
                 ::close(fd);
                 return finish("a stream event that is not JSON");

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <functional>
+
 #include <string>
 #include <vector>
 
@@ -45,6 +47,34 @@ ApiError refusal(const json& body, int context = 4096) {
 const json anthropic_tools = json::array({{{"name", "get_weather"}, {"description", "Weather"}, {"input_schema", weather_schema}}});
 
 }  // namespace
+
+TEST_CASE("Messages: text is text in the system prompt, user and assistant text, tool results and tool definitions") {
+    using Make = std::function<json(const std::string&)>;
+    const auto turns = [](json messages) { return json{{"model", "smol"}, {"max_tokens", 8}, {"messages", std::move(messages)}}; };
+    const auto user = [](const json& content) { return json{{"role", "user"}, {"content", content}}; };
+    const std::vector<Make> makers = {
+        [&](const std::string& t) { return with(turns({user("q")}), "system", t); },
+        [&](const std::string& t) {
+            return with(turns({user("q")}), "system", json::array({{{"type", "text"}, {"text", t}}}));
+        },
+        [&](const std::string& t) { return turns({user(t)}); },
+        [&](const std::string& t) { return turns({user(json::array({{{"type", "text"}, {"text", t}}}))}); },
+        [&](const std::string& t) {
+            return turns({user("q"), {{"role", "assistant"}, {"content", t}}, user("q")});
+        },
+        [&](const std::string& t) {
+            return turns({user("q"),
+                          {{"role", "assistant"},
+                           {"content", json::array({{{"type", "tool_use"}, {"id", "t1"}, {"name", "f"}, {"input", json::object()}}})}},
+                          user(json::array({{{"type", "tool_result"}, {"tool_use_id", "t1"}, {"content", t}}}))});
+        },
+        [&](const std::string& t) {
+            return with(turns({user("q")}), "tools",
+                        json::array({{{"name", "f"}, {"description", t}, {"input_schema", {{"type", "object"}}}}}));
+        },
+    };
+    smol_test::check_text_stays_text(makers, [](const json& b) { return parse(b); }, tokenizer());
+}
 
 TEST_CASE("a Messages request becomes the same request the chat route builds for the same conversation") {
     const json anthropic = {

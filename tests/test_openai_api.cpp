@@ -436,6 +436,63 @@ TEST_CASE("request bodies past the JSON caps are refused before parsing, with th
     CHECK(smol::json_over_limits("[1, 2, 3]", "t", {8, 2}).find("more than 2 values (at byte 2)") != std::string::npos);
 }
 
+TEST_CASE("chat completions: message text is text in every role, a raw completion prompt still parses markers") {
+    using Make = std::function<json(const std::string&)>;
+    const auto turns = [](json messages) { return json{{"messages", std::move(messages)}}; };
+    const std::vector<Make> makers = {
+        [&](const std::string& t) { return turns({{{"role", "system"}, {"content", t}}, {{"role", "user"}, {"content", "q"}}}); },
+        [&](const std::string& t) { return turns({{{"role", "user"}, {"content", t}}}); },
+        [&](const std::string& t) {
+            return turns({{{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", t}}})}}});
+        },
+        [&](const std::string& t) {
+            return turns({{{"role", "user"}, {"content", "q"}}, {{"role", "assistant"}, {"content", t}},
+                          {{"role", "user"}, {"content", "q"}}});
+        },
+        [&](const std::string& t) {
+            return turns({{{"role", "user"}, {"content", "q"}},
+                          {{"role", "assistant"},
+                           {"content", nullptr},
+                           {"tool_calls", json::array({{{"id", "c"}, {"type", "function"},
+                                                        {"function", {{"name", "f"}, {"arguments", "{}"}}}}})}},
+                          {{"role", "tool"}, {"tool_call_id", "c"}, {"content", t}}});
+        },
+        [&](const std::string& t) {
+            json body = turns({{{"role", "user"}, {"content", "q"}}});
+            body["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"description", t}}}}});
+            return body;
+        },
+    };
+    smol_test::check_text_stays_text(makers, [](const json& b) { return parse(b); }, tokenizer());
+    // /v1/completions: the caller writes the whole prompt, markers included, as llama-server takes it.
+    const auto raw = smol_server::parse_text_request(json{{"prompt", "<|im_start|>user\nhi<|im_end|>\n"}}, tokenizer(), 4096);
+    CHECK(smol_test::control_tokens(raw.generation.prompt, tokenizer()) == 2);
+}
+
+TEST_CASE("parse_json, the one entry for JSON text: caps first, then the parser, and errors that say which") {
+    CHECK(smol::parse_json("{\"a\": [1, 2]}", "t") == json{{"a", {1, 2}}});
+    const auto error_of = [](std::string_view text, smol::JsonLimits limits = {}) {
+        try {
+            (void)smol::parse_json(text, "the thing", limits);
+        } catch (const smol::JsonError& e) {
+            return std::make_pair(std::string(e.what()), e.over_limits);
+        }
+        FAIL("accepted: " << text);
+        return std::make_pair(std::string(), false);
+    };
+    const auto [deep, deep_over] = error_of("[[[]]]", {2, 100});
+    CHECK(deep_over);
+    CHECK(deep.find("the thing nests arrays and objects more than 2 deep (at byte 2)") == 0);
+    const auto [broken, broken_over] = error_of("{\"a\": }");
+    CHECK_FALSE(broken_over);
+    CHECK(broken.find("the thing is not valid JSON") == 0);
+    CHECK_FALSE(error_of("[1e999]").second);  // out of double's range: an error, not infinity
+    CHECK(smol::try_parse_json("[1, 2]") == json{1, 2});
+    CHECK_FALSE(smol::try_parse_json("[1, 2").has_value());
+    CHECK_FALSE(smol::try_parse_json(std::string(100, '[') + std::string(100, ']')).has_value());
+    CHECK(smol::try_parse_json<nlohmann::ordered_json>("{\"b\": 1, \"a\": 2}")->begin().key() == "b");
+}
+
 TEST_CASE("replies, chunks, tool calls and errors have OpenAI's shape") {
     const smol_server::ReplyIds ids{"chatcmpl-1", "tiny.gguf", 1700000000};
     smol::GenerationUsage usage;

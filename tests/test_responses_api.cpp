@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -298,6 +299,62 @@ TEST_CASE("every field and item smol does not implement is a 400 naming it") {
     CHECK(item_refusal({{"role", "user"}, {"content", json::array({{{"type", "input_text"}, {"text", "a"}, {"x", 1}}})}})
               .message.find("input[0].content[0].x") != std::string::npos);
     CHECK(refusal(with(hello(), "metadata", {{"k", 1}})).message.find("metadata.k") != std::string::npos);
+}
+
+TEST_CASE("Responses: text is text in instructions, input text of every role, function outputs and tools") {
+    using Make = std::function<json(const std::string&)>;
+    const auto input = [](json items) { return json{{"model", "smol"}, {"input", std::move(items)}}; };
+    const std::vector<Make> makers = {
+        [&](const std::string& t) { return with(hello(), "instructions", t); },
+        [&](const std::string& t) { return with(hello(), "input", t); },
+        [&](const std::string& t) { return input({{{"role", "developer"}, {"content", t}}, {{"role", "user"}, {"content", "q"}}}); },
+        [&](const std::string& t) {
+            return input({{{"role", "user"}, {"content", json::array({{{"type", "input_text"}, {"text", t}}})}}});
+        },
+        [&](const std::string& t) {
+            return input({{{"role", "user"}, {"content", "q"}},
+                          {{"type", "message"}, {"role", "assistant"},
+                           {"content", json::array({{{"type", "output_text"}, {"text", t}}})}},
+                          {{"role", "user"}, {"content", "q"}}});
+        },
+        [&](const std::string& t) {
+            return input({{{"role", "user"}, {"content", "q"}},
+                          {{"type", "function_call"}, {"call_id", "c"}, {"name", "f"}, {"arguments", "{}"}},
+                          {{"type", "function_call_output"}, {"call_id", "c"}, {"output", t}}});
+        },
+        [&](const std::string& t) {
+            return with(hello(), "tools", json::array({{{"type", "function"}, {"name", "f"}, {"description", t},
+                                                         {"parameters", {{"type", "object"}}}}}));
+        },
+    };
+    smol_test::check_text_stays_text(makers, [](const json& b) { return parse(b); }, tokenizer());
+}
+
+TEST_CASE("JSON inside a string is held to the body's caps: deep or huge arguments are a 400, not a crash") {
+    // A function_call's arguments are JSON text in a string: the body's own caps never see the
+    // brackets in it. Nested a million deep this once overflowed the stack of whatever recursed
+    // over the parsed value; 2 million values passed the value cap.
+    const auto call_with = [](std::string arguments) {
+        return with(hello(), "input", json::array({{{"type", "function_call"}, {"call_id", "c"}, {"name", "f"},
+                                                    {"arguments", "{\"a\": " + std::move(arguments) + "}"}},
+                                                   {{"type", "function_call_output"}, {"call_id", "c"}, {"output", "x"}}}));
+    };
+    const std::size_t deep = 1'000'000;
+    const smol_server::ApiError nested = refusal(call_with(std::string(deep, '[') + std::string(deep, ']')));
+    CHECK(nested.status == 400);
+    CHECK(nested.code == "json_too_complex");
+    CHECK(nested.message.find("input[0].arguments") != std::string::npos);
+    CHECK(nested.message.find("deep") != std::string::npos);
+
+    std::string flat = "[0";
+    for (int i = 1; i < 2'000'000; ++i) flat += ",0";
+    flat += "]";
+    const smol_server::ApiError wide = refusal(call_with(flat));
+    CHECK(wide.code == "json_too_complex");
+    CHECK(wide.message.find("values") != std::string::npos);
+
+    // Within the caps the same shape is accepted.
+    CHECK_NOTHROW(parse(call_with(std::string(32, '[') + std::string(32, ']'))));
 }
 
 TEST_CASE("malformed Responses requests get a 400 that says what was expected and where") {

@@ -230,11 +230,10 @@ std::string read_file(const std::string& path, const char* what) {
 
 nlohmann::ordered_json read_json(const std::string& path, const char* what) {
     const std::string text = read_file(path, what);
-    if (const std::string why = smol::json_over_limits(text, "'" + path + "'"); !why.empty()) smol::fail(what, ": ", why);
     try {
-        return nlohmann::ordered_json::parse(text);  // ordered: tool keys are printed in file order
-    } catch (const nlohmann::json::exception& e) {
-        smol::fail(what, ": '", path, "' is not valid JSON: ", e.what());
+        return smol::parse_json<nlohmann::ordered_json>(text, "'" + path + "'");  // ordered: tool keys in file order
+    } catch (const smol::JsonError& e) {
+        smol::fail(what, ": ", e.what());
     }
 }
 

@@ -408,9 +408,9 @@ inline const char* anthropic_stop_reason(smol::FinishReason reason) {
 // A call's arguments as the `input` object; the tool-call parser passes on only calls whose
 // arguments are a JSON object, so anything else is a bug worth seeing, not a silent {}.
 inline json tool_input(const smol::ToolCall& call) {
-    json input = json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
-    if (!input.is_object()) throw smol::Error("tool call '" + call.name + "' has arguments that are not a JSON object");
-    return input;
+    const std::optional<json> input = smol::try_parse_json(call.arguments);
+    if (!input || !input->is_object()) throw smol::Error("tool call '" + call.name + "' has arguments that are not a JSON object");
+    return *input;
 }
 
 inline json tool_use_block(const smol::ToolCall& call) {

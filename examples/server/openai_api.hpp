@@ -120,18 +120,19 @@ inline bool equal_in_constant_time(std::string_view presented, std::string_view 
     return difference == 0;
 }
 
+// JSON text from a request (the body, or JSON inside one of its strings) as a value, or a 400
+// naming `what`: json_too_complex past the caps (smol/core/bounded_json.hpp), else invalid_json.
+inline json parse_request_json(std::string_view text, const std::string& what) {
+    try {
+        return smol::parse_json(text, what);
+    } catch (const smol::JsonError& e) {
+        reject(400, e.what(), e.over_limits ? "json_too_complex" : "invalid_json");
+    }
+}
+
 // The request body as a JSON object, or a 400 saying why not.
 inline json parse_json_body(const std::string& text) {
-    // Depth and size first (smol/core/json_bounds.hpp): nothing recursive ever sees a value
-    // nested past the cap.
-    if (const std::string why = smol::json_over_limits(text, "the request body"); !why.empty())
-        reject(400, why, "json_too_complex");
-    json body;
-    try {
-        body = json::parse(text);
-    } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
-        reject(400, std::string("the request body is not valid JSON: ") + e.what(), "invalid_json");
-    }
+    const json body = parse_request_json(text, "the request body");
     if (!body.is_object()) reject(400, std::string("expected a JSON object, found ") + body.type_name(), "invalid_request");
     return body;
 }
@@ -445,7 +446,7 @@ inline void render_prompt(const json& messages, smol::ChatOptions& chat, const s
         reject(400, e.what(), "invalid_messages");
     }
     out.generation.assistant_prefix = std::move(prompt.assistant_prefix);
-    out.generation.prompt = tokenizer.encode(prompt.text, /*parse_special=*/true);
+    out.generation.prompt = tokenizer.encode(prompt.text, prompt.message_text);
 }
 
 // Content given as a list of parts ([{"type": "text", "text": ...}]) becomes one string, since

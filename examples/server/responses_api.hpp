@@ -78,7 +78,12 @@ inline std::string response_content_text(const json& content, const std::string&
 // A function_call item's arguments (a JSON text) as the object the template writes back.
 inline json call_arguments(const json& item, const std::string& where) {
     const std::string& text = string_member(item, "arguments", where);
-    json arguments = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    json arguments;
+    try {
+        arguments = smol::parse_json(text, where + ".arguments");
+    } catch (const smol::JsonError& e) {
+        if (e.over_limits) reject(400, e.what(), "json_too_complex");
+    }
     if (!arguments.is_object())
         reject(400, where + ".arguments must be a JSON object in a string, found " + loggable(text), "invalid_value");
     return arguments;

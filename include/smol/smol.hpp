@@ -6,7 +6,7 @@
 // smol/hub.hpp (CMake target smol::hub, which brings OpenSSL and cpp-httplib).
 
 #include "smol/core/error.hpp"
-#include "smol/core/json_bounds.hpp"
+#include "smol/core/bounded_json.hpp"
 #include "smol/core/threads.hpp"
 #include "smol/generate/engine.hpp"
 #include "smol/generate/logprobs.hpp"

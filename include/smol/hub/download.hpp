@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
-#include "smol/core/json_bounds.hpp"
+#include "smol/core/bounded_json.hpp"
 #include "smol/hub/http.hpp"
 #include "smol/hub/model_spec.hpp"
 #include "smol/hub/progress.hpp"
@@ -344,10 +344,13 @@ inline std::string resolve_model_file(const ModelSpec& spec, const DownloadOptio
         fail("model API ", url, ": repository ", spec.repo, " not found (HTTP 404)", detail::hub_error_message(outcome.hops));
     if (status != 200) fail("model API ", url, ": expected HTTP 200, got ", status, detail::hub_error_message(outcome.hops));
 
-    if (const std::string why = json_over_limits(body, "the listing"); !why.empty()) fail("model API ", url, ": ", why);
-    nlohmann::json listing = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-    if (listing.is_discarded() || !listing.is_object())
-        fail("model API ", url, ": expected a JSON object, got ", body.substr(0, 200));
+    nlohmann::json listing;
+    try {
+        listing = parse_json(body, "the listing");
+    } catch (const JsonError& e) {
+        fail("model API ", url, ": ", e.what());
+    }
+    if (!listing.is_object()) fail("model API ", url, ": expected a JSON object, got ", body.substr(0, 200));
     auto siblings = listing.find("siblings");
     if (siblings == listing.end() || !siblings->is_array())
         fail("model API ", url, ": response has no \"siblings\" array of files");

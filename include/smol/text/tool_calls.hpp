@@ -24,7 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "smol/core/json_bounds.hpp"
+#include "smol/core/bounded_json.hpp"
 
 namespace smol {
 
@@ -110,9 +110,8 @@ private:
         in_call_ = false;
         // ordered_json keeps the arguments' keys in the order the model wrote them. A body
         // nested past the JSON caps (a model can write "[[[[..." for a whole context) stays text.
-        const nlohmann::ordered_json call = json_over_limits(body, "a tool call").empty()
-                                                ? nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false)
-                                                : nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+        const nlohmann::ordered_json call =
+            try_parse_json<nlohmann::ordered_json>(body).value_or(nlohmann::ordered_json::value_t::discarded);
         const bool valid = call.is_object() && call.contains("name") && call["name"].is_string() &&
                            !call["name"].get_ref<const std::string&>().empty() &&
                            (!call.contains("arguments") || call["arguments"].is_object());
@@ -164,10 +163,8 @@ inline void append_json(std::string& out, const nlohmann::ordered_json& value) {
 // OpenAI API carries it); text that is not JSON is written as a string.
 inline std::string format_tool_call(std::string_view name, const nlohmann::ordered_json& arguments) {
     nlohmann::ordered_json args = arguments;
-    if (arguments.is_string() && json_over_limits(arguments.get_ref<const std::string&>(), "arguments").empty()) {
-        args = nlohmann::ordered_json::parse(arguments.get_ref<const std::string&>(), nullptr, false);
-        if (args.is_discarded()) args = arguments;
-    }
+    if (arguments.is_string())
+        args = try_parse_json<nlohmann::ordered_json>(arguments.get_ref<const std::string&>()).value_or(arguments);
     nlohmann::ordered_json call = nlohmann::ordered_json::object();
     call["name"] = name;
     call["arguments"] = std::move(args);
