@@ -138,6 +138,23 @@ TEST_CASE("http framing: the forwarded header drops hop-by-hop fields and says w
           "X-Smol-Client: 10.0.0.7\r\nConnection: close\r\n\r\n");
 }
 
+TEST_CASE("http framing: one byte range is forwarded, several are dropped (the whole resource is sent)") {
+    const auto forwarded = [](const std::string& fields) {
+        const RequestHeadParse p = parse("GET /vendor/marked.min.js HTTP/1.1\r\nHost: h\r\n" + fields + "\r\n");
+        REQUIRE(p.state == State::complete);
+        return forwarded_head(p.head, "X-Smol-Client", "10.0.0.7");
+    };
+    const std::string tail = "X-Smol-Client: 10.0.0.7\r\nConnection: close\r\n\r\n";
+    CHECK(forwarded("Range: bytes=0-99\r\n") == "GET /vendor/marked.min.js HTTP/1.1\r\nHost: h\r\nRange: bytes=0-99\r\n" + tail);
+    std::string many = "Range: bytes=0-";
+    for (int i = 0; i < 300; ++i) many += ",0-";
+    for (const std::string& several : {std::string("Range: bytes=0-1, 5-9\r\n"), many + "\r\n",
+                                       std::string("range: bytes=0-1\r\nRange: bytes=4-5\r\nIf-Range: \"e\"\r\n")}) {
+        CAPTURE(several.substr(0, 60));
+        CHECK(forwarded(several) == "GET /vendor/marked.min.js HTTP/1.1\r\nHost: h\r\n" + tail);
+    }
+}
+
 TEST_CASE("http framing: a chunked body ends after its last chunk and trailer, in any pieces") {
     const std::string body = "5\r\nhello\r\n1a;ext=1\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nTrailer: t\r\n\r\n";
     for (std::size_t piece : {std::size_t(1), std::size_t(2), std::size_t(7), body.size()}) {

@@ -12,6 +12,7 @@
 // header values smol-server checks before routing (Content-Type and Host), read with the same
 // helpers.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -237,14 +238,28 @@ inline bool hop_by_hop(std::string_view name) {
     return false;
 }
 
+// Whether the request asks for more than one byte range (in one Range field or several).
+inline bool asks_several_ranges(const RequestHead& head) {
+    std::size_t ranges = 0;
+    for (const Field& f : head.fields)
+        if (detail::iequals(f.name, "Range")) ranges += 1 + std::size_t(std::count(f.value.begin(), f.value.end(), ','));
+    return ranges > 1;
+}
+
 // The header the gate sends the server behind it for `head`: the request line and fields as
 // they came, less hop-by-hop fields and any field named `client_field` (only the gate says who
 // the client is), plus `client_field: client` and "Connection: close" (one request per
 // connection, so no server thread waits on an idle one).
+// A request for several byte ranges goes on without its Range fields and so gets the whole
+// resource (RFC 9110 lets a server ignore Range): cpp-httplib builds a multi-range reply in
+// memory with no cap on the number of ranges, and an 8 KB header of "0-," asks for a
+// resource thousands of times over. One range is passed on: a reply no larger than the resource.
 inline std::string forwarded_head(const RequestHead& head, std::string_view client_field, std::string_view client) {
     std::string out = head.method + " " + head.target + " " + head.version + "\r\n";
+    const bool drop_ranges = asks_several_ranges(head);
     for (const Field& f : head.fields) {
         if (hop_by_hop(f.name) || detail::iequals(f.name, client_field)) continue;
+        if (drop_ranges && (detail::iequals(f.name, "Range") || detail::iequals(f.name, "If-Range"))) continue;
         out += f.name;
         out += ": ";
         out += f.value;

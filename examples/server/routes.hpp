@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,44 @@ inline void send_error(const httplib::Request& req, httplib::Response& res, cons
 inline void send_json(httplib::Response& res, const json& body, int status = 200) {
     res.status = status;
     res.set_content(to_wire(body), "application/json");
+}
+
+// The most tokens one /tokenize reply holds or one /detokenize request gives (--max-tokenize,
+// by default the context): with it, the largest reply either can build is bounded before it is
+// built (a vocabulary piece is at most a few hundred bytes, six times that escaped).
+inline std::size_t tokenize_limit(const ServerOptions& options) {
+    return std::size_t(options.max_tokenize > 0 ? options.max_tokenize : options.context);
+}
+
+inline void check_token_count(const ServerOptions& options, std::size_t count, const char* subject, const char* verb) {
+    const std::size_t limit = tokenize_limit(options);
+    if (count > limit)
+        reject(400,
+               std::string(subject) + " " + std::to_string(count) + " tokens; this server " + verb + " at most " +
+                   std::to_string(limit) + " in one request (--max-tokenize)",
+               "too_many_tokens");
+}
+
+// {"tokens": [...]}, written straight into its text (no JSON value per token): the ids, or with
+// a tokenizer {"id", "piece"} objects whose piece is the token's text, control tokens spelled
+// out (bytes that are not UTF-8 replaced, as every reply's).
+inline std::string tokens_reply(std::span<const std::int32_t> ids, const smol::text::Tokenizer* pieces) {
+    std::string out = "{\"tokens\":[";
+    out.reserve(out.size() + ids.size() * (pieces ? 32 : 7) + 2);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        if (i) out += ',';
+        if (!pieces) {
+            out += std::to_string(ids[i]);
+            continue;
+        }
+        out += "{\"id\":";
+        out += std::to_string(ids[i]);
+        out += ",\"piece\":";
+        out += to_wire(std::string(pieces->rendered_piece(ids[i], /*show_control=*/true)));
+        out += '}';
+    }
+    out += "]}";
+    return out;
 }
 
 // With --cors, lets a page from an allowed origin read the reply; whether it did.
@@ -159,10 +198,7 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
             (req.path == "/v1/chat/completions" || req.path == "/v1/completions" || is_messages_path(req.path) ||
              req.path == "/v1/responses" || req.path == "/v1/responses/input_tokens")) {
             std::string shown = "(not JSON within the limits)";
-            if (smol::json_over_limits(req.body, "").empty()) {
-                const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-                if (!body.is_discarded()) shown = to_wire(body);
-            }
+            if (const std::optional<json> body = smol::try_parse_json(req.body)) shown = to_wire(*body);
             std::fprintf(stderr, "  body: %s\n", shown.c_str());
         }
     });
@@ -268,13 +304,8 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
         const bool special = bool_field(body, "parse_special").value_or(true);
         const bool with_pieces = bool_field(body, "with_pieces").value_or(false);
         const auto ids = s.tokenizer().encode(content->get<std::string>(), special);
-        json tokens = json::array();
-        for (std::int32_t id : ids) {
-            if (with_pieces)
-                tokens.push_back({{"id", id}, {"piece", std::string(s.tokenizer().rendered_piece(id, true))}});
-            else tokens.push_back(id);
-        }
-        send_json(res, json{{"tokens", tokens}});
+        check_token_count(server.options, ids.size(), "'content' is", "returns");
+        res.set_content(tokens_reply(ids, with_pieces ? &s.tokenizer() : nullptr), "application/json");
     }));
 
     http.Post("/detokenize", guarded([&server](const httplib::Request& req, httplib::Response& res) {
@@ -283,6 +314,7 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
         const auto tokens = body.find("tokens");
         if (tokens == body.end()) reject(400, "'tokens' is required: a list of token ids", "missing_tokens");
         if (!tokens->is_array()) reject(400, std::string("'tokens' must be an array, found ") + tokens->type_name(), "invalid_type");
+        check_token_count(server.options, tokens->size(), "'tokens' holds", "takes");
         std::vector<std::int32_t> ids;
         for (const auto& t : *tokens) {
             if (!t.is_number_integer()) reject(400, std::string("'tokens' must hold integers, found ") + t.type_name(), "invalid_type");

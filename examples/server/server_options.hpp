@@ -35,6 +35,7 @@ struct ServerOptions {
     std::vector<std::string> cors_origins;  // browser origins allowed to call the API ("*": any)
     std::vector<std::string> allowed_hosts;  // Host names accepted besides loopback's ("*": any)
     std::size_t max_body_bytes = 4u << 20;
+    int max_tokenize = 0;  // tokens /tokenize and /detokenize take or give in one request; 0: the context (-c)
     std::size_t cache_budget_mib = 0;
     bool log_prompts = false;  // completion request bodies in the log (never the key)
     smol::RopeScalingRequest rope_scaling;  // --rope-scaling, --rope-scale, --yarn-orig-ctx
@@ -92,6 +93,7 @@ inline std::string host_name() {
                  "                          [::1] when listening on a loopback address (* for any): a reverse\n"
                  "                          proxy's name; others get 403, which stops DNS rebinding\n"
                  "      --max-body BYTES    largest accepted request body (default 4 MiB)\n"
+                 "      --max-tokenize N    most tokens /tokenize returns or /detokenize takes (default: -c)\n"
                  "      --max-connections N open client connections at most; more get 503 (default 2048)\n"
                  "      --header-timeout S  seconds for a whole request header to arrive, else 408 (default 10)\n"
                  "      --body-timeout S    seconds for a whole request body to arrive after its header (default 60)\n"
@@ -138,6 +140,7 @@ inline ServerOptions parse_options(int argc, char** argv) {
             else if (args.is("--cors")) o.cors_origins = args.list();
             else if (args.is("--allowed-hosts")) o.allowed_hosts = args.list();
             else if (args.is("--max-body")) o.max_body_bytes = args.integer<std::size_t>(1024, std::size_t(1) << 32);
+            else if (args.is("--max-tokenize")) o.max_tokenize = args.integer<int>(1, 1 << 24);
             else if (args.is("--max-connections")) o.max_connections = args.integer<int>(1, 1 << 20);
             else if (args.is("--header-timeout")) o.header_timeout_s = args.integer<int>(1, 3600);
             else if (args.is("--body-timeout")) o.body_timeout_s = args.integer<int>(1, 3600);
