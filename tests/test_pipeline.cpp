@@ -480,3 +480,24 @@ TEST_CASE("pipeline: constrained decoding's work per token stays far inside its 
     MESSAGE("one walk inside a JSON string over ", vocab.n_vocab(), " tokens: ", in_string.work_max_step(), " units");
     CHECK(in_string.work_max_step() * 8 < smol::kGrammarStepBudget);
 }
+
+TEST_CASE("grammar constraint: a reply's matching has a total budget, and passing it ends the reply with the reason") {
+    const smol::text::Tokenizer& vocab = tokenizer();
+    // Each constraint gets a grammar of its own, so that no walk is answered from another's cache.
+    const auto json_grammar = [&] {
+        return std::make_shared<const smol::TokenGrammar>(smol::text::Grammar::parse(smol::text::kJsonObjectGrammar),
+                                                          std::make_shared<const smol::TokenTrie>(vocab));
+    };
+    std::vector<float> logits(vocab.n_vocab(), 0.0f);
+    smol::GrammarConstraint unbounded(json_grammar(), vocab);
+    unbounded.apply(logits, 100);
+    const std::uint64_t first_step = unbounded.work_total();
+    REQUIRE(first_step > 0);
+    // A budget the first step spends: the second step is refused before it starts.
+    smol::GrammarConstraint bounded(json_grammar(), vocab, first_step);
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    bounded.apply(logits, 100);
+    CHECK_THROWS_WITH_AS(bounded.accept(vocab.encode("{", false).at(0)), doctest::Contains("total budget of"),
+                         smol::text::GrammarTooComplex);
+    CHECK(smol::kGrammarRequestBudget >= 16 * smol::kGrammarStepBudget);
+}

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -259,6 +260,44 @@ TEST_CASE("prompts are read in the order their requests were admitted, not in sl
     CHECK(seen_b.error == "");
     CHECK(seen_c.error == "");
     CHECK(seen_b.first < seen_c.first);
+}
+
+TEST_CASE("a plain stream keeps at least half its solo speed beside a grammar at its per-token budget") {
+    smol::SchedulerOptions options;
+    options.slots = 2;
+    options.context = 1024;
+    options.threads = 1;  // one core: the rates then depend on the scheduling, not on the host's other work
+    smol::Scheduler scheduler(smol_test::quantized_engine(), options);
+    const smol::text::Tokenizer& tokenizer = scheduler.tokenizer();
+    // 300 plain tokens: the end of generation is biased away, so every run is as long.
+    smol::GenerationRequest plain = request_for(tokenizer.encode("Tell me a long story", true), 300);
+    for (const std::int32_t id : tokenizer.end_of_generation_ids()) plain.params.sampling.logit_bias.push_back({id, -100.0f});
+    const auto plain_rate = [&] {
+        const auto start = std::chrono::steady_clock::now();
+        const smol::StreamEvent all = scheduler.submit(plain)->collect();
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        CHECK(all.usage.completion_tokens == 300);
+        return all.usage.completion_tokens / seconds;
+    };
+    (void)plain_rate();  // the first request pays for warming up (threads, caches)
+    const double solo = plain_rate();
+
+    // Two pieces of up to 300 printable characters each: every step's vocabulary walk visits a
+    // state never seen before (no cache helps) and costs most of the per-token budget.
+    smol::GenerationRequest costly = request_for(tokenizer.encode("Hi", true), 60);
+    costly.params.grammar = std::make_shared<const smol::TokenGrammar>(
+        smol::text::Grammar::parse("root ::= (s s)\ns ::= [ -~]{0,300}\n"), std::make_shared<const smol::TokenTrie>(tokenizer));
+    const auto grammar_stream = scheduler.submit(costly);
+    std::optional<smol::StreamEvent> first;
+    while (!(first = grammar_stream->next(std::chrono::milliseconds(1000)))) {
+    }
+    REQUIRE_FALSE(first->finished);  // generating: its steps are the costly ones
+    const double beside = plain_rate();
+    CHECK(scheduler.stats().active_slots >= 1);  // the grammar still generating when the plain stream ended
+    const smol::StreamEvent grammar_end = grammar_stream->collect();
+    MESSAGE("plain stream: ", solo, " tokens/s alone, ", beside, " beside the grammar (",
+            grammar_end.usage.completion_tokens, " grammar tokens, finished: ", smol::to_string(grammar_end.finish), ")");
+    CHECK(beside >= 0.5 * solo);
 }
 
 TEST_CASE("a cancelled request stops within a token and frees its slot") {

@@ -14,8 +14,9 @@
 // token, so a token that brings the end one character closer always fits.
 //
 // The walk runs on the thread that decodes every request, so it is bounded: each token's walk
-// has a budget of matcher work (kGrammarStepBudget; past it the request ends with
-// GrammarTooComplex, which names the cause) and looks every kCancelCheckNodes trie nodes at
+// has a budget of matcher work (kGrammarStepBudget), the whole reply another
+// (kGrammarRequestBudget; past either the request ends with GrammarTooComplex, which names the
+// cause), and each walk looks every kCancelCheckNodes trie nodes at
 // whether its request was cancelled (then it throws GenerationCancelled), so one grammar cannot
 // hold the others.
 
@@ -43,6 +44,12 @@ namespace smol {
 // (about 20 ms; test_pipeline measures it), a fourteenth of this: a hostile grammar can hold
 // the decoding thread for a few tenths of a second per token, no more.
 inline constexpr std::uint64_t kGrammarStepBudget = std::uint64_t(1) << 25;
+// Matcher work one request may take over all its tokens: 32 of the costliest steps the step
+// budget lets through, or 450 full walks inside a JSON string (walks are cached by grammar
+// state, so a long structured reply repeats few). Past it the request ends with
+// GrammarTooComplex: a grammar just under the step budget cannot hold the decoding thread for
+// a whole reply.
+inline constexpr std::uint64_t kGrammarRequestBudget = kGrammarStepBudget * 32;
 
 // A generation stopped inside a step because its request was cancelled (its client left).
 class GenerationCancelled : public Error {
@@ -153,8 +160,11 @@ private:
 // One sequence's constraint: which tokens may come next, and the text so far.
 class GrammarConstraint {
 public:
-    GrammarConstraint(std::shared_ptr<const TokenGrammar> grammar, const text::Tokenizer& tokenizer)
-        : grammar_(std::move(grammar)), tokenizer_(&tokenizer), matcher_(grammar_->grammar), state_(start(matcher_)) {
+    // request_budget: the matcher work the whole generation may take (kGrammarRequestBudget).
+    GrammarConstraint(std::shared_ptr<const TokenGrammar> grammar, const text::Tokenizer& tokenizer,
+                      std::uint64_t request_budget = kGrammarRequestBudget)
+        : grammar_(std::move(grammar)), tokenizer_(&tokenizer), matcher_(grammar_->grammar), state_(start(matcher_)),
+          request_budget_(request_budget) {
         if (grammar_->vocabulary->n_vocab() != tokenizer.n_vocab())
             fail("grammar constraint: its vocabulary has ", grammar_->vocabulary->n_vocab(), " tokens, the tokenizer ",
                  tokenizer.n_vocab());
@@ -243,12 +253,21 @@ private:
     std::vector<text::GrammarState> depth_states_;  // the walk's state at each trie depth
     std::function<bool()> cancelled_;
     std::uint32_t nodes_until_check_ = kCancelCheckNodes;
+    std::uint64_t request_budget_;
     std::uint64_t work_total_ = 0, work_max_step_ = 0;
 
-    // One step's budget, given to the matcher when the step starts and counted when it ends.
+    // One step's budget, given to the matcher when the step starts and counted when it ends; a
+    // step starts only while the request's total is not spent (so it passes it by one step at most).
     struct StepWork {
         GrammarConstraint& c;
-        explicit StepWork(GrammarConstraint& constraint) : c(constraint) { c.matcher_.set_budget(kGrammarStepBudget); }
+        explicit StepWork(GrammarConstraint& constraint) : c(constraint) {
+            if (c.work_total_ >= c.request_budget_)
+                throw text::GrammarTooComplex(
+                    "grammar: this reply's matching took more than its total budget of " +
+                    std::to_string(c.request_budget_) + " units of work after " + std::to_string(c.text_.size()) +
+                    " characters; the grammar is too ambiguous for a reply this long");
+            c.matcher_.set_budget(kGrammarStepBudget);
+        }
         ~StepWork() {
             const std::uint64_t used = kGrammarStepBudget - c.matcher_.budget_left();
             c.work_total_ += used;

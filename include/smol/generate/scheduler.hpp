@@ -326,7 +326,16 @@ private:
         bool active = false;
         Pending job;
         std::uint64_t admitted = 0;        // when the request was admitted (a count of admissions)
+        double sitting_out = 0;            // seconds of the others' steps it waits out (fair share)
     };
+
+    // A slot whose own step (sampling, and the grammar walk that filters it) took longer than
+    // this sits out the next steps for three times that time while other slots have work: a
+    // grammar just under its per-token budget would otherwise add its walk to every step of
+    // every stream, and with it a plain stream beside it keeps about three quarters of its
+    // speed. A slot alone never waits, and ordinary sampling takes far less than this.
+    static constexpr double kFairShareGraceSeconds = 0.005;
+    static constexpr double kFairShareFactor = 3.0;
 
     // Under mutex_: moves waiting requests into free slots while memory allows.
     void admit_locked() {
@@ -399,6 +408,7 @@ private:
         // pipeline stays where it is when the job moves into the slot.
         stats_.cached_tokens += slot.sequence.start(p.request.prompt, p.pipeline.get());
         slot.active = true;
+        slot.sitting_out = 0;
         slot.admitted = ++admissions_;
         slot.job = std::move(p);
     }
@@ -433,16 +443,20 @@ private:
             // Decoding slots first (each runs the token it picked, and its draft within its
             // share of decode_rows): they are always in the batch. Prompts share the budget in
             // the order their requests were admitted.
+            const std::vector<Slot*>& resting = slots_sitting_out();
+            const auto rests = [&](const Slot& slot) {
+                return std::find(resting.begin(), resting.end(), &slot) != resting.end();
+            };
             int decoding = 0, speculating = 0;
             for (const Slot& slot : slots_)
-                if (slot.active && !slot.sequence.reading_prompt()) {
+                if (slot.active && !slot.sequence.reading_prompt() && !rests(slot)) {
                     ++decoding;
                     if (slot.job.pipeline->speculation().enabled()) ++speculating;
                 }
             const int room = std::max(0, options_.decode_rows - decoding);
             const std::size_t draft_share = speculating > 0 ? std::size_t(room / speculating) : 0;
             for (Slot& slot : slots_) {
-                if (!slot.active || slot.sequence.reading_prompt()) continue;
+                if (!slot.active || slot.sequence.reading_prompt() || rests(slot)) continue;
                 batch.push_back(slot.sequence.next_input(Sequence::kWholePrompt, draft_share));
                 batched.push_back(&slot);
             }
@@ -490,7 +504,10 @@ private:
                 try {
                     TextDelta delta;
                     const GenerationUsage before = slot.job.pipeline->usage();
+                    const auto own_step_start = Clock::now();
                     const bool ended = slot.sequence.step(entry_logits, delta);
+                    const double own_step = std::chrono::duration<double>(Clock::now() - own_step_start).count();
+                    slot.sitting_out = own_step > kFairShareGraceSeconds ? kFairShareFactor * own_step : 0.0;
                     const GenerationUsage& after = slot.job.pipeline->usage();
                     sampled += after.completion_tokens - before.completion_tokens;
                     on_token(slot, ended, std::move(delta), after.completion_tokens - before.completion_tokens,
@@ -504,6 +521,7 @@ private:
                 }
             }
             const double seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
+            for (Slot* slot : resting) slot->sitting_out = std::max(0.0, slot->sitting_out - seconds);
             // A decaying window, so the rate follows the current load.
             recent_tokens = recent_tokens * 0.9 + sampled;
             recent_seconds = recent_seconds * 0.9 + seconds;
@@ -523,6 +541,23 @@ private:
             p.stream->push(std::move(e));
         }
         queue_.clear();
+    }
+
+    // The generating slots that sit out this step (fair share: see kFairShareGraceSeconds), or
+    // none when no other slot has work for it.
+    const std::vector<Slot*>& slots_sitting_out() {
+        resting_.clear();
+        bool others = false;
+        for (Slot& slot : slots_) {
+            if (!slot.active) continue;
+            if (slot.sitting_out > 0 && !slot.sequence.reading_prompt()) resting_.push_back(&slot);
+            else others = true;
+        }
+        if (!others) {
+            for (Slot* slot : resting_) slot->sitting_out = 0;
+            resting_.clear();
+        }
+        return resting_;
     }
 
     // Under mutex_: whether the head of the queue could get a slot now.
@@ -581,6 +616,7 @@ private:
     std::condition_variable wake_;
     std::deque<Pending> queue_;
     std::vector<Slot> slots_;
+    std::vector<Slot*> resting_;  // the worker's: slots sitting out the current step
     SchedulerStats stats_;
     std::uint64_t next_id_ = 0;
     std::uint64_t admissions_ = 0;  // requests admitted into slots so far
