@@ -34,8 +34,10 @@ private:
 // Answers one completion request; throws ApiError for what the client got wrong.
 inline void complete(ServerState& server, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     smol::Scheduler& scheduler = server.model.require_scheduler();
+    // Under way from here on (a drain waits for this request), unless a drain or shutdown began.
+    std::unique_ptr<LiveGenerations::Admission> admission = server.live.admit();
     if (server.live.closing()) reject(503, "the server is shutting down", "server_shutting_down");
-    if (server.draining.load())
+    if (!admission)
         reject(503, "this replica is draining (SIGTERM): it finishes the replies under way and takes no new ones; "
                     "retry, and a load balancer sends the request to another replica",
                "server_draining");
@@ -73,7 +75,7 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
         if (endpoint == Endpoint::responses) st.response = response_settings(body);
         st.logprobs = request.logprobs;
         st.metrics = &server.metrics;
-        st.listing = server.live.add(stream);
+        st.listing = server.live.add(stream, std::move(admission));
     };
     // Both kinds of reply are written by a content provider that runs between tokens; when the
     // response ends for any reason (finished, client gone, write failed) its releaser cancels

@@ -134,20 +134,21 @@ int main(int argc, char** argv) {
     // up to --drain-timeout; a second signal cuts it short. SIGINT (Ctrl-C) skips it.
     const int stop_signal = received_signal;  // a second one may come during the drain
     if (!loading && stop_signal == SIGTERM && options.drain_timeout_s > 0) {
+        server.live.begin_drain();  // new requests get 503; those admitted before are waited for
         server.draining.store(true);
         gate.begin_shutdown();  // kept-alive connections close, so their next requests go elsewhere
         arm_shutdown_handlers();
-        const std::size_t under_way = server.live.listed();
+        const std::size_t under_way = server.live.under_way();
         std::fprintf(stderr, "smol-server: SIGTERM: draining: %zu repl%s under way may finish within %d s; new requests get 503\n",
                      under_way, under_way == 1 ? "y" : "ies", options.drain_timeout_s);
         std::fflush(stderr);
         const auto deadline = Clock::now() + std::chrono::seconds(options.drain_timeout_s);
         bool cut_short = false;
-        while (server.live.listed() > 0 && Clock::now() < deadline && !cut_short) {
+        while (server.live.under_way() > 0 && Clock::now() < deadline && !cut_short) {
             const char why = wait_for_wake(100);
             cut_short = why == kWakeSignal || why == kWakeListenerEnd;
         }
-        const std::size_t left = server.live.listed();
+        const std::size_t left = server.live.under_way();
         if (left == 0) std::fprintf(stderr, "smol-server: drained: every reply under way finished\n");
         else
             std::fprintf(stderr, "smol-server: %s with %zu repl%s under way\n",
