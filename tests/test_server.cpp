@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -28,7 +29,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -1146,6 +1149,82 @@ TEST_CASE("smol-server: hostile requests get a 4xx within seconds, and other use
     CHECK(http(port, "POST", path, chat("Still there?", 2, false).dump()).status == 200);
 }
 
+TEST_CASE("smol-server: the largest replies and parses a body can cause are bounded; four at once stay under 256 MiB") {
+    ServerProcess server({"-c", "512", "--parallel", "1"});
+    const int port = server.port();
+    // The baseline has answered each route once.
+    const Response asset = http(port, "GET", "/vendor/marked.min.js", "", "");
+    REQUIRE(asset.status == 200);
+    REQUIRE(http(port, "POST", "/tokenize", R"({"content": "warm up", "with_pieces": true})", "").status == 200);
+
+    // JSON inside a string: a Responses function_call whose arguments nest a million deep (this
+    // once ended the process), and one whose arguments hold 2 million values.
+    const auto responses_call = [](const std::string& arguments) {
+        return json{{"model", "smol"},
+                    {"input", json::array({{{"type", "function_call"}, {"call_id", "c"}, {"name", "f"}, {"arguments", arguments}},
+                                           {{"type", "function_call_output"}, {"call_id", "c"}, {"output", "x"}}})}}
+            .dump();
+    };
+    std::string flat = "[0";
+    for (int i = 1; i < 1'500'000; ++i) flat += ",0";
+    flat += "]";
+    // Several byte ranges of a public asset (2,000 of the whole file in an 8 KB header).
+    std::string ranges = "GET /vendor/marked.min.js HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nRange: bytes=0-";
+    for (int i = 1; i < 2000; ++i) ranges += ",0-";
+    ranges += "\r\n\r\n";
+    // /tokenize of 2 million tokens with their pieces: 94 MB of reply before the cap.
+    std::string zeros;
+    for (int i = 0; i < 2'000'000; ++i) zeros += "0 ";
+    const std::string tokenize_body = json{{"content", zeros}, {"with_pieces", true}}.dump();
+
+    struct Attack {
+        const char* name;
+        std::function<Response()> send;
+        std::function<void(const Response&)> check;
+    };
+    const std::vector<Attack> attacks = {
+        {"deep arguments", [&] { return http(port, "POST", "/v1/responses", responses_call(std::string(1'000'000, '[') + std::string(1'000'000, ']')), ""); },
+         [](const Response& r) { check_error(r, 400, "json_too_complex"); }},
+        {"wide arguments", [&] { return http(port, "POST", "/v1/responses", responses_call(flat), ""); },
+         [](const Response& r) { check_error(r, 400, "json_too_complex"); }},
+        {"2,000 ranges", [&] { return raw_http(port, ranges); },
+         [&](const Response& r) {
+             CHECK(r.status == 200);  // the whole file once, not 2,000 times
+             CHECK(r.body == asset.body);
+         }},
+        {"tokenize 2M", [&] { return http(port, "POST", "/tokenize", tokenize_body, ""); },
+         [](const Response& r) {
+             check_error(r, 400, "too_many_tokens");
+             CHECK(r.body.find("--max-tokenize") != std::string::npos);
+         }},
+    };
+    const std::uint64_t rss_before = server.rss_bytes();
+    for (const Attack& attack : attacks) {
+        CAPTURE(attack.name);
+        attack.check(attack.send());
+        CHECK(server.peak_rss_bytes() < rss_before + (std::uint64_t(64) << 20));
+    }
+    for (const Attack& attack : attacks) {
+        CAPTURE(attack.name);
+        std::vector<Response> replies(4);
+        std::vector<std::thread> clients;
+        for (Response& reply : replies) clients.emplace_back([&] { reply = attack.send(); });
+        for (std::thread& c : clients) c.join();
+        for (const Response& reply : replies) attack.check(reply);
+    }
+    const std::uint64_t peak = server.peak_rss_bytes();
+    MESSAGE("RSS before ", rss_before >> 20, " MiB, peak ", peak >> 20, " MiB");
+    CHECK(peak < rss_before + (std::uint64_t(256) << 20));
+
+    // At the cap a reply is built, and holds what was asked.
+    const Response at_cap = http(port, "POST", "/tokenize", json{{"content", std::string(256, 'x')}, {"with_pieces", true}}.dump(), "");
+    REQUIRE(at_cap.status == 200);
+    CHECK(at_cap.json_body()["tokens"].size() <= 512);
+    CHECK(at_cap.json_body()["tokens"][0]["piece"].is_string());
+    check_error(http(port, "POST", "/detokenize", json{{"tokens", std::vector<int>(513, 5)}}.dump(), ""), 400, "too_many_tokens");
+    CHECK(http(port, "GET", "/health", "", "").status == 200);
+}
+
 TEST_CASE("smol-server: a page on another site cannot drive a loopback server") {
     ServerProcess server({"-c", "256", "--parallel", "1"});
     const int port = server.port();
@@ -1346,6 +1425,88 @@ TEST_CASE("smol-server: SIGTERM drains: /health and new requests get 503 while t
     CHECK_FALSE(reply.contains("error"));
     const std::string finish = reply["choices"][0]["finish_reason"].get<std::string>();
     CHECK((finish == "length" || finish == "stop"));
+}
+
+TEST_CASE("smol-server: requests racing SIGTERM get a 503 before any byte or their whole reply, never a cut one") {
+    // A request is under way from its admission on: one parsed, tokenized or queued when the
+    // drain begins is waited for, not cancelled at shutdown as one not yet generating once was.
+    ServerProcess server({"-c", "2048", "--parallel", "2", "-t", "1", "--drain-timeout", "30"});
+    const int port = server.port();
+    std::string long_message;  // some parsing and tokenizing before each request is queued
+    for (int i = 0; i < 300; ++i) long_message += "word" + std::to_string(i) + " ";
+    const std::string body = chat(long_message, 4, false).dump();
+    const std::string request = request_text("POST", "/v1/chat/completions", body, "");
+
+    // One exchange without doctest assertions (they are not for other threads): the status, or
+    // 0 when the connection was refused or closed before any byte; and whether a 200 is whole.
+    struct Outcome {
+        int status = 0;
+        bool whole = false;
+        std::string start;
+    };
+    const auto exchange = [&] {
+        Outcome o;
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(std::uint16_t(port));
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+            if (fd >= 0) ::close(fd);
+            return o;
+        }
+        timeval timeout{20, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+        (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+        std::string raw;
+        char buffer[16384];
+        for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) raw.append(buffer, std::size_t(n));
+        ::close(fd);
+        if (raw.size() < 12) return o;
+        o.status = std::atoi(raw.substr(9, 3).c_str());
+        o.start = raw.substr(0, 300);
+        const std::size_t header_end = raw.find("\r\n\r\n");
+        if (o.status == 200 && header_end != std::string::npos) {
+            const std::string rest = raw.substr(header_end + 4);
+            const std::string text = raw.find("chunked") < header_end ? dechunk(rest) : rest;
+            const json reply = json::parse(text, nullptr, false);
+            o.whole = reply.is_object() && !reply.contains("error") && reply.contains("choices") &&
+                      reply["choices"][0]["finish_reason"].is_string();
+        }
+        return o;
+    };
+
+    std::atomic<bool> stop{false};
+    std::mutex mutex;
+    std::vector<Outcome> outcomes;
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 4; ++c)
+        clients.emplace_back([&] {
+            while (!stop.load()) {
+                const Outcome o = exchange();
+                std::lock_guard lock(mutex);
+                outcomes.push_back(o);
+                if (o.status != 200) return;  // turned away: the drain has begun
+            }
+        });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    server.send_signal(SIGTERM);
+    CHECK(server.wait_exit(40) == 0);
+    stop = true;
+    for (std::thread& c : clients) c.join();
+    int served = 0, refused = 0;
+    for (const Outcome& o : outcomes) {
+        CAPTURE(o.start);
+        if (o.status == 200) {
+            CHECK(o.whole);
+            ++served;
+        } else {
+            CHECK((o.status == 503 || o.status == 0));
+            ++refused;
+        }
+    }
+    MESSAGE(served, " replies whole, ", refused, " refused before any byte");
+    CHECK(served > 0);
 }
 
 TEST_CASE("smol-server: --replica-name takes 1 to 128 letters, digits and '-_.:', else exits 2 saying what it expected") {
