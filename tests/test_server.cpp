@@ -2089,7 +2089,7 @@ TEST_CASE("smol-server: with 1,000 slow or idle connections open, /health and a 
 
 TEST_CASE("smol-server: the gate keeps connections alive, pipelines, takes chunked bodies and caps connections") {
     ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "1", "--max-connections", "4", "--header-timeout",
-                          "1", "--body-timeout", "1", "--keep-alive-timeout", "2"});
+                          "1", "--body-timeout", "1", "--keep-alive-timeout", "2", "--replica-name", "gate-r1"});
     const int port = server.port();
     // Every POST here is JSON (smol-server answers other bodies 415).
     const std::string auth = "Authorization: Bearer " + kKey + "\r\nContent-Type: application/json\r\n";
@@ -2161,9 +2161,19 @@ TEST_CASE("smol-server: the gate keeps connections alive, pipelines, takes chunk
         const auto start = std::chrono::steady_clock::now();
         const Response timed_out = parse_response(read_until_closed(slow, 5, ended));
         check_error(timed_out, 408, "request_timeout");
+        CHECK(timed_out.headers.at("x-smol-replica") == "gate-r1");  // the gate's replies say who answered too
         CHECK(seconds_since(start) < 2);
         ::close(slow);
         ::close(bad);
+        // The gate's 413 and 431 carry the replica's name as well.
+        const Response too_large = raw_http(port, "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                                  "application/json\r\nContent-Length: 999999999999\r\n\r\n{");
+        check_error(too_large, 413, "payload_too_large");
+        CHECK(too_large.headers.at("x-smol-replica") == "gate-r1");
+        const Response header_too_large =
+            raw_http(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n");
+        check_error(header_too_large, 431, "header_too_large");
+        CHECK(header_too_large.headers.at("x-smol-replica") == "gate-r1");
     }
     {
         // --max-connections 4: a fifth connection gets 503 and is closed; once one closes, a
@@ -2174,7 +2184,10 @@ TEST_CASE("smol-server: the gate keeps connections alive, pipelines, takes chunk
         const int fifth = connect_to(port);
         send_all(fifth, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
         std::string ended;
-        check_error(parse_response(read_until_closed(fifth, 5, ended)), 503, "too_many_connections");
+        const Response refused = parse_response(read_until_closed(fifth, 5, ended));
+        check_error(refused, 503, "too_many_connections");
+        CHECK(refused.headers.at("x-smol-replica") == "gate-r1");
+        CHECK(refused.headers.at("retry-after") == "1");
         ::close(fifth);
         ::close(held.back());
         held.pop_back();
