@@ -144,6 +144,34 @@ TEST_CASE("a continued conversation reuses the slot's cache and gives the same t
     CHECK(again.content == turn2.content);
 }
 
+TEST_CASE("a cached prefix is reused only within its cache partition, and the reply is the same either way") {
+    // One slot: the only cache there is holds the other partition's prompt.
+    smol::SchedulerOptions options;
+    options.slots = 1;
+    options.context = 256;
+    smol::Scheduler scheduler(smol_test::float_engine(), options);
+    const auto prompt = scheduler.tokenizer().encode(
+        "<|im_start|>user\nA private question about my own data.<|im_end|>\n<|im_start|>assistant\n", true);
+    const auto run = [&](const std::string& partition) {
+        smol::GenerationRequest r = request_for(prompt, 6);
+        r.cache_partition = partition;
+        return scheduler.submit(std::move(r))->collect();
+    };
+    const smol::StreamEvent tenant_a = run("tenant-a");
+    CHECK(tenant_a.usage.cached_tokens == 0);
+    const smol::StreamEvent tenant_b = run("tenant-b");
+    CHECK(tenant_b.usage.cached_tokens == 0);  // a's prompt is in the cache, b may not use it
+    CHECK(tenant_b.content == tenant_a.content);
+    const smol::StreamEvent tenant_b_again = run("tenant-b");
+    CHECK(tenant_b_again.usage.cached_tokens == int(prompt.size()) - 1);
+    CHECK(tenant_b_again.content == tenant_a.content);
+    const smol::StreamEvent unpartitioned = run("");
+    CHECK(unpartitioned.usage.cached_tokens == 0);
+    const smol::StreamEvent unpartitioned_again = run("");
+    CHECK(unpartitioned_again.usage.cached_tokens == int(prompt.size()) - 1);
+    CHECK(unpartitioned_again.content == tenant_a.content);
+}
+
 TEST_CASE("reasoning and answer are split by the think tags, primed by the assistant prefix") {
     smol::SchedulerOptions options;
     options.slots = 1;

@@ -729,7 +729,8 @@ TEST_CASE("smol-server: --alias, /props, /slots, --cors, and the key on everythi
     CHECK(props["default_generation_settings"]["n_ctx"] == 512);
     CHECK(props["default_generation_settings"]["params"]["temperature"].is_number());
     CHECK(props["default_generation_settings"]["params"]["max_tokens"] == -1);
-    CHECK(props["model_path"].get<std::string>().ends_with(".gguf"));
+    // The file's name only: its absolute path would tell callers how the host is laid out.
+    CHECK(props["model_path"] == fs::path(kModel).filename().string());
 
     const json slots = http(port, "GET", "/slots").json_body();
     REQUIRE(slots.size() == 3);
@@ -782,6 +783,105 @@ TEST_CASE("smol-server: --alias, /props, /slots, --cors, and the key on everythi
     const Response refused = too_large_from("https://evil.example");
     CHECK(refused.status == 413);
     CHECK(refused.headers.count("access-control-allow-origin") == 0);
+}
+
+TEST_CASE("smol-server: keys from repeated --api-key, --api-key-file and SMOL_API_KEY all work; bad ones exit 2") {
+    const fs::path key_file = fs::temp_directory_path() / ("smol-keys-" + std::to_string(::getpid()) + ".txt");
+    {
+        std::ofstream out(key_file);
+        out << "# rotated keys\n\n  file-key-1  \r\nfile-key-2\n";
+    }
+    ::setenv("SMOL_API_KEY", "env-key", 1);  // the child inherits it
+    ServerProcess server({"--api-key", kKey, "--api-key", "second-key", "--api-key-file", key_file.string(), "-c", "256",
+                          "--parallel", "1"});
+    ::unsetenv("SMOL_API_KEY");
+    const int port = server.port();
+    for (const std::string key : {kKey, std::string("second-key"), std::string("file-key-1"), std::string("file-key-2"), std::string("env-key")}) {
+        CAPTURE(key);
+        CHECK(http(port, "GET", "/v1/models", "", key).status == 200);
+    }
+    const Response anthropic = raw_http(port, "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                                              "x-api-key: file-key-2\r\n\r\n");
+    CHECK(anthropic.status == 200);
+    for (const std::string wrong : {"# rotated keys", "file-key", "env-key2", "second-key2"}) {
+        CAPTURE(wrong);
+        check_error(http(port, "GET", "/v1/models", "", wrong), 401, "invalid_api_key");
+    }
+
+    // Bad keys are refused before the model is read, saying what and where; `timeout` ends a
+    // server that wrongly started (status 124).
+    const fs::path empty_file = key_file.string() + ".empty";
+    { std::ofstream(empty_file) << "# no keys yet\n\n"; }
+    const fs::path spaced_file = key_file.string() + ".spaced";
+    { std::ofstream(spaced_file) << "good-key\nhas space\n"; }
+    const std::string start = "timeout 30 " + kServer + " -m " + kModel + " --port 0 ";
+    const std::vector<std::pair<std::string, std::string>> refused = {
+        {"--api-key ''", "--api-key: expected a non-empty key, found an empty one"},
+        {"--api-key-file " + empty_file.string(),
+         "--api-key-file '" + empty_file.string() + "': expected one key a line, found none"},
+        {"--api-key-file " + spaced_file.string(),
+         "--api-key-file '" + spaced_file.string() + "' line 2: expected printable ASCII without spaces, found byte 32"},
+        {"--api-key-file /nonexistent/keys", "--api-key-file '/nonexistent/keys': cannot open it"},
+    };
+    for (const auto& [flags, message] : refused) {
+        CAPTURE(flags);
+        const CommandResult r = run_command(start + flags + " 2>&1");
+        CHECK(r.status == 2);
+        CHECK_MESSAGE(r.output.find("smol-server: " + message) != std::string::npos, r.output);
+    }
+    const CommandResult empty_env = run_command("SMOL_API_KEY= " + start + "2>&1");
+    CHECK(empty_env.status == 2);
+    CHECK(empty_env.output.find("the SMOL_API_KEY environment variable: expected a non-empty key") != std::string::npos);
+    for (const fs::path& f : {key_file, empty_file, spaced_file}) fs::remove(f);
+}
+
+// A long prompt's usage, sent under `key` with an optional cache_salt.
+json usage_of(int port, const std::string& key, const std::string& salt = "") {
+    json request = chat("Tell me, in plain words, what a key-value cache in a transformer keeps between steps", 4, false);
+    if (!salt.empty()) request["cache_salt"] = salt;
+    const Response r = http(port, "POST", "/v1/chat/completions", request.dump(), key);
+    CAPTURE(r.body);
+    REQUIRE(r.status == 200);
+    return r.json_body();
+}
+
+TEST_CASE("smol-server: a cached prompt is reused within a key or cache_salt, never across them") {
+    ServerProcess server({"--api-key", "tenant-a", "--api-key", "tenant-b", "-c", "512", "--parallel", "1"});
+    const int port = server.port();
+    const auto cached = [](const json& reply) { return reply["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(); };
+    const json a1 = usage_of(port, "tenant-a");
+    CHECK(cached(a1) == 0);
+    const json b1 = usage_of(port, "tenant-b");  // the one slot holds a's prompt: b may not use it
+    CHECK(cached(b1) == 0);
+    CHECK(b1["choices"][0]["message"] == a1["choices"][0]["message"]);
+    const json b2 = usage_of(port, "tenant-b");
+    CHECK(cached(b2) > 0);
+    CHECK(b2["choices"][0]["message"] == a1["choices"][0]["message"]);
+    // Within a key, a salt separates caches the same way.
+    CHECK(cached(usage_of(port, "tenant-b", "team-1")) == 0);
+    CHECK(cached(usage_of(port, "tenant-b", "team-2")) == 0);
+    const json salted = usage_of(port, "tenant-b", "team-2");
+    CHECK(cached(salted) > 0);
+    CHECK(salted["choices"][0]["message"] == a1["choices"][0]["message"]);
+    // Every generating API takes cache_salt; a bad one is a 400 naming it.
+    const json messages = {{"model", "m"}, {"max_tokens", 2}, {"cache_salt", "s"},
+                           {"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}};
+    CHECK(http(port, "POST", "/v1/messages", messages.dump(), "tenant-a").status == 200);
+    const json responses = {{"input", "Hi"}, {"max_output_tokens", 16}, {"cache_salt", "s"}};
+    CHECK(http(port, "POST", "/v1/responses", responses.dump(), "tenant-a").status == 200);
+    CHECK(http(port, "POST", "/v1/completions", R"({"prompt": "Hi", "max_tokens": 2, "cache_salt": "s"})", "tenant-a")
+              .status == 200);
+    json bad = chat("Hi", 2, false);
+    bad["cache_salt"] = 7;
+    check_error(http(port, "POST", "/v1/chat/completions", bad.dump(), "tenant-a"), 400, "invalid_type");
+    bad["cache_salt"] = "";
+    check_error(http(port, "POST", "/v1/chat/completions", bad.dump(), "tenant-a"), 400, "invalid_value");
+
+    // --cache-share-keys: keys share again.
+    ServerProcess shared({"--api-key", "tenant-a", "--api-key", "tenant-b", "--cache-share-keys", "-c", "512",
+                          "--parallel", "1"});
+    CHECK(cached(usage_of(shared.port(), "tenant-a")) == 0);
+    CHECK(cached(usage_of(shared.port(), "tenant-b")) > 0);
 }
 
 TEST_CASE("smol-server: a follow-up turn reuses the cached conversation") {
@@ -2150,7 +2250,7 @@ TEST_CASE("smol-server: with 1,000 slow or idle connections open, /health and a 
 
 TEST_CASE("smol-server: the gate keeps connections alive, pipelines, takes chunked bodies and caps connections") {
     ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "1", "--max-connections", "4", "--header-timeout",
-                          "1", "--body-timeout", "1", "--keep-alive-timeout", "2"});
+                          "1", "--body-timeout", "1", "--keep-alive-timeout", "2", "--replica-name", "gate-r1"});
     const int port = server.port();
     // Every POST here is JSON (smol-server answers other bodies 415).
     const std::string auth = "Authorization: Bearer " + kKey + "\r\nContent-Type: application/json\r\n";
@@ -2222,9 +2322,19 @@ TEST_CASE("smol-server: the gate keeps connections alive, pipelines, takes chunk
         const auto start = std::chrono::steady_clock::now();
         const Response timed_out = parse_response(read_until_closed(slow, 5, ended));
         check_error(timed_out, 408, "request_timeout");
+        CHECK(timed_out.headers.at("x-smol-replica") == "gate-r1");  // the gate's replies say who answered too
         CHECK(seconds_since(start) < 2);
         ::close(slow);
         ::close(bad);
+        // The gate's 413 and 431 carry the replica's name as well.
+        const Response too_large = raw_http(port, "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                                  "application/json\r\nContent-Length: 999999999999\r\n\r\n{");
+        check_error(too_large, 413, "payload_too_large");
+        CHECK(too_large.headers.at("x-smol-replica") == "gate-r1");
+        const Response header_too_large =
+            raw_http(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n");
+        check_error(header_too_large, 431, "header_too_large");
+        CHECK(header_too_large.headers.at("x-smol-replica") == "gate-r1");
     }
     {
         // --max-connections 4: a fifth connection gets 503 and is closed; once one closes, a
@@ -2235,7 +2345,10 @@ TEST_CASE("smol-server: the gate keeps connections alive, pipelines, takes chunk
         const int fifth = connect_to(port);
         send_all(fifth, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
         std::string ended;
-        check_error(parse_response(read_until_closed(fifth, 5, ended)), 503, "too_many_connections");
+        const Response refused = parse_response(read_until_closed(fifth, 5, ended));
+        check_error(refused, 503, "too_many_connections");
+        CHECK(refused.headers.at("x-smol-replica") == "gate-r1");
+        CHECK(refused.headers.at("retry-after") == "1");
         ::close(fifth);
         ::close(held.back());
         held.pop_back();

@@ -16,6 +16,7 @@
 #include "responses_api.hpp"
 #include "server_state.hpp"
 #include "smol/smol.hpp"
+#include "tenants.hpp"
 
 namespace smol_server {
 
@@ -48,6 +49,7 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
                          : endpoint == Endpoint::responses ? parse_responses_request(body, tokenizer, scheduler.context())
                          : chat                            ? parse_chat_request(body, tokenizer, scheduler.context())
                                                            : parse_text_request(body, tokenizer, scheduler.context());
+    request.generation.cache_partition = cache_partition(server.options, req, body);
     if (!request.grammar.empty())
         request.generation.params.grammar = server.grammars.get(request.grammar, scheduler.engine());
     std::shared_ptr<smol::GenerationStream> stream;

@@ -112,7 +112,16 @@ struct GateHooks {
     std::function<void(const std::string& client, const std::string& method, const std::string& target,
                        const http::Refusal&)>
         answered;
+    // Header lines (each ending in CRLF) on every reply the gate answers itself, as the server
+    // behind puts them on its own (X-Smol-Replica: a balancer's operator sees who refused).
+    std::string reply_fields;
 };
+
+// The header lines of a refusal the gate answers itself: the hooks' fields, and on a 503 (a
+// condition that passes) Retry-After, which clients and balancers wait by.
+inline std::string gate_refusal_fields(const GateHooks& hooks, const http::Refusal& refusal) {
+    return hooks.reply_fields + (refusal.status == 503 ? "Retry-After: 1\r\n" : "");
+}
 
 // The header field that tells the server behind the gate who the client is (any copy the client
 // sends is dropped).
@@ -568,7 +577,8 @@ private:
                 stats_.refused++;
                 const http::Refusal r{503, "too_many_connections",
                                       "the server has too many connections open; retry in a moment"};
-                const std::string reply = http::gate_response(503, "application/json", hooks_.error_body(r, ""));
+                const std::string reply = http::gate_response(503, "application/json", hooks_.error_body(r, ""),
+                                                              gate_refusal_fields(hooks_, r));
                 (void)!::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
                 // A request already here is read first, so closing sends an end rather than a
                 // reset that could overtake the 503.
@@ -721,8 +731,7 @@ private:
     }
 
     // Answers a request with an error of the gate's own and closes the connection.
-    // `extra_fields`: more header lines for the refusal, each ending in CRLF.
-    void refuse(Conn& c, const http::Refusal& r, std::string_view extra_fields = {}) {
+    void refuse(Conn& c, const http::Refusal& r) {
         const bool head_known = c.phase == Phase::body;
         hooks_.answered(c.client, head_known ? c.head.method : "-", head_known ? c.head.target : "-", r);
         // A browser shows a page its cross-origin error only with the CORS fields a reply from
@@ -736,7 +745,7 @@ private:
         c.out.erase(0, c.out_sent);
         c.out_sent = 0;
         queue(c, http::gate_response(r.status, "application/json", hooks_.error_body(r, head_known ? c.head.target : ""),
-                                     std::string(extra_fields) + cors));
+                                     gate_refusal_fields(hooks_, r) + cors));
         set_deadline(c, GateClock::now() + std::chrono::seconds(2));
         if (!flush(c)) return;
         watch(c);
@@ -995,8 +1004,7 @@ private:
             if (c.waiting && (c.phase == Phase::header || c.phase == Phase::body)) {
                 // Not the client's fault: it may try again once the big requests are through.
                 stats_.budget_refused++;
-                refuse(c, {503, "server_busy", "the server holds as many request bytes as it may; retry in a moment"},
-                       "Retry-After: 1\r\n");
+                refuse(c, {503, "server_busy", "the server holds as many request bytes as it may; retry in a moment"});
                 continue;
             }
             switch (c.phase) {

@@ -58,6 +58,7 @@ inline GateHooks gate_hooks_for(ServerState& server) {
         const std::string_view path = target.substr(0, target.find('?'));
         return to_wire(error_body_for_path(path, e));
     };
+    hooks.reply_fields = "X-Smol-Replica: " + server.options.replica_name + "\r\n";  // a valid_replica_name
     hooks.cors_fields = [&server](std::string_view origin) {
         const std::string allowed = allowed_origin(server.options, origin);
         return allowed.empty() ? std::string() : "Access-Control-Allow-Origin: " + allowed + "\r\nVary: Origin\r\n";

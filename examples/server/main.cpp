@@ -1,7 +1,7 @@
 // smol-server: an OpenAI-compatible HTTP server and browser chat page for SmolLM3.
 //
 //   smol-server -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [-t THREADS] [--parallel N]
-//               [--api-key KEY] [--replica-name NAME] [--drain-timeout S]
+//               [--api-key KEY]... [--api-key-file FILE]... [--replica-name NAME] [--drain-timeout S]
 //
 // This file is the server's startup and shutdown and reads as its table of contents; each part
 // is a header beside it, and README.md's "The code" says which holds what.

@@ -66,7 +66,7 @@ inline json error_body_for_path(std::string_view path, const ApiError& e) {
 inline constexpr std::string_view kMessagesFields[] = {
     "model",    "max_tokens", "messages",       "system",        "stop_sequences", "temperature", "top_p",
     "top_k",    "tools",      "tool_choice",    "thinking",      "metadata",       "stream",      "output_config",
-    "context_management", "speculative"};
+    "context_management", "speculative", "cache_salt"};
 // /v1/messages/count_tokens reads what shapes the prompt (Anthropic's own list).
 inline constexpr std::string_view kCountTokensFields[] = {"model",    "messages",      "system",            "tools",
                                                           "tool_choice", "thinking", "output_config", "context_management"};

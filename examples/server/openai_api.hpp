@@ -181,11 +181,12 @@ inline std::optional<bool> bool_field(const json& body, const char* name) {
 // Fields that smol-server implements, with llama-server's sampling extensions. `user` (an
 // end-user id for the provider's abuse monitoring) and `cache_prompt` (prompt caching changes
 // no output here, only speed) are accepted as they come; the others are checked for values
-// smol-server cannot honour below. `speculative` is smol's own (read_sampling).
+// smol-server cannot honour below. `speculative` is smol's own (read_sampling); `cache_salt`
+// (vLLM's) is read by tenants.hpp.
 inline constexpr std::string_view kSamplingFields[] = {
     "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repeat_penalty",
     "seed", "max_tokens", "stop", "stream", "stream_options", "n", "user", "cache_prompt", "logprobs", "logit_bias",
-    "grammar", "speculative"};
+    "grammar", "speculative", "cache_salt"};
 inline constexpr std::string_view kChatFields[] = {
     "messages", "max_completion_tokens", "tools", "tool_choice", "chat_template_kwargs", "store",
     "parallel_tool_calls", "response_format", "top_logprobs", "metadata"};

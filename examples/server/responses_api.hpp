@@ -43,7 +43,7 @@ namespace smol_server {
 inline constexpr std::string_view kResponsesFields[] = {
     "model",  "input",    "instructions", "max_output_tokens", "temperature", "top_p",      "tools",
     "tool_choice", "parallel_tool_calls", "text", "reasoning", "metadata",   "stream",      "store",
-    "user",   "truncation", "include",    "prompt_cache_key", "client_metadata", "speculative"};
+    "user",   "truncation", "include",    "prompt_cache_key", "client_metadata", "speculative", "cache_salt"};
 // /v1/responses/input_tokens reads what shapes the prompt (OpenAI's own list, less what is stored).
 inline constexpr std::string_view kInputTokensFields[] = {
     "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "truncation"};

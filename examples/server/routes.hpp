@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,6 +28,7 @@
 #include "server_state.hpp"
 #include "smol/smol.hpp"
 #include "smol_server_assets.hpp"
+#include "tenants.hpp"
 
 namespace smol_server {
 
@@ -160,12 +162,8 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
                                      "invalid_request_error", "unsupported_media_type"});
             return httplib::Server::HandlerResponse::Handled;
         }
-        if (server.options.api_key.empty() || public_request(req)) return httplib::Server::HandlerResponse::Unhandled;
-        // The key as OpenAI's clients send it (Authorization: Bearer) or Anthropic's (x-api-key).
-        const std::string expected = "Bearer " + server.options.api_key;
-        if (equal_in_constant_time(req.get_header_value("Authorization"), expected) ||
-            (req.has_header("x-api-key") && equal_in_constant_time(req.get_header_value("x-api-key"), server.options.api_key)))
-            return httplib::Server::HandlerResponse::Unhandled;
+        if (server.options.api_keys.empty() || public_request(req)) return httplib::Server::HandlerResponse::Unhandled;
+        if (request_api_key(server.options, req)) return httplib::Server::HandlerResponse::Unhandled;
         send_error(req, res, ApiError{401,
                                       req.has_header("Authorization") || req.has_header("x-api-key")
                                           ? "invalid API key"
@@ -234,7 +232,9 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
                                                      {"slots", s.options().slots}}}}})}});
     }));
 
-    // llama-server's /props: the defaults a request starts from, and what the server holds.
+    // llama-server's /props: the defaults a request starts from, and what the server holds. The
+    // model is named by its file name: its absolute path would tell any key holder how the
+    // machine is laid out (a user name, a mount).
     http.Get("/props", guarded([&server](const httplib::Request&, httplib::Response& res) {
         smol::Scheduler& s = server.model.require_scheduler();
         const smol::SamplerParams defaults;
@@ -252,7 +252,7 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
                           {"max_tokens", -1}}}}},
                       {"total_slots", s.options().slots},
                       {"model_alias", server.model.id()},
-                      {"model_path", server.options.model_path},
+                      {"model_path", std::filesystem::path(server.options.model_path).filename().string()},
                       {"modalities", {{"vision", false}, {"audio", false}}}};
         if (const auto* tmpl = s.engine().model().file().find("tokenizer.chat_template"); tmpl && tmpl->is_string())
             props["chat_template"] = std::string(*tmpl->as_string());

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api_keys.hpp"
 #include "program_args.hpp"
 #include "smol/hub.hpp"
 
@@ -30,7 +31,11 @@ struct ServerOptions {
     int threads = 0;
     int parallel = 4;
     int max_queue = 32;
-    std::string api_key;
+    // Every key accepted (--api-key, --api-key-file, SMOL_API_KEY); none: the API is open.
+    std::vector<std::string> api_keys;
+    // Whether requests under different keys may reuse each other's cached prompt prefixes
+    // (tenants.hpp); off: each key's prompts stay its own.
+    bool cache_share_keys = false;
     std::string alias;                      // the model's id in the API; default: the file name
     std::vector<std::string> cors_origins;  // browser origins allowed to call the API ("*": any)
     std::vector<std::string> allowed_hosts;  // Host names accepted besides loopback's ("*": any)
@@ -86,7 +91,16 @@ inline std::string host_name() {
                  "  -t, --threads N         compute threads (default: all cores)\n"
                  "  -np, --parallel N       requests generating at once (default 4)\n"
                  "      --queue N           requests waiting for a slot before 503 (default 32)\n"
-                 "      --api-key KEY       require 'Authorization: Bearer KEY' on everything but the page and /health\n"
+                 "      --api-key KEY       require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on everything but\n"
+                 "                          the page and /health; repeat it for several keys. The SMOL_API_KEY\n"
+                 "                          environment variable adds one more (safer: argv is visible to\n"
+                 "                          other users of the machine)\n"
+                 "      --api-key-file FILE the keys in FILE, one a line ('#' comments and blank lines skipped);\n"
+                 "                          repeatable, and combined with --api-key and SMOL_API_KEY\n"
+                 "      --cache-share-keys  let requests under different keys reuse each other's cached prompt\n"
+                 "                          prefixes (off: a key never sees another's cache, whose reuse shows\n"
+                 "                          in cached_tokens and in timing; a request's cache_salt separates\n"
+                 "                          caches the same way)\n"
                  "      --alias NAME        the model's id in the API (default: the file name)\n"
                  "      --cors ORIGINS      comma-separated origins whose pages may call the API (* for any)\n"
                  "      --allowed-hosts HOSTS  comma-separated Host names accepted besides localhost, 127.0.0.1 and\n"
@@ -135,7 +149,11 @@ inline ServerOptions parse_options(int argc, char** argv) {
             else if (args.is("-t", "--threads")) o.threads = args.integer<int>(1, 1024);
             else if (args.is("-np", "--parallel")) o.parallel = args.integer<int>(1, 256);
             else if (args.is("--queue")) o.max_queue = args.integer<int>(0, 100000);
-            else if (args.is("--api-key")) o.api_key = args.value();
+            else if (args.is("--api-key")) o.api_keys.push_back(checked_api_key(args.value("a key"), "--api-key"));
+            else if (args.is("--api-key-file")) {
+                for (std::string& key : read_api_key_file(args.value("a file"))) o.api_keys.push_back(std::move(key));
+            }
+            else if (args.is("--cache-share-keys")) o.cache_share_keys = true;
             else if (args.is("--alias")) o.alias = args.value();
             else if (args.is("--cors")) o.cors_origins = args.list();
             else if (args.is("--allowed-hosts")) o.allowed_hosts = args.list();
@@ -158,6 +176,9 @@ inline ServerOptions parse_options(int argc, char** argv) {
             else if (args.is("-h", "--help")) usage(0);
             else args.unknown();
         }
+        // As llama-server reads LLAMA_API_KEY: a key kept out of argv (a Kubernetes Secret).
+        if (const char* key = std::getenv("SMOL_API_KEY"))
+            o.api_keys.push_back(checked_api_key(key, "the SMOL_API_KEY environment variable"));
         try {
             o.speculation.validate();  // --draft-min against --draft-max
         } catch (const smol::Error& e) {

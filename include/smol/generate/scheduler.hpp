@@ -84,6 +84,11 @@ struct GenerationRequest {
     // true drafts (params.speculation when it speculates, else prompt lookup with the options'
     // draft_max and draft_min); false never drafts. The reply is the same either way.
     std::optional<bool> speculative;
+    // Whose cache this request may reuse: a slot's cached prefix is reused only by a request of
+    // the same partition (a server's tenant: its API key, a cache salt), since reuse shows in
+    // cached_tokens and timing and so would leak another tenant's prompt. Empty is a partition
+    // like any other: requests that name none share as before.
+    std::string cache_partition;
 };
 
 // The speculation a request runs with, given the scheduler's default (GenerationRequest::speculative).
@@ -322,6 +327,7 @@ private:
         // them under it.
         Sequence sequence;
         Clock::time_point last_used{};
+        std::string cache_partition;  // GenerationRequest::cache_partition of what the cache holds
         // The request being served; only the worker touches what follows `active`.
         bool active = false;
         Pending job;
@@ -362,7 +368,7 @@ private:
             std::size_t best_prefix = 0;
             for (Slot& slot : slots_) {
                 if (slot.active) continue;
-                const std::size_t prefix = slot.sequence.shared_prefix(p.request.prompt);
+                const std::size_t prefix = reusable_prefix(slot, p.request);
                 const auto rank = [](const Slot& s, std::size_t pre) {
                     return std::tuple(pre, !s.sequence.has_cache(), -s.last_used.time_since_epoch().count());
                 };
@@ -399,10 +405,21 @@ private:
         return true;
     }
 
+    // How much of the request's prompt the slot's cache may give it: none across partitions.
+    static std::size_t reusable_prefix(const Slot& slot, const GenerationRequest& request) {
+        if (slot.cache_partition != request.cache_partition) return 0;
+        return slot.sequence.shared_prefix(request.prompt);
+    }
+
     void start_locked(Slot& slot, Pending p) {
         if (!slot.sequence.has_cache()) {
             slot.sequence.set_cache(engine_->make_cache(options_.context));
             slot.sequence.set_step_costs(&engine_->step_costs());
+        }
+        // Another partition's tokens go before start() could keep any of them.
+        if (slot.cache_partition != p.request.cache_partition) {
+            slot.sequence.reset();
+            slot.cache_partition = p.request.cache_partition;
         }
         // submit() checked the prompt against this context, so start() does not throw here. The
         // pipeline stays where it is when the job moves into the slot.
