@@ -93,6 +93,9 @@ inline constexpr GemmShape kGemmShapes[kIsaCount] = {
 #else
     {kTileRows, kGemmTokens, 1},
 #endif
+    {kTileRows, kGemmTokens, 1},  // neon: unused, it has no GEMM
+    {kTileRows, kGemmTokens, 1},  // dotprod: unused, it has no GEMM
+    {kTileRows, kGemmTokens, 1},  // i8mm: unused, it has no GEMM
 };
 
 namespace type_table_detail {
@@ -114,11 +117,13 @@ constexpr TypeRow row(TensorType activations, std::array<DotTileFn, kIsaCount> t
                       std::array<GemmTileFn, kIsaCount> gemms = {}, RowGroupLayout row_groups = {}) {
     static_assert(sizeof(Block) == traits_of(T).block_bytes, "block struct size differs from ggml's block size");
     constexpr FromFloatFn reference = from_float<Block, FromFloat>;
+    std::array<FromFloatFn, kIsaCount> from_floats{};
+    for (FromFloatFn& f : from_floats) f = reference;
     return TypeRow{T,
                    traits_of(T).block_elements,
                    sizeof(Block),
                    to_float<Block, ToFloat>,
-                   {reference, reference, reference, reference, reference},
+                   from_floats,
                    activations,
                    tiles,
                    gemms,
@@ -126,9 +131,9 @@ constexpr TypeRow row(TensorType activations, std::array<DotTileFn, kIsaCount> t
 }
 
 // The same row with the AVX2 set's own from-float in its column and those of every set that runs
-// AVX2 code (all from avx2 on, core/cpu.hpp).
+// AVX2 code (the x86 sets from avx2 to amx, core/cpu.hpp).
 constexpr TypeRow with_avx2_from_float(TypeRow r, FromFloatFn fast) {
-    for (int isa = int(Isa::avx2); isa < kIsaCount; ++isa) r.from_float[std::size_t(isa)] = fast;
+    for (int isa = int(Isa::avx2); isa <= int(Isa::amx); ++isa) r.from_float[std::size_t(isa)] = fast;
     return r;
 }
 
@@ -154,7 +159,9 @@ constexpr TypeRow with_avx2_from_float(TypeRow r, FromFloatFn fast) {
 #else
 #define SMOL_AMX_GEMM(name) nullptr
 #endif
-// Columns: scalar, avx2, avx_vnni, avx512, amx. The AVX-VNNI set runs the AVX2 tiles where the
+// Columns: scalar, avx2, avx_vnni, avx512, amx, then the ARM sets neon, dotprod, i8mm. The ARM
+// columns are empty (nullptr, so KernelSet::for_weights takes the kernel of the first set down the
+// set's fallback chain that has one, the scalar set's at the end). The AVX-VNNI set runs the AVX2 tiles where the
 // products are not integer bytes (the float types) or a k-quant's (decoded by row groups or the
 // AVX2 column kernels: memory-bound), its own for the block-of-32 types (SMOL_VNNI_TILES); the AMX
 // set decodes, and multiplies what has no AMX GEMM, with the AVX-512 kernels.
