@@ -1032,6 +1032,13 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
             CAPTURE(isa_name(isa));
             CHECK((weight_row(type).gemms[std::size_t(isa)] != nullptr) == isa_compiled(isa));
         }
+    // The k-quants of SmolLM3's files have kernels of their own in the neon and dotprod sets.
+    for (const TensorType type : {TensorType::Q4_K, TensorType::Q6_K})
+        for (const Isa isa : {Isa::neon, Isa::dotprod}) {
+            CAPTURE(type_name(type));
+            CAPTURE(isa_name(isa));
+            CHECK((weight_row(type).tiles[std::size_t(isa)] != nullptr) == isa_compiled(isa));
+        }
     CHECK(weight_row(TensorType::Q6_K).activations == TensorType::Q8_K);
     CHECK(weight_row(TensorType::Q8_0).activations == TensorType::Q8_0);
     for (const TensorType block32 : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1})
