@@ -43,6 +43,12 @@ struct KernelSet {
         if (dot == nullptr) fail("kernel set ", isa_name(isa), " has no ", type_name(type), " row-group kernel in this build");
         return dot;
     }
+    // Whether this set has a decode kernel of its own for a type's row groups. Every x86 set has
+    // one for every type with a layout; the ARM sets have none yet, and the scalar group kernel
+    // their fallback would run is slower than their own column kernels over the rows as stored.
+    bool has_own_row_group_kernel(TensorType type) const {
+        return weight_row(type).row_groups.dots[std::size_t(isa)] != nullptr;
+    }
     // This set, or the first down its fallback chain whose entry in `column` ([Isa]) is set.
     template <class Fn>
     Isa first_with(const std::array<Fn, kIsaCount>& column) const {
