@@ -10,6 +10,7 @@
 # whose OpenSSL and cpp-httplib have no AArch64 build on the host, and these three tests need
 # neither. Build type is -O1: emulated code is slow either way, and -O1 builds in about half the
 # time of -O2 while keeping the kernels' inlining (always_inline and flatten) as it is.
+# Last, examples/embed is built through cmake/aarch64-linux-gnu.cmake and generates on one core.
 # Timings under emulation say nothing about ARM hardware; only correctness is tested here.
 # env: JOBS (parallel compiles, default: number of cores), ARM_CXX (default aarch64-linux-gnu-g++),
 #      ARM_SYSROOT (default /usr/aarch64-linux-gnu), QEMU (default qemu-aarch64-static).
@@ -75,4 +76,19 @@ for i in "${!cpus[@]}"; do
   run "$cpu" test_reference "--test-case=Q4_K_M fixture*"
 done
 run cortex-a53 test_tokenizer
+
+# The toolchain file, as an embedding project would use it: examples/embed with smol's source
+# tree inside (no download stack), generating from the tiny Q4_K_M fixture on an Armv8.0 core.
+echo "==> examples/embed through cmake/aarch64-linux-gnu.cmake"
+cmake -S examples/embed -B "$out/embed" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" -DSMOL_SOURCE_DIR="$root" -DSMOL_HUB=OFF \
+  -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" >/dev/null
+cmake --build "$out/embed" -j "$jobs" >/dev/null
+embed_out=$(OMP_NUM_THREADS=2 "$qemu" -L "$sysroot" -cpu cortex-a53 "$out/embed/smol-embed" \
+  tests/data/tiny/smollm3-tiny-Q4_K_M.gguf "Hello there")
+echo "    $(tail -n 1 <<<"$embed_out")"
+grep -q "stopped:" <<<"$embed_out" || {
+  echo "test-arm: smol-embed on -cpu cortex-a53 printed no 'stopped:' line; its output: $embed_out" >&2
+  exit 1
+}
 echo "==> ARM stage passed in $((SECONDS - start)) s"
