@@ -9,6 +9,8 @@ packages=(
 )
 if [[ "${1:-}" == --tests ]]; then
   packages+=(doctest-dev libeigen3-dev clang libclang-rt-14-dev libomp-14-dev python3 curl nodejs npm chromium haproxy)
+  # The ARM stage (scripts/test-arm.sh): an AArch64 cross compiler and qemu-user to run its output.
+  packages+=(g++-aarch64-linux-gnu qemu-user-static)
 fi
 # A package counts as present when dpkg has it or, for the programs the tests run, when the
 # program is on the PATH by other means (e.g. a Node.js build that bundles npm).

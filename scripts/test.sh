@@ -6,9 +6,11 @@
 #   2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the scheduler, session and server tests under ThreadSanitizer (smol-server built with it too);
 #   4. the GGUF reader, the tokenizer and the server's request handling fuzzed with libFuzzer,
-#      20 seconds each, seeded with the fixtures.
+#      20 seconds each, seeded with the fixtures;
+#   5. the kernel, tiny-fixture logit and tokenizer tests cross-built for AArch64 and run under
+#      qemu-user on three emulated cores, one per ARM kernel set (scripts/test-arm.sh).
 # env: JOBS (build jobs, default: number of cores), FUZZ_SECONDS (default 60), SKIP_SANITIZE=1,
-#      SKIP_TSAN=1, SKIP_FUZZ=1 (for quick local runs; CI runs everything).
+#      SKIP_TSAN=1, SKIP_FUZZ=1, SKIP_ARM=1 (for quick local runs; CI runs everything).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs=${JOBS:-$(nproc)}
@@ -35,5 +37,9 @@ fi
 if [[ "${SKIP_FUZZ:-0}" != 1 ]]; then
   bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
   echo "==> fuzzing passed after $((SECONDS - start)) s"
+fi
+if [[ "${SKIP_ARM:-0}" != 1 ]]; then
+  JOBS=$jobs bash scripts/test-arm.sh
+  echo "==> ARM stage passed after $((SECONDS - start)) s"
 fi
 echo "==> all tests passed in $((SECONDS - start)) s"

@@ -1010,7 +1010,14 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
         CHECK(find_type_row(row.type) == &row);
         for (const Isa isa : kAllIsas) {
             CAPTURE(isa_name(isa));
-            if (row.is_weight()) CHECK((row.tiles[std::size_t(isa)] != nullptr) == isa_compiled(isa));
+            // Every x86 set has every weight type's tile of its own; an ARM set has those of some
+            // types and runs the rest with the set it falls back on. No column holds a kernel of a
+            // set this build lacks.
+            if (row.is_weight()) {
+                if (isa <= Isa::amx) CHECK((row.tiles[std::size_t(isa)] != nullptr) == isa_compiled(isa));
+                else CHECK((row.tiles[std::size_t(isa)] == nullptr || isa_compiled(isa)));
+                if (isa_compiled(isa)) CHECK((KernelSet{isa}.for_weights(row.type) != nullptr));
+            }
             CHECK((row.from_float[std::size_t(isa)] != nullptr));
         }
         if (row.is_weight()) CHECK(find_type_row(row.activations) != nullptr);  // its activations have a row too
@@ -1024,6 +1031,13 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
             CAPTURE(type_name(type));
             CAPTURE(isa_name(isa));
             CHECK((weight_row(type).gemms[std::size_t(isa)] != nullptr) == isa_compiled(isa));
+        }
+    // The k-quants of SmolLM3's files have kernels of their own in the neon and dotprod sets.
+    for (const TensorType type : {TensorType::Q4_K, TensorType::Q6_K})
+        for (const Isa isa : {Isa::neon, Isa::dotprod}) {
+            CAPTURE(type_name(type));
+            CAPTURE(isa_name(isa));
+            CHECK((weight_row(type).tiles[std::size_t(isa)] != nullptr) == isa_compiled(isa));
         }
     CHECK(weight_row(TensorType::Q6_K).activations == TensorType::Q8_K);
     CHECK(weight_row(TensorType::Q8_0).activations == TensorType::Q8_0);
@@ -1067,9 +1081,21 @@ TEST_CASE("kernel selection") {
     const CpuFeatures& cpu = cpu_features();
     MESSAGE("CPU: ", describe());
     CHECK(cpu.supports(Isa::scalar));
-    // This project's baseline is x86-64-v3, so a CPU running the tests at all has the AVX2 set.
+#if SMOL_X86
+    // This project's x86 baseline is x86-64-v3, so a CPU running the tests at all has the AVX2 set.
     CHECK(cpu.has_avx2_kernels());
-    CHECK(kernels().isa == selected_isa());
+#elif SMOL_AARCH64
+    CHECK(cpu.neon);  // every AArch64 core has Advanced SIMD
+    CHECK(cpu.best_isa() >= Isa::neon);
+#endif
+    // The set that runs: the selected one, or the first down its fallback chain this build has.
+    Isa expected = selected_isa();
+    while (!isa_compiled(expected)) expected = fallback_isa(expected);
+    CHECK(kernels().isa == expected);
+    MESSAGE("kernel set running: ", isa_name(kernels().isa));
+    CHECK(parse_isa("neon") == Isa::neon);
+    CHECK(parse_isa("dotprod") == Isa::dotprod);
+    CHECK(parse_isa("i8mm") == Isa::i8mm);
     CHECK(parse_isa("avx2") == Isa::avx2);
     CHECK_THROWS_AS(parse_isa("sse9"), smol::Error);
     CHECK(parse_isa("amx") == Isa::amx);
@@ -1105,9 +1131,31 @@ TEST_CASE("kernel sets form a tree: AVX-VNNI and AVX-512 each need AVX2, not eac
     CpuFeatures sapphire_rapids = ice_lake;  // both, and AMX
     sapphire_rapids.avx_vnni = sapphire_rapids.amx_tile = sapphire_rapids.amx_int8 = sapphire_rapids.amx_permitted = true;
     CHECK(sapphire_rapids.best_isa() == Isa::amx);
-    for (const Isa isa : kAllIsas) CHECK(sapphire_rapids.supports(isa));
+    for (const Isa isa : kAllIsas) CHECK(sapphire_rapids.supports(isa) == (isa <= Isa::amx));
     sapphire_rapids.amx_permitted = false;  // the OS refused tile state
     CHECK(sapphire_rapids.best_isa() == Isa::avx512);
+}
+
+TEST_CASE("the ARM kernel sets form a line: i8mm needs dotprod, dotprod needs neon") {
+    CHECK(fallback_isa(Isa::i8mm) == Isa::dotprod);
+    CHECK(fallback_isa(Isa::dotprod) == Isa::neon);
+    CHECK(fallback_isa(Isa::neon) == Isa::scalar);
+    CpuFeatures cortex_a53;  // Armv8.0
+    cortex_a53.neon = true;
+    CHECK(cortex_a53.best_isa() == Isa::neon);
+    CHECK_FALSE(cortex_a53.supports(Isa::dotprod));
+    CpuFeatures cortex_a76 = cortex_a53;  // Armv8.2 with sdot
+    cortex_a76.dotprod = true;
+    CHECK(cortex_a76.best_isa() == Isa::dotprod);
+    CHECK_FALSE(cortex_a76.supports(Isa::i8mm));
+    CpuFeatures neoverse_v1 = cortex_a76;  // Armv8.4 with i8mm
+    neoverse_v1.i8mm = true;
+    CHECK(neoverse_v1.best_isa() == Isa::i8mm);
+    CHECK(neoverse_v1.supports(Isa::neon));
+    for (const Isa isa : {Isa::avx2, Isa::avx_vnni, Isa::avx512, Isa::amx}) CHECK_FALSE(neoverse_v1.supports(isa));
+    CpuFeatures i8mm_without_dotprod = cortex_a53;  // no such core; the set would run sdot
+    i8mm_without_dotprod.i8mm = true;
+    CHECK(i8mm_without_dotprod.best_isa() == Isa::neon);
 }
 
 TEST_CASE("a set without a type's prompt GEMM hands prompts to the first set down its fallback chain that has one") {

@@ -1,10 +1,12 @@
 #pragma once
-// Run-time CPU feature detection. An instruction set is usable only when the CPU has it (cpuid)
+// Run-time CPU feature detection. On x86 an instruction set is usable only when the CPU has it (cpuid)
 // AND the operating system saves its registers on context switches (xgetbv XCR0), so both
 // are checked. The kernel set smol runs is the best usable one, or another the CPU runs forced with
-// SMOL_ISA=scalar|avx2|avx_vnni|avx512|amx (tests and benchmarks compare kernel sets this way). AMX needs
-// a third yes: Linux hands out tile state only to processes that ask for it (arch_prctl), so the
-// request is made once here and a refusal leaves the AVX-512 set in charge.
+// SMOL_ISA=scalar|avx2|avx_vnni|avx512|amx|neon|dotprod|i8mm (tests and benchmarks compare kernel sets this
+// way). AMX needs a third yes: Linux hands out tile state only to processes that ask for it (arch_prctl),
+// so the request is made once here and a refusal leaves the AVX-512 set in charge. On AArch64 the
+// operating system says what the cores run: Linux through getauxval's hardware capability bits,
+// macOS through sysctl's hw.optional.arm.FEAT_* names.
 
 #include <cstdint>
 #include <cstdlib>
@@ -23,6 +25,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#if defined(__aarch64__) || defined(_M_ARM64)
+#define SMOL_AARCH64 1
+#if defined(__linux__)
+#include <sys/auxv.h>
+#elif defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
+#endif
 
 namespace smol {
 
@@ -31,10 +41,14 @@ namespace smol {
 // AVX-VNNI's 256-bit vpdpbusd (Alder Lake and later Intel cores, which lack AVX-512); avx512 needs
 // AVX2 but not AVX-VNNI (Zen 4 and Ice Lake have AVX-512 VNNI without it), so the sets form a
 // tree, not a line; amx is the AVX-512 set with AMX int8 tiles for prompt GEMMs (decode stays on
-// AVX-512). Every set from avx2 on runs AVX2 code.
-enum class Isa : int { scalar = 0, avx2 = 1, avx_vnni = 2, avx512 = 3, amx = 4 };
-inline constexpr int kIsaCount = 5;
-inline constexpr Isa kAllIsas[kIsaCount] = {Isa::scalar, Isa::avx2, Isa::avx_vnni, Isa::avx512, Isa::amx};
+// AVX-512). Every set from avx2 on runs AVX2 code. The ARM sets form a line of their own: neon
+// (Armv8.0 Advanced SIMD, every AArch64 core), dotprod (Armv8.2's sdot) and i8mm (Armv8.6's smmla),
+// each needing the one before. An x86 CPU runs none of them and an ARM one none of the x86 sets, so
+// the highest set a CPU supports is still its best.
+enum class Isa : int { scalar = 0, avx2 = 1, avx_vnni = 2, avx512 = 3, amx = 4, neon = 5, dotprod = 6, i8mm = 7 };
+inline constexpr int kIsaCount = 8;
+inline constexpr Isa kAllIsas[kIsaCount] = {Isa::scalar, Isa::avx2, Isa::avx_vnni, Isa::avx512,
+                                            Isa::amx,    Isa::neon, Isa::dotprod,  Isa::i8mm};
 
 inline std::string_view isa_name(Isa isa) {
     switch (isa) {
@@ -43,6 +57,9 @@ inline std::string_view isa_name(Isa isa) {
         case Isa::avx_vnni: return "avx_vnni";
         case Isa::avx512: return "avx512";
         case Isa::amx: return "amx";
+        case Isa::neon: return "neon";
+        case Isa::dotprod: return "dotprod";
+        case Isa::i8mm: return "i8mm";
     }
     return "?";
 }
@@ -54,6 +71,8 @@ constexpr Isa fallback_isa(Isa isa) {
         case Isa::amx: return Isa::avx512;
         case Isa::avx512:
         case Isa::avx_vnni: return Isa::avx2;
+        case Isa::i8mm: return Isa::dotprod;
+        case Isa::dotprod: return Isa::neon;
         default: return Isa::scalar;
     }
 }
@@ -66,6 +85,9 @@ struct CpuFeatures {
     bool avx512_vnni = false, avx_vnni = false;
     bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
     bool amx_permitted = false;  // the kernel granted this process tile state (Linux arch_prctl)
+    bool neon = false;     // AArch64 Advanced SIMD (FEAT_AdvSIMD)
+    bool dotprod = false;  // sdot/udot (FEAT_DotProd)
+    bool i8mm = false;     // smmla/ummla/usmmla (FEAT_I8MM)
 
     // The AVX-512 kernel set uses F, BW, VL, DQ and VNNI instructions.
     bool has_avx512_kernels() const { return avx512f && avx512bw && avx512vl && avx512dq && avx512_vnni; }
@@ -80,6 +102,9 @@ struct CpuFeatures {
             case Isa::avx_vnni: return has_avx_vnni_kernels();
             case Isa::avx512: return has_avx2_kernels() && has_avx512_kernels();
             case Isa::amx: return has_avx2_kernels() && has_amx_kernels();
+            case Isa::neon: return neon;
+            case Isa::dotprod: return neon && dotprod;
+            case Isa::i8mm: return neon && dotprod && i8mm;
         }
         return false;
     }
@@ -97,7 +122,8 @@ struct CpuFeatures {
             {"avx2", avx2},         {"fma", fma},           {"f16c", f16c},
             {"avx512f", avx512f},   {"avx512bw", avx512bw}, {"avx512vl", avx512vl},
             {"avx512dq", avx512dq}, {"avx512_vnni", avx512_vnni}, {"avx_vnni", avx_vnni},
-            {"amx_tile", amx_tile}, {"amx_int8", amx_int8}, {"amx_bf16", amx_bf16}};
+            {"amx_tile", amx_tile}, {"amx_int8", amx_int8}, {"amx_bf16", amx_bf16},
+            {"neon", neon},         {"dotprod", dotprod},   {"i8mm", i8mm}};
         for (const auto& [name, on] : flags)
             if (on) (s += ' ') += name;
         if (amx_tile && !amx_permitted) s += " (amx tile state refused by the OS)";
@@ -194,6 +220,35 @@ inline CpuFeatures detect() {
     if (f.amx_tile) f.amx_permitted = request_amx_permission();
     return f;
 }
+#elif SMOL_AARCH64
+#if defined(__APPLE__)
+// A sysctl that names a feature is 1 where the cores have it; a missing name (an older macOS) is no.
+inline bool sysctl_says_yes(const char* name) {
+    int value = 0;
+    std::size_t size = sizeof value;
+    return sysctlbyname(name, &value, &size, nullptr, 0) == 0 && value == 1;
+}
+#endif
+
+inline CpuFeatures detect() {
+    CpuFeatures f;
+    f.vendor = "arm";
+    f.neon = true;  // Advanced SIMD is mandatory in AArch64 (Linux and macOS both require it)
+#if defined(__linux__)
+    // Bits of AT_HWCAP and AT_HWCAP2 from Linux's arch/arm64/include/uapi/asm/hwcap.h, spelled here
+    // so older C libraries' headers need not know them.
+    constexpr unsigned long kHwcapAsimd = 1ul << 1, kHwcapAsimddp = 1ul << 20;
+    constexpr unsigned long kHwcap2I8mm = 1ul << 13;
+    const unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);
+    f.neon = (hwcap & kHwcapAsimd) != 0;
+    f.dotprod = (hwcap & kHwcapAsimddp) != 0;
+    f.i8mm = (hwcap2 & kHwcap2I8mm) != 0;
+#elif defined(__APPLE__)
+    f.dotprod = sysctl_says_yes("hw.optional.arm.FEAT_DotProd");
+    f.i8mm = sysctl_says_yes("hw.optional.arm.FEAT_I8MM");
+#endif
+    return f;
+}
 #else
 inline CpuFeatures detect() {
     CpuFeatures f;
@@ -216,7 +271,7 @@ inline std::string describe() { return cpu_features().describe(); }
 inline Isa parse_isa(std::string_view name) {
     for (int isa = 0; isa < kIsaCount; ++isa)
         if (name == isa_name(Isa(isa))) return Isa(isa);
-    fail("SMOL_ISA: expected scalar, avx2, avx_vnni, avx512 or amx, got '", name, "'");
+    fail("SMOL_ISA: expected scalar, avx2, avx_vnni, avx512, amx, neon, dotprod or i8mm, got '", name, "'");
 }
 
 // The kernel set to run: the best the CPU supports, or SMOL_ISA's if set. Asking for a set the

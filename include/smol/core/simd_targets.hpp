@@ -32,3 +32,26 @@
 #define SMOL_TARGET_AVX_VNNI __attribute__((target("avxvnni")))
 #endif
 #endif
+
+// AArch64: the baseline is Armv8.0 with Advanced SIMD (every AArch64 core has it), so the neon
+// set is plain code; dotprod (Armv8.2 sdot) functions carry their target and run only after
+// cpu_features() said the cores have the feature, so a plain `-std=c++20 -O2` build holds every
+// ARM set. GCC needs the architecture named too ("arch=armv8.2-a+dotprod": its arm_neon.h declares
+// vdotq_s32 for exactly that target, and inlines an intrinsic only into a function whose target
+// includes the intrinsic's). Clang 14's arm_neon.h declares vdotq_s32 only when the whole file is
+// compiled with dotprod (it ignores target attributes there), so a Clang build holds the dotprod
+// set only when built with it (-march=armv8.2-a+dotprod or later). The i8mm set (Armv8.6 smmla)
+// is detected but has no kernels yet: SMOL_HAVE_I8MM_KERNELS stays undefined, so isa_compiled
+// says no and a CPU with i8mm runs the dotprod set.
+#if defined(__aarch64__) && defined(__ARM_NEON) && (defined(__GNUC__) || defined(__clang__))
+#define SMOL_HAVE_NEON_KERNELS 1
+#if defined(__clang__)
+#if defined(__ARM_FEATURE_DOTPROD)
+#define SMOL_HAVE_DOTPROD_KERNELS 1
+#define SMOL_TARGET_DOTPROD
+#endif
+#else
+#define SMOL_HAVE_DOTPROD_KERNELS 1
+#define SMOL_TARGET_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
+#endif

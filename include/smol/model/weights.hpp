@@ -70,13 +70,16 @@ inline std::vector<float> vector(const gguf::File& file, const std::string& name
 
 }  // namespace detail
 
-// Regroups every matrix whose type has a row-group layout and whose rows come in whole groups
-// into w.row_groups, points its view there, and tells the kernel its mapped pages will not be
-// read again (matmul reads only the groups), so the weights are held once.
+// Regroups every matrix whose type has a row-group layout, whose rows come in whole groups and
+// whose type the running kernel set decodes in groups with a kernel of its own (all x86 sets; no
+// ARM set yet) into w.row_groups, points its view there, and tells the kernel its mapped pages
+// will not be read again (matmul reads only the groups), so the weights are held once.
 inline void make_row_groups(ModelWeights& w, const gguf::File& file) {
     std::vector<MatrixView*> grouped;
     const auto consider = [&grouped](MatrixView* m) {
-        if (weight_row(m->type).row_groups.exists() && m->rows % kGroupRows == 0 && m->rows > 0) grouped.push_back(m);
+        if (weight_row(m->type).row_groups.exists() && kernels().has_own_row_group_kernel(m->type) &&
+            m->rows % kGroupRows == 0 && m->rows > 0)
+            grouped.push_back(m);
     };
     // The LM head too: the embedding lookup still reads its rows as stored, a row per token,
     // paged back in from the file as needed.

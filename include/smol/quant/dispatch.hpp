@@ -3,6 +3,7 @@
 // SMOL_ISA forces. A set names its ISA, whose column of the type table (type_table.hpp) holds
 // its kernels; callers pay one indirect call per tile.
 
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -25,17 +26,35 @@ struct KernelSet {
     FromFloatFn quantizer(TensorType activations) const {
         return type_row(activations, "kernel set").from_float[std::size_t(isa)];
     }
-    // This set's tile kernel for a weight type; fails for types smol cannot multiply.
+    // This set's tile kernel for a weight type, or where it has none that of the first set down its
+    // fallback chain that has one (the ARM sets have kernels for some types only; every x86 set
+    // has all of them); fails for types smol cannot multiply.
     DotTileFn for_weights(TensorType type) const {
-        const DotTileFn tile = weight_row(type).tiles[std::size_t(isa)];
+        const TypeRow& row = weight_row(type);
+        const DotTileFn tile = row.tiles[std::size_t(first_with(row.tiles))];
         if (tile == nullptr) fail("kernel set ", isa_name(isa), " has no ", type_name(type), " kernel in this build");
         return tile;
     }
-    // This set's decode kernel over a type's row groups (row_groups.hpp); fails for types without them.
+    // This set's decode kernel over a type's row groups (row_groups.hpp), falling back as
+    // for_weights does; fails for types without them.
     GroupDotFn for_row_groups(TensorType type) const {
-        const GroupDotFn dot = weight_row(type).row_groups.dots[std::size_t(isa)];
+        const auto& dots = weight_row(type).row_groups.dots;
+        const GroupDotFn dot = dots[std::size_t(first_with(dots))];
         if (dot == nullptr) fail("kernel set ", isa_name(isa), " has no ", type_name(type), " row-group kernel in this build");
         return dot;
+    }
+    // Whether this set has a decode kernel of its own for a type's row groups. Every x86 set has
+    // one for every type with a layout; the ARM sets have none yet, and the scalar group kernel
+    // their fallback would run is slower than their own column kernels over the rows as stored.
+    bool has_own_row_group_kernel(TensorType type) const {
+        return weight_row(type).row_groups.dots[std::size_t(isa)] != nullptr;
+    }
+    // This set, or the first down its fallback chain whose entry in `column` ([Isa]) is set.
+    template <class Fn>
+    Isa first_with(const std::array<Fn, kIsaCount>& column) const {
+        Isa set = isa;
+        while (set != Isa::scalar && column[std::size_t(set)] == nullptr) set = fallback_isa(set);
+        return set;
     }
     // This set's prompt GEMM for a weight type and a batch of n_tokens, with the shape of one
     // call; fn is nullptr where neither this set nor those it falls back on (fallback_isa) has a
@@ -72,6 +91,15 @@ inline bool isa_compiled(Isa isa) {
 #endif
 #if SMOL_HAVE_AMX_KERNELS
         case Isa::amx: return true;
+#endif
+#if SMOL_HAVE_NEON_KERNELS
+        case Isa::neon: return true;
+#endif
+#if SMOL_HAVE_DOTPROD_KERNELS
+        case Isa::dotprod: return true;
+#endif
+#if SMOL_HAVE_I8MM_KERNELS
+        case Isa::i8mm: return true;
 #endif
         default: return false;
     }

@@ -19,6 +19,7 @@
 #include "smol/quant/kernels_amx.hpp"
 #include "smol/quant/kernels_avx2.hpp"
 #include "smol/quant/kernels_avx512.hpp"
+#include "smol/quant/kernels_neon.hpp"
 #include "smol/quant/kernels_scalar.hpp"
 #include "smol/quant/kquant_tiles_avx2.hpp"
 #include "smol/quant/kquant_tiles_avx512.hpp"
@@ -93,6 +94,9 @@ inline constexpr GemmShape kGemmShapes[kIsaCount] = {
 #else
     {kTileRows, kGemmTokens, 1},
 #endif
+    {kTileRows, kGemmTokens, 1},  // neon: unused, it has no GEMM
+    {kTileRows, kGemmTokens, 1},  // dotprod: unused, it has no GEMM
+    {kTileRows, kGemmTokens, 1},  // i8mm: unused, it has no GEMM
 };
 
 namespace type_table_detail {
@@ -114,11 +118,13 @@ constexpr TypeRow row(TensorType activations, std::array<DotTileFn, kIsaCount> t
                       std::array<GemmTileFn, kIsaCount> gemms = {}, RowGroupLayout row_groups = {}) {
     static_assert(sizeof(Block) == traits_of(T).block_bytes, "block struct size differs from ggml's block size");
     constexpr FromFloatFn reference = from_float<Block, FromFloat>;
+    std::array<FromFloatFn, kIsaCount> from_floats{};
+    for (FromFloatFn& f : from_floats) f = reference;
     return TypeRow{T,
                    traits_of(T).block_elements,
                    sizeof(Block),
                    to_float<Block, ToFloat>,
-                   {reference, reference, reference, reference, reference},
+                   from_floats,
                    activations,
                    tiles,
                    gemms,
@@ -126,9 +132,9 @@ constexpr TypeRow row(TensorType activations, std::array<DotTileFn, kIsaCount> t
 }
 
 // The same row with the AVX2 set's own from-float in its column and those of every set that runs
-// AVX2 code (all from avx2 on, core/cpu.hpp).
+// AVX2 code (the x86 sets from avx2 to amx, core/cpu.hpp).
 constexpr TypeRow with_avx2_from_float(TypeRow r, FromFloatFn fast) {
-    for (int isa = int(Isa::avx2); isa < kIsaCount; ++isa) r.from_float[std::size_t(isa)] = fast;
+    for (int isa = int(Isa::avx2); isa <= int(Isa::amx); ++isa) r.from_float[std::size_t(isa)] = fast;
     return r;
 }
 
@@ -154,12 +160,29 @@ constexpr TypeRow with_avx2_from_float(TypeRow r, FromFloatFn fast) {
 #else
 #define SMOL_AMX_GEMM(name) nullptr
 #endif
-// Columns: scalar, avx2, avx_vnni, avx512, amx. The AVX-VNNI set runs the AVX2 tiles where the
-// products are not integer bytes (the float types) or a k-quant's (decoded by row groups or the
-// AVX2 column kernels: memory-bound), its own for the block-of-32 types (SMOL_VNNI_TILES); the AMX
-// set decodes, and multiplies what has no AMX GEMM, with the AVX-512 kernels.
+#if SMOL_HAVE_NEON_KERNELS
+#define SMOL_NEON_TILE(name) kernels_neon::name
+#else
+#define SMOL_NEON_TILE(name) nullptr
+#endif
+#if SMOL_HAVE_DOTPROD_KERNELS
+#define SMOL_DOTPROD_TILE(name) kernels_neon::name##_dotprod
+#else
+#define SMOL_DOTPROD_TILE(name) nullptr
+#endif
+// Columns: scalar, avx2, avx_vnni, avx512, amx, then the ARM sets neon, dotprod, i8mm. The ARM
+// columns are empty (nullptr, so KernelSet::for_weights takes the kernel of the first set down the
+// set's fallback chain that has one, the scalar set's at the end) except for the types with ARM
+// kernels of their own (SMOL_ARM_TILES: Q4_K and Q6_K, the types of SmolLM3's Q4_K_M files).
+// The AVX-VNNI set runs the AVX2 tiles where the products are not integer bytes (the float types)
+// or a k-quant's (decoded by row groups or the AVX2 column kernels: memory-bound), its own for the
+// block-of-32 types (SMOL_VNNI_TILES); the AMX set decodes, and multiplies what has no AMX GEMM,
+// with the AVX-512 kernels.
 #define SMOL_TILES(name) \
     {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
+#define SMOL_ARM_TILES(name)                                                                      \
+    {kernels_scalar::name,   SMOL_AVX2_TILE(name), SMOL_AVX2_TILE(name),    SMOL_AVX512_TILE(name), \
+     SMOL_AVX512_TILE(name), SMOL_NEON_TILE(name), SMOL_DOTPROD_TILE(name), nullptr}
 #define SMOL_VNNI_TILES(name) \
     {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
 #define SMOL_GEMMS(name) \
@@ -202,11 +225,11 @@ inline constexpr TypeRow kTypeTable[] = {
     type_table_detail::row<TensorType::Q3_K, BlockQ3K, dequantize_row_q3_k, quantize_row_q3_k>(
         TensorType::Q8_K, SMOL_TILES(q3k_q8k), SMOL_SET_GEMMS(q3k_q8k_gemm)),
     type_table_detail::row<TensorType::Q4_K, BlockQ4K, dequantize_row_q4_k, quantize_row_q4_k>(
-        TensorType::Q8_K, SMOL_TILES(q4k_q8k), SMOL_GEMMS(q4k_q8k_gemm), kQ4KRowGroups),
+        TensorType::Q8_K, SMOL_ARM_TILES(q4k_q8k), SMOL_GEMMS(q4k_q8k_gemm), kQ4KRowGroups),
     type_table_detail::row<TensorType::Q5_K, BlockQ5K, dequantize_row_q5_k, quantize_row_q5_k>(
         TensorType::Q8_K, SMOL_TILES(q5k_q8k), SMOL_SET_GEMMS(q5k_q8k_gemm)),
     type_table_detail::row<TensorType::Q6_K, BlockQ6K, dequantize_row_q6_k, quantize_row_q6_k>(
-        TensorType::Q8_K, SMOL_TILES(q6k_q8k), SMOL_GEMMS(q6k_q8k_gemm), kQ6KRowGroups),
+        TensorType::Q8_K, SMOL_ARM_TILES(q6k_q8k), SMOL_GEMMS(q6k_q8k_gemm), kQ6KRowGroups),
     type_table_detail::row<TensorType::Q8_0, BlockQ8_0, dequantize_row_q8_0, quantize_row_q8_0>(
         TensorType::Q8_0, SMOL_VNNI_TILES(q8_0_q8_0)),
     type_table_detail::row<TensorType::Q4_0, BlockQ4_0, dequantize_row_q4_0, quantize_row_q4_0>(
@@ -235,6 +258,9 @@ inline constexpr TypeRow kTypeTable[] = {
 #undef SMOL_SET_GEMMS
 #undef SMOL_GEMMS
 #undef SMOL_VNNI_TILES
+#undef SMOL_ARM_TILES
+#undef SMOL_DOTPROD_TILE
+#undef SMOL_NEON_TILE
 #undef SMOL_TILES
 #undef SMOL_AMX_GEMM
 #undef SMOL_AVX_VNNI_TILE

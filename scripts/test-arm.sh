@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The ARM stage: cross-builds the tests that need no download stack (the kernel tests, the
+# tiny-fixture logits and the tokenizer) for AArch64 with Debian's g++-aarch64-linux-gnu, and
+# runs them under qemu-user (the kernel tests and the Q4_K_M fixture on each of three emulated
+# cores, the tokenizer on one); each core must pick its own kernel set:
+#   -cpu max         Armv8.x with dotprod and i8mm: dotprod (i8mm has no kernels yet, so it falls back)
+#   -cpu cortex-a76  Armv8.2 with dotprod:         dotprod
+#   -cpu cortex-a53  Armv8.0:                      neon
+# The compiler is called directly rather than through CMake: the test executables link smol::hub,
+# whose OpenSSL and cpp-httplib have no AArch64 build on the host, and these three tests need
+# neither. Build type is -O1: emulated code is slow either way, and -O1 builds in about half the
+# time of -O2 while keeping the kernels' inlining (always_inline and flatten) as it is.
+# Last, examples/embed is built through cmake/aarch64-linux-gnu.cmake and generates on one core.
+# Timings under emulation say nothing about ARM hardware; only correctness is tested here.
+# env: JOBS (parallel compiles, default: number of cores), ARM_CXX (default aarch64-linux-gnu-g++),
+#      ARM_SYSROOT (default /usr/aarch64-linux-gnu), QEMU (default qemu-aarch64-static).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+jobs=${JOBS:-$(nproc)}
+cxx=${ARM_CXX:-aarch64-linux-gnu-g++}
+sysroot=${ARM_SYSROOT:-/usr/aarch64-linux-gnu}
+qemu=${QEMU:-qemu-aarch64-static}
+out=build-arm
+start=$SECONDS
+
+for tool in "$cxx" "$qemu"; do
+  command -v "$tool" >/dev/null || {
+    echo "test-arm: $tool not found; install g++-aarch64-linux-gnu and qemu-user-static (scripts/install-deps.sh --tests)" >&2
+    exit 1
+  }
+done
+
+tests=(test_quant_kernels test_reference test_tokenizer)
+mkdir -p "$out"
+flags=(-std=c++20 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -Werror -Iinclude
+       "-DSMOL_TEST_DATA_DIR=\"$root/tests/data\"" "-DSMOL_BIN_DIR=\"$root/$out/bin\"")
+
+echo "==> cross-building ${tests[*]} for AArch64 ($cxx, $jobs jobs)"
+# One object per source, compiled in parallel; a failed compile stops the stage.
+printf '%s\n' doctest_main "${tests[@]}" |
+  xargs -P "$jobs" -I{} "$cxx" "${flags[@]}" -c "tests/{}.cpp" -o "$out/{}.o"
+for t in "${tests[@]}"; do
+  "$cxx" -fopenmp "$out/doctest_main.o" "$out/$t.o" -o "$out/$t"
+done
+echo "==> built after $((SECONDS - start)) s"
+
+# Each emulated core, and the kernel set it must run (what the kernel test reports).
+cpus=(max cortex-a76 cortex-a53)
+expected_sets=(dotprod dotprod neon)
+# What runs on each core: every kernel test, and the Q4_K_M fixture's logits and greedy tokens
+# (Q4_K and Q6_K through that core's set; test_reference's other cases run float or other weight
+# types through the scalar set and take minutes each under emulation). The tokenizer depends on
+# no kernel set, only on the architecture (char is unsigned on AArch64), so it runs once.
+run() {  # run CPU TEST [doctest arguments...]
+  local cpu=$1 t=$2
+  shift 2
+  local log="$out/$t.$cpu.log"
+  echo "==> $t on -cpu $cpu $*"
+  if ! OMP_NUM_THREADS=2 "$qemu" -L "$sysroot" -cpu "$cpu" "$out/$t" "$@" > "$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "test-arm: $t failed on -cpu $cpu (log: $log)" >&2
+    exit 1
+  fi
+  grep -E '^\[doctest\] (test cases|assertions)' "$log" | sed 's/^/    /'
+}
+for i in "${!cpus[@]}"; do
+  cpu=${cpus[$i]}
+  run "$cpu" test_quant_kernels
+  ran=$(sed -n 's/.*kernel set running: \([a-z0-9_]*\).*/\1/p' "$out/test_quant_kernels.$cpu.log" | head -n 1)
+  echo "    kernel set: $ran"
+  if [[ $ran != "${expected_sets[$i]}" ]]; then
+    echo "test-arm: -cpu $cpu ran kernel set '$ran', expected '${expected_sets[$i]}'" >&2
+    exit 1
+  fi
+  run "$cpu" test_reference "--test-case=Q4_K_M fixture*"
+done
+run cortex-a53 test_tokenizer
+
+# The toolchain file, as an embedding project would use it: examples/embed with smol's source
+# tree inside (no download stack), generating from the tiny Q4_K_M fixture on an Armv8.0 core.
+echo "==> examples/embed through cmake/aarch64-linux-gnu.cmake"
+cmake -S examples/embed -B "$out/embed" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" -DSMOL_SOURCE_DIR="$root" -DSMOL_HUB=OFF \
+  -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" >/dev/null
+cmake --build "$out/embed" -j "$jobs" >/dev/null
+embed_out=$(OMP_NUM_THREADS=2 "$qemu" -L "$sysroot" -cpu cortex-a53 "$out/embed/smol-embed" \
+  tests/data/tiny/smollm3-tiny-Q4_K_M.gguf "Hello there")
+echo "    $(tail -n 1 <<<"$embed_out")"
+grep -q "stopped:" <<<"$embed_out" || {
+  echo "test-arm: smol-embed on -cpu cortex-a53 printed no 'stopped:' line; its output: $embed_out" >&2
+  exit 1
+}
+echo "==> ARM stage passed in $((SECONDS - start)) s"
