@@ -59,14 +59,22 @@ struct Response {
     json json_body() const { return json::parse(body); }
 };
 
-int connect_to(int port) {
+// A connection to the server on loopback, or -1 (no doctest assertions: for client threads).
+int try_connect(int port) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
+    if (fd < 0) return -1;
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(std::uint16_t(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
+    ::close(fd);
+    return -1;
+}
+
+int connect_to(int port) {
+    const int fd = try_connect(port);
+    REQUIRE(fd >= 0);
     return fd;
 }
 
@@ -1546,15 +1554,8 @@ TEST_CASE("smol-server: requests racing SIGTERM get a 503 before any byte or the
     };
     const auto exchange = [&] {
         Outcome o;
-        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_port = htons(std::uint16_t(port));
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-            if (fd >= 0) ::close(fd);
-            return o;
-        }
+        const int fd = try_connect(port);
+        if (fd < 0) return o;
         timeval timeout{20, 0};
         ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
         (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
@@ -2595,13 +2596,8 @@ Exchange soak_exchange(int port, Exchange::Kind kind, int prompt_words, int max_
     body["temperature"] = 1.0;
     const std::string request = request_text("POST", kind == Exchange::text ? "/v1/completions" : "/v1/chat/completions",
                                              body.dump(), kKey);
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(std::uint16_t(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-        if (fd >= 0) ::close(fd);
+    const int fd = try_connect(port);
+    if (fd < 0) {
         e.problem = "cannot connect";
         return e;
     }
