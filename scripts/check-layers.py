@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Checks every #include "smol/..." under include/smol/ and in the programs against README.md's
-Layout table.
+"""Checks every #include "smol/..." under include/smol/ and in the programs against the Layout
+table in docs/library.md (moved there from README.md with the rest of "The library").
 
 Each library folder row names the folders its headers may include ("core, quant"; "everything
 above": the folders of the rows above it; "std only": none). A header may always include its own
@@ -12,10 +12,11 @@ import re
 import sys
 
 root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
-readme = (root / "README.md").read_text()
+layout_doc = "docs/library.md"
+readme = (root / layout_doc).read_text()
 rows = re.findall(r"^\| `include/smol/(\w+)/` \| [^|]* \| ([^|]*) \|$", readme, re.M)
 if not rows:
-    sys.exit("check-layers: expected README.md's Layout table (| `include/smol/FOLDER/` | ... | may include |), found none")
+    sys.exit(f"check-layers: expected {layout_doc}'s Layout table (| `include/smol/FOLDER/` | ... | may include |), found none")
 
 allowed = {}
 for i, (folder, rule) in enumerate(rows):
@@ -28,11 +29,11 @@ for i, (folder, rule) in enumerate(rows):
         allowed[folder] = {f.strip() for f in rule.split(",")}
     unknown = allowed[folder] - {f for f, _ in rows}
     if unknown:
-        sys.exit(f"check-layers: README row for {folder}/ names folders the table lacks: {sorted(unknown)}")
+        sys.exit(f"check-layers: {layout_doc} row for {folder}/ names folders the table lacks: {sorted(unknown)}")
 
 programs_row = re.search(r"^\| ((?:`\w+/`(?:, )?)+) \| [^|]* \| ([^|]*) \|$", readme, re.M)
 if not programs_row:
-    sys.exit("check-layers: expected README.md's Layout table to have the programs' row "
+    sys.exit(f"check-layers: expected {layout_doc}'s Layout table to have the programs' row "
              "(| `examples/`, `bench/`, `tools/` | ... | `smol/smol.hpp`, ... |), found none")
 program_folders = re.findall(r"`(\w+)/`", programs_row.group(1))
 program_allowed = set(re.findall(r"`(smol/[\w/.]+)`", programs_row.group(2)))
@@ -44,7 +45,7 @@ headers = sorted((root / "include" / "smol").glob("*/*.hpp"))
 for header in headers:
     folder = header.parent.name
     if folder not in allowed:
-        broken.append(f"{header.relative_to(root)}: folder {folder}/ has no row in README.md's Layout table")
+        broken.append(f"{header.relative_to(root)}: folder {folder}/ has no row in {layout_doc}'s Layout table")
         continue
     for n, line in enumerate(header.read_text().splitlines(), 1):
         m = re.match(r'\s*#\s*include\s+"smol/(\w+)/', line)

@@ -1,6 +1,6 @@
 #pragma once
-// A float64 SmolLM3 forward pass written with Eigen, straight from SMOLLM3.md, for the tests to
-// check smol's forward pass against without new fixtures (test_float64_reference).
+// A float64 SmolLM3 forward pass written with Eigen, straight from docs/smollm3.md, for the
+// tests to check smol's forward pass against without new fixtures (test_float64_reference).
 //
 // Independent of smol's kernels: none of smol's matmul, attention, RoPE, RMSNorm or SwiGLU is
 // called. What it shares with smol is the file reading (gguf/reader.hpp) and the scalar block
@@ -101,7 +101,7 @@ public:
 
     int n_vocab() const { return n_vocab_; }
     int n_layers() const { return n_layers_; }
-    static bool uses_rope(int il) { return (il + 1) % 4 != 0; }  // SMOLLM3.md: every 4th layer is NoPE
+    static bool uses_rope(int il) { return (il + 1) % 4 != 0; }  // docs/smollm3.md: every 4th layer is NoPE
 
     // Logits after each token of one sequence from position 0: [n_tokens, n_vocab].
     RowMatrix logits(std::span<const std::int32_t> tokens, const Float64Options& options = {}) const {
