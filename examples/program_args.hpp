@@ -207,7 +207,7 @@ private:
 
 // --- Flag groups several programs share ----------------------------------------------------
 
-// RoPE scaling, llama.cpp's flags and semantics (see README.md, "Contexts past 64K: YaRN").
+// RoPE scaling, llama.cpp's flags and semantics (see docs/long-contexts.md, "Contexts past 64K: YaRN").
 inline constexpr const char* kRopeScalingUsage =
     "  --rope-scaling none|yarn RoPE frequency scaling (default: YaRN when -c is past the trained context)\n"
     "  --rope-scale F           YaRN context factor (default: context / original context)\n"

@@ -132,7 +132,7 @@ struct Options {
     smol::SamplerParams sampling;
     // --spec, --draft-max, --draft-min. On by default here: one conversation, where the draft
     // length adapts to what the text repeats and costs at most ~1% when it repeats nothing
-    // (README, Speculative decoding); the server leaves it to --spec or the request.
+    // (docs/speculative-decoding.md); the server leaves it to --spec or the request.
     smol::SpeculationParams speculation{.type = smol::SpeculationType::ngram};
     std::vector<std::string> stops;
     std::optional<bool> think;

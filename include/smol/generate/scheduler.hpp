@@ -61,7 +61,7 @@ struct SchedulerOptions {
     // Rows per step for the generating slots' tokens and their drafts together (speculative
     // decoding): the drafts split evenly what the slots' own tokens leave, so they fill a narrow
     // batch and leave a full one alone (a row costs compute even where the weights are shared;
-    // README, "Speculative decoding"). At most the slots: no drafts.
+    // docs/speculative-decoding.md). At most the slots: no drafts.
     int decode_rows = 8;
     // Every request's default (smol-server --spec, --draft-max, --draft-min): applied to a request
     // whose own parameters do not speculate, unless it says `speculative = false`. A request that

@@ -5,7 +5,7 @@
 // (scale shuffles, multiply-adds, a horizontal sum per row); with 8 rows side by side one
 // broadcast of 4 activation bytes and one maddubs serve 8 rows, a sub-block's products stay in
 // i16 lanes per row, and a block's float step runs for 8 rows at once. Decode on the 3B shape is
-// compute-bound on one core without it (kernel_api.hpp, the AVX2 decode note in README).
+// compute-bound on one core without it (kernel_api.hpp, and docs/performance.md, "AVX2 only").
 //
 // The copy is made once at load (model/weights.hpp) and replaces the mapped rows for every
 // matmul: decode reads it, prompt GEMMs read rows restored from it (deinterleave, exact bytes).
