@@ -532,6 +532,33 @@ TEST_CASE("100 KB of random multilingual text: round trip, streaming, time") {
     CHECK(check_streaming(t, ids, false) > 0);
 }
 
+TEST_CASE("long texts are pre-tokenized window by window, and the ids do not depend on the window") {
+    // Small windows cut every kind of piece (letters, digits, spaces before newlines, contractions,
+    // emoji, invalid bytes) at a window's end: the ids must be those of the whole text at once.
+    Tokenizer windowed = real_tokenizer();
+    std::vector<std::string> texts;
+    for (const Case& c : read_cases(kData / "vocab" / "tokenize.jsonl")) texts.push_back(c.text);
+    texts.push_back(random_text(20 * 1024, 77));
+    std::mt19937 rng(5);
+    std::string spaces;  // runs of spaces, tabs and newlines between short words: the regex's lookahead cases
+    const char* parts[] = {" ", "  ", "\t", "\n", "\n\n", " \n", "\r\n", "a", "Bb", "'s", "'LL", "12345", "!!", "é", "😀"};
+    while (spaces.size() < 8 * 1024) spaces += parts[std::uniform_int_distribution<std::size_t>(0, std::size(parts) - 1)(rng)];
+    texts.push_back(spaces);
+    std::string bytes(4096, '\0');
+    for (char& b : bytes) b = char(std::uniform_int_distribution<int>(0, 255)(rng));
+    texts.push_back(bytes);
+    texts.push_back(std::string(3000, 'x') + " " + std::string(3000, '9'));  // pieces longer than a window
+    for (const std::size_t window : {std::size_t(65), std::size_t(97), std::size_t(200), std::size_t(1000)}) {
+        CAPTURE(window);
+        windowed.set_encode_window(window);
+        for (const std::string& text : texts)
+            for (const bool special : {false, true}) {
+                CAPTURE(text.substr(0, 40));
+                CHECK(windowed.encode(text, special) == real_tokenizer().encode(text, special));
+            }
+    }
+}
+
 TEST_CASE("random bytes: decoding the ids gives the input with each invalid byte as U+FFFD") {
     const Tokenizer& t = real_tokenizer();
     std::mt19937 rng(99);

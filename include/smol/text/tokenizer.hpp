@@ -134,6 +134,12 @@ public:
         return ids;
     }
 
+    // How much text is pre-tokenized at once (the rest of a long text waits its turn); tests set
+    // small windows to show that the ids do not depend on it.
+    void set_encode_window(std::size_t bytes) { encode_window_bytes_ = std::max(bytes, kEncodeMarginBytes + 1); }
+    // Pieces ending this close to a window's end are left to the next window.
+    static constexpr std::size_t kEncodeMarginBytes = 64;
+
     // The exact bytes the ids stand for. CONTROL tokens are left out unless `show_control`.
     std::string decode(std::span<const std::int32_t> ids, bool show_control = false) const {
         std::string text;
@@ -361,15 +367,62 @@ private:
     // Pre-tokenizes raw text (no special tokens in it) and appends the BPE ids of each piece.
     void encode_text(std::string_view raw, std::vector<std::int32_t>& ids, Scratch& scratch) const {
         // Invalid UTF-8 bytes become U+FFFD before splitting (as in llama.cpp), so the pieces are
-        // cut from the re-encoded text in that case.
-        const unicode::DecodedText decoded = unicode::decode_utf8_lenient(raw);
+        // cut from the re-encoded text in that case (and not cached: the cache's keys view text
+        // that outlives the encode() call, which `raw` does).
+        const bool valid = !lenient_decoding_changes(raw);
         std::string reencoded;
-        if (decoded.changed) {
-            reencoded.reserve(raw.size() + 8);
-            for (const char32_t cp : decoded.codepoints) unicode::append_utf8(reencoded, cp);
+        if (!valid) {
+            reencoded.reserve(raw.size() + raw.size() / 2 + 8);
+            for (std::size_t begin = 0, end; begin < raw.size(); begin = end) {
+                end = window_end(raw, begin, encode_window_bytes_);
+                for (const char32_t cp : unicode::decode_utf8_lenient(raw.substr(begin, end - begin)).codepoints)
+                    unicode::append_utf8(reencoded, cp);
+            }
         }
-        const std::string_view text = decoded.changed ? std::string_view(reencoded) : raw;
+        const std::string_view text = valid ? raw : std::string_view(reencoded);
+        // A long text is split in windows, so the code points and pieces held at once are a
+        // window's (24 bytes of them per byte of text), not the whole text's: 4 MB of request
+        // once held 100 MB. Each window's pieces are taken but for those ending within the margin
+        // of its end, which a longer text could have split differently; the next window starts
+        // where they did. A piece longer than the window gets a window as long as it needs.
+        std::size_t begin = 0, window = encode_window_bytes_;
+        while (begin < text.size()) {
+            const std::size_t end = window_end(text, begin, window);
+            const bool last = end == text.size();
+            const std::size_t taken = encode_window(text.substr(begin, end - begin), last, valid, ids, scratch);
+            if (taken == 0) {
+                window *= 2;  // one piece fills the window: widen it
+                continue;
+            }
+            begin += taken;
+            window = encode_window_bytes_;
+        }
+    }
 
+    // The end of a window of about `bytes` from `begin`: before a byte that starts a character (or
+    // at the text's end), where cutting changes no character's decoding.
+    static std::size_t window_end(std::string_view text, std::size_t begin, std::size_t bytes) {
+        std::size_t end = std::min(text.size(), begin + bytes);
+        while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
+        return end;
+    }
+
+    // Whether lenient decoding changes the text (decode_utf8_lenient's `changed`), window by
+    // window so that no whole-text code point array is held.
+    bool lenient_decoding_changes(std::string_view text) const {
+        for (std::size_t begin = 0, end; begin < text.size(); begin = end) {
+            end = window_end(text, begin, encode_window_bytes_);
+            if (unicode::decode_utf8_lenient(text.substr(begin, end - begin)).changed) return true;
+        }
+        return false;
+    }
+
+    // Encodes the pieces of `text` (valid UTF-8, a window of the whole) and says how many of its
+    // bytes they covered: all of them when `last`, else up to the first piece that ends within
+    // kEncodeMarginBytes of the window's end (0 when that is the first piece).
+    std::size_t encode_window(std::string_view text, bool last, bool cacheable, std::vector<std::int32_t>& ids,
+                              Scratch& scratch) const {
+        const unicode::DecodedText decoded = unicode::decode_utf8_lenient(text);
         // Pieces come in text order, so one cursor walking the code points finds each piece's
         // bytes; a table of every code point's offset would cost 8 bytes per character.
         std::size_t cursor_cp = 0, cursor_byte = 0;
@@ -380,12 +433,15 @@ private:
             }
             return cursor_byte;
         };
-
-        for (const auto& [first, last] : pre_tokenize_llama3(decoded.codepoints)) {
+        const std::size_t keep_before = last ? text.size() + 1 : text.size() - std::min(text.size(), kEncodeMarginBytes);
+        std::size_t taken = 0;
+        for (const auto& [first, end_cp] : pre_tokenize_llama3(decoded.codepoints)) {
             const std::size_t begin = byte_offset(first);
-            const std::string_view word = text.substr(begin, byte_offset(last) - begin);
-            if (!decoded.changed) {
-                // The cache keys must view memory that outlives this call; `raw` does.
+            const std::size_t end = byte_offset(end_cp);
+            if (end >= keep_before) break;
+            taken = end;
+            const std::string_view word = text.substr(begin, end - begin);
+            if (cacheable) {
                 if (auto it = scratch.cache.find(word); it != scratch.cache.end()) {
                     const auto [start, count] = it->second;
                     for (std::size_t k = 0; k < count; ++k) ids.push_back(ids[start + k]);
@@ -398,6 +454,7 @@ private:
                 encode_word(word, ids, scratch);
             }
         }
+        return last ? text.size() : taken;
     }
 
     // Byte-level BPE on one pre-tokenized piece: a doubly linked list of symbols and a queue of
@@ -479,6 +536,7 @@ private:
     MergeTable merges_;
     std::array<std::int32_t, 256> byte_symbols_{};  // symbol of each input byte's mapped character
     std::vector<std::int32_t> special_ids_;     // CONTROL, USER_DEFINED and UNKNOWN tokens, longest first
+    std::size_t encode_window_bytes_ = std::size_t(1) << 18;  // text pre-tokenized at once (encode_text)
     std::vector<std::int32_t> end_of_generation_;
     std::int32_t eos_id_;
     std::optional<std::int32_t> bos_id_;
