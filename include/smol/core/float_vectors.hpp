@@ -70,8 +70,8 @@ struct Avx2Floats {
 
     // The lanes as 8 (sums of) lanes: already 8.
     static __m256 fold8(V v) { return v; }
-    // The float tiles' lane sum, in xsimd::hadd's order ((0+4)+(1+5))+((2+6)+(3+7)), which they
-    // used before they were written once.
+    // The float tiles' lane sum in the order ((0+4)+(1+5))+((2+6)+(3+7)): the two halves added
+    // lane by lane, then two horizontal adds; the order they used before they were written once.
     static float sum(V v) {
         __m256 t = _mm256_add_ps(v, _mm256_permute2f128_ps(v, v, 1));
         t = _mm256_hadd_ps(t, t);

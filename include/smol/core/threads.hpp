@@ -1,13 +1,11 @@
 #pragma once
 // OpenMP's barrier wait. libgomp's default makes a waiting thread spin for ~300,000 iterations
 // before it sleeps (LLVM's libomp: 200 ms). When the cores are shared with other work, a
-// spinning thread burns the time slice that the thread it waits for needs. Measured here on the
-// tiny float model (2 threads, decode, barrier-bound, so the worst case for short spins):
-//   idle machine:                   default ~580 tokens/s, 10,000-iteration spin ~480, passive ~125
-//   two other busy processes:       default ~145 tokens/s, 10,000-iteration spin ~212, passive ~100
-// (one thread alone, busy machine: 224). A short spin loses a little where barriers dominate on an
-// idle machine and keeps a busy one from collapsing; on the 3B model, where each barrier guards
-// milliseconds of work, the idle cost vanishes.
+// spinning thread burns the time slice that the thread it waits for needs. On the tiny float
+// model (2 threads, decode, barrier-bound, so the worst case for short spins; figures in
+// docs/performance.md) a short spin loses a little where barriers dominate on an idle machine
+// and keeps a busy one from collapsing, while passive waiting is slowest on both; on the 3B
+// model, where each barrier guards milliseconds of work, the idle cost vanishes.
 //
 // The runtimes read these settings when they are loaded, before main(), so a program that wants
 // them changed must be started with them: use_short_openmp_spin() re-executes the program once

@@ -41,8 +41,8 @@ namespace smol {
 
 // Matcher work one token may take, for its vocabulary walk and again for taking it. The
 // costliest real walk, SmolLM3's 128K vocabulary inside a JSON string, is 2.4 million units
-// (about 20 ms; test_pipeline measures it), a fourteenth of this: a hostile grammar can hold
-// the decoding thread for a few tenths of a second per token, no more.
+// (test_pipeline times it), a fourteenth of this: a hostile grammar can hold the decoding thread
+// for about fourteen such walks per token, no more.
 inline constexpr std::uint64_t kGrammarStepBudget = std::uint64_t(1) << 25;
 // Matcher work one request may take over all its tokens: 32 of the costliest steps the step
 // budget lets through, or 450 full walks inside a JSON string (walks are cached by grammar
@@ -118,7 +118,7 @@ private:
 
 // A grammar ready to constrain one model's tokens; shared by every request that uses it, and so
 // is what they learn: the tokens allowed in each grammar state, found once (a full walk of the
-// vocabulary inside a JSON string takes 20 ms) and reused by every later visit.
+// vocabulary inside a JSON string is the costliest walk) and reused by every later visit.
 class TokenGrammar {
 public:
     // Throws text::GrammarTooComplex when even the state before any text costs more than one

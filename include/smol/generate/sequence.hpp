@@ -286,7 +286,7 @@ private:
     // the acceptance estimate is below kBackOffBelow, doubling per such draft up to
     // kMaxDraftBackoff, back to none when a draft token is taken. Text the model copies often
     // still has drafts rejected outright (at 60% acceptance, 40% of them): there a pause only
-    // loses (3B, one Zen 5 thread: 1.4-1.5x plain decode with a pause after every such draft),
+    // loses (measured on the 3B model, see docs/performance.md),
     // while text that does not repeat drops below the bar within two drafts and backs off.
     static constexpr int kMaxDraftBackoff = 16;
     static constexpr double kBackOffBelow = 0.3;

@@ -66,10 +66,11 @@ struct SpeculationParams {
 // sequences in it), measured as the engine runs them: a verify step reads the weights once for
 // all its rows, so its cost grows far slower than its rows until the kernels turn compute-bound
 // (smol-bench --spec-steps prints the curve). Until a row count has been timed, a prior curve
-// stands in for it: the step costs measured on a 2-core Zen 5 (AVX-512 and AVX2 alike, 3B
-// Q4_K_M; Intel's AMX Xeon measured cheaper), 2 rows 1.15, 4 rows 1.8, 8 rows 3.7, 9-16 through
-// the prompt GEMMs 6, longer ones 0.3 a row. Shared by the threads of every sequence on one
-// engine: the times are atomics, written under the engine's forward lock.
+// stands in for it, prior()'s constants, in one-row steps: 2 rows 1.15, 4 rows 1.8, 8 rows 3.7,
+// 9-16 through the prompt GEMMs 6, longer ones 0.3 a row. They were taken from step costs
+// measured on a 2-core Zen 5 (AVX-512 and AVX2 alike, 3B Q4_K_M; Intel's AMX Xeon measured
+// cheaper). Shared by the threads of every sequence on one engine: the times are atomics,
+// written under the engine's forward lock.
 class StepCosts {
 public:
     static constexpr int kMaxRows = SpeculationParams::kMaxDraft + 1;

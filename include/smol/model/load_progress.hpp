@@ -2,7 +2,7 @@
 // Paging a model's weights in at load time, with progress. The weights are read from the mapped
 // file (the row-group copy of model/weights.hpp reads them from it too); reading them once up
 // front turns a cold disk's page faults into a progress line at load instead of a silent first
-// token, and costs ~0.1 s when the file is already cached.
+// token, and costs little when the file is already cached.
 
 #include <chrono>
 #include <cstdint>

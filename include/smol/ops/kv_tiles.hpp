@@ -21,7 +21,7 @@
 
 // The register tiles below are arrays of vectors indexed by constant loops; unrolled, they live
 // in registers. GCC unrolls them by itself only at -O3, and at -O2 (RelWithDebInfo) spilled
-// them to the stack, 2.6x slower, hence the pragma.
+// them to the stack, much slower (docs/performance.md), hence the pragma.
 #define SMOL_KV_UNROLL _Pragma("GCC unroll 16")
 
 

@@ -192,7 +192,7 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
     // Rows restored from row groups for the GEMMs: with one token block every item is visited
     // once, so each thread restores into its own slot, still in its caches when the GEMM reads it;
     // with several, a thread's items are restored once, in the first block, into room for whole
-    // matrices (restoring per block cost 10% of pp512 on the 3B shape).
+    // matrices (restoring per block made long prompts measurably slower on the 3B shape).
     const bool restore_once = n_tokens > kTokenBlock;
     std::size_t restored_at[kMaxTargets];  // restore_once: where a target's rows go
     std::int64_t total_groups = 0;
@@ -242,8 +242,8 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
                     type.row_groups.deinterleave(w.groups + std::size_t((r0 + sub) / kGroupRows) * group_bytes[i], blocks,
                                                  rows_here + std::size_t(sub) * w.row_bytes, w.row_bytes);
                 // The next item's groups, asked for now so that they come from DRAM while this
-                // item's GEMM runs rather than while its restore waits (3B, short prompts, one
-                // thread: pp16 and pp32 3-10% faster on Zen 5; pp128 and longer level).
+                // item's GEMM runs rather than while its restore waits (it helps short prompts
+                // on one thread; long ones are level).
                 if (const std::int64_t next_rows = std::min<std::int64_t>(group_rows[i], w.rows - r0 - n_rows); next_rows > 0)
                     prefetch_ahead<PrefetchInto::l2>(w.groups + std::size_t((r0 + n_rows) / kGroupRows) * group_bytes[i],
                                                      std::size_t(next_rows / kGroupRows) * group_bytes[i], 0);
@@ -268,8 +268,8 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
     if (n_tokens == 1) {
         // Runs of rows handed out as threads finish, not fixed halves: on a shared host one
         // thread is often slowed by a neighbour, and with static halves the other one waits at
-        // the barrier. Runs stay long enough for the prefetcher. (3B decode, 2 threads, busy
-        // host, alternating: static 7.5-8.3 tokens/s, dynamic 8.8-9.5.)
+        // the barrier. Runs stay long enough for the prefetcher. (On a busy host dynamic runs
+        // decoded faster than static halves; figures in docs/performance.md.)
         const std::int64_t run = std::max<std::int64_t>(1, total_groups / (kDecodeRunsPerThread * omp_get_max_threads()));
 #pragma omp parallel for schedule(dynamic, run)
         for (std::int64_t g = 0; g < total_groups; ++g) run_group(g, 0, 1);

@@ -17,12 +17,9 @@ inline constexpr int kTileCols = 4;  // activation columns (tokens) per kernel c
 // How far ahead of the block being read each row stream prefetches. Decode reads a thread's
 // rows (one contiguous run) one after the other, so the weights are one sequential stream: a
 // long row prefetches further along itself, a row shorter than that (a 2048-wide matrix has
-// 1152-byte Q4_K rows) the same spot kTileRows rows on. Measured on the 3B shape (AVX2, decode,
-// 1 and 2 threads, rows still read interleaved then, Zen 4): 768 bytes gave 3.6 and 6.2 tokens/s,
-// 4096 gave 4.8-6.1 and 8.3. With whole rows read in turn, on Zen 5 (2026-11-24, three
-// alternating pairs each): 8192 against 4096 gave 1 thread 16.4-16.5 against 15.6-15.9 tokens/s
-// (AVX-512) and 13.9-14.2 against 13.4-13.5 (AVX2), 2 threads level within the noise; 16384 no
-// better than 8192.
+// 1152-byte Q4_K rows) the same spot kTileRows rows on. On the 3B shape 4096 bytes beat 768, and
+// with whole rows read in turn 8192 beat 4096 on one thread (level on two); 16384 was no better
+// than 8192 (figures: docs/performance.md, "Design measurements behind the kernels").
 inline constexpr std::size_t kPrefetchBytes = 8192;
 
 inline std::size_t prefetch_distance(std::size_t row_bytes) {
@@ -58,8 +55,8 @@ using DotTileFn = void (*)(std::int64_t n, const std::uint8_t* weights, std::siz
 // Each weight block is unpacked once and used for all the tokens, and no horizontal sums are
 // needed: results come out in lanes.
 inline constexpr int kGemmTokens = 32;  // AVX-512: its accumulators for 2 groups fill the registers
-// AVX2: its float sums wait in L1, so more tokens spread the unpacking thinner. One thread of a
-// Zen 5 (AVX2 set, Q4_K / Q6_K rows of 2048): 32 tokens 110 / 87 GMAC/s, 64 tokens 116 / 95.
+// AVX2: its float sums wait in L1, so more tokens spread the unpacking thinner; 64 tokens ran
+// faster than 32 for both Q4_K and Q6_K.
 inline constexpr int kGemmTokensAvx2 = 64;
 struct BlockQ8Kx16;
 using GemmTileFn = void (*)(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,

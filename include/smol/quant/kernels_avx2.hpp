@@ -138,8 +138,8 @@ inline __m256i q6k_scale_picker(int kk) {
 // Decode reads a tile's rows one after the other, each whole (up to this many blocks at a time,
 // 16384 weights), so the weights arrive as one sequential stream, and reduces the four rows'
 // block totals together afterwards. Reading the four rows block by block (four interleaved
-// streams) was slower: 3B decode on Zen 4, same run, 1 thread 5.4-6.0 against 8.0-8.5 tokens/s,
-// 2 threads 9.2-10.7 against 14.0-14.2; runs of 8 blocks gave 7.2-7.7 and 12.2-13.4.
+// streams) was slower on 1 and 2 threads, and runs of 8 blocks fell in between (figures:
+// docs/performance.md).
 inline constexpr int kDecodeChunk = 64;
 
 // Stores acc's lanes (rows) as a one-column tile.

@@ -547,8 +547,8 @@ inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t
 
 // Decode takes the column kernels, prompts the GEMMs; a tile of a few columns (a batch of fewer
 // than kMinGemmTokens tokens: a speculative verify step) goes column by column, each weight block
-// unpacked once per column (a version sharing the unpacking measured no clear gain at 2 threads
-// on a loaded Zen 5). All give the reference's bits.
+// unpacked once per column (a version sharing the unpacking gained nothing clear, so the simpler
+// form stays). All give the reference's bits.
 template <class Decode>
 inline constexpr DotTileFn kquant_tile = kernel_detail::column_by_column<kquant_detail::kquant_column<Decode>>;
 inline constexpr DotTileFn q2k_q8k = kquant_tile<kquant_detail::Q2KDecode>;

@@ -11,28 +11,27 @@
 // Written once with AVX2 intrinsics. The AVX-512 set (which requires VNNI) runs the VNNI form
 // below, compiled for its target (EVEX encodings, 32 registers) through an entry point with
 // `flatten` as kquant_tiles_avx512.hpp does: vpdpbusd takes a group's 4 products per row in one
-// instruction. It matters when a step carries several tokens (speculative verification): one Zen 5
-// thread, Q4_K rows of 2048 from L2, GB/s of weights for 1 / 2 / 3 / 4 tokens, vpmaddubsw form
-// 42.4 / 28.9 / 17.6 / 15.8, VNNI form 42.4 / 30.7 / 23.1 / 18.6; a 3B step of 4 tokens against
-// one (smol-bench --spec-steps, 2 threads) fell from 1.23-1.73x to 1.13x. Two groups per zmm
-// vpdpbusd (the activation bytes spread by vpermd or a masked broadcast) ran 14.8-15.0 there.
+// instruction. It matters when a step carries several tokens (speculative verification): with
+// 2 to 4 tokens the VNNI form reads the weights faster than the vpmaddubsw form, and a 3B step of
+// 4 tokens costs less against one. Two groups per zmm vpdpbusd (the activation bytes spread by
+// vpermd or a masked broadcast) were slower. (Figures: docs/performance.md, "Design measurements
+// behind the kernels".)
 // The AVX-VNNI set runs the same VNNI form with VEX vpdpbusd (dpbusd.hpp) and AVX2's 16 registers;
 // the tests run it with the instruction emulated in AVX2, on any CPU.
 //
-// One thread of a Zen 5 (2 cores of an EPYC), Q4_K rows of 2048, one token, GB/s of weights:
-// from L2 the column kernel 21.7, a group 42.3; from DRAM (151 MB) 16.1 against 21.3; two tokens
-// per call cost from DRAM what one does (21.4 GB/s of weights for both).
+// For one token a group kernel reads the weights faster than the column kernel, from L2 and from
+// DRAM, and two tokens per call cost from DRAM what one does.
 //
 // A thread reads its groups as one sequential stream, and an Intel Xeon core (Emerald Rapids)
-// does not keep enough of one stream in flight by itself: there the kernels ran decode at half
-// the column kernels' speed (3B, tg32, 1 / 2 / 16 threads: 3.7-4.1 / 7.2-7.4 / 33-35 t/s against
-// 5.2-5.5 / 9.3-11.2 / 37-45 with `-nr`). Every line of a block is therefore prefetched
-// kPrefetchBytes ahead into L2 (prefetch_to_l2_ahead): 6.2 / 10.6 / 42 there, and on Zen 5 it
-// gains too (1 thread 12.5-14.5 against 11.3-12.1 t/s). Into L1 (T0) it cost Zen 5 20%; one
-// prefetch per block instead of per line gained nothing on the Xeon. Q4_K asks for its quant
-// lines between the loads, one per two groups: all 19 lines at the top of the block cost Zen 5
-// 10% there (same instructions, worse schedule), though not in Q6_K's kernel. (The Xeon ran the
-// top-of-block form; both ask for the same lines.)
+// does not keep enough of one stream in flight by itself: there the kernels alone ran decode
+// slower than the column kernels. Every line of a block is therefore prefetched kPrefetchBytes
+// ahead into L2 (prefetch_to_l2_ahead), which brought the Xeon level with or ahead of the column
+// kernels and helps on Zen 5 too. Into L1 (T0) it was slower on Zen 5; one prefetch per block
+// instead of per line gained nothing on the Xeon. Q4_K asks for its quant lines between the
+// loads, one per two groups: all 19 lines at the top of the block were slower on Zen 5 (same
+// instructions, worse schedule), though not in Q6_K's kernel. (The Xeon ran the top-of-block
+// form; both ask for the same lines.) Figures for all of this: docs/performance.md, "Design
+// measurements behind the kernels".
 
 #include "smol/core/simd_targets.hpp"
 
@@ -52,8 +51,8 @@
 namespace smol::row_group_tiles {
 
 // The vpmaddubsw kernels' groups are unrolled at compile time: as a loop, gcc tests `k == k0` on
-// every trip of the 3- and 4-column kernels and copies their runs between registers (3 tokens of
-// Q4_K from L2: 10-14 GB/s of weights as a loop, 13-18 unrolled, one Zen 5 thread).
+// every trip of the 3- and 4-column kernels and copies their runs between registers, which the
+// unrolled form avoids (it reads the weights faster).
 #define SMOL_UNROLL_GROUPS _Pragma("GCC unroll 8")
 
 // Asks for the `bytes` bytes kPrefetchBytes past `block` (kernel_api.hpp) into L2.
@@ -360,8 +359,7 @@ struct Q6KColumns {
 };
 
 // The GroupDotFns: all columns in one pass over the weights. Four columns spill a few of AVX2's
-// 16 registers and still beat two passes of two (one Zen 5 thread, Q4_K weights from DRAM: 13.1
-// against 9.1 GB/s of weights).
+// 16 registers and still beat two passes of two, which read the weights from DRAM twice.
 inline void q4k_x8_q8k_avx2(std::int64_t n, const std::uint8_t* group, const std::uint8_t* acts, std::size_t act_stride,
                             int n_cols, float* out, std::size_t out_stride) {
     by_column_count<Q4KColumns>(n, group, acts, act_stride, n_cols, out, out_stride);

@@ -43,7 +43,8 @@ static_assert(sizeof(BlockQ4Kx8) == 1184);
 
 // One Q6_K block of 8 rows, 1680 bytes: exactly the 8 x 210 of the rows as stored. The three
 // vectors one step of the kernel reads lie side by side, so a group is read front to back (ql and
-// qh apart made three interleaved streams, and decode from DRAM fell from 17 to 7 GB/s).
+// qh apart made three interleaved streams, and decode from DRAM ran at well under half the
+// speed).
 struct BlockQ6Kx8 {
     std::uint16_t d[kGroupRows];             // fp16 [row]
     std::int8_t scales[8][kGroupRows][2];    // [sub-block pair p][row][j - 2p]

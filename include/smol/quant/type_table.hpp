@@ -78,10 +78,9 @@ struct GemmShape {
 // The AVX2 and AVX-512 GEMMs cost about as much for 2 tokens as for 16 (a packed block holds 16,
 // and each weight block is unpacked for all of them), so a few tokens (a speculative verify
 // step, a short prompt tail) go through the tiles or row-group kernels, which read each weight
-// once per 4 tokens. 3B Q4_K_M, 2 threads of a busy Zen 5, forward of n tokens, tokens/s, GEMM vs
-// tiles: n=2 1.2-1.4 vs 4.8-5.1, n=4 3.0-4.2 vs 5.9-6.8, n=8 6.0-7.5 vs 6.4-7.9, n=16 11.5-14.8
-// vs 7.0-10.1. With the weights in row groups a step of 8 costs 5.5-6.0 one-token steps through
-// the GEMMs and 3.6-3.8 through the group kernels (2 threads, both sets), so 8 stays with them.
+// once per 4 tokens. Measured on the 3B model, the tiles win clearly at 2 and 4 tokens, are
+// about level at 8, and lose at 16; with the weights in row groups a step of 8 costs less through
+// the group kernels than through the GEMMs, so 8 stays with them (figures: docs/performance.md).
 // All give the same bits (test_matmul), so the switch changes no logit.
 inline constexpr int kMinGemmTokens = 9;
 inline constexpr GemmShape kGemmShapes[kIsaCount] = {
