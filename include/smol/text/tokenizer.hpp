@@ -381,8 +381,8 @@ private:
         }
         const std::string_view text = valid ? raw : std::string_view(reencoded);
         // A long text is split in windows, so the code points and pieces held at once are a
-        // window's (24 bytes of them per byte of text), not the whole text's: 4 MB of request
-        // once held 100 MB. Each window's pieces are taken but for those ending within the margin
+        // window's (24 bytes of them per byte of text), not the whole text's, whatever a request
+        // sends. Each window's pieces are taken but for those ending within the margin
         // of its end, which a longer text could have split differently; the next window starts
         // where they did. A piece longer than the window gets a window as long as it needs.
         std::size_t begin = 0, window = encode_window_bytes_;
