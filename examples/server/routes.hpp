@@ -52,11 +52,14 @@ inline std::size_t tokenize_limit(const ServerOptions& options) {
     return std::size_t(options.max_tokenize > 0 ? options.max_tokenize : options.context);
 }
 
-inline void check_token_count(const ServerOptions& options, std::size_t count, const char* subject, const char* verb) {
+// `at_least`: "more than" where counting stopped past the limit.
+inline void check_token_count(const ServerOptions& options, std::size_t count, const char* subject,
+                              const char* at_least, const char* verb) {
     const std::size_t limit = tokenize_limit(options);
     if (count > limit)
         reject(400,
-               std::string(subject) + " " + std::to_string(count) + " tokens; this server " + verb + " at most " +
+               std::string(subject) + " " + (*at_least ? std::string(at_least) + " " + std::to_string(limit) : std::to_string(count)) +
+                   " tokens; this server " + verb + " at most " +
                    std::to_string(limit) + " in one request (--max-tokenize)",
                "too_many_tokens");
 }
@@ -303,8 +306,10 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
             reject(400, std::string("'content' must be a string, found ") + content->type_name(), "invalid_type");
         const bool special = bool_field(body, "parse_special").value_or(true);
         const bool with_pieces = bool_field(body, "with_pieces").value_or(false);
-        const auto ids = s.tokenizer().encode(content->get<std::string>(), special);
-        check_token_count(server.options, ids.size(), "'content' is", "returns");
+        // Encoding stops past the cap: a longer text is refused, so its ids need not all be made.
+        const auto ids =
+            s.tokenizer().encode(content->get_ref<const std::string&>(), special, {}, tokenize_limit(server.options));
+        check_token_count(server.options, ids.size(), "'content' is", "more than", "returns");
         res.set_content(tokens_reply(ids, with_pieces ? &s.tokenizer() : nullptr), "application/json");
     }));
 
@@ -314,7 +319,7 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
         const auto tokens = body.find("tokens");
         if (tokens == body.end()) reject(400, "'tokens' is required: a list of token ids", "missing_tokens");
         if (!tokens->is_array()) reject(400, std::string("'tokens' must be an array, found ") + tokens->type_name(), "invalid_type");
-        check_token_count(server.options, tokens->size(), "'tokens' holds", "takes");
+        check_token_count(server.options, tokens->size(), "'tokens' holds", "", "takes");
         std::vector<std::int32_t> ids;
         for (const auto& t : *tokens) {
             if (!t.is_number_integer()) reject(400, std::string("'tokens' must hold integers, found ") + t.type_name(), "invalid_type");

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -123,13 +124,17 @@ public:
         return encode(text, /*parse_special=*/true, plain_text);
     }
 
-    std::vector<std::int32_t> encode(std::string_view text, bool parse_special, std::span<const TextSpan> plain_text) const {
+    // max_ids: stop once more than this many ids are made (they are then a prefix of the whole
+    // text's, one window at most past the bound), for callers that refuse longer texts anyway.
+    std::vector<std::int32_t> encode(std::string_view text, bool parse_special, std::span<const TextSpan> plain_text,
+                                     std::size_t max_ids = std::numeric_limits<std::size_t>::max()) const {
         std::vector<std::int32_t> ids;
-        ids.reserve(text.size() / 3 + 4);
+        ids.reserve(std::min(text.size() / 3, max_ids) + 4);
         Scratch scratch;
         for (const Fragment& fragment : split_special_tokens(text, parse_special, plain_text)) {
+            if (ids.size() > max_ids) break;
             if (fragment.token >= 0) ids.push_back(fragment.token);
-            else encode_text(text.substr(fragment.begin, fragment.end - fragment.begin), ids, scratch);
+            else encode_text(text.substr(fragment.begin, fragment.end - fragment.begin), ids, scratch, max_ids);
         }
         return ids;
     }
@@ -365,7 +370,7 @@ private:
     }
 
     // Pre-tokenizes raw text (no special tokens in it) and appends the BPE ids of each piece.
-    void encode_text(std::string_view raw, std::vector<std::int32_t>& ids, Scratch& scratch) const {
+    void encode_text(std::string_view raw, std::vector<std::int32_t>& ids, Scratch& scratch, std::size_t max_ids) const {
         // Invalid UTF-8 bytes become U+FFFD before splitting (as in llama.cpp), so the pieces are
         // cut from the re-encoded text in that case (and not cached: the cache's keys view text
         // that outlives the encode() call, which `raw` does).
@@ -386,7 +391,7 @@ private:
         // of its end, which a longer text could have split differently; the next window starts
         // where they did. A piece longer than the window gets a window as long as it needs.
         std::size_t begin = 0, window = encode_window_bytes_;
-        while (begin < text.size()) {
+        while (begin < text.size() && ids.size() <= max_ids) {
             const std::size_t end = window_end(text, begin, window);
             const bool last = end == text.size();
             const std::size_t taken = encode_window(text.substr(begin, end - begin), last, valid, ids, scratch);
