@@ -804,7 +804,7 @@ TEST_CASE("smol-server: keys from repeated --api-key, --api-key-file and SMOL_AP
                           "--parallel", "1"});
     ::unsetenv("SMOL_API_KEY");
     const int port = server.port();
-    for (const std::string key : {kKey, std::string("second-key"), std::string("file-key-1"), std::string("file-key-2"), std::string("env-key")}) {
+    for (const std::string& key : {kKey, std::string("second-key"), std::string("file-key-1"), std::string("file-key-2"), std::string("env-key")}) {
         CAPTURE(key);
         CHECK(http(port, "GET", "/v1/models", "", key).status == 200);
     }
@@ -831,7 +831,10 @@ TEST_CASE("smol-server: keys from repeated --api-key, --api-key-file and SMOL_AP
          "--api-key-file '" + spaced_file.string() + "' line 2: expected printable ASCII without spaces, found byte 32"},
         {"--api-key-file /nonexistent/keys", "--api-key-file '/nonexistent/keys': cannot open it"},
     };
-    for (const auto& [flags, message] : refused) {
+    for (const auto& refusal : refused) {
+        // Named copies: clang 14 cannot capture a structured binding in a lambda (CAPTURE is one).
+        const std::string& flags = refusal.first;
+        const std::string& message = refusal.second;
         CAPTURE(flags);
         const CommandResult r = run_command(start + flags + " 2>&1");
         CHECK(r.status == 2);
