@@ -547,6 +547,7 @@ TEST_CASE("long texts are pre-tokenized window by window, and the ids do not dep
     std::string bytes(4096, '\0');
     for (char& b : bytes) b = char(std::uniform_int_distribution<int>(0, 255)(rng));
     texts.push_back(bytes);
+    texts.push_back(std::string(500, 'a') + " ok\xff\xc3 then " + std::string(500, 'b'));  // valid windows, then an invalid one
     texts.push_back(std::string(3000, 'x') + " " + std::string(3000, '9'));  // pieces longer than a window
     for (const std::size_t window : {std::size_t(65), std::size_t(97), std::size_t(200), std::size_t(1000)}) {
         CAPTURE(window);

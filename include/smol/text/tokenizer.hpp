@@ -374,15 +374,20 @@ private:
         // Invalid UTF-8 bytes become U+FFFD before splitting (as in llama.cpp), so the pieces are
         // cut from the re-encoded text in that case (and not cached: the cache's keys view text
         // that outlives the encode() call, which `raw` does).
-        const bool valid = !lenient_decoding_changes(raw);
+        // One pass over the windows finds whether decoding changes the text and, from the first
+        // window where it does, builds the re-encoded copy (the windows before it are their bytes).
         std::string reencoded;
-        if (!valid) {
-            reencoded.reserve(raw.size() + raw.size() / 2 + 8);
-            for (std::size_t begin = 0, end; begin < raw.size(); begin = end) {
-                end = window_end(raw, begin, encode_window_bytes_);
-                for (const char32_t cp : unicode::decode_utf8_lenient(raw.substr(begin, end - begin)).codepoints)
-                    unicode::append_utf8(reencoded, cp);
+        bool valid = true;
+        for (std::size_t begin = 0, end; begin < raw.size(); begin = end) {
+            end = window_end(raw, begin, encode_window_bytes_);
+            const unicode::DecodedText window = unicode::decode_utf8_lenient(raw.substr(begin, end - begin));
+            if (valid && !window.changed) continue;
+            if (valid) {
+                valid = false;
+                reencoded.reserve(raw.size() + raw.size() / 2 + 8);
+                reencoded.assign(raw.substr(0, begin));
             }
+            for (const char32_t cp : window.codepoints) unicode::append_utf8(reencoded, cp);
         }
         const std::string_view text = valid ? raw : std::string_view(reencoded);
         // A long text is split in windows, so the code points and pieces held at once are a
@@ -410,16 +415,6 @@ private:
         std::size_t end = std::min(text.size(), begin + bytes);
         while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
         return end;
-    }
-
-    // Whether lenient decoding changes the text (decode_utf8_lenient's `changed`), window by
-    // window so that no whole-text code point array is held.
-    bool lenient_decoding_changes(std::string_view text) const {
-        for (std::size_t begin = 0, end; begin < text.size(); begin = end) {
-            end = window_end(text, begin, encode_window_bytes_);
-            if (unicode::decode_utf8_lenient(text.substr(begin, end - begin)).changed) return true;
-        }
-        return false;
     }
 
     // Encodes the pieces of `text` (valid UTF-8, a window of the whole) and says how many of its
