@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -274,6 +275,16 @@ void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed) {
 
 
 }  // namespace
+
+// Every kernel reads its blocks' half scales through fp16_to_f32, which takes the CPU's own
+// conversion where it has one (AArch64's fcvt): the same bits as the portable conversion for all
+// 65536 halves, signalling NaNs included.
+TEST_CASE("fp16_to_f32 gives the portable conversion's bits for every half") {
+    for (std::uint32_t h = 0; h < 65536; ++h) {
+        const float fast = fp16_to_f32(std::uint16_t(h)), portable = fp16_to_f32_portable(std::uint16_t(h));
+        REQUIRE(std::bit_cast<std::uint32_t>(fast) == std::bit_cast<std::uint32_t>(portable));
+    }
+}
 
 TEST_CASE("Q4_K x Q8_K tiles match the reference on every kernel set") {
     for (const Isa isa : kAllIsas) {

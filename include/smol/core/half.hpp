@@ -6,7 +6,7 @@
 
 namespace smol {
 
-inline float fp16_to_f32(std::uint16_t h) {
+inline float fp16_to_f32_portable(std::uint16_t h) {
     const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16;
     const std::uint32_t exponent = (h >> 10) & 0x1fu;
     std::uint32_t mantissa = h & 0x3ffu;
@@ -28,6 +28,17 @@ inline float fp16_to_f32(std::uint16_t h) {
         bits = sign | (exponent + (127 - 15)) << 23 | mantissa << 13;
     }
     return std::bit_cast<float>(bits);
+}
+
+// The same bits as fp16_to_f32_portable for every half.
+inline float fp16_to_f32(std::uint16_t h) {
+#if defined(__aarch64__)
+    // Every AArch64 core converts halves in one instruction (fcvt), exactly, except that it quiets
+    // a signalling NaN (exponent all ones, quiet bit clear, payload nonzero); those keep their bits
+    // through the portable path.
+    if ((h & 0x7e00u) != 0x7c00u || (h & 0x1ffu) == 0) return float(std::bit_cast<__fp16>(h));
+#endif
+    return fp16_to_f32_portable(h);
 }
 
 // Round to nearest even, with overflow to infinity and NaN kept NaN.
