@@ -231,6 +231,11 @@ TEST_CASE("ollama: fields, messages and values smol-server cannot honour are 400
     check_refused(refusal(with(hello(), "messages", json::array({hello()["messages"][0], string_arguments}))),
                   "invalid_value", "arguments must be an object");
     CHECK(refusal(with(hello(), "messages", json::array())).code == "invalid_value");
+    for (const char* system_text : {"", "Be brief."}) {
+        CAPTURE(system_text);
+        check_refused(refusal(with(hello(), "messages", json::array({{{"role", "system"}, {"content", system_text}}}))),
+                      "invalid_value", "only system messages");
+    }
     CHECK(refusal(with(hello(), "messages", "Hello")).code == "invalid_type");
     CHECK(refusal(json{{"model", "smol"}}).code == "missing_messages");
     CHECK(refusal(with(hello(), "model", 7)).code == "invalid_type");

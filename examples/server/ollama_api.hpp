@@ -176,7 +176,7 @@ inline std::optional<int> read_ollama_options(const json& body, ApiRequest& out,
     smol::GenerationParams& params = out.generation.params;
     const auto num_predict = in_options([&] { return integer_field(options, "num_predict", -2, 1 << 30); });
     const auto num_ctx = in_options([&] { return integer_field(options, "num_ctx", 1, 1 << 30); });
-    const auto last_n = in_options([&] { return integer_field(options, "repeat_last_n", -1, 1 << 20); });
+    const auto last_n = in_options([&] { return integer_field(options, "repeat_last_n", -1, context); });
     for (const char* name : {"num_predict", "num_ctx", "repeat_last_n"}) options.erase(name);
     in_options([&] {
         read_sampling(options, out, n_vocab);
@@ -287,6 +287,9 @@ inline json ollama_messages(const json& body) {
         }
         turns.push_back(std::move(turn));
     }
+    if (turns.empty())
+        reject(400, "'messages' holds only system messages; at least one user, assistant or tool message is needed",
+               "invalid_value");
     return system.before(std::move(turns));
 }
 
