@@ -3,7 +3,8 @@
 // tools, response_format, logit_bias, stop strings), the Anthropic Messages mapping of
 // /v1/messages and its count_tokens (blocks, tools, thinking), the OpenAI Responses mapping of
 // /v1/responses and its input_tokens (items, tools, text.format, reasoning, and the settings a
-// Response repeats), the chat template's rendering and the tokenizer, on the real SmolLM3 vocabulary (SMOL_FUZZ_VOCAB). For any input bytes:
+// Response repeats), ollama's /api/chat and /api/generate (messages, raw prompts, think, format,
+// options, keep_alive, load requests), the chat template's rendering and the tokenizer, on the real SmolLM3 vocabulary (SMOL_FUZZ_VOCAB). For any input bytes:
 //   - the body is accepted, or refused with an ApiError whose status is a 4xx;
 //   - an accepted request has a non-empty prompt of in-vocabulary ids that fits the context (a
 //     count_tokens or input_tokens request may count past it) and
@@ -28,6 +29,7 @@
 #include <string_view>
 
 #include "messages_api.hpp"
+#include "ollama_api.hpp"
 #include "openai_api.hpp"
 #include "responses_api.hpp"
 #include "smol/gguf/reader.hpp"
@@ -103,15 +105,21 @@ std::string expand(std::string_view in) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string text = expand(std::string_view(reinterpret_cast<const char*>(data), size));
     // The first byte picks the endpoint, so one corpus covers all: 0 chat, 1 text completion,
-    // 2 Anthropic messages, 3 its count_tokens, 4 OpenAI responses, 5 its input_tokens (modulo 6).
-    const int endpoint = text.empty() ? 0 : static_cast<std::uint8_t>(text[0]) % 6;
+    // 2 Anthropic messages, 3 its count_tokens, 4 OpenAI responses, 5 its input_tokens, 6 ollama
+    // chat, 7 ollama generate (modulo 8).
+    const int endpoint = text.empty() ? 0 : static_cast<std::uint8_t>(text[0]) % 8;
     const std::string body_text = text.empty() ? text : text.substr(1);
     try {
         const smol_server::json body = smol_server::parse_json_body(body_text);
         using smol_server::MessagesEndpoint;
         using smol_server::ResponsesEndpoint;
+        const auto ollama = endpoint == 6 ? smol_server::OllamaEndpoint::chat : smol_server::OllamaEndpoint::generate;
+        // A load request is answered without a generation (completion_routes.hpp).
+        if (endpoint >= 6 && smol_server::is_load_request(body, ollama)) return 0;
         const smol_server::ApiRequest request =
-            endpoint == 0   ? smol_server::parse_chat_request(body, tokenizer(), kContext)
+            endpoint == 6   ? smol_server::parse_ollama_chat_request(body, tokenizer(), kContext)
+            : endpoint == 7 ? smol_server::parse_ollama_generate_request(body, tokenizer(), kContext)
+            : endpoint == 0 ? smol_server::parse_chat_request(body, tokenizer(), kContext)
             : endpoint == 1 ? smol_server::parse_text_request(body, tokenizer(), kContext)
             : endpoint <= 3 ? smol_server::parse_messages_request(
                                   body, tokenizer(), kContext,
@@ -127,6 +135,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (e.status < 400 || e.status > 499) finding("refusal is not a 4xx", std::to_string(e.status) + " " + e.message);
         (void)smol_server::error_body(e).dump(-1, ' ', false, smol_server::json::error_handler_t::replace);
         (void)smol_server::anthropic_error_body(e).dump(-1, ' ', false, smol_server::json::error_handler_t::replace);
+        (void)smol_server::ollama_error_body(e).dump(-1, ' ', false, smol_server::json::error_handler_t::replace);
     } catch (const std::exception& e) {
         finding("an exception other than ApiError (a 500)", e.what());
     }

@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets with clang (ASan + UBSan) in their own build folder, seeds a
 # corpus for each and fuzzes them one after the other, the given time split evenly: the GGUF
 # reader (fuzz_gguf), the tokenizer on the real vocabulary (fuzz_tokenizer), smol-server's
-# request parsing, its OpenAI, Messages and Responses mappings and chat-template rendering (fuzz_request) and its connection
+# request parsing, its OpenAI, Messages, Responses and ollama mappings and chat-template rendering (fuzz_request) and its connection
 # gate's HTTP framing (fuzz_http_framing). Exits non-zero
 # on any finding (crash, sanitizer report, an exception the target does not allow, a broken
 # round trip, a timeout or running out of memory).
@@ -212,7 +212,8 @@ DICT
 run_fuzzer tokenizer 4096 -dict="$build_dir/tokenizer.dict"
 
 # Request seeds: every chat case of the template references as a chat request (first byte 0:
-# chat, 1: text completion, 2: Anthropic messages, 3: its count_tokens), and requests using
+# chat, 1: text completion, 2: Anthropic messages, 3: its count_tokens, 4: Responses, 5: its
+# input_tokens, 6: ollama chat, 7: ollama generate), and requests using
 # each field the mappings read.
 seeds="$build_dir/seeds-request"
 mkdir -p "$seeds"
@@ -265,8 +266,19 @@ for extra in [{}, {'tools': [r_tool], 'tool_choice': 'required'}, {'tools': [r_t
     for create_only in ['max_output_tokens', 'temperature', 'top_p', 'stream', 'metadata', 'store', 'include']:
         body.pop(create_only, None)
     bodies.append(b'\x05' + json.dumps(body).encode())
+o_turns = [{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 'hi', 'images': []},
+           {'role': 'assistant', 'content': '', 'thinking': 'h', 'tool_calls': [{'function': {'name': 'f', 'arguments': {'x': 1}}}]},
+           {'role': 'tool', 'content': '2', 'tool_name': 'f'}]
+for extra in [{}, {'tools': [tool], 'think': False, 'stream': False}, {'format': 'json', 'keep_alive': '5m'},
+              {'format': {'type': 'object', 'properties': {'age': {'type': 'integer'}}, 'required': ['age']}},
+              {'options': {'num_ctx': 1024, 'num_predict': 8, 'temperature': 0.2, 'top_k': 5, 'top_p': 0.5, 'min_p': 0.1,
+                           'seed': 4, 'stop': ['END'], 'repeat_penalty': 1.1, 'repeat_last_n': -1}}]:
+    bodies.append(b'\x06' + json.dumps({'model': 'm', 'messages': o_turns, **extra}).encode())
+for extra in [{'system': 'Be brief.', 'think': True}, {'raw': True, 'prompt': '<|im_start|>user\nhi<|im_end|>\n'},
+              {'format': 'json', 'options': {'num_predict': -1}, 'keep_alive': 0}]:
+    bodies.append(b'\x07' + json.dumps({'model': 'm', 'prompt': 'hi', **extra}).encode())
 bodies += [b'\x00{"messages": [{"role": "user", "content": "\xff"}]}', b'\x00[', b'\x01{}', b'\x02{}', b'\x03{}',
-           b'\x04{"input": "hi"}', b'\x05{}']
+           b'\x04{"input": "hi"}', b'\x05{}', b'\x06{"messages": []}', b'\x07{}']
 # Hostile sizes through fuzz_request's expansion (0x01 c x: x repeated 16*c*c times): nesting a
 # million deep, a huge counted repetition, a wide literal repeated, groups nested deep, and a
 # schema whose type lists multiply.

@@ -1916,6 +1916,126 @@ TEST_CASE("smol-server: the Responses API answers as OpenAI's, streamed and not,
     CHECK(server.metric("smol_responses_total") >= 4);
 }
 
+// `body` with `field` set to `value`.
+json with_field(json body, const std::string& field, json value) {
+    body[field] = std::move(value);
+    return body;
+}
+
+// The objects of an NDJSON body, one a line, each parsed.
+std::vector<json> ndjson_lines(const std::string& body) {
+    std::vector<json> out;
+    std::size_t at = 0;
+    while (at < body.size()) {
+        const std::size_t end = body.find('\n', at);
+        REQUIRE_MESSAGE(end != std::string::npos, "an NDJSON line without its newline: " << body.substr(at));
+        out.push_back(json::parse(body.substr(at, end - at)));
+        at = end + 1;
+    }
+    return out;
+}
+
+// An error in ollama's shape: {"error": "message"}.
+void check_ollama_error(const Response& r, int status, const std::string& mentions) {
+    CAPTURE(r.body);
+    CHECK(r.status == status);
+    CHECK(r.headers.at("content-type").find("application/json") != std::string::npos);
+    const json e = json::parse(r.body, nullptr, false);
+    REQUIRE(e.is_object());
+    REQUIRE(e["error"].is_string());
+    CHECK(e["error"].get<std::string>().find(mentions) != std::string::npos);
+}
+
+TEST_CASE("smol-server: the ollama API answers as ollama's, NDJSON streamed and not, with format, the model routes and errors") {
+    ServerProcess server({"--api-key", kKey, "-c", "2048", "--parallel", "1", "--alias", "smol-tiny"});
+    const int port = server.port();
+    const json hello = {{"model", "smol-tiny"},
+                        {"messages", json::array({{{"role", "system"}, {"content", "Be brief./system_override"}},
+                                                  {{"role", "user"}, {"content", "Hello"}}})},
+                        {"think", false},
+                        {"options", {{"temperature", 0}, {"num_predict", 12}}}};
+
+    // Not streamed, then streamed by default: the same text (temperature 0), one object a line.
+    const Response plain = http(port, "POST", "/api/chat", with_field(hello, "stream", false).dump());
+    REQUIRE(plain.status == 200);
+    const json reply = plain.json_body();
+    CAPTURE(reply.dump());
+    CHECK(reply["model"] == "smol-tiny");
+    CHECK(reply["done"] == true);
+    CHECK(reply["done_reason"] == "length");
+    CHECK(reply["eval_count"] == 12);
+    CHECK(reply["prompt_eval_count"].get<int>() > 0);
+    CHECK(reply["total_duration"].get<std::int64_t>() >= reply["eval_duration"].get<std::int64_t>());
+    CHECK(reply["message"]["role"] == "assistant");
+    const std::string text = reply["message"]["content"];
+    const Response streamed = http(port, "POST", "/api/chat", hello.dump());
+    REQUIRE(streamed.status == 200);
+    CHECK(streamed.headers.at("content-type").find("application/x-ndjson") != std::string::npos);
+    const std::vector<json> lines = ndjson_lines(streamed.body);
+    REQUIRE(lines.size() >= 2);
+    std::string streamed_text;
+    for (std::size_t i = 0; i + 1 < lines.size(); ++i) {
+        CHECK(lines[i]["done"] == false);
+        streamed_text += lines[i]["message"]["content"].get<std::string>();
+    }
+    CHECK(streamed_text == text);
+    CHECK(lines.back()["done"] == true);
+    CHECK(lines.back()["eval_count"] == 12);
+
+    // generate: the same conversation through the template gives the same text.
+    const json generate = {{"model", "smol-tiny"}, {"prompt", "Hello"}, {"system", "Be brief./system_override"},
+                           {"think", false}, {"stream", false}, {"options", {{"temperature", 0}, {"num_predict", 12}}}};
+    const json generated = http(port, "POST", "/api/generate", generate.dump()).json_body();
+    CHECK(generated["response"] == text);
+    CHECK(generated["done_reason"] == "length");
+
+    // format as a schema: the reply is JSON that follows it.
+    json structured = with_field(hello, "stream", false);
+    structured["format"] = json::parse(R"({"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"]})");
+    structured["options"]["num_predict"] = 60;
+    const json formatted = http(port, "POST", "/api/chat", structured.dump()).json_body();
+    CAPTURE(formatted.dump());
+    const json parsed = json::parse(formatted["message"]["content"].get<std::string>(), nullptr, false);
+    CHECK(parsed.is_object());
+    CHECK(parsed["age"].is_number_integer());
+
+    // A load request is answered at once.
+    const json loaded = http(port, "POST", "/api/chat", json{{"model", "smol-tiny"}, {"messages", json::array()}}.dump()).json_body();
+    CHECK(loaded["done_reason"] == "load");
+
+    // The model routes.
+    const json tags = http(port, "GET", "/api/tags").json_body();
+    REQUIRE(tags["models"].size() == 1);
+    CHECK(tags["models"][0]["name"] == "smol-tiny");
+    CHECK(tags["models"][0]["size"] == fs::file_size(kModel));
+    CHECK(tags["models"][0]["digest"].get<std::string>().size() == 64);
+    CHECK(tags["models"][0]["details"]["format"] == "gguf");
+    const json shown = http(port, "POST", "/api/show", json{{"model", "smol-tiny"}}.dump()).json_body();
+    CHECK(shown["template"].get<std::string>().find("<|im_start|>") != std::string::npos);
+    CHECK(shown["capabilities"] == json::array({"completion", "tools", "thinking"}));
+    CHECK(shown["details"] == tags["models"][0]["details"]);
+    CHECK(shown["model_info"]["general.architecture"] == "smollm3");
+    CHECK(shown["parameters"].get<std::string>().find("num_ctx 2048") != std::string::npos);
+    CHECK(http(port, "GET", "/api/version").json_body()["version"].is_string());
+    const json ps = http(port, "GET", "/api/ps").json_body();
+    REQUIRE(ps["models"].size() == 1);
+    CHECK(ps["models"][0]["context_length"] == 2048);
+    CHECK(ps["models"][0]["size_vram"] == 0);
+
+    // Errors in ollama's shape, naming what was refused; the key as on every route.
+    check_ollama_error(http(port, "POST", "/api/chat", with_field(hello, "options", {{"mirostat", 2}}).dump()), 400,
+                       "options.mirostat");
+    json pictured = hello;
+    pictured["messages"][1]["images"] = json::array({"iVBORw0KGgo="});
+    check_ollama_error(http(port, "POST", "/api/chat", pictured.dump()), 400, "images");
+    check_ollama_error(http(port, "POST", "/api/chat", "{not json"), 400, "not valid JSON");
+    check_ollama_error(http(port, "POST", "/api/chat", "{\"messages\": " + std::string(100000, '[') + "}"), 400, "64 deep");
+    check_ollama_error(http(port, "POST", "/api/chat", hello.dump(), ""), 401, "API key");
+    check_ollama_error(http(port, "GET", "/api/tags", "", "wrong"), 401, "invalid API key");
+    check_ollama_error(http(port, "POST", "/api/pull", json{{"model", "x"}}.dump()), 404, "/api/pull");
+    CHECK(server.metric("smol_ollama_total") == 4);
+}
+
 TEST_CASE("smol-server: \"speculative\" drafts for one request or for none, over --spec, the reply the same") {
     // Prompts that repeat themselves, so prompt lookup finds drafts.
     const std::vector<std::string> prompts = {

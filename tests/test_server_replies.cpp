@@ -573,3 +573,77 @@ TEST_CASE("the server's source passes a cancel on to the scheduler's stream") {
 }
 
 }  // namespace
+
+TEST_CASE("a streamed ollama reply is one JSON object a line: the text, thinking and calls, then done with the statistics") {
+    FakeSink sink;
+    smol_server::StreamState st;
+    smol::StreamEvent call;
+    call.tool_calls.push_back({"get_weather", R"({"city":"Paris"})"});
+    script(st, Endpoint::ollama_chat, {reasoning("hmm"), content("Hello"), call, finished(smol::FinishReason::tool_calls)});
+    st.ollama = smol_server::OllamaStream(smol_server::OllamaEndpoint::chat, "tiny-model");
+    CHECK_FALSE(run_reply(st, sink, smol_server::stream_step));
+    CHECK(sink.done_calls == 1);
+    REQUIRE(sink.written.back() == '\n');
+    std::vector<json> lines;
+    for (std::size_t at = 0; at < sink.written.size();) {
+        const std::size_t end = sink.written.find('\n', at);
+        lines.push_back(json::parse(sink.written.substr(at, end - at)));
+        at = end + 1;
+    }
+    REQUIRE(lines.size() == 4);
+    CHECK(lines[0]["message"] == json{{"role", "assistant"}, {"content", ""}, {"thinking", "hmm"}});
+    CHECK(lines[1]["message"] == json{{"role", "assistant"}, {"content", "Hello"}});
+    CHECK(lines[2]["message"]["tool_calls"] ==
+          json::array({{{"function", {{"name", "get_weather"}, {"arguments", {{"city", "Paris"}}}}}}}));
+    for (std::size_t i = 0; i < 3; ++i) CHECK(lines[i]["done"] == false);
+    CHECK(lines[3]["done"] == true);
+    CHECK(lines[3]["done_reason"] == "stop");
+    CHECK(lines[3]["eval_count"] == 5);
+    CHECK(lines[3]["model"] == "tiny-model");
+
+    SUBCASE("a failure ends the stream with an error object, which ollama's clients raise") {
+        FakeSink failed_sink;
+        smol_server::StreamState failing;
+        smol_server::Metrics metrics;
+        script(failing, Endpoint::ollama_generate, {content("Hi"), failed("boom", false)}, &metrics);
+        failing.ollama = smol_server::OllamaStream(smol_server::OllamaEndpoint::generate, "tiny-model");
+        CHECK_FALSE(run_reply(failing, failed_sink, smol_server::stream_step));
+        CHECK(failed_sink.written.find("{\"model\":\"tiny-model\"") == 0);
+        CHECK(failed_sink.written.find("\"response\":\"Hi\"") != std::string::npos);
+        const std::size_t last_line = failed_sink.written.rfind('\n', failed_sink.written.size() - 2);
+        CHECK(json::parse(failed_sink.written.substr(last_line + 1)) == json{{"error", "generation failed: boom"}});
+        CHECK(metrics.http_server_errors.load() == 1);
+    }
+}
+
+TEST_CASE("a non-streamed ollama reply is one object with the whole text; a failed one an {\"error\"}") {
+    FakeSink sink;
+    SUBCASE("generate") {
+        smol_server::CompletionState st;
+        script(st, Endpoint::ollama_generate, {reasoning("hmm"), content("Hello"), finished(smol::FinishReason::max_tokens, content(" there"))});
+        CHECK_FALSE(run_reply(st, sink, smol_server::completion_step));
+        const json body = json::parse(sink.written);
+        CHECK(body["response"] == "Hello there");
+        CHECK(body["thinking"] == "hmm");
+        CHECK(body["done"] == true);
+        CHECK(body["done_reason"] == "length");
+        CHECK(body["prompt_eval_count"] == 7);
+    }
+    SUBCASE("chat with a call") {
+        smol_server::CompletionState st;
+        smol::StreamEvent call;
+        call.tool_calls.push_back({"get_weather", R"({"city":"Paris"})"});
+        script(st, Endpoint::ollama_chat, {call, finished(smol::FinishReason::tool_calls)});
+        CHECK_FALSE(run_reply(st, sink, smol_server::completion_step));
+        const json body = json::parse(sink.written);
+        CHECK(body["message"]["content"] == "");
+        CHECK(body["message"]["tool_calls"][0]["function"]["arguments"] == json{{"city", "Paris"}});
+    }
+    SUBCASE("failed") {
+        smol_server::CompletionState st;
+        script(st, Endpoint::ollama_chat, {failed("past the grammar's budget", true)});
+        CHECK_FALSE(run_reply(st, sink, smol_server::completion_step));
+        CHECK(json::parse(sink.written) == json{{"error", "generation stopped: past the grammar's budget"}});
+    }
+    CHECK(sink.done_calls == 1);
+}

@@ -1,6 +1,7 @@
 #pragma once
-// POST /v1/chat/completions, /v1/completions, /v1/messages and /v1/responses: the body checked
-// (openai_api.hpp, messages_api.hpp, responses_api.hpp), its grammar compiled or found in the
+// POST /v1/chat/completions, /v1/completions, /v1/messages, /v1/responses, /api/chat and
+// /api/generate: the body checked (openai_api.hpp, messages_api.hpp, responses_api.hpp,
+// ollama_api.hpp), its grammar compiled or found in the
 // cache, the request submitted to the scheduler, and its stream handed to a reply adapter
 // (reply_adapters.hpp) that httplib runs as the response's content provider.
 
@@ -11,6 +12,7 @@
 #include <string_view>
 
 #include "messages_api.hpp"
+#include "ollama_api.hpp"
 #include "openai_api.hpp"
 #include "reply_adapters.hpp"
 #include "responses_api.hpp"
@@ -43,12 +45,20 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
                     "retry, and a load balancer sends the request to another replica",
                "server_draining");
     const json body = parse_json_body(req.body);
+    // ollama's way to preload the model: answered at once, as it is always loaded here.
+    if (is_ollama(endpoint) && is_load_request(body, ollama_endpoint(endpoint))) {
+        res.set_content(to_wire(ollama_load_reply(ollama_endpoint(endpoint), server.model.id())), "application/json");
+        return;
+    }
     const bool chat = endpoint == Endpoint::chat;
     const smol::text::Tokenizer& tokenizer = scheduler.tokenizer();
-    ApiRequest request = endpoint == Endpoint::messages    ? parse_messages_request(body, tokenizer, scheduler.context())
-                         : endpoint == Endpoint::responses ? parse_responses_request(body, tokenizer, scheduler.context())
-                         : chat                            ? parse_chat_request(body, tokenizer, scheduler.context())
-                                                           : parse_text_request(body, tokenizer, scheduler.context());
+    const int context = scheduler.context();
+    ApiRequest request = endpoint == Endpoint::messages          ? parse_messages_request(body, tokenizer, context)
+                         : endpoint == Endpoint::responses       ? parse_responses_request(body, tokenizer, context)
+                         : endpoint == Endpoint::ollama_chat     ? parse_ollama_chat_request(body, tokenizer, context)
+                         : endpoint == Endpoint::ollama_generate ? parse_ollama_generate_request(body, tokenizer, context)
+                         : chat                                  ? parse_chat_request(body, tokenizer, context)
+                                                                 : parse_text_request(body, tokenizer, context);
     request.generation.cache_partition = cache_partition(server.options, req, body);
     if (!request.grammar.empty())
         request.generation.params.grammar = server.grammars.get(request.grammar, scheduler.engine());
@@ -64,6 +74,7 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
     }
     (endpoint == Endpoint::messages    ? server.metrics.messages
      : endpoint == Endpoint::responses ? server.metrics.responses
+     : is_ollama(endpoint)             ? server.metrics.ollama
      : chat                            ? server.metrics.chat_completions
                                        : server.metrics.text_completions)++;
     const auto fill = [&](ReplyState& st) {
@@ -71,6 +82,7 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
         st.source = std::make_unique<GenerationSource>(stream);
         st.ids = {endpoint == Endpoint::messages    ? prefixed_id("msg_")
                   : endpoint == Endpoint::responses ? prefixed_id("resp_")
+                  : is_ollama(endpoint)             ? std::string()  // ollama's objects carry no id
                                                     : (chat ? "chatcmpl-" : "cmpl-") + uuid_v7(),
                   server.model.id(), unix_seconds()};
         st.tokenizer = &tokenizer;
@@ -88,10 +100,11 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
         st->include_usage = request.include_usage;
         st->messages = MessagesStream(st->ids, request.prompt_tokens);
         st->responses = ResponsesStream(st->ids, st->response, st->tokenizer);
+        if (is_ollama(endpoint)) st->ollama = OllamaStream(ollama_endpoint(endpoint), st->ids.model);
         res.set_header("Cache-Control", "no-cache");
         res.set_header("X-Accel-Buffering", "no");
         res.set_chunked_content_provider(
-            "text/event-stream",
+            is_ollama(endpoint) ? "application/x-ndjson" : "text/event-stream",
             [st](std::size_t, httplib::DataSink& sink) {
                 HttplibSink reply_sink(sink);
                 return stream_step(*st, reply_sink);

@@ -18,6 +18,7 @@
 #include "connection_gate.hpp"
 #include "gate_budget.hpp"
 #include "messages_api.hpp"
+#include "ollama_api.hpp"
 #include "openai_api.hpp"
 #include "origin_policy.hpp"
 #include "outgoing_text.hpp"
@@ -51,7 +52,7 @@ inline GateOptions gate_options_for(const ServerOptions& options) {
 // How the gate's own answers are shaped, allowed and counted: as the routes do theirs.
 inline GateHooks gate_hooks_for(ServerState& server) {
     GateHooks hooks;
-    // In the shape the route would have used: Anthropic's on the Messages API's paths.
+    // In the shape the route would have used: Anthropic's on the Messages API's paths, ollama's under /api/.
     hooks.error_body = [](const http::Refusal& r, std::string_view target) {
         const std::string type = r.status == 503 ? "unavailable_error" : r.status >= 500 ? "server_error" : "invalid_request_error";
         const ApiError e{r.status, r.message, type, r.code};

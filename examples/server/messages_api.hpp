@@ -53,12 +53,6 @@ inline bool is_messages_path(std::string_view path) {
     return path == "/v1/messages" || path.starts_with("/v1/messages/");
 }
 
-// An error in the shape of the API `path` (no query string) belongs to: Anthropic's on the
-// Messages API's paths, OpenAI's everywhere else. The routes and the connection gate both use it.
-inline json error_body_for_path(std::string_view path, const ApiError& e) {
-    return is_messages_path(path) ? anthropic_error_body(e) : error_body(e);
-}
-
 // ---- requests ---------------------------------------------------------------------------------
 
 // The top-level fields /v1/messages reads; any other is a 400 naming it. `speculative` is

@@ -23,6 +23,7 @@ struct Metrics {
     std::atomic<std::uint64_t> text_completions{0};
     std::atomic<std::uint64_t> messages{0};   // Anthropic Messages API requests (/v1/messages)
     std::atomic<std::uint64_t> responses{0};  // OpenAI Responses API requests (/v1/responses)
+    std::atomic<std::uint64_t> ollama{0};     // ollama API generations (/api/chat, /api/generate)
 };
 
 // Which replica this is, for a balancer or a dashboard over several (deploy/README.md).
@@ -58,6 +59,8 @@ inline std::string metrics_text(const Metrics& metrics, const ReplicaState& repl
            double(metrics.messages.load()));
     metric("smol_responses_total", "counter", "OpenAI Responses API requests accepted (/v1/responses)",
            double(metrics.responses.load()));
+    metric("smol_ollama_total", "counter", "ollama API generations accepted (/api/chat and /api/generate)",
+           double(metrics.ollama.load()));
     if (gate) {
         metric("smol_connections_open", "gauge", "client connections open", double(gate->open.load()));
         metric("smol_connections_accepted_total", "counter", "client connections accepted", double(gate->accepted.load()));

@@ -22,6 +22,7 @@
 #include "live_generations.hpp"
 #include "messages_api.hpp"
 #include "metrics.hpp"
+#include "ollama_api.hpp"
 #include "openai_api.hpp"
 #include "outgoing_text.hpp"
 #include "responses_api.hpp"
@@ -65,9 +66,14 @@ private:
 };
 
 // The completion endpoints: OpenAI's chat messages through the template or a raw text prompt,
-// Anthropic's messages and OpenAI's responses. All four read the same generation events; only
-// the rendering differs.
-enum class Endpoint { chat, text, messages, responses };
+// Anthropic's messages, OpenAI's responses and ollama's chat and generate. All read the same
+// generation events; only the rendering differs.
+enum class Endpoint { chat, text, messages, responses, ollama_chat, ollama_generate };
+
+inline bool is_ollama(Endpoint endpoint) { return endpoint == Endpoint::ollama_chat || endpoint == Endpoint::ollama_generate; }
+inline OllamaEndpoint ollama_endpoint(Endpoint endpoint) {
+    return endpoint == Endpoint::ollama_chat ? OllamaEndpoint::chat : OllamaEndpoint::generate;
+}
 
 // What both kinds of reply carry between steps.
 struct ReplyState {
@@ -91,6 +97,7 @@ struct StreamState : ReplyState {
     bool sent_role = false;  // the opening event went out (the role chunk, message_start, response.created)
     MessagesStream messages;    // Endpoint::messages: which content block is open
     ResponsesStream responses;  // Endpoint::responses: which output item is open
+    OllamaStream ollama;        // Endpoint::ollama_*: newline-delimited JSON
     int tool_calls_sent = 0;
     bool done = false;
     Clock::time_point last_write = Clock::now();
@@ -140,7 +147,8 @@ inline bool stream_step(StreamState& st, ReplySink& sink) {
     const bool chat = st.endpoint == Endpoint::chat;
     const bool messages = st.endpoint == Endpoint::messages;
     const bool responses = st.endpoint == Endpoint::responses;
-    if (!st.sent_role && st.endpoint != Endpoint::text) {
+    const bool ollama = is_ollama(st.endpoint);
+    if (!st.sent_role && st.endpoint != Endpoint::text && !ollama) {
         st.sent_role = true;
         if (!write(messages    ? st.messages.start()
                    : responses ? st.responses.start()
@@ -151,16 +159,18 @@ inline bool stream_step(StreamState& st, ReplySink& sink) {
     if (!sink.is_writable()) return false;
     auto event = st.source->next(std::chrono::milliseconds(100));
     if (!event) {
-        // A comment line now and then finds out whether a client waiting in the queue left.
-        if (Clock::now() - st.last_write > std::chrono::seconds(2)) return write(": waiting\n\n");
+        // A comment line (an empty object in NDJSON) now and then finds out whether a client
+        // waiting in the queue left.
+        if (Clock::now() - st.last_write > std::chrono::seconds(2)) return write(ollama ? st.ollama.idle() : ": waiting\n\n");
         return true;
     }
     std::string out;
-    // The named-event streams render themselves, errors included.
-    if (messages || responses) {
+    // The named-event streams and ollama's render themselves, errors included.
+    if (messages || responses || ollama) {
         const std::optional<ApiError> error = event->finished ? generation_error(*event, st.metrics) : std::nullopt;
-        out = messages ? st.messages.render(*event, error ? &*error : nullptr)
-                       : st.responses.render(*event, error ? &*error : nullptr);
+        out = messages    ? st.messages.render(*event, error ? &*error : nullptr)
+              : responses ? st.responses.render(*event, error ? &*error : nullptr)
+                          : st.ollama.render(*event, error ? &*error : nullptr);
         st.done = event->finished;
         if (!out.empty() && !write(out)) return false;
         if (st.done) sink.done();
@@ -220,7 +230,7 @@ struct CompletionState : ReplyState {
     std::string reasoning;
     std::string content;
     json tool_calls = json::array();    // OpenAI's shape (chat)
-    std::vector<smol::ToolCall> calls;  // as generated (Endpoint::messages and ::responses render them themselves)
+    std::vector<smol::ToolCall> calls;  // as generated (Endpoint::messages, ::responses and ::ollama_* render them)
 };
 
 // One step of a non-streaming reply: waits briefly for output and keeps it; at the end writes
@@ -236,14 +246,18 @@ inline bool completion_step(CompletionState& st, ReplySink& sink) {
     st.reasoning += event->reasoning;
     st.content += event->content;
     for (const smol::ToolCall& call : event->tool_calls) {
-        if (st.endpoint == Endpoint::messages || st.endpoint == Endpoint::responses) st.calls.push_back(call);
-        else st.tool_calls.push_back(tool_call_json(call));
+        if (st.endpoint == Endpoint::chat) st.tool_calls.push_back(tool_call_json(call));
+        else st.calls.push_back(call);
     }
     st.token_logprobs.insert(st.token_logprobs.end(), event->logprobs.begin(), event->logprobs.end());
     if (!event->finished) return true;
     json body;
     if (const auto error = generation_error(*event, st.metrics)) {
-        body = st.endpoint == Endpoint::messages ? anthropic_error_body(*error) : error_body(*error);
+        body = st.endpoint == Endpoint::messages ? anthropic_error_body(*error)
+               : is_ollama(st.endpoint)          ? ollama_error_body(*error)
+                                                 : error_body(*error);
+    } else if (is_ollama(st.endpoint)) {
+        body = ollama_object(ollama_endpoint(st.endpoint), st.ids.model, st.reasoning, st.content, st.calls, &*event);
     } else if (st.endpoint == Endpoint::messages) {
         body = message_json(st.ids, st.reasoning, st.content, st.calls, event->finish, event->stop_string, event->usage);
     } else if (st.endpoint == Endpoint::responses) {

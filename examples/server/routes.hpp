@@ -22,6 +22,7 @@
 #include "http_framing.hpp"
 #include "messages_api.hpp"
 #include "metrics.hpp"
+#include "ollama_routes.hpp"
 #include "openai_api.hpp"
 #include "origin_policy.hpp"
 #include "outgoing_text.hpp"
@@ -197,7 +198,8 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
         // The body as JSON text on one line (dump() escapes control characters), not as sent.
         if (server.options.log_prompts && req.method == "POST" &&
             (req.path == "/v1/chat/completions" || req.path == "/v1/completions" || is_messages_path(req.path) ||
-             req.path == "/v1/responses" || req.path == "/v1/responses/input_tokens")) {
+             req.path == "/v1/responses" || req.path == "/v1/responses/input_tokens" || req.path == "/api/chat" ||
+             req.path == "/api/generate")) {
             std::string shown = "(not JSON within the limits)";
             if (const std::optional<json> body = smol::try_parse_json(req.body)) shown = to_wire(*body);
             std::fprintf(stderr, "  body: %s\n", shown.c_str());
@@ -296,6 +298,9 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
     http.Post("/v1/responses/input_tokens", guarded([&server](const httplib::Request& req, httplib::Response& res) {
         count_response_tokens(server, req, res);
     }));
+
+    // ollama's native API (ollama_routes.hpp).
+    install_ollama_routes(http, server, guarded);
 
     http.Post("/tokenize", guarded([&server](const httplib::Request& req, httplib::Response& res) {
         smol::Scheduler& s = server.model.require_scheduler();
