@@ -20,6 +20,10 @@
 #define SMOL_INLINE_INTO_SET
 #endif
 
+// Fully unrolls the small fixed loops over a block's vectors: at -O2 GCC keeps such loops and their
+// arrays of vectors in memory (only -O3 unrolls them by itself), spilling what belongs in registers.
+#define SMOL_UNROLL _Pragma("GCC unroll 16")
+
 // Functions compiled for AVX-512 by attribute need GCC or Clang on x86-64.
 #if defined(SMOL_HAVE_AVX2_KERNELS) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SMOL_HAVE_AVX512_KERNELS 1

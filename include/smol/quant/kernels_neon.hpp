@@ -14,8 +14,11 @@
 
 #include <arm_neon.h>
 
+#include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
@@ -137,6 +140,158 @@ SMOL_INLINE_INTO_SET inline float q6k_row_dot(std::int64_t n, const BlockQ6K* w,
     return sum;
 }
 
+// Decode: kTileRows rows against one column, each block's 256 activations loaded once for all
+// the rows. Per row and block the products are summed per sub-block in vector lanes (pairwise adds
+// gather the sub-blocks' sums into lanes), multiplied by the scales in lanes and reduced once, so a
+// block costs one horizontal add where the sums above take one per sub-block. The integer totals
+// are the reference's (exact, in any order), and so is the float step.
+
+// The 256 activations of a Q8_K block, one vector per 16 (sub-block i of Q6_K is register i).
+struct Q8KVectors {
+    int8x16_t q[16];
+    SMOL_INLINE_INTO_SET explicit Q8KVectors(const BlockQ8K& a) {
+        SMOL_UNROLL for (int i = 0; i < 16; ++i) q[i] = vld1q_s8(a.qs + 16 * i);
+    }
+};
+
+// Q4_K's 6-bit scales and mins of sub-blocks 0..7, as reference.hpp's q4k_scale_min reads them,
+// four at a time from the three little-endian words of the 12 packed bytes.
+SMOL_INLINE_INTO_SET inline void q4k_scales_mins(const std::uint8_t* packed, uint8x8_t& scales, uint8x8_t& mins) {
+    static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the scale words are read little-endian");
+    std::uint32_t word[3];
+    std::memcpy(word, packed, sizeof(word));
+    const std::uint32_t low_scales = word[0] & 0x3f3f3f3fu, low_mins = word[1] & 0x3f3f3f3fu;
+    const std::uint32_t high_scales = (word[2] & 0x0f0f0f0fu) | ((word[0] >> 6) & 0x03030303u) << 4;
+    const std::uint32_t high_mins = ((word[2] >> 4) & 0x0f0f0f0fu) | ((word[1] >> 6) & 0x03030303u) << 4;
+    scales = vcreate_u8(std::uint64_t(high_scales) << 32 | low_scales);
+    mins = vcreate_u8(std::uint64_t(high_mins) << 32 | low_mins);
+}
+
+// q4k_block_sums' totals, as [dot, mins, dot, mins]: sub-block j's 32 products sum into lanes,
+// vpaddq gathers sub-blocks 0..3 and 4..7 into one vector each, the scales multiply lane by lane;
+// the mins meet the pairwise sums of the bsums (one per sub-block of 32).
+template <class Dot>
+SMOL_INLINE_INTO_SET inline int32x4_t q4k_block_sums_in_lanes(const BlockQ4K& w, const Q8KVectors& a,
+                                                                  int16x8_t sub_block_bsums) {
+    const uint8x16_t low4 = vdupq_n_u8(0x0f);
+    const int32x4_t zero = vdupq_n_s32(0);
+    int32x4_t chunk[4];  // chunk c: [sub-block 2c (two halves), sub-block 2c + 1 (two halves)]
+    SMOL_UNROLL
+    for (int c = 0; c < 4; ++c) {
+        const uint8x16_t bits0 = vld1q_u8(w.qs + 32 * c), bits1 = vld1q_u8(w.qs + 32 * c + 16);
+        int32x4_t low = Dot::dot(zero, vreinterpretq_s8_u8(vandq_u8(bits0, low4)), a.q[4 * c]);
+        low = Dot::dot(low, vreinterpretq_s8_u8(vandq_u8(bits1, low4)), a.q[4 * c + 1]);
+        int32x4_t high = Dot::dot(zero, vreinterpretq_s8_u8(vshrq_n_u8(bits0, 4)), a.q[4 * c + 2]);
+        high = Dot::dot(high, vreinterpretq_s8_u8(vshrq_n_u8(bits1, 4)), a.q[4 * c + 3]);
+        chunk[c] = vpaddq_s32(low, high);
+    }
+    const int32x4_t sums0123 = vpaddq_s32(chunk[0], chunk[1]), sums4567 = vpaddq_s32(chunk[2], chunk[3]);
+    uint8x8_t scales, mins;
+    q4k_scales_mins(w.scales, scales, mins);
+    const uint16x8_t scales16 = vmovl_u8(scales);
+    int32x4_t dot = vmulq_s32(sums0123, vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(scales16))));
+    dot = vmlaq_s32(dot, sums4567, vreinterpretq_s32_u32(vmovl_high_u16(scales16)));
+    const int16x8_t mins16 = vreinterpretq_s16_u16(vmovl_u8(mins));
+    const int32x4_t min_sums = vmlal_high_s16(vmull_s16(vget_low_s16(mins16), vget_low_s16(sub_block_bsums)), mins16,
+                                              sub_block_bsums);
+    const int32x4_t pairs = vpaddq_s32(dot, min_sums);
+    return vpaddq_s32(pairs, pairs);  // [dot, mins, dot, mins]
+}
+
+// A block's half scales as floats for their products with the activations' scale, by fcvt alone.
+// fcvt quiets a signalling NaN where fp16_to_f32 keeps it, but the product quiets it in the same
+// way, so the products have the reference's bits for every half. halves_to_floats converts the
+// four halves at `halves` (reading 8 bytes).
+SMOL_INLINE_INTO_SET inline float32x4_t halves_to_floats(const std::uint16_t* halves) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(halves)));
+}
+SMOL_INLINE_INTO_SET inline float half_scale(std::uint16_t half) { return float(std::bit_cast<__fp16>(half)); }
+
+// q6k_block_sum's total with the quants taken as 0..63: sum_j scale_j * (dot_j - 32 * bsum_j),
+// where the reference subtracts 32 from each quant first; the same integer. Sub-block j (16
+// weights) is one vector product, and two rounds of vpaddq gather sub-blocks 4i..4i+3 into lanes.
+template <class Dot>
+SMOL_INLINE_INTO_SET inline std::int32_t q6k_block_sum_in_lanes(const BlockQ6K& w, const Q8KVectors& a,
+                                                                 int16x8_t bsums_low, int16x8_t bsums_high) {
+    const uint8x16_t six_bits = vdupq_n_u8(0x3f), bits45 = vdupq_n_u8(0x30);
+    const int32x4_t zero = vdupq_n_s32(0);
+    int32x4_t products[16];  // [sub-block]
+    SMOL_UNROLL
+    for (int half = 0; half < 2; ++half)
+        SMOL_UNROLL
+        for (int part = 0; part < 2; ++part) {
+            const uint8x16_t l0 = vld1q_u8(w.ql + 64 * half + 16 * part), l1 = vld1q_u8(w.ql + 64 * half + 32 + 16 * part);
+            const uint8x16_t h = vld1q_u8(w.qh + 32 * half + 16 * part);
+            const uint8x16_t h_shifted = vshrq_n_u8(h, 2);
+            const uint8x16_t quarter[4] = {
+                vandq_u8(vsliq_n_u8(l0, h, 4), six_bits),          // low nibbles, qh bits 0-1
+                vandq_u8(vsliq_n_u8(l1, h_shifted, 4), six_bits),  // low nibbles, qh bits 2-3
+                vsriq_n_u8(vandq_u8(h, bits45), l0, 4),            // high nibbles, qh bits 4-5
+                vsriq_n_u8(vandq_u8(h_shifted, bits45), l1, 4),    // high nibbles, qh bits 6-7
+            };
+            SMOL_UNROLL
+            for (int k = 0; k < 4; ++k) {  // weights 128 half + 32 k + 16 part .. + 15
+                const int sub_block = 8 * half + 2 * k + part;
+                products[sub_block] = Dot::dot(zero, vreinterpretq_s8_u8(quarter[k]), a.q[sub_block]);
+            }
+        }
+    int32x4_t pairs[8];
+    SMOL_UNROLL
+    for (int i = 0; i < 8; ++i) pairs[i] = vpaddq_s32(products[2 * i], products[2 * i + 1]);
+    const int8x16_t scales = vld1q_s8(w.scales);
+    const int16x8_t scales_low = vmovl_s8(vget_low_s8(scales)), scales_high = vmovl_high_s8(scales);
+    const int32x4_t scales32[4] = {vmovl_s16(vget_low_s16(scales_low)), vmovl_high_s16(scales_low),
+                                   vmovl_s16(vget_low_s16(scales_high)), vmovl_high_s16(scales_high)};
+    int32x4_t dot = vmulq_s32(vpaddq_s32(pairs[0], pairs[1]), scales32[0]);
+    SMOL_UNROLL
+    for (int i = 1; i < 4; ++i) dot = vmlaq_s32(dot, vpaddq_s32(pairs[2 * i], pairs[2 * i + 1]), scales32[i]);
+    int32x4_t offsets = vmull_s16(vget_low_s16(scales_low), vget_low_s16(bsums_low));
+    offsets = vmlal_high_s16(offsets, scales_low, bsums_low);
+    offsets = vmlal_s16(offsets, vget_low_s16(scales_high), vget_low_s16(bsums_high));
+    offsets = vmlal_high_s16(offsets, scales_high, bsums_high);
+    return vaddvq_s32(dot) - 32 * vaddvq_s32(offsets);
+}
+
+template <class Dot>
+SMOL_INLINE_INTO_SET inline void q4k_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                                            const std::uint8_t* acts, std::size_t, int, float* out, std::size_t) {
+    const BlockQ4K* w[kTileRows];
+    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
+    const auto* a = reinterpret_cast<const BlockQ8K*>(acts);
+    float sum[kTileRows] = {};
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const Q8KVectors q8(a[b]);
+        const int16x8_t sub_block_bsums = vpaddq_s16(vld1q_s16(a[b].bsums), vld1q_s16(a[b].bsums + 8));
+        for (int r = 0; r < kTileRows; ++r) {
+            const float32x4_t totals = vcvtq_f32_s32(q4k_block_sums_in_lanes<Dot>(w[r][b], q8, sub_block_bsums));
+            const float32x4_t scales = vmulq_n_f32(halves_to_floats(&w[r][b].d), a[b].d);  // [d, dmin] * ad
+            // q4k_accumulate_block, lane by lane
+            sum[r] = std::fma(vgetq_lane_f32(scales, 0), vgetq_lane_f32(totals, 0), sum[r]);
+            sum[r] = std::fma(-vgetq_lane_f32(scales, 1), vgetq_lane_f32(totals, 1), sum[r]);
+        }
+    }
+    SMOL_UNROLL
+    for (int r = 0; r < n_rows; ++r) out[r] = sum[r];
+}
+
+template <class Dot>
+SMOL_INLINE_INTO_SET inline void q6k_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                                            const std::uint8_t* acts, std::size_t, int, float* out, std::size_t) {
+    const BlockQ6K* w[kTileRows];
+    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
+    const auto* a = reinterpret_cast<const BlockQ8K*>(acts);
+    float sum[kTileRows] = {};
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const Q8KVectors q8(a[b]);
+        const int16x8_t bsums_low = vld1q_s16(a[b].bsums), bsums_high = vld1q_s16(a[b].bsums + 8);
+        for (int r = 0; r < kTileRows; ++r)
+            sum[r] = q6k_accumulate_block(sum[r], half_scale(w[r][b].d), a[b].d,
+                                          q6k_block_sum_in_lanes<Dot>(w[r][b], q8, bsums_low, bsums_high));
+    }
+    SMOL_UNROLL
+    for (int r = 0; r < n_rows; ++r) out[r] = sum[r];
+}
+
 // A tile, one (row, column) pair at a time, as the scalar set runs it.
 template <class Weight, float (*RowDot)(std::int64_t, const Weight*, const BlockQ8K*)>
 SMOL_INLINE_INTO_SET inline void tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
@@ -155,13 +310,19 @@ SMOL_INLINE_INTO_SET inline void tile(std::int64_t n, const std::uint8_t* weight
 // The neon set (Armv8.0).
 inline void q4k_q8k(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                     const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out, std::size_t out_stride) {
-    detail::tile<BlockQ4K, detail::q4k_row_dot<detail::WideningDot>>(n, weights, row_bytes, n_rows, acts, act_stride,
-                                                                      n_cols, out, out_stride);
+    if (n_rows <= 0 || n_cols <= 0) return;
+    if (n_cols == 1)
+        detail::q4k_column<detail::WideningDot>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+    else
+        detail::tile<BlockQ4K, detail::q4k_row_dot<detail::WideningDot>>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
 }
 inline void q6k_q8k(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                     const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out, std::size_t out_stride) {
-    detail::tile<BlockQ6K, detail::q6k_row_dot<detail::WideningDot>>(n, weights, row_bytes, n_rows, acts, act_stride,
-                                                                      n_cols, out, out_stride);
+    if (n_rows <= 0 || n_cols <= 0) return;
+    if (n_cols == 1)
+        detail::q6k_column<detail::WideningDot>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+    else
+        detail::tile<BlockQ6K, detail::q6k_row_dot<detail::WideningDot>>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
 }
 
 #if SMOL_HAVE_DOTPROD_KERNELS
@@ -171,15 +332,21 @@ SMOL_TARGET_DOTPROD __attribute__((flatten)) inline void q4k_q8k_dotprod(std::in
                                                                         std::size_t row_bytes, int n_rows,
                                                                         const std::uint8_t* acts, std::size_t act_stride,
                                                                         int n_cols, float* out, std::size_t out_stride) {
-    detail::tile<BlockQ4K, detail::q4k_row_dot<detail::SdotDot>>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols,
-                                                                  out, out_stride);
+    if (n_rows <= 0 || n_cols <= 0) return;
+    if (n_cols == 1)
+        detail::q4k_column<detail::SdotDot>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+    else
+        detail::tile<BlockQ4K, detail::q4k_row_dot<detail::SdotDot>>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
 }
 SMOL_TARGET_DOTPROD __attribute__((flatten)) inline void q6k_q8k_dotprod(std::int64_t n, const std::uint8_t* weights,
                                                                         std::size_t row_bytes, int n_rows,
                                                                         const std::uint8_t* acts, std::size_t act_stride,
                                                                         int n_cols, float* out, std::size_t out_stride) {
-    detail::tile<BlockQ6K, detail::q6k_row_dot<detail::SdotDot>>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols,
-                                                                  out, out_stride);
+    if (n_rows <= 0 || n_cols <= 0) return;
+    if (n_cols == 1)
+        detail::q6k_column<detail::SdotDot>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+    else
+        detail::tile<BlockQ6K, detail::q6k_row_dot<detail::SdotDot>>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
 }
 #endif
 
