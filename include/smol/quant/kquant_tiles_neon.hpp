@@ -75,6 +75,9 @@ SMOL_INLINE_INTO_SET inline void widen(uint8x16_t v, int16x8_t (&out)[2]) {
     out[1] = vreinterpretq_s16_u16(vmovl_high_u8(v));
 }
 
+// The loops over a block's vectors are unrolled (`#pragma GCC unroll`, which Clang reads too) so
+// that Unpacked lives in registers, not on the stack, while the columns read it.
+
 // What a tile needs to know of one weight format.
 //   Block:   its block struct;
 //   kHasMin: whether it has mins (value = d * scale * q - dmin * min), so takes Q4_K's float step;
@@ -87,9 +90,12 @@ struct Q2KKind {
     static constexpr bool kHasMin = true;
     SMOL_INLINE_INTO_SET static void unpack(const Block& w, Unpacked& u) {
         const uint8x16_t three = vdupq_n_u8(3);
+#pragma GCC unroll 2
         for (int half = 0; half < 2; ++half)
+#pragma GCC unroll 2
             for (int part = 0; part < 2; ++part) {  // weights 16 part .. 16 part + 15 of each chunk
                 const uint8x16_t bits = vld1q_u8(w.qs + 32 * half + 16 * part);
+#pragma GCC unroll 4
                 for (int pair = 0; pair < 4; ++pair)  // chunk 4 half + pair
                     u.q[2 * (4 * half + pair) + part] = vreinterpretq_s8_u8(vandq_u8(shift_right(bits, 2 * pair), three));
             }
@@ -106,10 +112,13 @@ struct Q3KKind {
     static constexpr bool kHasMin = false;
     SMOL_INLINE_INTO_SET static void unpack(const Block& w, Unpacked& u) {
         const uint8x16_t three = vdupq_n_u8(3), four = vdupq_n_u8(4);
+#pragma GCC unroll 2
         for (int part = 0; part < 2; ++part) {
             const uint8x16_t hmask = vld1q_u8(w.hmask + 16 * part);
+#pragma GCC unroll 2
             for (int half = 0; half < 2; ++half) {
                 const uint8x16_t bits = vld1q_u8(w.qs + 32 * half + 16 * part);
+#pragma GCC unroll 4
                 for (int pair = 0; pair < 4; ++pair) {
                     const int chunk = 4 * half + pair;
                     const uint8x16_t low = vandq_u8(shift_right(bits, 2 * pair), three);
@@ -132,8 +141,10 @@ struct Q5KKind {
     static constexpr bool kHasMin = true;
     SMOL_INLINE_INTO_SET static void unpack(const Block& w, Unpacked& u) {
         const uint8x16_t low4 = vdupq_n_u8(0x0f);
+#pragma GCC unroll 2
         for (int part = 0; part < 2; ++part) {
             const uint8x16_t high = vld1q_u8(w.qh + 16 * part);
+#pragma GCC unroll 4
             for (int chunk = 0; chunk < 4; ++chunk) {
                 const uint8x16_t bits = vld1q_u8(w.qs + 32 * chunk + 16 * part);
                 u.q[4 * chunk + part] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(bits, low4), where_bit(high, 2 * chunk, 0x10)));
@@ -154,8 +165,10 @@ struct Q5KKind {
 template <class Dot>
 SMOL_INLINE_INTO_SET inline std::int32_t scaled_sum(const Unpacked& u, const BlockQ8K& a) {
     int32x4_t total = vdupq_n_s32(0);
+#pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
         int32x4_t p[4];
+#pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) p[k] = Dot::dot(vdupq_n_s32(0), u.q[4 * g + k], vld1q_s8(a.qs + 16 * (4 * g + k)));
         const int32x4_t sums = vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));  // [sub-block 4g + k]
         total = vmlaq_s32(total, sums, u.scales[g]);
