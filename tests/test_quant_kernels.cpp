@@ -245,12 +245,13 @@ decltype(auto) visit_kquant(TensorType type, F&& f) {
     }
 }
 
-// Random weights of one k-quant type against random Q8_K activations.
+// Random weights of one k-quant type against random Q8_K activations (or, `extreme`, every quant
+// at its largest against activations of -128 and 127: the kernels' largest integer sums).
 template <class Weight>
-void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed) {
+void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed, bool extreme = false) {
     const KernelSet set = kernels_for(isa);
     const DotTileFn tile = set.for_weights(wtype);
-    Gen gen{std::mt19937(seed), exact};
+    Gen gen{std::mt19937(seed), exact, extreme};
     // 17152 weights (67 blocks) crosses the decode kernels' 64-block runs.
     for (const std::int64_t n : {std::int64_t(256), std::int64_t(1024), std::int64_t(2816), std::int64_t(17152)}) {
         const std::int64_t blocks = n / QK_K;
@@ -292,6 +293,7 @@ TEST_CASE("Q4_K x Q8_K tiles match the reference on every kernel set") {
         CAPTURE(isa_name(isa));
         check_kquant<BlockQ4K>(isa, TensorType::Q4_K, true, 1);
         check_kquant<BlockQ4K>(isa, TensorType::Q4_K, false, 2);
+        check_kquant<BlockQ4K>(isa, TensorType::Q4_K, false, 102, true);
     }
 }
 
@@ -301,6 +303,7 @@ TEST_CASE("Q2_K x Q8_K tiles match the reference on every kernel set") {
         CAPTURE(isa_name(isa));
         check_kquant<BlockQ2K>(isa, TensorType::Q2_K, true, 55);
         check_kquant<BlockQ2K>(isa, TensorType::Q2_K, false, 56);
+        check_kquant<BlockQ2K>(isa, TensorType::Q2_K, false, 156, true);
     }
 }
 
@@ -310,6 +313,7 @@ TEST_CASE("Q3_K x Q8_K tiles match the reference on every kernel set") {
         CAPTURE(isa_name(isa));
         check_kquant<BlockQ3K>(isa, TensorType::Q3_K, true, 53);
         check_kquant<BlockQ3K>(isa, TensorType::Q3_K, false, 54);
+        check_kquant<BlockQ3K>(isa, TensorType::Q3_K, false, 154, true);
     }
 }
 
@@ -319,6 +323,7 @@ TEST_CASE("Q5_K x Q8_K tiles match the reference on every kernel set") {
         CAPTURE(isa_name(isa));
         check_kquant<BlockQ5K>(isa, TensorType::Q5_K, true, 51);
         check_kquant<BlockQ5K>(isa, TensorType::Q5_K, false, 52);
+        check_kquant<BlockQ5K>(isa, TensorType::Q5_K, false, 152, true);
     }
 }
 
@@ -328,6 +333,7 @@ TEST_CASE("Q6_K x Q8_K tiles match the reference on every kernel set") {
         CAPTURE(isa_name(isa));
         check_kquant<BlockQ6K>(isa, TensorType::Q6_K, true, 3);
         check_kquant<BlockQ6K>(isa, TensorType::Q6_K, false, 4);
+        check_kquant<BlockQ6K>(isa, TensorType::Q6_K, false, 104, true);
     }
 }
 namespace {
@@ -968,25 +974,33 @@ TEST_CASE("F32, F16 and BF16 tiles match the reference on every kernel set") {
     }
 }
 
-TEST_CASE("Q8_K activation quantizers are byte-identical to the reference on every kernel set") {
+namespace {
+
+// Every set's quantizer into one activation format (Block, written by `reference` in the
+// reference) against the reference's bytes, on rows of every scale with the cases that tell
+// rounding modes and maxima apart.
+template <class Block>
+void check_quantizer(TensorType format, void (*reference)(const float*, Block*, std::int64_t)) {
+    CAPTURE(type_name(format));
     std::mt19937 rng(21);
     std::normal_distribution<float> dist(0.0f, 1.0f);
     const std::int64_t n = 8 * QK_K;
+    const std::size_t blocks = std::size_t(n) / traits_of(format).block_elements;
     std::vector<float> x(static_cast<std::size_t>(n));
-    std::vector<BlockQ8K> expected(8), got(8);
+    std::vector<Block> expected(blocks), got(blocks);
     for (const Isa isa : kAllIsas) {
         if (!runnable(isa)) continue;
         CAPTURE(isa_name(isa));
-        const FromFloatFn quantize = kernels_for(isa).quantizer(TensorType::Q8_K);
+        const FromFloatFn quantize = kernels_for(isa).quantizer(format);
         for (int trial = 0; trial < 50; ++trial) {
             const float sigma = std::pow(10.0f, float(trial % 9) - 4.0f);
             for (auto& v : x) v = sigma * dist(rng);
             switch (trial % 5) {
-                case 1:  // block 0: max -127 so iscale = 1, then many exact ties k + 0.5
+                case 1:  // max -127 so Q8_K's iscale and Q8_0's first scale are 1, then many exact ties k + 0.5
                     x[0] = -127.0f;
                     for (int i = 1; i < QK_K; ++i) x[std::size_t(i)] = float(int(rng() % 253) - 126) + 0.5f * float(rng() % 2);
                     break;
-                case 2:  // block 1 all zero, block 2 a single positive value
+                case 2:  // the second 256 values all zero, the third a single positive value
                     std::fill(x.begin() + QK_K, x.begin() + 3 * QK_K, 0.0f);
                     x[2 * QK_K + 77] = 3.0f;
                     break;
@@ -1001,15 +1015,22 @@ TEST_CASE("Q8_K activation quantizers are byte-identical to the reference on eve
                     break;
                 default: break;
             }
-            quantize_row_q8_k(x.data(), expected.data(), n);
-            std::memset(got.data(), 0x5a, got.size() * sizeof(BlockQ8K));
+            reference(x.data(), expected.data(), n);
+            std::memset(got.data(), 0x5a, got.size() * sizeof(Block));
             quantize(x.data(), got.data(), n);
-            for (int b = 0; b < 8; ++b) {
+            for (std::size_t b = 0; b < blocks; ++b) {
                 INFO("trial " << trial << " block " << b);
-                REQUIRE(std::memcmp(&got[std::size_t(b)], &expected[std::size_t(b)], sizeof(BlockQ8K)) == 0);
+                REQUIRE(std::memcmp(&got[b], &expected[b], sizeof(Block)) == 0);
             }
         }
     }
+}
+
+}  // namespace
+
+TEST_CASE("Q8_K and Q8_0 activation quantizers are byte-identical to the reference on every kernel set") {
+    check_quantizer<BlockQ8K>(TensorType::Q8_K, quantize_row_q8_k);
+    check_quantizer<BlockQ8_0>(TensorType::Q8_0, quantize_row_q8_0);
 }
 
 TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for every weight type in every compiled set") {
@@ -1043,8 +1064,9 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
             CAPTURE(isa_name(isa));
             CHECK((weight_row(type).gemms[std::size_t(isa)] != nullptr) == isa_compiled(isa));
         }
-    // The k-quants of SmolLM3's files have kernels of their own in the neon and dotprod sets.
-    for (const TensorType type : {TensorType::Q4_K, TensorType::Q6_K})
+    // Every integer weight type has kernels of its own in the neon and dotprod sets.
+    for (const TensorType type : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
+                                  TensorType::Q8_0, TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1})
         for (const Isa isa : {Isa::neon, Isa::dotprod}) {
             CAPTURE(type_name(type));
             CAPTURE(isa_name(isa));

@@ -23,41 +23,12 @@
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/kernel_api.hpp"
+#include "smol/quant/neon_dot.hpp"  // WideningDot, SdotDot, dot32, dot16
 #include "smol/quant/reference.hpp"
 
 namespace smol::kernels_neon {
 
 namespace detail {
-
-// acc + the sums of the products of signed bytes a and b in Armv8.0 instructions: every product
-// of two bytes fits an i16 (at most 128 * 128), and the pairwise add widens to i32 before it adds,
-// so the sum is exact. Which products share a lane differs from sdot's grouping; only the lanes'
-// total is ever read.
-struct WideningDot {
-    SMOL_INLINE_INTO_SET static inline int32x4_t dot(int32x4_t acc, int8x16_t a, int8x16_t b) {
-        const int16x8_t low = vmull_s8(vget_low_s8(a), vget_low_s8(b));
-        const int16x8_t high = vmull_high_s8(a, b);
-        return vpadalq_s16(vpadalq_s16(acc, low), high);
-    }
-};
-
-#if SMOL_HAVE_DOTPROD_KERNELS
-// The same sums with Armv8.2's sdot. Not forced inline: the dotprod entry points below inline it
-// with `flatten`, and only they call it.
-struct SdotDot {
-    SMOL_TARGET_DOTPROD static inline int32x4_t dot(int32x4_t acc, int8x16_t a, int8x16_t b) {
-        return vdotq_s32(acc, a, b);
-    }
-};
-#endif
-
-// The exact sum of 32 products of a's and b's signed bytes (two 16-byte halves each).
-template <class Dot>
-SMOL_INLINE_INTO_SET inline std::int32_t dot32(int8x16_t a0, int8x16_t a1, const std::int8_t* b) {
-    int32x4_t acc = Dot::dot(vdupq_n_s32(0), a0, vld1q_s8(b));
-    acc = Dot::dot(acc, a1, vld1q_s8(b + 16));
-    return vaddvq_s32(acc);
-}
 
 // reference.hpp's q4k_q8k_block_sums: per chunk of 64 weights the low nibbles of 32 quant bytes
 // against the chunk's first 32 activations (sub-block 2c) and the high nibbles against the next
@@ -80,12 +51,6 @@ SMOL_INLINE_INTO_SET inline Q4KBlockSums q4k_block_sums(const BlockQ4K& w, const
                      std::int32_t(m_hi) * (a.bsums[4 * chunk + 2] + a.bsums[4 * chunk + 3]);
     }
     return sums;
-}
-
-// The exact sum of 16 products of a's and b's signed bytes.
-template <class Dot>
-SMOL_INLINE_INTO_SET inline std::int32_t dot16(int8x16_t a, const std::int8_t* b) {
-    return vaddvq_s32(Dot::dot(vdupq_n_s32(0), a, vld1q_s8(b)));
 }
 
 // reference.hpp's q6k_q8k_block_sum: the quants as q6k_unpack_quants gives them (6 bits less 32,

@@ -23,8 +23,10 @@
 #include "smol/quant/kernels_scalar.hpp"
 #include "smol/quant/kquant_tiles_avx2.hpp"
 #include "smol/quant/kquant_tiles_avx512.hpp"
+#include "smol/quant/kquant_tiles_neon.hpp"
 #include "smol/quant/legacy_tiles_avx2.hpp"
 #include "smol/quant/legacy_tiles_avx512.hpp"
+#include "smol/quant/legacy_tiles_neon.hpp"
 #include "smol/quant/quantize.hpp"
 #include "smol/quant/reference.hpp"
 #include "smol/quant/row_group_tiles.hpp"
@@ -137,6 +139,14 @@ constexpr TypeRow with_avx2_from_float(TypeRow r, FromFloatFn fast) {
     return r;
 }
 
+// The same row with the ARM sets' own from-float (plain Armv8.0 code, which every ARM set runs) in
+// their columns; unchanged where the build has no ARM sets (fast is nullptr).
+constexpr TypeRow with_neon_from_float(TypeRow r, FromFloatFn fast) {
+    if (fast == nullptr) return r;
+    for (int isa = int(Isa::neon); isa <= int(Isa::i8mm); ++isa) r.from_float[std::size_t(isa)] = fast;
+    return r;
+}
+
 }  // namespace type_table_detail
 
 #if SMOL_HAVE_AVX2_KERNELS
@@ -164,6 +174,11 @@ constexpr TypeRow with_avx2_from_float(TypeRow r, FromFloatFn fast) {
 #else
 #define SMOL_NEON_TILE(name) nullptr
 #endif
+#if SMOL_HAVE_NEON_KERNELS
+#define SMOL_NEON_FROM_FLOAT(Block, name) type_table_detail::from_float<Block, kernels_neon::name>
+#else
+#define SMOL_NEON_FROM_FLOAT(Block, name) nullptr
+#endif
 #if SMOL_HAVE_DOTPROD_KERNELS
 #define SMOL_DOTPROD_TILE(name) kernels_neon::name##_dotprod
 #else
@@ -172,7 +187,8 @@ constexpr TypeRow with_avx2_from_float(TypeRow r, FromFloatFn fast) {
 // Columns: scalar, avx2, avx_vnni, avx512, amx, then the ARM sets neon, dotprod, i8mm. The ARM
 // columns are empty (nullptr, so KernelSet::for_weights takes the kernel of the first set down the
 // set's fallback chain that has one, the scalar set's at the end) except for the types with ARM
-// kernels of their own (SMOL_ARM_TILES: Q4_K and Q6_K, the types of SmolLM3's Q4_K_M files).
+// kernels of their own (SMOL_ARM_TILES and SMOL_VNNI_TILES: every integer type; the float types
+// are not yet).
 // The AVX-VNNI set runs the AVX2 tiles where the products are not integer bytes (the float types)
 // or a k-quant's (decoded by row groups or the AVX2 column kernels: memory-bound), its own for the
 // block-of-32 types (SMOL_VNNI_TILES); the AMX set decodes, and multiplies what has no AMX GEMM,
@@ -182,8 +198,9 @@ constexpr TypeRow with_avx2_from_float(TypeRow r, FromFloatFn fast) {
 #define SMOL_ARM_TILES(name)                                                                      \
     {kernels_scalar::name,   SMOL_AVX2_TILE(name), SMOL_AVX2_TILE(name),    SMOL_AVX512_TILE(name), \
      SMOL_AVX512_TILE(name), SMOL_NEON_TILE(name), SMOL_DOTPROD_TILE(name), nullptr}
-#define SMOL_VNNI_TILES(name) \
-    {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
+#define SMOL_VNNI_TILES(name)                                                                          \
+    {kernels_scalar::name,   SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), \
+     SMOL_AVX512_TILE(name), SMOL_NEON_TILE(name), SMOL_DOTPROD_TILE(name),   nullptr}
 #define SMOL_GEMMS(name) \
     {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name)}
 // Types with AVX2, AVX-VNNI and AVX-512 GEMMs but no AMX one: the AMX set multiplies their prompts
@@ -220,17 +237,19 @@ inline constexpr RowGroupLayout kQ6KRowGroups{sizeof(BlockQ6Kx8), row_group_deta
 inline constexpr TypeRow kTypeTable[] = {
     // Weights, in the order error messages list them.
     type_table_detail::row<TensorType::Q2_K, BlockQ2K, dequantize_row_q2_k, quantize_row_q2_k>(
-        TensorType::Q8_K, SMOL_TILES(q2k_q8k), SMOL_SET_GEMMS(q2k_q8k_gemm)),
+        TensorType::Q8_K, SMOL_ARM_TILES(q2k_q8k), SMOL_SET_GEMMS(q2k_q8k_gemm)),
     type_table_detail::row<TensorType::Q3_K, BlockQ3K, dequantize_row_q3_k, quantize_row_q3_k>(
-        TensorType::Q8_K, SMOL_TILES(q3k_q8k), SMOL_SET_GEMMS(q3k_q8k_gemm)),
+        TensorType::Q8_K, SMOL_ARM_TILES(q3k_q8k), SMOL_SET_GEMMS(q3k_q8k_gemm)),
     type_table_detail::row<TensorType::Q4_K, BlockQ4K, dequantize_row_q4_k, quantize_row_q4_k>(
         TensorType::Q8_K, SMOL_ARM_TILES(q4k_q8k), SMOL_GEMMS(q4k_q8k_gemm), kQ4KRowGroups),
     type_table_detail::row<TensorType::Q5_K, BlockQ5K, dequantize_row_q5_k, quantize_row_q5_k>(
-        TensorType::Q8_K, SMOL_TILES(q5k_q8k), SMOL_SET_GEMMS(q5k_q8k_gemm)),
+        TensorType::Q8_K, SMOL_ARM_TILES(q5k_q8k), SMOL_SET_GEMMS(q5k_q8k_gemm)),
     type_table_detail::row<TensorType::Q6_K, BlockQ6K, dequantize_row_q6_k, quantize_row_q6_k>(
         TensorType::Q8_K, SMOL_ARM_TILES(q6k_q8k), SMOL_GEMMS(q6k_q8k_gemm), kQ6KRowGroups),
-    type_table_detail::row<TensorType::Q8_0, BlockQ8_0, dequantize_row_q8_0, quantize_row_q8_0>(
-        TensorType::Q8_0, SMOL_VNNI_TILES(q8_0_q8_0)),
+    type_table_detail::with_neon_from_float(
+        type_table_detail::row<TensorType::Q8_0, BlockQ8_0, dequantize_row_q8_0, quantize_row_q8_0>(
+            TensorType::Q8_0, SMOL_VNNI_TILES(q8_0_q8_0)),
+        SMOL_NEON_FROM_FLOAT(BlockQ8_0, quantize_row_q8_0)),
     type_table_detail::row<TensorType::Q4_0, BlockQ4_0, dequantize_row_q4_0, quantize_row_q4_0>(
         TensorType::Q8_0, SMOL_VNNI_TILES(q4_0_q8_0)),
     type_table_detail::row<TensorType::Q5_0, BlockQ5_0, dequantize_row_q5_0, quantize_row_q5_0>(
@@ -244,13 +263,15 @@ inline constexpr TypeRow kTypeTable[] = {
     type_table_detail::row<TensorType::BF16, std::uint16_t, dequantize_row_bf16, quantize_row_bf16>(
         TensorType::F32, SMOL_TILES(bf16)),
     // Activations only: what the k-quants' rows meet. The quantizer is memory-bound, so the AVX2
-    // version serves every set that runs AVX2 code.
+    // version serves every set that runs AVX2 code, and the neon one every ARM set.
 #if SMOL_HAVE_AVX2_KERNELS
     type_table_detail::with_avx2_from_float(
         type_table_detail::row<TensorType::Q8_K, BlockQ8K, dequantize_row_q8_k, quantize_row_q8_k>(TensorType::Q8_K),
         type_table_detail::from_float<BlockQ8K, kernels_avx2::quantize_row_q8_k>),
 #else
-    type_table_detail::row<TensorType::Q8_K, BlockQ8K, dequantize_row_q8_k, quantize_row_q8_k>(TensorType::Q8_K),
+    type_table_detail::with_neon_from_float(
+        type_table_detail::row<TensorType::Q8_K, BlockQ8K, dequantize_row_q8_k, quantize_row_q8_k>(TensorType::Q8_K),
+        SMOL_NEON_FROM_FLOAT(BlockQ8K, quantize_row_q8_k)),
 #endif
 };
 
@@ -259,6 +280,7 @@ inline constexpr TypeRow kTypeTable[] = {
 #undef SMOL_VNNI_TILES
 #undef SMOL_ARM_TILES
 #undef SMOL_DOTPROD_TILE
+#undef SMOL_NEON_FROM_FLOAT
 #undef SMOL_NEON_TILE
 #undef SMOL_TILES
 #undef SMOL_AMX_GEMM
