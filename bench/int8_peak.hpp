@@ -24,10 +24,14 @@ inline double measure_int8_peak(const smol::Int8PeakLoop& loop, int threads, int
     for (auto& x : a) x = std::uint8_t(rng());
     for (auto& x : b) x = std::uint8_t(rng());
     std::vector<std::int32_t> sums(std::size_t(threads) * loop.sum_lanes());  // each thread's own
+    int team = threads;  // the threads OpenMP gave the last pass, which its MACs count
     const auto pass = [&](std::int64_t iterations) {
         const auto start = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(threads)
-        loop.run(a.data(), b.data(), iterations, sums.data() + std::size_t(omp_get_thread_num()) * loop.sum_lanes());
+        {
+            if (omp_get_thread_num() == 0) team = omp_get_num_threads();
+            loop.run(a.data(), b.data(), iterations, sums.data() + std::size_t(omp_get_thread_num()) * loop.sum_lanes());
+        }
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
     // Iterations for a pass of about pass_seconds: doubled until a pass takes a fifth of it, then scaled.
@@ -36,8 +40,10 @@ inline double measure_int8_peak(const smol::Int8PeakLoop& loop, int threads, int
     while (seconds < pass_seconds / 5) seconds = pass(iterations *= 2);
     iterations = std::max(iterations, std::int64_t(double(iterations) * pass_seconds / seconds));
     double best = 0;
-    for (int p = 0; p < passes; ++p)
-        best = std::max(best, double(threads) * double(iterations) * double(loop.macs_per_iteration()) / pass(iterations));
+    for (int p = 0; p < passes; ++p) {
+        const double seconds_taken = pass(iterations);
+        best = std::max(best, double(team) * double(iterations) * double(loop.macs_per_iteration()) / seconds_taken);
+    }
     return best;
 }
 

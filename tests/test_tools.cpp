@@ -561,7 +561,8 @@ TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
     // The int8 MACs a prompt does: rows x cols of every matrix, as the file's tensors give them
     // (all quantized here, so all multiplied in int8), each layer's per token, the LM head once.
     std::uint64_t layer_macs = 0, head_macs = 0;
-    for (const auto& t : smol::gguf::File::open(synthesized_tiny()).tensors()) {
+    const auto file = smol::gguf::File::open(synthesized_tiny());
+    for (const auto& t : file.tensors()) {
         if (t.name == "token_embd.weight") head_macs = t.n_elements;
         else if (t.name.starts_with("blk.") && t.shape.size() == 2) layer_macs += t.n_elements;
     }
