@@ -1,8 +1,12 @@
 // smol-bench: prompt processing (pp) and generation (tg) speed, in llama-bench's shape and flags,
-// so the numbers line up with llama.cpp's: `| model | size | params | threads | test | t/s | GB/s |`.
+// so the numbers line up with llama.cpp's: `| model | size | params | threads | test | t/s | GB/s | share of limit |`.
 //
 //   smol-bench -m MODEL[,MODEL] [-p 512[,N]] [-n 128[,N]] [-t T[,T]] [-r 5] [-b 512]
 //              [--spec-steps 1,2,4,8,16] [--no-warmup] [-o md|json]
+//
+// main() reads the options, measures the machine's limits (read_bandwidth.hpp, int8_peak.hpp),
+// then per model plans the tests (plan_tests), runs each (run_test over a Runner) and prints a
+// row; the notes and the machine's limits follow the table.
 
 #include <omp.h>
 #include <sys/resource.h>
@@ -25,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "program_args.hpp"
+#include "int8_peak.hpp"
 #include "read_bandwidth.hpp"
 #include "smol/hub.hpp"
 
@@ -50,6 +55,7 @@ void usage(std::FILE* out) {
                  "  -b, --batch-size N         tokens per forward chunk (default 512)\n"
                  "  --no-warmup                skip the untimed warm-up run before each test\n"
                  "  --no-bandwidth             skip measuring the machine's read limit\n"
+                 "  --no-int8-peak             skip measuring the kernel set's int8 multiply-add peak\n"
                  "  --spec-steps K[,K]         also run stepK tests: N decode steps each carrying K tokens (a\n"
                  "                             speculative verify step: the picked token and K-1 drafted, every\n"
                  "                             row's logits) whose drafts are all rejected (the cache rolls back\n"
@@ -70,8 +76,10 @@ void usage(std::FILE* out) {
                  "%s%s%s"
                  "GB/s is the bytes one generated token reads (every weight matrix, LM head included, plus the\n"
                  "KV cache rows it attends over at its test's depth) times tokens/s; it is printed for tg only,\n"
-                 "where each token streams all of them from memory, beside its share of the machine's read\n"
-                 "limit (measured first, in a child process).\n",
+                 "where each token streams all of them from memory. The last column is a test's share of the\n"
+                 "machine's limit for it, measured first: tg's GB/s against the memory read limit (\"read\"), pp's\n"
+                 "int8 multiply-adds per second (the weight matrices' rows x cols per token, the LM head once)\n"
+                 "against the int8 peak of the kernel set that runs, timed on as many threads (\"int8\").\n",
                  omp_get_max_threads(), smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage,
                  smol::args::kRepackUsage);
 }
@@ -423,298 +431,428 @@ std::string iso_time_now() {
     return buf;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-    smol::use_short_openmp_spin(argv);  // see smol/core/threads.hpp: no long spins on a busy machine
+// Everything the command line says.
+struct Options {
     std::vector<std::string> models;
     smol::hub::ModelSource hf;  // -hf and --hf-file, when no -m is given
     std::vector<int> prompts = {512}, gens = {128}, threads = {omp_get_max_threads()}, depths = {0};
     smol::RopeScalingRequest rope_scaling;
     smol::KvCacheTypes cache_types;
     int repetitions = 5, batch = 512;
-    bool warmup = true, bandwidth = true, repack = true;
+    bool warmup = true, bandwidth = true, int8_peak = true, repack = true;
     std::string format = "md";
-    std::string grammar;  // --grammar: GBNF text for the constrained tg tests
-    std::vector<int> step_sizes;  // --spec-steps: tokens per verify step
-    std::vector<int> accept_percents;  // --spec-accept: genN+spec@P% tests
+    std::string grammar;                // --grammar: GBNF text for the constrained tg tests
+    std::vector<int> step_sizes;        // --spec-steps: tokens per verify step
+    std::vector<int> accept_percents;   // --spec-accept: genN+spec@P% tests
     smol::SpeculationParams speculation;  // --spec: genN and genN+spec tests
+
+    bool markdown() const { return format == "md"; }
+    bool any_pp() const { return std::any_of(prompts.begin(), prompts.end(), [](int n) { return n > 0; }); }
+    bool any_tg() const { return std::any_of(gens.begin(), gens.end(), [](int n) { return n > 0; }); }
+};
+
+// Reads argv into `options`; returns the exit status when the program should end here (--help,
+// a bad flag).
+std::optional<int> parse_options(int argc, char** argv, Options& o) {
     try {
         smol::args::ArgReader args(argc, argv);
         while (args.next()) {
-            if (read_rope_scaling_flag(args, rope_scaling) || read_kv_cache_type_flag(args, cache_types) ||
-                read_repack_flag(args, repack) ||
-                read_speculation_flag(args, speculation))
+            if (read_rope_scaling_flag(args, o.rope_scaling) || read_kv_cache_type_flag(args, o.cache_types) ||
+                read_repack_flag(args, o.repack) || read_speculation_flag(args, o.speculation))
                 continue;
-            if (args.is("-m", "--model")) models = args.list();
-            else if (args.is("-hf", "--hf-repo")) hf.hf_repo = args.value();
-            else if (args.is("--hf-file")) hf.hf_file = args.value();
-            else if (args.is("-p", "--n-prompt")) prompts = int_list(args, 0);
-            else if (args.is("-n", "--n-gen")) gens = int_list(args, 0);
-            else if (args.is("-d", "--n-depth")) depths = int_list(args, 0);
-            else if (args.is("-t", "--threads")) threads = int_list(args, 1);
-            else if (args.is("-r", "--repetitions")) repetitions = args.integer<int>(1, 1'000'000);
-            else if (args.is("-b", "--batch-size")) batch = args.integer<int>(1, 1'000'000);
+            if (args.is("-m", "--model")) o.models = args.list();
+            else if (args.is("-hf", "--hf-repo")) o.hf.hf_repo = args.value();
+            else if (args.is("--hf-file")) o.hf.hf_file = args.value();
+            else if (args.is("-p", "--n-prompt")) o.prompts = int_list(args, 0);
+            else if (args.is("-n", "--n-gen")) o.gens = int_list(args, 0);
+            else if (args.is("-d", "--n-depth")) o.depths = int_list(args, 0);
+            else if (args.is("-t", "--threads")) o.threads = int_list(args, 1);
+            else if (args.is("-r", "--repetitions")) o.repetitions = args.integer<int>(1, 1'000'000);
+            else if (args.is("-b", "--batch-size")) o.batch = args.integer<int>(1, 1'000'000);
             else if (args.is("--spec-steps")) {
                 const auto sizes = args.int_list(1, smol::SpeculationParams::kMaxDraft + 1);  // kWidestStep
-                step_sizes.assign(sizes.begin(), sizes.end());
-                if (std::find(step_sizes.begin(), step_sizes.end(), 1) == step_sizes.end())
-                    step_sizes.insert(step_sizes.begin(), 1);  // the step every other is compared with
+                o.step_sizes.assign(sizes.begin(), sizes.end());
+                if (std::find(o.step_sizes.begin(), o.step_sizes.end(), 1) == o.step_sizes.end())
+                    o.step_sizes.insert(o.step_sizes.begin(), 1);  // the step every other is compared with
             } else if (args.is("--spec-accept")) {
                 const auto percents = args.int_list(0, 100);
-                accept_percents.assign(percents.begin(), percents.end());
-            } else if (args.is("--no-warmup")) warmup = false;
-            else if (args.is("--no-bandwidth")) bandwidth = false;
+                o.accept_percents.assign(percents.begin(), percents.end());
+            } else if (args.is("--no-warmup")) o.warmup = false;
+            else if (args.is("--no-bandwidth")) o.bandwidth = false;
+            else if (args.is("--no-int8-peak")) o.int8_peak = false;
             else if (args.is("--grammar")) {
                 const std::string g = args.value();
-                grammar = g == "json" ? std::string(smol::text::kJsonObjectGrammar) : read_text_file(g);
-            } else if (args.is("-o", "--output")) format = args.choice({"md", "json"});
+                o.grammar = g == "json" ? std::string(smol::text::kJsonObjectGrammar) : read_text_file(g);
+            } else if (args.is("-o", "--output")) o.format = args.choice({"md", "json"});
             else if (args.is("-h", "--help")) {
                 usage(stdout);
                 return 0;
             } else args.unknown();
         }
-        speculation.validate();  // --draft-min against --draft-max
+        o.speculation.validate();  // --draft-min against --draft-max
     } catch (const std::exception& e) {
         std::fprintf(stderr, "smol-bench: %s\n", e.what());
         usage(stderr);
         return 2;
     }
-    if (models.empty()) {
-        try {
-            const auto hub = smol::hub::default_options();
-            const auto path = smol::hub::resolve_model_source(hf, hub);
-            if (!path) {
-                std::fprintf(stderr, "smol-bench: %s\n", smol::hub::no_model_message(hub).c_str());
-                usage(stderr);
-                return 2;
-            }
-            models.push_back(path->string());
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "smol-bench: error: %s\n", e.what());
-            return 1;
-        }
-    }
+    return std::nullopt;
+}
 
-    // The machine's read limit at each thread count, for tg's share of it (only where tg runs).
-    std::vector<double> read_gbps;
-    if (bandwidth && std::any_of(gens.begin(), gens.end(), [](int n) { return n > 0; }))
-        read_gbps = smol_bench::measure_read_bandwidth(threads);
-    const auto read_limit = [&](int t) -> double {
-        for (std::size_t i = 0; i < read_gbps.size(); ++i)
-            if (threads[i] == t) return read_gbps[i];
-        return 0;
-    };
-
-    const bool markdown = format == "md";
-    nlohmann::json results = nlohmann::json::array();
-    if (markdown) {
-        std::printf("| %-40s | %10s | %8s | %7s | %14s | %20s | %12s |\n", "model", "size", "params", "threads", "test",
-                    "t/s", "GB/s");
-        std::printf("| %-40s | %10s | %8s | %7s | %14s | %20s | %12s |\n", std::string(40, '-').c_str(), "---------:",
-                    "-------:", "------:", "-------------:", "-------------------:", "-----------:");
-        std::fflush(stdout);
-    }
-    std::vector<std::string> footnotes;
-    struct StepCost {
-        int threads, depth, tokens;
-        std::vector<double> ns;  // per repetition, n_gen steps each
-    };
-    std::vector<StepCost> step_costs;  // --spec-steps, in the order run
+// Without -m: -hf's model, or the cached default. Returns the exit status when there is none.
+std::optional<int> resolve_default_model(Options& o) {
+    if (!o.models.empty()) return std::nullopt;
     try {
-        for (const auto& path : models) {
-            smol::LoadOptions options;
-            options.max_batch = batch;
-            options.rope_scaling = rope_scaling;
-            options.cache_types = cache_types;
-            options.repack = repack;
-            const int widest_step = step_sizes.empty() ? 0 : *std::max_element(step_sizes.begin(), step_sizes.end());
-            options.context = *std::max_element(depths.begin(), depths.end()) +
-                              std::max(*std::max_element(prompts.begin(), prompts.end()),
-                                       *std::max_element(gens.begin(), gens.end()) + 1 + widest_step);
-            const auto load_start = std::chrono::steady_clock::now();
-            smol::Engine engine(path, options);  // the model and its tokenizer (for --grammar)
-            const double load_ms =
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
-            const smol::ModelInfo& info = engine.info();
-            if (info.rope_scaling.yarn())  // on stderr as the other programs say it, so JSON stays clean
-                std::fprintf(stderr, "smol-bench: RoPE scaling: %s%s\n", smol::describe(info.rope_scaling).c_str(),
-                             info.rope_scaling_automatic ? " (the context is past the trained one)" : "");
-            std::string model_type = info.architecture + " " + info.config_name + " " + ftype_name(engine.model().file());
-            if (cache_types != smol::KvCacheTypes{})  // as llama-bench names non-default cache types
-                model_type += std::string(" K ") + smol::kv_type_name(cache_types.keys) + " V " +
-                              smol::kv_type_name(cache_types.values);
-            const std::size_t kv_bytes_per_token = engine.make_cache(1).bytes_per_token();
-            Runner runner(engine);
-            if (!grammar.empty()) runner.use_grammar(grammar);
-            runner.use_speculation(speculation);
-
-            std::vector<Test> tests;
-            for (int t : threads)
-                for (int d : depths) {
-                    for (int p : prompts)
-                        if (p > 0) tests.push_back({p, 0, t, false, d});
-                    for (int n : gens)
-                        if (n > 0) {
-                            tests.push_back({0, n, t, false, d});
-                            if (!grammar.empty()) tests.push_back({0, n, t, true, d});
-                            for (int k : step_sizes) tests.push_back({0, n, t, false, d, k});
-                            if (speculation.enabled()) {
-                                tests.push_back({0, n, t, false, d, 0, true, false});
-                                tests.push_back({0, n, t, false, d, 0, true, true});
-                                for (int percent : accept_percents) tests.push_back({0, n, t, false, d, 0, true, true, percent});
-                            }
-                        }
-                }
-            // stepK tests of one thread count, depth and n are run interleaved (step1, step2, ..,
-            // step1, step2, ..), so a neighbour's load on a shared machine falls on all of them
-            // alike and their ratios hold; their samples wait here until each one's row.
-            std::vector<Sample> interleaved(tests.size());
-            const auto same_group = [](const Test& a, const Test& b) {
-                return a.step_tokens > 0 && b.step_tokens > 0 && a.threads == b.threads && a.depth == b.depth &&
-                       a.n_gen == b.n_gen;
-            };
-            for (std::size_t index = 0; index < tests.size(); ++index) {
-                const Test& test = tests[index];
-                omp_set_num_threads(test.threads);
-                runner.prepare(test);
-                const int n_tokens = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
-                const auto warm = [&](const Test& t) {
-                    if (!warmup) return;
-                    Test short_test = t;
-                    if (short_test.n_gen > 0) short_test.n_gen = 1;  // as llama-bench: one token warms tg
-                    runner.run_once(short_test);
-                };
-                const auto measure = [&](const Test& t, Sample& into) {
-                    const double ns = runner.run_once(t);
-                    into.ns.push_back(ns);
-                    into.ts.push_back(1e9 * double(n_tokens) / ns);
-                };
-                if (test.step_tokens > 0 && (index == 0 || !same_group(tests[index - 1], test))) {
-                    std::size_t end = index + 1;
-                    while (end < tests.size() && same_group(tests[end], test)) ++end;
-                    for (std::size_t j = index; j < end; ++j) warm(tests[j]);
-                    for (int r = 0; r < repetitions; ++r)
-                        for (std::size_t j = index; j < end; ++j) measure(tests[j], interleaved[j]);
-                }
-                Sample sample;
-                if (test.step_tokens > 0) {
-                    sample = interleaved[index];
-                } else {
-                    warm(test);
-                    for (int r = 0; r < repetitions; ++r) measure(test, sample);
-                }
-                const double avg_ts = mean(sample.ts), sd_ts = stddev(sample.ts);
-                // Bytes each token reads times tokens/s: meaningful for tg, where every token streams
-                // all matrices and the cache rows before it (on average the depth, the start token
-                // and half the generated ones); a pp batch reads each weight once for many tokens.
-                const bool is_gen = test.n_gen > 0;
-                const double kv_read = double(kv_bytes_per_token) * (test.depth + 1 + 0.5 * (test.n_gen + 1));
-                const double gbps = (double(info.matrix_bytes) + (is_gen ? kv_read : 0.0)) * avg_ts / 1e9;
-                const std::uint64_t rss = peak_rss_bytes();  // of the process so far, not of this test alone
-
-                if (markdown) {
-                    char size[32], params[32], ts[48], bw[32];
-                    std::snprintf(size, sizeof size, "%.2f GiB", double(info.tensor_bytes) / double(1ull << 30));
-                    std::snprintf(params, sizeof params, "%.2f B", double(info.n_params) / 1e9);
-                    std::snprintf(ts, sizeof ts, "%.2f ± %.2f", avg_ts, sd_ts);
-                    if (is_gen && read_limit(test.threads) > 0)
-                        std::snprintf(bw, sizeof bw, "%.2f (%.0f%%)", gbps, 100 * gbps / read_limit(test.threads));
-                    else if (is_gen) std::snprintf(bw, sizeof bw, "%.2f", gbps);
-                    else std::snprintf(bw, sizeof bw, "-");
-                    // "±" is two bytes but one column: pad the t/s field by one more byte.
-                    std::printf("| %-40s | %10s | %8s | %7d | %14s | %21s | %12s |\n", model_type.c_str(), size, params,
-                                test.threads, test.name().c_str(), ts, bw);
-                    std::fflush(stdout);
-                }
-                nlohmann::json row = {
-                    {"model_filename", path},
-                    {"model_type", model_type},
-                    {"model_size", info.tensor_bytes},
-                    {"model_n_params", info.n_params},
-                    {"n_batch", batch},
-                    {"n_threads", test.threads},
-                    {"n_prompt", test.n_prompt},
-                    {"n_gen", test.n_gen},
-                    {"n_depth", test.depth},
-                    {"n_step_tokens", test.step_tokens},
-                    {"type_k", smol::kv_type_name(cache_types.keys)},
-                    {"type_v", smol::kv_type_name(cache_types.values)},
-                    {"kv_bytes_per_token", kv_bytes_per_token},
-                    {"test", test.name()},
-                    {"test_time", iso_time_now()},
-                    {"avg_ns", std::llround(mean(sample.ns))},
-                    {"stddev_ns", std::llround(stddev(sample.ns))},
-                    {"avg_ts", avg_ts},
-                    {"stddev_ts", sd_ts},
-                    {"samples_ns", sample.ns},
-                    {"samples_ts", sample.ts},
-                    {"gbps", is_gen ? nlohmann::json(gbps) : nlohmann::json(nullptr)},
-                    {"read_gbps", read_limit(test.threads) > 0 ? nlohmann::json(read_limit(test.threads)) : nlohmann::json(nullptr)},
-                    {"bandwidth_fraction", is_gen && read_limit(test.threads) > 0 ? nlohmann::json(gbps / read_limit(test.threads))
-                                                                                  : nlohmann::json(nullptr)},
-                    {"peak_rss_bytes", rss},
-                    {"load_ms", load_ms},
-                };
-#ifdef SMOL_BUILD_COMMIT
-                row["build_commit"] = SMOL_BUILD_COMMIT;
-#endif
-                results.push_back(std::move(row));
-                if (test.step_tokens > 0) step_costs.push_back({test.threads, test.depth, test.step_tokens, sample.ns});
-            }
-            char note[256];
-            std::snprintf(note, sizeof note, "%s: load %.0f ms, weights read per token %.2f GB, %s", path.c_str(), load_ms,
-                          double(info.matrix_bytes) / 1e9, info.config_name.c_str());
-            footnotes.push_back(note);
-            for (const auto& [percent, counts] : runner.drafts()) {
-                if (counts.first == 0) continue;
-                const std::string drafter =
-                    percent < 0 ? "--spec " + std::string(smol::to_string(speculation.type))
-                                : "drafts right " + std::to_string(percent) + "% of the time";
-                std::snprintf(note, sizeof note, "gen+spec (%s, --draft-max %d, --draft-min %d): %ld of %ld drafted "
-                              "tokens accepted (%.1f%%)", drafter.c_str(), speculation.draft_max, speculation.draft_min,
-                              counts.second, counts.first,
-                              100.0 * double(counts.second) / double(counts.first));
-                footnotes.push_back(note);
-            }
+        const auto hub = smol::hub::default_options();
+        const auto path = smol::hub::resolve_model_source(o.hf, hub);
+        if (!path) {
+            std::fprintf(stderr, "smol-bench: %s\n", smol::hub::no_model_message(hub).c_str());
+            usage(stderr);
+            return 2;
         }
+        o.models.push_back(path->string());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "smol-bench: error: %s\n", e.what());
         return 1;
     }
-    if (markdown) {
-        std::printf("\n");
-        for (const auto& note : footnotes) std::printf("%s\n", note.c_str());
-        for (std::size_t i = 0; i < read_gbps.size(); ++i)
-            std::printf("memory read limit, %d thread%s: %.2f GB/s (4 prefetching streams per thread over %.0f MiB); "
-                        "tg's GB/s in parentheses as %% of it\n",
-                        threads[i], threads[i] == 1 ? "" : "s", read_gbps[i],
-                        double(smol_bench::bandwidth_buffer_bytes()) / double(1 << 20));
-        std::printf("peak RSS: %.2f GiB\n", double(peak_rss_bytes()) / double(1ull << 30));
-        // Each stepK against step1 of the same threads and depth, run minutes apart at most: on a
-        // shared machine only such ratios within one run mean anything.
-        if (!step_costs.empty()) {
-            std::printf("\nverify step cost: the time of one decode step carrying K tokens over a one-token step's\n");
-            std::printf("| %7s | %6s | %6s | %18s |\n", "threads", "depth", "K", "x step1");
-            std::printf("| ------: | -----: | -----: | -----------------: |\n");
-            for (const StepCost& cost : step_costs) {
-                const auto one = std::find_if(step_costs.begin(), step_costs.end(), [&](const StepCost& c) {
-                    return c.threads == cost.threads && c.depth == cost.depth && c.tokens == 1;
-                });
-                if (one == step_costs.end()) continue;
-                // Repetition r of stepK ran right after repetition r of step1 (interleaved), so
-                // each pair saw the same load: the ratio is taken per pair.
-                std::vector<double> ratios;
-                for (std::size_t r = 0; r < std::min(cost.ns.size(), one->ns.size()); ++r)
-                    ratios.push_back(cost.ns[r] / one->ns[r]);
-                const double ratio = mean(ratios), spread = stddev(ratios);
-                char cell[48];
-                std::snprintf(cell, sizeof cell, "%.3f ± %.3f", ratio, spread);
-                std::printf("| %7d | %6d | %6d | %19s |\n", cost.threads, cost.depth, cost.tokens, cell);
+    return std::nullopt;
+}
+
+// Every test the options ask for, in the order they run: per thread count and depth, the pp
+// tests, then each tg test with its variants.
+std::vector<Test> plan_tests(const Options& o) {
+    std::vector<Test> tests;
+    for (int t : o.threads)
+        for (int d : o.depths) {
+            for (int p : o.prompts)
+                if (p > 0) tests.push_back({.n_prompt = p, .threads = t, .depth = d});
+            for (int n : o.gens) {
+                if (n <= 0) continue;
+                tests.push_back({.n_gen = n, .threads = t, .depth = d});
+                if (!o.grammar.empty()) tests.push_back({.n_gen = n, .threads = t, .constrained = true, .depth = d});
+                for (int k : o.step_sizes) tests.push_back({.n_gen = n, .threads = t, .depth = d, .step_tokens = k});
+                if (!o.speculation.enabled()) continue;
+                tests.push_back({.n_gen = n, .threads = t, .depth = d, .generated = true});
+                tests.push_back({.n_gen = n, .threads = t, .depth = d, .generated = true, .speculative = true});
+                for (int percent : o.accept_percents)
+                    tests.push_back({.n_gen = n, .threads = t, .depth = d, .generated = true, .speculative = true,
+                                     .accept_percent = percent});
             }
         }
-    } else {
-        std::printf("%s\n", results.dump(2).c_str());
+    return tests;
+}
+
+// What the machine can do at each thread count, measured before the tests: its memory read limit
+// (for tg, which streams the weights) and the int8 multiply-add peak of the kernel set that runs
+// (for pp, which is bound by those products). A limit not measured reads 0.
+struct MachineLimits {
+    std::vector<int> threads;
+    std::vector<double> read_gbps;         // [threads], or empty
+    std::vector<double> int8_macs_per_s;   // [threads], or empty
+    const smol::Int8PeakLoop* int8_loop = nullptr;  // the loop timed, where the set has one
+
+    static double at(const std::vector<int>& threads, const std::vector<double>& values, int t) {
+        for (std::size_t i = 0; i < values.size(); ++i)
+            if (threads[i] == t) return values[i];
+        return 0;
+    }
+    double read(int t) const { return at(threads, read_gbps, t); }
+    double int8(int t) const { return at(threads, int8_macs_per_s, t); }
+};
+
+// Each limit only where a test will be compared with it (read: tg tests; int8: pp tests).
+MachineLimits measure_limits(const Options& o) {
+    MachineLimits limits;
+    limits.threads = o.threads;
+    // In a child process, before any OpenMP region runs here (read_bandwidth.hpp says why).
+    if (o.bandwidth && o.any_tg()) limits.read_gbps = smol_bench::measure_read_bandwidth(o.threads);
+    if (o.int8_peak && o.any_pp()) {
+        limits.int8_loop = smol::int8_peak_loop(smol::kernels().isa);
+        if (limits.int8_loop != nullptr)
+            for (int t : o.threads) limits.int8_macs_per_s.push_back(smol_bench::measure_int8_peak(*limits.int8_loop, t));
+    }
+    return limits;
+}
+
+// One model's facts every row repeats.
+struct ModelFacts {
+    std::string path, type;
+    smol::ModelInfo info;
+    std::size_t kv_bytes_per_token = 0;
+    double load_ms = 0;
+};
+
+// A test's figures: its speed, and what it moved against the machine's limits.
+struct Figures {
+    double avg_ts = 0, sd_ts = 0;
+    bool is_gen = false;
+    double gbps = 0;             // tg: bytes each token reads times tokens/s
+    double int8_macs_per_s = 0;  // pp: the weights' int8 multiply-adds per second
+    double read_share = 0;       // of the read limit, 0 where not measured
+    double int8_share = 0;       // of the int8 peak, 0 where not measured
+};
+
+Figures figures_of(const Test& test, const Sample& sample, const ModelFacts& model, const MachineLimits& limits) {
+    Figures f;
+    f.avg_ts = mean(sample.ts);
+    f.sd_ts = stddev(sample.ts);
+    f.is_gen = test.n_gen > 0;
+    // Bytes each token reads times tokens/s: meaningful for tg, where every token streams all
+    // matrices and the cache rows before it (on average the depth, the start token and half the
+    // generated ones); a pp batch reads each weight once for many tokens.
+    const double kv_read = double(model.kv_bytes_per_token) * (test.depth + 1 + 0.5 * (test.n_gen + 1));
+    f.gbps = (double(model.info.matrix_bytes) + (f.is_gen ? kv_read : 0.0)) * f.avg_ts / 1e9;
+    if (f.is_gen && limits.read(test.threads) > 0) f.read_share = f.gbps / limits.read(test.threads);
+    if (test.n_prompt > 0) {
+        // Every layer's matrices for each token, the LM head for the last one (pp wants its logits only).
+        const double macs = double(test.n_prompt) * double(model.info.int8_macs.layers) + double(model.info.int8_macs.head);
+        f.int8_macs_per_s = macs * f.avg_ts / double(test.n_prompt);
+        if (limits.int8(test.threads) > 0) f.int8_share = f.int8_macs_per_s / limits.int8(test.threads);
+    }
+    return f;
+}
+
+nlohmann::json null_or(bool present, double value) { return present ? nlohmann::json(value) : nlohmann::json(nullptr); }
+
+nlohmann::json json_row(const Test& test, const Sample& sample, const Figures& f, const ModelFacts& model,
+                        const MachineLimits& limits, const Options& o) {
+    nlohmann::json row = {
+        {"model_filename", model.path},
+        {"model_type", model.type},
+        {"model_size", model.info.tensor_bytes},
+        {"model_n_params", model.info.n_params},
+        {"n_batch", o.batch},
+        {"n_threads", test.threads},
+        {"n_prompt", test.n_prompt},
+        {"n_gen", test.n_gen},
+        {"n_depth", test.depth},
+        {"n_step_tokens", test.step_tokens},
+        {"type_k", smol::kv_type_name(o.cache_types.keys)},
+        {"type_v", smol::kv_type_name(o.cache_types.values)},
+        {"kv_bytes_per_token", model.kv_bytes_per_token},
+        {"test", test.name()},
+        {"test_time", iso_time_now()},
+        {"avg_ns", std::llround(mean(sample.ns))},
+        {"stddev_ns", std::llround(stddev(sample.ns))},
+        {"avg_ts", f.avg_ts},
+        {"stddev_ts", f.sd_ts},
+        {"samples_ns", sample.ns},
+        {"samples_ts", sample.ts},
+        {"gbps", null_or(f.is_gen, f.gbps)},
+        {"read_gbps", null_or(limits.read(test.threads) > 0, limits.read(test.threads))},
+        {"bandwidth_fraction", null_or(f.read_share > 0, f.read_share)},
+        {"int8_macs_per_s", null_or(test.n_prompt > 0, f.int8_macs_per_s)},
+        {"int8_peak_macs_per_s", null_or(limits.int8(test.threads) > 0, limits.int8(test.threads))},
+        {"int8_peak_fraction", null_or(f.int8_share > 0, f.int8_share)},
+        {"peak_rss_bytes", peak_rss_bytes()},  // of the process so far, not of this test alone
+        {"load_ms", model.load_ms},
+    };
+#ifdef SMOL_BUILD_COMMIT
+    row["build_commit"] = SMOL_BUILD_COMMIT;
+#endif
+    return row;
+}
+
+void print_table_header() {
+    std::printf("| %-40s | %10s | %8s | %7s | %14s | %20s | %8s | %14s |\n", "model", "size", "params", "threads", "test",
+                "t/s", "GB/s", "share of limit");
+    std::printf("| %-40s | %10s | %8s | %7s | %14s | %20s | %8s | %14s |\n", std::string(40, '-').c_str(), "---------:",
+                "-------:", "------:", "-------------:", "-------------------:", "-------:", "-------------:");
+    std::fflush(stdout);
+}
+
+void print_table_row(const Test& test, const Figures& f, const ModelFacts& model) {
+    char size[32], params[32], ts[48], bw[32], share[32];
+    std::snprintf(size, sizeof size, "%.2f GiB", double(model.info.tensor_bytes) / double(1ull << 30));
+    std::snprintf(params, sizeof params, "%.2f B", double(model.info.n_params) / 1e9);
+    std::snprintf(ts, sizeof ts, "%.2f ± %.2f", f.avg_ts, f.sd_ts);
+    if (f.is_gen) std::snprintf(bw, sizeof bw, "%.2f", f.gbps);
+    else std::snprintf(bw, sizeof bw, "-");
+    if (f.read_share > 0) std::snprintf(share, sizeof share, "%.0f%% read", 100 * f.read_share);
+    else if (f.int8_share > 0) std::snprintf(share, sizeof share, "%.0f%% int8", 100 * f.int8_share);
+    else std::snprintf(share, sizeof share, "-");
+    // "±" is two bytes but one column: pad the t/s field by one more byte.
+    std::printf("| %-40s | %10s | %8s | %7d | %14s | %21s | %8s | %14s |\n", model.type.c_str(), size, params, test.threads,
+                test.name().c_str(), ts, bw, share);
+    std::fflush(stdout);
+}
+
+// stepK tests of one thread count, depth and n run interleaved (step1, step2, .., step1, step2,
+// ..), so a neighbour's load on a shared machine falls on all of them alike and their ratios hold.
+bool same_step_group(const Test& a, const Test& b) {
+    return a.step_tokens > 0 && b.step_tokens > 0 && a.threads == b.threads && a.depth == b.depth && a.n_gen == b.n_gen;
+}
+
+// Runs tests[index]'s repetitions (after an untimed warm-up unless --no-warmup) and returns its
+// samples. The first of a group of stepK tests runs the whole group, interleaved; the samples of
+// the others wait in `interleaved` until their turn.
+Sample run_test(Runner& runner, const std::vector<Test>& tests, std::size_t index, const Options& o,
+                std::vector<Sample>& interleaved) {
+    const Test& test = tests[index];
+    const auto warm = [&](const Test& t) {
+        if (!o.warmup) return;
+        Test short_test = t;
+        if (short_test.n_gen > 0) short_test.n_gen = 1;  // as llama-bench: one token warms tg
+        runner.run_once(short_test);
+    };
+    const auto measure = [&](const Test& t, Sample& into) {
+        const double ns = runner.run_once(t);
+        into.ns.push_back(ns);
+        into.ts.push_back(1e9 * double(t.n_prompt > 0 ? t.n_prompt : t.n_gen) / ns);
+    };
+    if (test.step_tokens == 0) {
+        Sample sample;
+        warm(test);
+        for (int r = 0; r < o.repetitions; ++r) measure(test, sample);
+        return sample;
+    }
+    if (index == 0 || !same_step_group(tests[index - 1], test)) {
+        std::size_t end = index + 1;
+        while (end < tests.size() && same_step_group(tests[end], test)) ++end;
+        for (std::size_t j = index; j < end; ++j) warm(tests[j]);
+        for (int r = 0; r < o.repetitions; ++r)
+            for (std::size_t j = index; j < end; ++j) measure(tests[j], interleaved[j]);
+    }
+    return interleaved[index];
+}
+
+struct StepCost {
+    int threads, depth, tokens;
+    std::vector<double> ns;  // per repetition, n_gen steps each
+};
+
+// What the tables print after their rows.
+struct Report {
+    nlohmann::json rows = nlohmann::json::array();
+    std::vector<std::string> footnotes;
+    std::vector<StepCost> step_costs;  // --spec-steps, in the order run
+};
+
+smol::LoadOptions load_options(const Options& o) {
+    smol::LoadOptions options;
+    options.max_batch = o.batch;
+    options.rope_scaling = o.rope_scaling;
+    options.cache_types = o.cache_types;
+    options.repack = o.repack;
+    const int widest_step = o.step_sizes.empty() ? 0 : *std::max_element(o.step_sizes.begin(), o.step_sizes.end());
+    options.context = *std::max_element(o.depths.begin(), o.depths.end()) +
+                      std::max(*std::max_element(o.prompts.begin(), o.prompts.end()),
+                               *std::max_element(o.gens.begin(), o.gens.end()) + 1 + widest_step);
+    return options;
+}
+
+// Loads one model, runs every test on it and adds its rows and notes to the report.
+void bench_model(const std::string& path, const Options& o, const MachineLimits& limits, Report& report) {
+    const auto load_start = std::chrono::steady_clock::now();
+    smol::Engine engine(path, load_options(o));  // the model and its tokenizer (for --grammar)
+    ModelFacts model;
+    model.path = path;
+    model.info = engine.info();
+    model.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
+    if (model.info.rope_scaling.yarn())  // on stderr as the other programs say it, so JSON stays clean
+        std::fprintf(stderr, "smol-bench: RoPE scaling: %s%s\n", smol::describe(model.info.rope_scaling).c_str(),
+                     model.info.rope_scaling_automatic ? " (the context is past the trained one)" : "");
+    model.type = model.info.architecture + " " + model.info.config_name + " " + ftype_name(engine.model().file());
+    if (o.cache_types != smol::KvCacheTypes{})  // as llama-bench names non-default cache types
+        model.type += std::string(" K ") + smol::kv_type_name(o.cache_types.keys) + " V " +
+                      smol::kv_type_name(o.cache_types.values);
+    model.kv_bytes_per_token = engine.make_cache(1).bytes_per_token();
+    Runner runner(engine);
+    if (!o.grammar.empty()) runner.use_grammar(o.grammar);
+    runner.use_speculation(o.speculation);
+
+    const std::vector<Test> tests = plan_tests(o);
+    std::vector<Sample> interleaved(tests.size());
+    for (std::size_t index = 0; index < tests.size(); ++index) {
+        const Test& test = tests[index];
+        omp_set_num_threads(test.threads);
+        runner.prepare(test);
+        const Sample sample = run_test(runner, tests, index, o, interleaved);
+        const Figures f = figures_of(test, sample, model, limits);
+        if (o.markdown()) print_table_row(test, f, model);
+        report.rows.push_back(json_row(test, sample, f, model, limits, o));
+        if (test.step_tokens > 0) report.step_costs.push_back({test.threads, test.depth, test.step_tokens, sample.ns});
+    }
+    char note[256];
+    std::snprintf(note, sizeof note, "%s: load %.0f ms, weights read per token %.2f GB, %s", path.c_str(), model.load_ms,
+                  double(model.info.matrix_bytes) / 1e9, model.info.config_name.c_str());
+    report.footnotes.push_back(note);
+    for (const auto& [percent, counts] : runner.drafts()) {
+        if (counts.first == 0) continue;
+        const std::string drafter = percent < 0 ? "--spec " + std::string(smol::to_string(o.speculation.type))
+                                                : "drafts right " + std::to_string(percent) + "% of the time";
+        std::snprintf(note, sizeof note,
+                      "gen+spec (%s, --draft-max %d, --draft-min %d): %ld of %ld drafted tokens accepted (%.1f%%)",
+                      drafter.c_str(), o.speculation.draft_max, o.speculation.draft_min, counts.second, counts.first,
+                      100.0 * double(counts.second) / double(counts.first));
+        report.footnotes.push_back(note);
+    }
+}
+
+// The machine's limits, under the rows they explain.
+void print_limits(const MachineLimits& limits, const Options& o) {
+    const auto plural = [](int t) { return t == 1 ? "" : "s"; };
+    for (std::size_t i = 0; i < limits.read_gbps.size(); ++i)
+        std::printf("memory read limit, %d thread%s: %.2f GB/s (4 prefetching streams per thread over %.0f MiB); "
+                    "tg's GB/s as %% of it\n",
+                    limits.threads[i], plural(limits.threads[i]), limits.read_gbps[i],
+                    double(smol_bench::bandwidth_buffer_bytes()) / double(1 << 20));
+    const smol::Int8PeakLoop* loop = limits.int8_loop;
+    for (std::size_t i = 0; i < limits.int8_macs_per_s.size(); ++i)
+        std::printf("int8 peak, %d thread%s: %.1f G MAC/s (%s set: %s over %d accumulators per thread); pp's int8 "
+                    "MACs (weight matrices' rows x cols per token, the LM head once) as %% of it\n",
+                    limits.threads[i], plural(limits.threads[i]), limits.int8_macs_per_s[i] / 1e9,
+                    std::string(smol::isa_name(loop->isa)).c_str(), loop->instruction, loop->chains);
+    if (o.int8_peak && o.any_pp() && loop == nullptr)
+        std::printf("int8 peak: not measured, the %s kernel set has no int8 peak loop\n",
+                    std::string(smol::isa_name(smol::kernels().isa)).c_str());
+}
+
+// Each stepK against step1 of the same threads and depth, run minutes apart at most: on a shared
+// machine only such ratios within one run mean anything.
+void print_step_costs(const std::vector<StepCost>& step_costs) {
+    if (step_costs.empty()) return;
+    std::printf("\nverify step cost: the time of one decode step carrying K tokens over a one-token step's\n");
+    std::printf("| %7s | %6s | %6s | %18s |\n", "threads", "depth", "K", "x step1");
+    std::printf("| ------: | -----: | -----: | -----------------: |\n");
+    for (const StepCost& cost : step_costs) {
+        const auto one = std::find_if(step_costs.begin(), step_costs.end(), [&](const StepCost& c) {
+            return c.threads == cost.threads && c.depth == cost.depth && c.tokens == 1;
+        });
+        if (one == step_costs.end()) continue;
+        // Repetition r of stepK ran right after repetition r of step1 (interleaved), so each pair
+        // saw the same load: the ratio is taken per pair.
+        std::vector<double> ratios;
+        for (std::size_t r = 0; r < std::min(cost.ns.size(), one->ns.size()); ++r) ratios.push_back(cost.ns[r] / one->ns[r]);
+        char cell[48];
+        std::snprintf(cell, sizeof cell, "%.3f ± %.3f", mean(ratios), stddev(ratios));
+        std::printf("| %7d | %6d | %6d | %19s |\n", cost.threads, cost.depth, cost.tokens, cell);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    smol::use_short_openmp_spin(argv);  // see smol/core/threads.hpp: no long spins on a busy machine
+    Options options;
+    if (const auto status = parse_options(argc, argv, options)) return *status;
+    if (const auto status = resolve_default_model(options)) return *status;
+    Report report;
+    try {
+        const MachineLimits limits = measure_limits(options);
+        if (options.markdown()) print_table_header();
+        for (const auto& path : options.models) bench_model(path, options, limits, report);
+        if (options.markdown()) {
+            std::printf("\n");
+            for (const auto& note : report.footnotes) std::printf("%s\n", note.c_str());
+            print_limits(limits, options);
+            std::printf("peak RSS: %.2f GiB\n", double(peak_rss_bytes()) / double(1ull << 30));
+            print_step_costs(report.step_costs);
+        } else {
+            std::printf("%s\n", report.rows.dump(2).c_str());
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "smol-bench: error: %s\n", e.what());
+        return 1;
     }
     return 0;
 }

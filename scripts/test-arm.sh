@@ -31,7 +31,7 @@ for tool in "$cxx" "$qemu"; do
   }
 done
 
-tests=(test_quant_kernels test_reference test_tokenizer)
+tests=(test_quant_kernels test_int8_peak test_reference test_tokenizer)
 mkdir -p "$out"
 flags=(-std=c++20 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -Werror -Iinclude
        "-DSMOL_TEST_DATA_DIR=\"$root/tests/data\"" "-DSMOL_BIN_DIR=\"$root/$out/bin\"")
@@ -73,6 +73,7 @@ for i in "${!cpus[@]}"; do
     echo "test-arm: -cpu $cpu ran kernel set '$ran', expected '${expected_sets[$i]}'" >&2
     exit 1
   fi
+  run "$cpu" test_int8_peak  # the set's int8 peak loop (smol-bench's) against its reference
   run "$cpu" test_reference "--test-case=Q4_K_M fixture*"
 done
 run cortex-a53 test_tokenizer

@@ -558,6 +558,30 @@ TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
     CHECK(json[0].at("bandwidth_fraction").is_null());              // pp reads each weight once per batch
     CHECK(json[1].at("bandwidth_fraction").get<double>() ==
           doctest::Approx(json[1].at("gbps").get<double>() / json[1].at("read_gbps").get<double>()));
+    // The int8 MACs a prompt does: rows x cols of every matrix, as the file's tensors give them
+    // (all quantized here, so all multiplied in int8), each layer's per token, the LM head once.
+    std::uint64_t layer_macs = 0, head_macs = 0;
+    const auto file = smol::gguf::File::open(synthesized_tiny());
+    for (const auto& t : file.tensors()) {
+        if (t.name == "token_embd.weight") head_macs = t.n_elements;
+        else if (t.name.starts_with("blk.") && t.shape.size() == 2) layer_macs += t.n_elements;
+    }
+    CHECK(info.int8_macs.layers == layer_macs);
+    CHECK(info.int8_macs.head == head_macs);
+    // The int8 peak of the kernel set that runs, timed before the tests, and pp's share of it.
+    CHECK(json[1].at("int8_macs_per_s").is_null());  // tg is bound by reading, not multiplying
+    CHECK(json[1].at("int8_peak_fraction").is_null());
+    if (smol::int8_peak_loop(smol::kernels().isa) == nullptr) {
+        MESSAGE("the ", smol::isa_name(smol::kernels().isa), " set has no int8 peak loop: no share to check");
+        CHECK(json[0].at("int8_peak_macs_per_s").is_null());
+    } else {
+        const double macs_per_s = (16.0 * double(layer_macs) + double(head_macs)) * json[0].at("avg_ts").get<double>() / 16;
+        CHECK(json[0].at("int8_macs_per_s").get<double>() == doctest::Approx(macs_per_s));
+        REQUIRE(json[0].at("int8_peak_macs_per_s").is_number());
+        CHECK(json[0].at("int8_peak_macs_per_s").get<double>() > 0);
+        CHECK(json[0].at("int8_peak_fraction").get<double>() ==
+              doctest::Approx(macs_per_s / json[0].at("int8_peak_macs_per_s").get<double>()));
+    }
 
     // Quantized cache types: named in the model column as llama-bench does, and in the JSON.
     const auto typed = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) +
@@ -581,6 +605,14 @@ TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
     CHECK(table.output.find("|            tg2 |") != std::string::npos);
     CHECK(table.output.find(" ± ") != std::string::npos);
     CHECK(table.output.find("memory read limit, 1 thread: ") != std::string::npos);
+    if (smol::int8_peak_loop(smol::kernels().isa) != nullptr) {
+        CHECK(table.output.find("% int8 |") != std::string::npos);  // pp8's share of the peak
+        CHECK(table.output.find("int8 peak, 1 thread: ") != std::string::npos);
+    }
+    CHECK(table.output.find("% read |") != std::string::npos);  // tg2's share of the read limit
+    const auto no_peak = run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) + " -p 8 -n 0 -r 1 -t 1 --no-int8-peak -o json");
+    REQUIRE(no_peak.exit_code == 0);
+    CHECK(nlohmann::json::parse(no_peak.output)[0].at("int8_peak_macs_per_s").is_null());
     const auto no_bandwidth =
         run_tool("smol-bench", "-m " + quoted(synthesized_tiny()) + " -p 0 -n 2 -r 1 -t 1 --no-bandwidth -o json");
     REQUIRE(no_bandwidth.exit_code == 0);

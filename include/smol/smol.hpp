@@ -22,6 +22,7 @@
 #include "smol/model/load_progress.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/registry.hpp"
+#include "smol/quant/int8_peak.hpp"
 #include "smol/quant/type_table.hpp"
 #include "smol/text/chat_template.hpp"
 #include "smol/text/grammar.hpp"

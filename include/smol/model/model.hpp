@@ -42,6 +42,16 @@ struct LoadOptions {
     std::function<void(std::uint64_t done, std::uint64_t total)> on_progress;
 };
 
+// Integer multiply-adds of the weight matrices for one token: rows x cols of each matrix that is
+// multiplied with int8 activations (every quantized type; float matrices count 0). A prompt runs
+// every layer's matrices for each of its tokens and the LM head only for the rows whose logits
+// are wanted; attention's products over the cache are not counted (float, and growing with the
+// context).
+struct MatrixMacs {
+    std::uint64_t layers = 0;  // every layer's projections and FFN
+    std::uint64_t head = 0;    // the LM head, one token's logits
+};
+
 struct ModelInfo {
     std::string config_name;    // the compiled config that runs this file
     std::string file;
@@ -52,6 +62,7 @@ struct ModelInfo {
     std::uint64_t file_bytes = 0;
     std::uint64_t tensor_bytes = 0;  // all tensor data
     std::uint64_t matrix_bytes = 0;  // weights read per generated token (every matrix incl. the LM head)
+    MatrixMacs int8_macs;            // the weights' int8 multiply-adds per token
     RopeScaling rope_scaling;        // as resolved at load
     bool rope_scaling_automatic = false;  // YaRN was turned on because the context asked for it
     int max_context = 0;             // the longest cache make_cache gives: trained, or YaRN's limit
@@ -130,7 +141,7 @@ protected:
 };
 
 template <class Config>
-ModelInfo describe(const gguf::File& file, std::uint64_t matrix_bytes) {
+ModelInfo describe(const gguf::File& file, std::uint64_t matrix_bytes, MatrixMacs int8_macs) {
     ModelInfo info;
     info.config_name = std::string(Config::name);
     info.file = file.name();
@@ -143,6 +154,7 @@ ModelInfo describe(const gguf::File& file, std::uint64_t matrix_bytes) {
         info.tensor_bytes += t.n_bytes;
     }
     info.matrix_bytes = matrix_bytes;
+    info.int8_macs = int8_macs;
     return info;
 }
 

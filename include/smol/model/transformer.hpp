@@ -32,7 +32,7 @@ public:
     Transformer(gguf::File file, const LoadOptions& options)
         : Model(std::move(file)), weights_(bind_weights<Config>(this->file(), options.repack)), max_batch_(options.max_batch) {
         if (max_batch_ <= 0) fail("load options: expected a positive batch size, found ", max_batch_);
-        info_ = describe<Config>(this->file(), weights_.matrix_bytes);
+        info_ = describe<Config>(this->file(), weights_.matrix_bytes, {weights_.layer_int8_macs, weights_.head_int8_macs});
         info_.rope_scaling = resolve_rope_scaling(Config::hp, options.rope_scaling, options.context,
                                                   &info_.rope_scaling_automatic);
         info_.max_context = info_.rope_scaling.yarn() ? Config::hp.max_yarn_context : Config::hp.max_context;

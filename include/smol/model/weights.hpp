@@ -35,10 +35,19 @@ struct ModelWeights {
     std::vector<float> output_norm;   // [d_model]
     std::vector<LayerWeights> layers;
     std::uint64_t matrix_bytes = 0;   // bytes of every matrix read once per token (for GB/s)
+    // Integer multiply-adds per token (rows x cols) of the matrices multiplied with int8
+    // activations (every quantized type; float matrices are left out): all layers', the LM head's.
+    std::uint64_t layer_int8_macs = 0;
+    std::uint64_t head_int8_macs = 0;
     AlignedBuffer row_groups;         // the regrouped matrices (their views' `groups` point here)
 };
 
 namespace detail {
+
+// rows x cols for a matrix multiplied with int8 activations, 0 for a float one.
+inline std::uint64_t int8_macs(const MatrixView& m) {
+    return weight_row(m.type).activations == TensorType::F32 ? 0 : std::uint64_t(m.rows) * std::uint64_t(m.cols);
+}
 
 inline const gguf::TensorInfo& expect_tensor(const gguf::File& file, const std::string& name,
                                              std::vector<std::int64_t> shape) {
@@ -118,6 +127,7 @@ ModelWeights bind_weights(const gguf::File& file, bool group_rows = true) {
         fail(file.name(), ": found 'output.weight', but ", Config::name, " ties its LM head to token_embd.weight");
     w.output_norm = detail::vector(file, "output_norm.weight", Config::d_model);
     w.matrix_bytes = w.token_embd.row_bytes * std::uint64_t(Config::n_vocab);
+    w.head_int8_macs = detail::int8_macs(w.token_embd);
     for (int il = 0; il < Config::n_layers; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         LayerWeights l;
@@ -130,8 +140,10 @@ ModelWeights bind_weights(const gguf::File& file, bool group_rows = true) {
         l.ffn_gate = detail::matrix(file, p + "ffn_gate.weight", Config::d_ffn, Config::d_model);
         l.ffn_up = detail::matrix(file, p + "ffn_up.weight", Config::d_ffn, Config::d_model);
         l.ffn_down = detail::matrix(file, p + "ffn_down.weight", Config::d_model, Config::d_ffn);
-        for (const MatrixView* m : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+        for (const MatrixView* m : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
             w.matrix_bytes += m->row_bytes * std::uint64_t(m->rows);
+            w.layer_int8_macs += detail::int8_macs(*m);
+        }
         w.layers.push_back(std::move(l));
     }
     if (group_rows) make_row_groups(w, file);
