@@ -5,7 +5,6 @@
 //              [--spec-steps 1,2,4,8,16] [--no-warmup] [-o md|json]
 
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -80,13 +79,6 @@ void usage(std::FILE* out) {
 std::vector<int> int_list(smol::args::ArgReader& args, int min_value) {
     const auto values = args.int_list(min_value, 1'000'000);
     return {values.begin(), values.end()};
-}
-
-// Peak resident memory of the whole process so far (Linux reports ru_maxrss in KiB).
-std::uint64_t peak_rss_bytes() {
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    return std::uint64_t(usage.ru_maxrss) * 1024;
 }
 
 // llama.cpp's names for general.file_type; for files without one, the type holding most bytes.
@@ -611,7 +603,7 @@ int main(int argc, char** argv) {
                 const bool is_gen = test.n_gen > 0;
                 const double kv_read = double(kv_bytes_per_token) * (test.depth + 1 + 0.5 * (test.n_gen + 1));
                 const double gbps = (double(info.matrix_bytes) + (is_gen ? kv_read : 0.0)) * avg_ts / 1e9;
-                const std::uint64_t rss = peak_rss_bytes();  // of the process so far, not of this test alone
+                const std::uint64_t rss = smol::platform::peak_resident_bytes();  // of the process so far, not of this test alone
 
                 if (markdown) {
                     char size[32], params[32], ts[48], bw[32];
@@ -690,7 +682,7 @@ int main(int argc, char** argv) {
                         "tg's GB/s in parentheses as %% of it\n",
                         threads[i], threads[i] == 1 ? "" : "s", read_gbps[i],
                         double(smol_bench::bandwidth_buffer_bytes()) / double(1 << 20));
-        std::printf("peak RSS: %.2f GiB\n", double(peak_rss_bytes()) / double(1ull << 30));
+        std::printf("peak RSS: %.2f GiB\n", double(smol::platform::peak_resident_bytes()) / double(1ull << 30));
         // Each stepK against step1 of the same threads and depth, run minutes apart at most: on a
         // shared machine only such ratios within one run mean anything.
         if (!step_costs.empty()) {
