@@ -187,7 +187,8 @@ struct Avx512Floats {
 #include <xsimd/xsimd.hpp>
 
 #include <cstdint>
-#include <cstring>
+
+#include "smol/core/half.hpp"
 
 namespace smol::simd {
 
@@ -233,15 +234,11 @@ struct XsimdFloats {
 
     // kLanes stored values as floats, for the set files' loaders (quant/float_tiles_xsimd.hpp,
     // ops/kv_tiles_xsimd.hpp): every conversion exact, so the values are the reference's.
-    // fp16 through the compiler's half type (one instruction per value on AArch64; xsimd 8 has
-    // no half batch), bf16 as its bits moved into the top of a float's, int8 widened.
+    // fp16 a value at a time by half.hpp's conversion, the reference's own (xsimd 8 has no half
+    // batch), bf16 as its bits moved into the top of a float's, int8 widened.
     static V load_fp16(const std::uint16_t* p) {
         alignas(16) float lanes[kLanes];
-        for (int i = 0; i < kLanes; ++i) {
-            __fp16 h;
-            std::memcpy(&h, p + i, sizeof h);
-            lanes[i] = float(h);
-        }
+        for (int i = 0; i < kLanes; ++i) lanes[i] = fp16_to_f32(p[i]);
         return V::load_aligned(lanes);
     }
     static V load_bf16(const std::uint16_t* p) {

@@ -10,9 +10,9 @@
 //                    [2 * kLanes * step, 2 * kLanes * (step + 1)) as two vectors of floats
 // and it defines the set's entry points (load_row, softmax_weights, scores, accumulate,
 // scores_cache, accumulate_cache). Every step of a row is two vectors (8 values on NEON, 16 on
-// AVX2, 32 on AVX-512: one block of Q8_0 or Q4_0); in a dot product, lane l accumulates the
-// elements i = l mod kLanes in order of i, and the lanes are summed by Floats::sum_each8, the
-// same order for every score. No instruction of a set is spelled here: only Floats and
+// AVX2, 32 on AVX-512: a quarter, a half or one block of Q8_0 or Q4_0); in a dot product, lane
+// l accumulates the elements i = l mod kLanes in order of i, and the lanes are summed by
+// Floats::sum_each8, the same order for every score. No instruction of a set is spelled here: only Floats and
 // CacheRows know the set.
 //
 // Why an include per set and not one template over the set: a function that takes or returns a
