@@ -12,9 +12,10 @@
 # time of -O2 while keeping the kernels' inlining (always_inline and flatten) as it is.
 # Last, examples/embed is built through cmake/aarch64-linux-gnu.cmake and generates on one core.
 # Timings under emulation say nothing about ARM hardware; only correctness is tested here.
-# xsimd (header-only, the ARM float kernels' vector type) comes from the host's package: only its
-# folder is put on the include path (through a link in build-arm/include), never all of the
-# host's /usr/include, whose C library headers are not the target's.
+# xsimd (header-only, the ARM float kernels' vector type) comes from the host's package, its
+# folder put on the include path through a link in build-arm/include: only xsimd/, not the
+# host's C library headers (Debian's cross g++ does search /usr/include, but after the target's
+# own headers; the link names the dependency, and XSIMD_INCLUDE may point elsewhere).
 # env: JOBS (parallel compiles, default: number of cores), ARM_CXX (default aarch64-linux-gnu-g++),
 #      ARM_SYSROOT (default /usr/aarch64-linux-gnu), QEMU (default qemu-aarch64-static),
 #      XSIMD_INCLUDE (the folder holding xsimd/, default /usr/include).
