@@ -9,7 +9,6 @@
 // row; the notes and the machine's limits follow the table.
 
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -88,13 +87,6 @@ void usage(std::FILE* out) {
 std::vector<int> int_list(smol::args::ArgReader& args, int min_value) {
     const auto values = args.int_list(min_value, 1'000'000);
     return {values.begin(), values.end()};
-}
-
-// Peak resident memory of the whole process so far (Linux reports ru_maxrss in KiB).
-std::uint64_t peak_rss_bytes() {
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    return std::uint64_t(usage.ru_maxrss) * 1024;
 }
 
 // llama.cpp's names for general.file_type; for files without one, the type holding most bytes.
@@ -643,7 +635,7 @@ nlohmann::json json_row(const Test& test, const Sample& sample, const Figures& f
         {"int8_macs_per_s", null_or(test.n_prompt > 0, f.int8_macs_per_s)},
         {"int8_peak_macs_per_s", null_or(limits.int8(test.threads) > 0, limits.int8(test.threads))},
         {"int8_peak_fraction", null_or(f.int8_share > 0, f.int8_share)},
-        {"peak_rss_bytes", peak_rss_bytes()},  // of the process so far, not of this test alone
+        {"peak_rss_bytes", smol::platform::peak_resident_bytes()},  // of the process so far, not of this test alone
         {"load_ms", model.load_ms},
     };
 #ifdef SMOL_BUILD_COMMIT
@@ -845,7 +837,7 @@ int main(int argc, char** argv) {
             std::printf("\n");
             for (const auto& note : report.footnotes) std::printf("%s\n", note.c_str());
             print_limits(limits, options);
-            std::printf("peak RSS: %.2f GiB\n", double(peak_rss_bytes()) / double(1ull << 30));
+            std::printf("peak RSS: %.2f GiB\n", double(smol::platform::peak_resident_bytes()) / double(1ull << 30));
             print_step_costs(report.step_costs);
         } else {
             std::printf("%s\n", report.rows.dump(2).c_str());

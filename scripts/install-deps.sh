@@ -6,6 +6,8 @@ export DEBIAN_FRONTEND=noninteractive
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   nlohmann-json3-dev libcpp-httplib-dev libssl-dev libedit-dev
+  # xsimd (header-only): the AArch64 float kernels; the ARM stage cross-builds with these headers.
+  libxsimd-dev
 )
 if [[ "${1:-}" == --tests ]]; then
   packages+=(doctest-dev libeigen3-dev clang libclang-rt-14-dev libomp-14-dev python3 curl nodejs npm chromium haproxy)

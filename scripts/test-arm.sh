@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The ARM stage: cross-builds the tests that need no download stack (the kernel tests, the
-# tiny-fixture logits and the tokenizer) for AArch64 with Debian's g++-aarch64-linux-gnu, and
-# runs them under qemu-user (the kernel tests and the Q4_K_M fixture on each of three emulated
-# cores, the tokenizer on one); each core must pick its own kernel set:
+# attention kernels, the tiny-fixture logits and the tokenizer) for AArch64 with Debian's
+# g++-aarch64-linux-gnu, and runs them under qemu-user (the kernel tests and the Q4_K_M fixture
+# on each of three emulated cores, the tokenizer on one); each core must pick its own kernel set:
 #   -cpu max         Armv8.x with dotprod and i8mm: dotprod (i8mm has no kernels yet, so it falls back)
 #   -cpu cortex-a76  Armv8.2 with dotprod:         dotprod
 #   -cpu cortex-a53  Armv8.0:                      neon
@@ -12,8 +12,13 @@
 # time of -O2 while keeping the kernels' inlining (always_inline and flatten) as it is.
 # Last, examples/embed is built through cmake/aarch64-linux-gnu.cmake and generates on one core.
 # Timings under emulation say nothing about ARM hardware; only correctness is tested here.
+# xsimd (header-only, the ARM float kernels' vector type) comes from the host's package, its
+# folder put on the include path through a link in build-arm/include: only xsimd/, not the
+# host's C library headers (Debian's cross g++ does search /usr/include, but after the target's
+# own headers; the link names the dependency, and XSIMD_INCLUDE may point elsewhere).
 # env: JOBS (parallel compiles, default: number of cores), ARM_CXX (default aarch64-linux-gnu-g++),
-#      ARM_SYSROOT (default /usr/aarch64-linux-gnu), QEMU (default qemu-aarch64-static).
+#      ARM_SYSROOT (default /usr/aarch64-linux-gnu), QEMU (default qemu-aarch64-static),
+#      XSIMD_INCLUDE (the folder holding xsimd/, default /usr/include).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -21,6 +26,7 @@ jobs=${JOBS:-$(nproc)}
 cxx=${ARM_CXX:-aarch64-linux-gnu-g++}
 sysroot=${ARM_SYSROOT:-/usr/aarch64-linux-gnu}
 qemu=${QEMU:-qemu-aarch64-static}
+xsimd_include=${XSIMD_INCLUDE:-/usr/include}
 out=build-arm
 start=$SECONDS
 
@@ -31,9 +37,15 @@ for tool in "$cxx" "$qemu"; do
   }
 done
 
-tests=(test_quant_kernels test_int8_peak test_reference test_tokenizer)
-mkdir -p "$out"
-flags=(-std=c++20 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -Werror -Iinclude
+[[ -f $xsimd_include/xsimd/xsimd.hpp ]] || {
+  echo "test-arm: $xsimd_include/xsimd/xsimd.hpp not found; install libxsimd-dev (scripts/install-deps.sh)" >&2
+  exit 1
+}
+
+tests=(test_quant_kernels test_int8_peak test_attention test_reference test_tokenizer)
+mkdir -p "$out/include"
+ln -sfn "$xsimd_include/xsimd" "$out/include/xsimd"
+flags=(-std=c++20 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -Werror -Iinclude -isystem "$out/include"
        "-DSMOL_TEST_DATA_DIR=\"$root/tests/data\"" "-DSMOL_BIN_DIR=\"$root/$out/bin\"")
 
 echo "==> cross-building ${tests[*]} for AArch64 ($cxx, $jobs jobs)"
@@ -48,10 +60,12 @@ echo "==> built after $((SECONDS - start)) s"
 # Each emulated core, and the kernel set it must run (what the kernel test reports).
 cpus=(max cortex-a76 cortex-a53)
 expected_sets=(dotprod dotprod neon)
-# What runs on each core: every kernel test, and the Q4_K_M fixture's logits and greedy tokens
-# (Q4_K and Q6_K through that core's set; test_reference's other cases run float or other weight
-# types through the scalar set and take minutes each under emulation). The tokenizer depends on
-# no kernel set, only on the architecture (char is unsigned on AArch64), so it runs once.
+# What runs on each core: every kernel test (the float tiles and the attention kernels run
+# XsimdFloats, the neon set's, on every core), and the Q4_K_M fixture's logits and greedy tokens
+# (Q4_K and Q6_K through that core's set; test_reference's other cases run other weight types
+# through the scalar set and take minutes each under emulation, as does test_attention's
+# end-to-end case, left to the x86 run). The tokenizer depends on no kernel set, only on the
+# architecture (char is unsigned on AArch64), so it runs once.
 run() {  # run CPU TEST [doctest arguments...]
   local cpu=$1 t=$2
   shift 2
@@ -74,6 +88,7 @@ for i in "${!cpus[@]}"; do
     exit 1
   fi
   run "$cpu" test_int8_peak  # the set's int8 peak loop (smol-bench's) against its reference
+  run "$cpu" test_attention "--test-case-exclude=attention matches*"
   run "$cpu" test_reference "--test-case=Q4_K_M fixture*"
 done
 run cortex-a53 test_tokenizer

@@ -1,4 +1,4 @@
-// Attention over the KV cache in every cache type: each SIMD kernel set (AVX2, AVX-512) against
+// Attention over the KV cache in every cache type: each SIMD kernel set (AVX2, AVX-512, NEON) against
 // the scalar references on random data, and attention() against a double-precision softmax over the values
 // the cache holds, batched, one token at a time and on 1-3 threads, which must agree bit for bit
 // (a token's output cannot depend on its batch or on the thread count).
@@ -94,7 +94,7 @@ TEST_CASE("cache rows: every type stores and loads back within its rounding, SIM
 // The SIMD kernel sets of this build that this CPU runs; the others are named as skipped.
 std::vector<const kv_kernels::AttentionKernels*> runnable_simd_sets() {
     std::vector<const kv_kernels::AttentionKernels*> sets;
-    for (Isa isa : {Isa::avx2, Isa::avx512}) {
+    for (Isa isa : {Isa::avx2, Isa::avx512, Isa::neon}) {
         const kv_kernels::AttentionKernels* k = kv_kernels::attention_kernels_for(isa);
         if (!k) MESSAGE("skipped: this build has no ", std::string(isa_name(isa)), " attention kernels");
         else if (!cpu_features().supports(isa)) MESSAGE("skipped: this CPU cannot run ", std::string(isa_name(isa)));

@@ -1008,6 +1008,14 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
             CAPTURE(isa_name(isa));
             CHECK((weight_row(type).tiles[std::size_t(isa)] != nullptr) == isa_compiled(isa));
         }
+    // The float types have one NEON tile (XsimdFloats), which dotprod and i8mm fall back to.
+    for (const TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16}) {
+        CAPTURE(type_name(type));
+        CHECK((weight_row(type).tiles[std::size_t(Isa::neon)] != nullptr) == isa_compiled(Isa::neon));
+        CHECK((weight_row(type).tiles[std::size_t(Isa::dotprod)] == nullptr));
+        if (isa_compiled(Isa::dotprod))
+            CHECK((KernelSet{Isa::dotprod}.for_weights(type) == weight_row(type).tiles[std::size_t(Isa::neon)]));
+    }
     CHECK(weight_row(TensorType::Q6_K).activations == TensorType::Q8_K);
     CHECK(weight_row(TensorType::Q8_0).activations == TensorType::Q8_0);
     for (const TensorType block32 : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1})

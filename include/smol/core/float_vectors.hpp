@@ -1,18 +1,30 @@
 #pragma once
 // One float vector per instruction set, as a struct of static functions, so that a float kernel
 // is written once against `Floats` and compiled per set (ops/kv_tiles_set.hpp,
-// quant/float_tile_set.hpp): Avx2Floats (8 lanes, __m256) and Avx512Floats (16 lanes, __m512).
-// Each function is the one instruction (or fixed sequence) the hand-written kernels used, so the
-// shared kernel gives each set's former bits. Only where a set's operation differs in more than
-// its width (a reduction's order, a mask against a blend) do the two bodies differ.
+// quant/float_tile_set.hpp): Avx2Floats (8 lanes, __m256), Avx512Floats (16 lanes, __m512) and,
+// on AArch64, XsimdFloats (xsimd::batch<float>: 4 lanes of NEON). Each x86 function is the one
+// instruction (or fixed sequence) the hand-written kernels used, so the shared kernel gives each
+// set's former bits. Only where a set's operation differs in more than its width (a reduction's
+// order, a mask against a blend) do the bodies differ.
+//
+// The reductions are the vector type's, so that no kernel spells a set's shuffles:
+//   sum(v)                 the float tiles' lane sum
+//   sum_folded(v)          the softmax's lane sum
+//   sum_each8(a, scale, o) o[i] = scale * (the lanes of a[i] summed), i < 8: a score tile's sums,
+//                          every a[i] summed in the same order, so a score does not depend on
+//                          its slot
+// Their orders are each set's own (x86 keeps the orders its kernels always had); the tests hold
+// every set to the scalar references within a tolerance, and to its own bits where one result is
+// computed two ways (a row scored in place and from a copy, a token alone and in a batch).
 //
 // xsimd's batch<float, avx512f> exists only when the whole program is compiled with AVX-512,
-// which smol's x86-64-v3 baseline is not; hence these. Every Avx512Floats function carries
-// SMOL_TARGET_AVX512, and so must every function that passes an Avx512Floats::V by value (clang
-// rejects the call from a baseline function, GCC warns that the ABI changes): that is why the
-// kernels over these are included once per set with the set's target attribute rather than
+// which smol's x86-64-v3 baseline is not; hence the x86 types. Every Avx512Floats function
+// carries SMOL_TARGET_AVX512, and so must every function that passes an Avx512Floats::V by value
+// (clang rejects the call from a baseline function, GCC warns that the ABI changes): that is why
+// the kernels over these are included once per set with the set's target attribute rather than
 // written as templates over the set, as quant/legacy_tiles_avx2.hpp's integer driver is (its
-// AVX-512 products pass only 256-bit vectors).
+// AVX-512 products pass only 256-bit vectors). On AArch64, NEON is the baseline, so
+// XsimdFloats needs no attribute and no flags.
 
 #include "smol/core/simd_targets.hpp"
 
@@ -70,6 +82,20 @@ struct Avx2Floats {
 
     // The lanes as 8 (sums of) lanes: already 8.
     static __m256 fold8(V v) { return v; }
+    // The softmax's sum: the tree ((0+4)+(2+6))+((1+5)+(3+7)).
+    static float sum_folded(V v) { return sum8_lanes(v); }
+
+    // Eight sums of eight accumulators, each summed by the same tree ((0+1)+(2+3))+((4+5)+(6+7)).
+    static __m256 sum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6, __m256 a7) {
+        const __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
+        const __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
+        const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+        // u0 = [a0 a1 a2 a3 (low halves) | a0 a1 a2 a3 (high halves)], u1 likewise for a4..a7
+        return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+    }
+    static void sum_each8(const V* a, float scale, float* out) {
+        _mm256_storeu_ps(out, _mm256_mul_ps(sum8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]), _mm256_set1_ps(scale)));
+    }
     // The float tiles' lane sum in the order ((0+4)+(1+5))+((2+6)+(3+7)): the two halves added
     // lane by lane, then two horizontal adds; the order they used before they were written once.
     static float sum(V v) {
@@ -136,6 +162,13 @@ struct Avx512Floats {
     }
     // The float tiles' lane sum.
     SMOL_TARGET_AVX512 static float sum(V v) { return _mm512_reduce_add_ps(v); }
+    // The softmax's sum and a score tile's: folded to 8 lanes, then summed as an AVX2 vector is.
+    SMOL_TARGET_AVX512 static float sum_folded(V v) { return Avx2Floats::sum_folded(fold8(v)); }
+    SMOL_TARGET_AVX512 static void sum_each8(const V* a, float scale, float* out) {
+        _mm256_storeu_ps(out, _mm256_mul_ps(Avx2Floats::sum8(fold8(a[0]), fold8(a[1]), fold8(a[2]), fold8(a[3]),
+                                                             fold8(a[4]), fold8(a[5]), fold8(a[6]), fold8(a[7])),
+                                            _mm256_set1_ps(scale)));
+    }
 };
 
 }  // namespace smol::simd
@@ -143,5 +176,86 @@ struct Avx512Floats {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+
+#endif
+
+#if SMOL_HAVE_NEON_KERNELS
+
+#if !__has_include(<xsimd/xsimd.hpp>)
+#error "smol on AArch64 needs xsimd (Debian: libxsimd-dev): its float kernels are built on xsimd::batch<float>"
+#endif
+#include <xsimd/xsimd.hpp>
+
+#include <cstdint>
+
+#include "smol/core/half.hpp"
+
+namespace smol::simd {
+
+// xsimd's batch<float> for the architecture the program is compiled for: NEON's 4 lanes on every
+// AArch64 core. Every operation rounds once, as the x86 types' do (fnma is fma of -a: negation
+// is exact, and xsimd 8's own fnma multiplies and adds in two steps).
+struct XsimdFloats {
+    using V = xsimd::batch<float>;
+    static constexpr int kLanes = int(V::size);
+    static_assert(8 % kLanes == 0, "sum_each8 sums 8 accumulators kLanes at a time");
+
+    static V zero() { return V(0.0f); }
+    static V set1(float x) { return V(x); }
+    static V broadcast(const float* p) { return V(*p); }
+    static V load(const float* p) { return V::load_unaligned(p); }
+    static void store(float* p, V v) { v.store_unaligned(p); }
+    static V add(V a, V b) { return a + b; }
+    static V sub(V a, V b) { return a - b; }
+    static V mul(V a, V b) { return a * b; }
+    static V max(V a, V b) { return xsimd::max(a, b); }
+    static V fma(V a, V b, V c) { return xsimd::fma(a, b, c); }   // a * b + c, one rounding
+    static V fnma(V a, V b, V c) { return xsimd::fma(-a, b, c); }  // c - a * b, one rounding
+    static V round_nearest(V x) { return xsimd::nearbyint(x); }    // ties to even
+
+    // 2^k for integral k in [-126, 127]: k + 127 put into the exponent field.
+    static V exp2_integral(V k) {
+        using I = xsimd::batch<std::int32_t>;
+        return xsimd::bitwise_cast<V>((xsimd::batch_cast<std::int32_t>(k) + I(127)) << 23);
+    }
+    // value where x is not below limit, 0 where it is (a NaN x keeps its value, as on AVX2).
+    static V zero_below(V value, V x, float limit) { return xsimd::select(x < V(limit), V(0.0f), value); }
+
+    static V load_first(const float* p, int n, float fill) {
+        alignas(16) float lanes[kLanes];
+        for (int i = 0; i < kLanes; ++i) lanes[i] = i < n ? p[i] : fill;
+        return V::load_aligned(lanes);
+    }
+    static void store_first(float* p, int n, V v) {
+        alignas(16) float lanes[kLanes];
+        v.store_aligned(lanes);
+        for (int i = 0; i < n; ++i) p[i] = lanes[i];
+    }
+
+    // kLanes stored values as floats, for the set files' loaders (quant/float_tiles_xsimd.hpp,
+    // ops/kv_tiles_xsimd.hpp): every conversion exact, so the values are the reference's.
+    // fp16 a value at a time by half.hpp's conversion, the reference's own (xsimd 8 has no half
+    // batch), bf16 as its bits moved into the top of a float's, int8 widened.
+    static V load_fp16(const std::uint16_t* p) {
+        alignas(16) float lanes[kLanes];
+        for (int i = 0; i < kLanes; ++i) lanes[i] = fp16_to_f32(p[i]);
+        return V::load_aligned(lanes);
+    }
+    static V load_bf16(const std::uint16_t* p) {
+        const auto wide = xsimd::load_as<std::uint32_t>(p, xsimd::unaligned_mode());
+        return xsimd::bitwise_cast<V>(wide << 16);
+    }
+    static V load_int8(const std::int8_t* p) { return xsimd::load_as<float>(p, xsimd::unaligned_mode()); }
+
+    // One lane sum serves all three uses: xsimd's hadd, on NEON (0+1)+(2+3) (pairwise adds).
+    static float sum(V v) { return xsimd::hadd(v); }
+    static float sum_folded(V v) { return xsimd::hadd(v); }
+    // haddp sums kLanes accumulators at once, each in hadd's order.
+    static void sum_each8(const V* a, float scale, float* out) {
+        for (int i = 0; i < 8; i += kLanes) (xsimd::haddp(a + i) * V(scale)).store_unaligned(out + i);
+    }
+};
+
+}  // namespace smol::simd
 
 #endif

@@ -12,9 +12,9 @@
 // with the short spin set. It never overrides what the user chose (OMP_WAIT_POLICY,
 // GOMP_SPINCOUNT, KMP_BLOCKTIME), and SMOL_KEEP_OPENMP_WAIT=1 turns it off.
 
-#include <unistd.h>
-
 #include <cstdlib>
+
+#include "smol/core/platform.hpp"
 
 namespace smol {
 
@@ -26,7 +26,7 @@ inline void use_short_openmp_spin(char** argv) {
         return;
     ::setenv("GOMP_SPINCOUNT", "10000", 0);  // libgomp (GCC): iterations
     ::setenv("KMP_BLOCKTIME", "1", 0);       // libomp (clang): milliseconds
-    ::execv("/proc/self/exe", argv);
+    platform::restart_self(argv);
 }
 
 }  // namespace smol

@@ -4,7 +4,6 @@
 // gives a smol::Error naming the file, the key or tensor and the byte offset, never a crash.
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/core/platform.hpp"
 #include "smol/core/tensor_types.hpp"
 
 namespace smol::gguf {
@@ -267,8 +267,8 @@ public:
         }
         memory->size_ = std::size_t(st.st_size);
         if (memory->size_ > 0) {
-            void* p = ::mmap(nullptr, memory->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-            if (p == MAP_FAILED) {
+            const void* p = platform::map_read_only(fd, memory->size_);
+            if (!p) {
                 const int e = errno;
                 ::close(fd);
                 fail(path.string(), ": cannot mmap ", memory->size_, " bytes: ", std::strerror(e));
@@ -287,7 +287,7 @@ public:
         return memory;
     }
     ~FileMemory() {
-        if (mapped_) ::munmap(mapped_, size_);
+        if (mapped_) platform::unmap(mapped_, size_);
     }
     FileMemory(const FileMemory&) = delete;
     FileMemory& operator=(const FileMemory&) = delete;
@@ -296,19 +296,17 @@ public:
     std::size_t size() const { return size_; }
     // Asks the kernel to read the range ahead (the weights are then paged in sequentially).
     void will_need(std::size_t offset, std::size_t length) const {
-        if (mapped_ && length) ::madvise(static_cast<char*>(mapped_) + (offset & ~std::size_t(4095)),
-                                         length + (offset & 4095), MADV_WILLNEED);
+        if (mapped_) platform::advise_will_need(data_ + offset, length);
     }
     // Tells the kernel the whole pages inside the range will not be read again, so they leave
     // this process's resident memory (a later read would page them back in from the file).
     void wont_need(std::size_t offset, std::size_t length) const {
-        const std::size_t first = (offset + 4095) & ~std::size_t(4095), end = (offset + length) & ~std::size_t(4095);
-        if (mapped_ && end > first) ::madvise(static_cast<char*>(mapped_) + first, end - first, MADV_DONTNEED);
+        if (mapped_) platform::advise_wont_need(data_ + offset, length);
     }
 
 private:
     FileMemory() = default;
-    void* mapped_ = nullptr;
+    const void* mapped_ = nullptr;
     std::vector<std::uint8_t> owned_;
     const std::uint8_t* data_ = nullptr;
     std::size_t size_ = 0;

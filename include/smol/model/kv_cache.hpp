@@ -7,9 +7,6 @@
 // pages become resident only when positions are written, so a 64K-token context costs what
 // the conversation has used so far, not what it might use.
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +15,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/core/platform.hpp"
 #include "smol/ops/kv_layout.hpp"
 
 namespace smol {
@@ -30,16 +28,12 @@ public:
     LazyBytes() = default;
     explicit LazyBytes(std::size_t n) : size_(n) {
         if (n == 0) return;
-        void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p == MAP_FAILED) fail("KV cache: cannot reserve ", n, " bytes: ", std::strerror(errno));
+        // Each layer's heads are regions a context apart, written from their start: the mapping
+        // asks for no transparent huge pages, which would make 2 MiB resident at each region's
+        // first write (576 MiB for SmolLM3-3B's 288 regions), however short the conversation.
+        void* p = platform::reserve_lazy_zeroed(n);
+        if (!p) fail("KV cache: cannot reserve ", n, " bytes: ", std::strerror(errno));
         data_ = static_cast<std::byte*>(p);
-#ifdef MADV_NOHUGEPAGE
-        // Each layer's heads are regions a context apart, written from their start: with
-        // transparent huge pages set to "always", the first write to each would make 2 MiB
-        // resident (576 MiB for SmolLM3-3B's 288 regions), however short the conversation. Advice
-        // only: a kernel without THP refuses it and nothing changes.
-        (void)::madvise(p, n, MADV_NOHUGEPAGE);
-#endif
     }
     LazyBytes(LazyBytes&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
     LazyBytes& operator=(LazyBytes&& o) noexcept {
@@ -61,18 +55,15 @@ public:
     // cost, whatever else the process holds.
     std::size_t resident_bytes() const {
         if (!data_) return 0;
-        const std::size_t page = std::size_t(::sysconf(_SC_PAGESIZE));
-        std::vector<unsigned char> in_core((size_ + page - 1) / page);
-        if (::mincore(data_, size_, in_core.data()) != 0)
+        std::size_t bytes = 0;
+        if (!platform::resident_bytes(data_, size_, bytes))
             fail("KV cache: cannot read which pages of ", size_, " bytes are resident: ", std::strerror(errno));
-        std::size_t pages = 0;
-        for (const unsigned char flags : in_core) pages += flags & 1;
-        return pages * page;
+        return bytes;
     }
 
 private:
     void release() {
-        if (data_) ::munmap(data_, size_);
+        if (data_) platform::unmap(data_, size_);
         data_ = nullptr;
     }
     std::byte* data_ = nullptr;

@@ -2,8 +2,9 @@
 // The kernels attention runs over a KV cache: a row written in the cache type (fp16, Q8_0,
 // Q4_0) and read back as floats, query-key scores for several query rows at once, the softmax
 // weights, and the weighted sum of value rows. Each has a scalar reference (the `_scalar`
-// functions) that the AVX2 and AVX-512 versions are tested against (those are written once, in
-// kv_tiles.hpp, and compiled per set by kv_tiles_avx2.hpp and kv_tiles_avx512.hpp); AttentionKernels
+// functions) that the AVX2, AVX-512 and NEON versions are tested against (those are written once,
+// in kv_tiles_set.hpp, and compiled per set by kv_tiles_avx2.hpp, kv_tiles_avx512.hpp and
+// kv_tiles_xsimd.hpp); AttentionKernels
 // gathers one instruction set's versions, and attention_kernels() is the set this CPU runs. The SIMD
 // sets also score and accumulate straight from the cache rows (`scores_cache`,
 // `accumulate_cache`), converting each block in registers: decoding, whose 4 query rows per KV
@@ -29,6 +30,7 @@
 #include "smol/ops/kv_layout.hpp"
 #include "smol/ops/kv_tiles_avx2.hpp"
 #include "smol/ops/kv_tiles_avx512.hpp"
+#include "smol/ops/kv_tiles_xsimd.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/type_table.hpp"
 
@@ -125,13 +127,21 @@ inline const AttentionKernels* attention_kernels_for(Isa isa) {
             return &set;
         }
 #endif
+#if SMOL_HAVE_NEON_KERNELS
+        case Isa::neon: {  // Q4_0 keys: the integer scores' scalar version until ARM has its own
+            static constexpr AttentionKernels set{Isa::neon,           neon::load_row,   neon::scores,
+                                                  neon::softmax_weights, neon::accumulate, neon::scores_cache,
+                                                  neon::accumulate_cache, scores_q4_0_scalar};
+            return &set;
+        }
+#endif
         default: return nullptr;
     }
 }
 
 // The set this process runs: the one of the quantized matmuls (selected_isa(): the best the CPU
 // has, or SMOL_ISA's), or the first down its fallback chain (fallback_isa) this build has
-// attention kernels for (AMX: AVX-512's; AVX-VNNI: AVX2's).
+// attention kernels for (AMX: AVX-512's; AVX-VNNI: AVX2's; i8mm and dotprod: NEON's).
 inline const AttentionKernels& attention_kernels() {
     static const AttentionKernels* chosen = [] {
         for (Isa isa = selected_isa(); isa != Isa::scalar; isa = fallback_isa(isa))

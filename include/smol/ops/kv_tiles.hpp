@@ -1,13 +1,12 @@
 #pragma once
 // What the SIMD attention kernels of every set share: the exp polynomial's constants, the
 // dispatch on the cache type, the unroll pragma, and the headers kv_tiles_set.hpp (the kernels,
-// written once and included by kv_tiles_avx2.hpp and kv_tiles_avx512.hpp per set) uses.
+// written once and included by kv_tiles_avx2.hpp, kv_tiles_avx512.hpp and kv_tiles_xsimd.hpp per
+// set) uses.
 
 #include "smol/core/simd_targets.hpp"
 
-#if SMOL_HAVE_AVX2_KERNELS
-
-#include <immintrin.h>
+#if SMOL_HAVE_AVX2_KERNELS || SMOL_HAVE_NEON_KERNELS
 
 #include <algorithm>
 #include <cmath>

@@ -1,16 +1,19 @@
-// The SIMD attention kernels, written once and compiled per instruction set: kv_tiles_avx2.hpp
-// and kv_tiles_avx512.hpp each include this file inside their namespace, after defining
-//   SMOL_SET_TARGET  the set's target attribute (nothing for AVX2, the baseline)
+// The SIMD attention kernels, written once and compiled per instruction set: kv_tiles_avx2.hpp,
+// kv_tiles_avx512.hpp and kv_tiles_xsimd.hpp each include this file inside their namespace,
+// after defining
+//   SMOL_SET_TARGET  the set's target attribute (nothing for AVX2 and NEON, the baselines)
 //   Floats           the set's float vector (core/float_vectors.hpp)
 //   kScoreKeys       keys per score tile: 4 query rows x kScoreKeys keys are 4 * kScoreKeys
-//                    accumulators, 8 of AVX2's 16 registers, 16 of AVX-512's 32, leaving room
-//                    for the key and query vectors
+//                    accumulators, 8 of AVX2's 16 registers, 16 of AVX-512's or NEON's 32,
+//                    leaving room for the key and query vectors
 //   CacheRows<T>     for a cache type T, load2(row, step, v0, v1): row values
 //                    [2 * kLanes * step, 2 * kLanes * (step + 1)) as two vectors of floats
 // and it defines the set's entry points (load_row, softmax_weights, scores, accumulate,
-// scores_cache, accumulate_cache). Every step of a row is two vectors (16 values on AVX2, 32
-// on AVX-512: one block of Q8_0 or Q4_0); in a dot product, lane l accumulates the elements
-// i = l mod kLanes in order of i, and a score is folded to 8 lanes and summed by sum8's tree.
+// scores_cache, accumulate_cache). Every step of a row is two vectors (8 values on NEON, 16 on
+// AVX2, 32 on AVX-512: a quarter, a half or one block of Q8_0 or Q4_0); in a dot product, lane
+// l accumulates the elements i = l mod kLanes in order of i, and the lanes are summed by
+// Floats::sum_each8, the same order for every score. No instruction of a set is spelled here: only Floats and
+// CacheRows know the set.
 //
 // Why an include per set and not one template over the set: a function that takes or returns a
 // __m512 must itself be compiled for AVX-512 (clang rejects the call otherwise, GCC warns of
@@ -20,17 +23,6 @@
 // No include guard: included once per set namespace, never on its own.
 
 inline constexpr int kStep = 2 * Floats::kLanes;  // row values per step: two vectors
-
-// Eight sums of eight accumulators, each summed by the same tree ((0+1)+(2+3))+((4+5)+(6+7)),
-// so a score's value does not depend on the slot it was computed in.
-SMOL_SET_TARGET inline __m256 sum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6,
-                                   __m256 a7) {
-    const __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
-    const __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
-    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    // u0 = [a0 a1 a2 a3 (low halves) | a0 a1 a2 a3 (high halves)], u1 likewise for a4..a7
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
 
 // A cache row back as floats: the bits CacheRows gives the tiles, so scores over load_row's
 // copies and scores_cache agree. head_dim: a multiple of 32.
@@ -61,8 +53,8 @@ SMOL_SET_TARGET inline Floats::V exp_nonpositive(Floats::V x) {
     return F::zero_below(F::mul(p, F::exp2_integral(k)), x, kMin);  // 2^k for k in [-126, 0]
 }
 
-// kLanes lanes summed j by j, folded to 8 and summed by a fixed tree; a last partial vector is
-// padded with -inf, whose weights are 0 and add nothing.
+// kLanes lanes summed j by j, then summed by the set's fixed order (Floats::sum_folded); a last
+// partial vector is padded with -inf, whose weights are 0 and add nothing.
 SMOL_SET_TARGET inline float softmax_weights(float* s, int n, float max) {
     using F = Floats;
     const F::V m = F::set1(max);
@@ -78,7 +70,7 @@ SMOL_SET_TARGET inline float softmax_weights(float* s, int n, float max) {
         F::store_first(s + j, n - j, p);
         sum = F::add(sum, p);
     }
-    return simd::sum8_lanes(F::fold8(sum));
+    return F::sum_folded(sum);
 }
 
 // Where a tile's key or value rows come from: a buffer of floats (a step of rows load_row
@@ -106,8 +98,8 @@ struct CacheRowsAt {
 };
 
 // 4 query rows x kScoreKeys keys: 4 * kScoreKeys dot products over head_dim (a multiple of
-// kStep), each accumulated in one register in order of i, folded to 8 lanes and summed by sum8's
-// tree, so no score depends on its slot. out[kScoreKeys * r + j]: row r, key j.
+// kStep), each accumulated in one register in order of i and summed by Floats::sum_each8, the
+// same order in every slot, so no score depends on its slot. out[kScoreKeys * r + j]: row r, key j.
 template <class Rows, class Row>
 SMOL_SET_TARGET inline void score_tile(const float* const q[4], const Row (&k)[kScoreKeys], int head_dim, float scale,
                                        float* out) {
@@ -129,14 +121,8 @@ SMOL_SET_TARGET inline void score_tile(const float* const q[4], const Row (&k)[k
                 for (int j = 0; j < kScoreKeys; ++j) a[kScoreKeys * r + j] = F::fma(qr, x[part][j], a[kScoreKeys * r + j]);
             }
     }
-    const __m256 scale8 = _mm256_set1_ps(scale);
     SMOL_KV_UNROLL
-    for (int g = 0; g < kScoreKeys / 2; ++g) {  // slots 8g .. 8g + 7: rows 2g, 2g + 1
-        const F::V* b = a + 8 * g;
-        _mm256_storeu_ps(out + 8 * g, _mm256_mul_ps(sum8(F::fold8(b[0]), F::fold8(b[1]), F::fold8(b[2]), F::fold8(b[3]),
-                                                         F::fold8(b[4]), F::fold8(b[5]), F::fold8(b[6]), F::fold8(b[7])),
-                                                    scale8));
-    }
+    for (int g = 0; g < kScoreKeys / 2; ++g) F::sum_each8(a + 8 * g, scale, out + 8 * g);  // rows 2g, 2g + 1
 }
 
 // scores[r * score_stride + j] = scale * (q_r . key j); a last partial tile repeats the last key

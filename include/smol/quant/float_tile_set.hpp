@@ -1,8 +1,9 @@
 // The tile for float weights (F32, F16, BF16) against float activations, written once and
-// compiled per instruction set: kernels_avx2.hpp and kernels_avx512.hpp each include this file
-// inside their namespace, after defining SMOL_SET_TARGET (the set's target attribute, nothing
-// for AVX2), Floats (the set's float vector, core/float_vectors.hpp) and the loaders, which are
-// all that differs: LoadF32, LoadF16, LoadBF16, each with `load`, kLanes weights as floats.
+// compiled per instruction set: kernels_avx2.hpp, kernels_avx512.hpp and float_tiles_xsimd.hpp
+// each include this file inside their namespace, after defining SMOL_SET_TARGET (the set's
+// target attribute, nothing for AVX2 and NEON), Floats (the set's float vector,
+// core/float_vectors.hpp) and the loaders, which are all that differs: LoadF32, LoadF16,
+// LoadBF16, each with `load`, kLanes weights as floats.
 // (An include per set and not a template over the set: a function handling a __m512 by value
 // must be compiled for AVX-512, and a template cannot take its target from a parameter.)
 //
@@ -33,7 +34,7 @@ SMOL_SET_TARGET inline void float_tile(std::int64_t n, const std::uint8_t* weigh
         V w[kTileRows];
         const bool new_line = (std::size_t(i) * sizeof(Weight)) % 64 < lanes * sizeof(Weight);  // once per 64 bytes
         for (int r = 0; r < kTileRows; ++r) {
-            if (new_line) _mm_prefetch(reinterpret_cast<const char*>(t.w[r] + i) + ahead, _MM_HINT_T0);
+            if (new_line) prefetch_ahead(t.w[r] + i, 64, ahead);
             w[r] = Load::load(t.w[r] + i);
         }
         for (int c = 0; c < C; ++c) {

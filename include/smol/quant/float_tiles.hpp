@@ -1,13 +1,12 @@
 #pragma once
 // What the float-weight tiles (F32, F16, BF16 against float activations) of every set share: the
 // weight types' one-at-a-time conversions, and the headers float_tile_set.hpp (the tile, written
-// once and included by kernels_avx2.hpp and kernels_avx512.hpp per set) uses.
+// once and included by kernels_avx2.hpp, kernels_avx512.hpp and float_tiles_xsimd.hpp per set)
+// uses.
 
 #include "smol/core/simd_targets.hpp"
 
-#if SMOL_HAVE_AVX2_KERNELS
-
-#include <immintrin.h>
+#if SMOL_HAVE_AVX2_KERNELS || SMOL_HAVE_NEON_KERNELS
 
 #include <cstddef>
 #include <cstdint>

@@ -20,6 +20,7 @@
 #include "smol/quant/kernels_avx2.hpp"
 #include "smol/quant/kernels_avx512.hpp"
 #include "smol/quant/kernels_neon.hpp"
+#include "smol/quant/float_tiles_xsimd.hpp"
 #include "smol/quant/kernels_scalar.hpp"
 #include "smol/quant/kquant_tiles_avx2.hpp"
 #include "smol/quant/kquant_tiles_avx512.hpp"
@@ -176,8 +177,10 @@ constexpr TypeRow with_neon_from_float(TypeRow r, FromFloatFn fast) {
 #endif
 #if SMOL_HAVE_NEON_KERNELS
 #define SMOL_NEON_FROM_FLOAT(Block, name) type_table_detail::from_float<Block, kernels_neon::name>
+#define SMOL_XSIMD_TILE(name) kernels_xsimd::name
 #else
 #define SMOL_NEON_FROM_FLOAT(Block, name) nullptr
+#define SMOL_XSIMD_TILE(name) nullptr
 #endif
 #if SMOL_HAVE_DOTPROD_KERNELS
 #define SMOL_DOTPROD_TILE(name) kernels_neon::name##_dotprod
@@ -187,8 +190,8 @@ constexpr TypeRow with_neon_from_float(TypeRow r, FromFloatFn fast) {
 // Columns: scalar, avx2, avx_vnni, avx512, amx, then the ARM sets neon, dotprod, i8mm. The ARM
 // columns are empty (nullptr, so KernelSet::for_weights takes the kernel of the first set down the
 // set's fallback chain that has one, the scalar set's at the end) except for the types with ARM
-// kernels of their own (SMOL_ARM_TILES and SMOL_VNNI_TILES: every integer type; the float types
-// are not yet).
+// kernels of their own (SMOL_ARM_TILES and SMOL_VNNI_TILES: every integer type; SMOL_FLOAT_TILES:
+// the float types, through xsimd).
 // The AVX-VNNI set runs the AVX2 tiles where the products are not integer bytes (the float types)
 // or a k-quant's (decoded by row groups or the AVX2 column kernels: memory-bound), its own for the
 // block-of-32 types (SMOL_VNNI_TILES); the AMX set decodes, and multiplies what has no AMX GEMM,
@@ -201,6 +204,10 @@ constexpr TypeRow with_neon_from_float(TypeRow r, FromFloatFn fast) {
 #define SMOL_VNNI_TILES(name)                                                                          \
     {kernels_scalar::name,   SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), \
      SMOL_AVX512_TILE(name), SMOL_NEON_TILE(name), SMOL_DOTPROD_TILE(name),   nullptr}
+// The float types: one NEON tile (float_tiles_xsimd.hpp) that dotprod and i8mm fall back to.
+#define SMOL_FLOAT_TILES(name)                                                                    \
+    {kernels_scalar::name,   SMOL_AVX2_TILE(name), SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), \
+     SMOL_AVX512_TILE(name), SMOL_XSIMD_TILE(name), nullptr,            nullptr}
 #define SMOL_GEMMS(name) \
     {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name)}
 // Types with AVX2, AVX-VNNI and AVX-512 GEMMs but no AMX one: the AMX set multiplies their prompts
@@ -257,11 +264,11 @@ inline constexpr TypeRow kTypeTable[] = {
     type_table_detail::row<TensorType::Q4_1, BlockQ4_1, dequantize_row_q4_1, quantize_row_q4_1>(
         TensorType::Q8_0, SMOL_VNNI_TILES(q4_1_q8_0)),
     type_table_detail::row<TensorType::F32, float, dequantize_row_f32, quantize_row_f32>(TensorType::F32,
-                                                                                          SMOL_TILES(f32)),
+                                                                                          SMOL_FLOAT_TILES(f32)),
     type_table_detail::row<TensorType::F16, std::uint16_t, dequantize_row_f16, quantize_row_f16>(TensorType::F32,
-                                                                                                  SMOL_TILES(f16)),
+                                                                                                  SMOL_FLOAT_TILES(f16)),
     type_table_detail::row<TensorType::BF16, std::uint16_t, dequantize_row_bf16, quantize_row_bf16>(
-        TensorType::F32, SMOL_TILES(bf16)),
+        TensorType::F32, SMOL_FLOAT_TILES(bf16)),
     // Activations only: what the k-quants' rows meet. The quantizer is memory-bound, so the AVX2
     // version serves every set that runs AVX2 code, and the neon one every ARM set.
 #if SMOL_HAVE_AVX2_KERNELS
@@ -278,9 +285,11 @@ inline constexpr TypeRow kTypeTable[] = {
 #undef SMOL_SET_GEMMS
 #undef SMOL_GEMMS
 #undef SMOL_VNNI_TILES
+#undef SMOL_FLOAT_TILES
 #undef SMOL_ARM_TILES
 #undef SMOL_DOTPROD_TILE
 #undef SMOL_NEON_FROM_FLOAT
+#undef SMOL_XSIMD_TILE
 #undef SMOL_NEON_TILE
 #undef SMOL_TILES
 #undef SMOL_AMX_GEMM
