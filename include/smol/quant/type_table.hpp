@@ -19,6 +19,7 @@
 #include "smol/quant/kernels_amx.hpp"
 #include "smol/quant/kernels_avx2.hpp"
 #include "smol/quant/kernels_avx512.hpp"
+#include "smol/quant/kernels_i8mm.hpp"
 #include "smol/quant/kernels_neon.hpp"
 #include "smol/quant/kernels_scalar.hpp"
 #include "smol/quant/kquant_tiles_avx2.hpp"
@@ -169,6 +170,11 @@ constexpr TypeRow with_avx2_from_float(TypeRow r, FromFloatFn fast) {
 #else
 #define SMOL_DOTPROD_TILE(name) nullptr
 #endif
+#if SMOL_HAVE_I8MM_KERNELS
+#define SMOL_I8MM_TILE(name) kernels_i8mm::name##_i8mm
+#else
+#define SMOL_I8MM_TILE(name) nullptr
+#endif
 // Columns: scalar, avx2, avx_vnni, avx512, amx, then the ARM sets neon, dotprod, i8mm. The ARM
 // columns are empty (nullptr, so KernelSet::for_weights takes the kernel of the first set down the
 // set's fallback chain that has one, the scalar set's at the end) except for the types with ARM
@@ -181,7 +187,7 @@ constexpr TypeRow with_avx2_from_float(TypeRow r, FromFloatFn fast) {
     {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
 #define SMOL_ARM_TILES(name)                                                                      \
     {kernels_scalar::name,   SMOL_AVX2_TILE(name), SMOL_AVX2_TILE(name),    SMOL_AVX512_TILE(name), \
-     SMOL_AVX512_TILE(name), SMOL_NEON_TILE(name), SMOL_DOTPROD_TILE(name), nullptr}
+     SMOL_AVX512_TILE(name), SMOL_NEON_TILE(name), SMOL_DOTPROD_TILE(name), SMOL_I8MM_TILE(name)}
 #define SMOL_VNNI_TILES(name) \
     {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
 #define SMOL_GEMMS(name) \
@@ -258,6 +264,7 @@ inline constexpr TypeRow kTypeTable[] = {
 #undef SMOL_GEMMS
 #undef SMOL_VNNI_TILES
 #undef SMOL_ARM_TILES
+#undef SMOL_I8MM_TILE
 #undef SMOL_DOTPROD_TILE
 #undef SMOL_NEON_TILE
 #undef SMOL_TILES
