@@ -244,12 +244,14 @@ decltype(auto) visit_kquant(TensorType type, F&& f) {
     }
 }
 
-// Random weights of one k-quant type against random Q8_K activations.
+// Random weights of one k-quant type against random Q8_K activations; `extreme`: every quant at
+// its largest against activations of -128 and 127 (the largest integer sums a block can give).
 template <class Weight>
-void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed) {
+void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed, bool extreme = false) {
     const KernelSet set = kernels_for(isa);
     const DotTileFn tile = set.for_weights(wtype);
-    Gen gen{std::mt19937(seed), exact};
+    Gen gen{std::mt19937(seed), exact, extreme};
+    CAPTURE(extreme);
     // 17152 weights (67 blocks) crosses the decode kernels' 64-block runs.
     for (const std::int64_t n : {std::int64_t(256), std::int64_t(1024), std::int64_t(2816), std::int64_t(17152)}) {
         const std::int64_t blocks = n / QK_K;
@@ -281,6 +283,7 @@ TEST_CASE("Q4_K x Q8_K tiles match the reference on every kernel set") {
         CAPTURE(isa_name(isa));
         check_kquant<BlockQ4K>(isa, TensorType::Q4_K, true, 1);
         check_kquant<BlockQ4K>(isa, TensorType::Q4_K, false, 2);
+        check_kquant<BlockQ4K>(isa, TensorType::Q4_K, false, 102, true);
     }
 }
 
@@ -317,6 +320,7 @@ TEST_CASE("Q6_K x Q8_K tiles match the reference on every kernel set") {
         CAPTURE(isa_name(isa));
         check_kquant<BlockQ6K>(isa, TensorType::Q6_K, true, 3);
         check_kquant<BlockQ6K>(isa, TensorType::Q6_K, false, 4);
+        check_kquant<BlockQ6K>(isa, TensorType::Q6_K, false, 104, true);
     }
 }
 namespace {
@@ -1032,13 +1036,17 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
             CAPTURE(isa_name(isa));
             CHECK((weight_row(type).gemms[std::size_t(isa)] != nullptr) == isa_compiled(isa));
         }
-    // The k-quants of SmolLM3's files have kernels of their own in the neon and dotprod sets.
-    for (const TensorType type : {TensorType::Q4_K, TensorType::Q6_K})
-        for (const Isa isa : {Isa::neon, Isa::dotprod}) {
-            CAPTURE(type_name(type));
+    // The k-quants of SmolLM3's files have tiles of their own in every ARM set; Q6_K has a prompt
+    // GEMM in the i8mm set (Q4_K prompts run its tiles, which take fewer instructions there).
+    for (const TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
+        CAPTURE(type_name(type));
+        for (const Isa isa : {Isa::neon, Isa::dotprod, Isa::i8mm}) {
             CAPTURE(isa_name(isa));
             CHECK((weight_row(type).tiles[std::size_t(isa)] != nullptr) == isa_compiled(isa));
         }
+    }
+    CHECK((weight_row(TensorType::Q6_K).gemms[std::size_t(Isa::i8mm)] != nullptr) == isa_compiled(Isa::i8mm));
+    CHECK((weight_row(TensorType::Q4_K).gemms[std::size_t(Isa::i8mm)] == nullptr));
     CHECK(weight_row(TensorType::Q6_K).activations == TensorType::Q8_K);
     CHECK(weight_row(TensorType::Q8_0).activations == TensorType::Q8_0);
     for (const TensorType block32 : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1})

@@ -96,7 +96,9 @@ inline constexpr GemmShape kGemmShapes[kIsaCount] = {
 #endif
     {kTileRows, kGemmTokens, 1},  // neon: unused, it has no GEMM
     {kTileRows, kGemmTokens, 1},  // dotprod: unused, it has no GEMM
-    {kTileRows, kGemmTokens, 1},  // i8mm: unused, it has no GEMM
+    // i8mm: its Q6_K GEMM (kernels_i8mm.hpp) computes whole groups of 16 tokens; smaller batches
+    // go through the tiles from the same count as on x86 (not measured on ARM hardware).
+    {kTileRows, kGemmTokens, kMinGemmTokens},
 };
 
 namespace type_table_detail {
@@ -192,6 +194,10 @@ constexpr TypeRow with_avx2_from_float(TypeRow r, FromFloatFn fast) {
     {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
 #define SMOL_GEMMS(name) \
     {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name)}
+// Q6_K's: those and the i8mm set's (for Q4_K prompts the i8mm tiles are cheaper, kernels_i8mm.hpp).
+#define SMOL_GEMMS_AND_I8MM(name)                                                                                 \
+    {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name), nullptr, \
+     nullptr, SMOL_I8MM_TILE(name)}
 // Types with AVX2, AVX-VNNI and AVX-512 GEMMs but no AMX one: the AMX set multiplies their prompts
 // with AVX-512's (its GEMM shape is larger than the AVX-512 GEMMs take).
 #define SMOL_SET_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), nullptr}
@@ -234,7 +240,7 @@ inline constexpr TypeRow kTypeTable[] = {
     type_table_detail::row<TensorType::Q5_K, BlockQ5K, dequantize_row_q5_k, quantize_row_q5_k>(
         TensorType::Q8_K, SMOL_TILES(q5k_q8k), SMOL_SET_GEMMS(q5k_q8k_gemm)),
     type_table_detail::row<TensorType::Q6_K, BlockQ6K, dequantize_row_q6_k, quantize_row_q6_k>(
-        TensorType::Q8_K, SMOL_ARM_TILES(q6k_q8k), SMOL_GEMMS(q6k_q8k_gemm), kQ6KRowGroups),
+        TensorType::Q8_K, SMOL_ARM_TILES(q6k_q8k), SMOL_GEMMS_AND_I8MM(q6k_q8k_gemm), kQ6KRowGroups),
     type_table_detail::row<TensorType::Q8_0, BlockQ8_0, dequantize_row_q8_0, quantize_row_q8_0>(
         TensorType::Q8_0, SMOL_VNNI_TILES(q8_0_q8_0)),
     type_table_detail::row<TensorType::Q4_0, BlockQ4_0, dequantize_row_q4_0, quantize_row_q4_0>(
@@ -261,6 +267,7 @@ inline constexpr TypeRow kTypeTable[] = {
 };
 
 #undef SMOL_SET_GEMMS
+#undef SMOL_GEMMS_AND_I8MM
 #undef SMOL_GEMMS
 #undef SMOL_VNNI_TILES
 #undef SMOL_ARM_TILES
