@@ -3,9 +3,10 @@
 # attention kernels, the tiny-fixture logits and the tokenizer) for AArch64 with Debian's
 # g++-aarch64-linux-gnu, and runs them under qemu-user (the kernel tests and the Q4_K_M fixture
 # on each of three emulated cores, the tokenizer on one); each core must pick its own kernel set:
-#   -cpu max         Armv8.x with dotprod and i8mm: dotprod (i8mm has no kernels yet, so it falls back)
+#   -cpu max         Armv8.x with dotprod and i8mm: i8mm
 #   -cpu cortex-a76  Armv8.2 with dotprod:         dotprod
 #   -cpu cortex-a53  Armv8.0:                      neon
+# (the kernel test checks every set a core runs, so -cpu max checks all three ARM sets).
 # The compiler is called directly rather than through CMake: the test executables link smol::hub,
 # whose OpenSSL and cpp-httplib have no AArch64 build on the host, and these three tests need
 # neither. Build type is -O1: emulated code is slow either way, and -O1 builds in about half the
@@ -59,7 +60,7 @@ echo "==> built after $((SECONDS - start)) s"
 
 # Each emulated core, and the kernel set it must run (what the kernel test reports).
 cpus=(max cortex-a76 cortex-a53)
-expected_sets=(dotprod dotprod neon)
+expected_sets=(i8mm dotprod neon)
 # What runs on each core: every kernel test (the float tiles and the attention kernels run
 # XsimdFloats, the neon set's, on every core), and the Q4_K_M fixture's logits and greedy tokens
 # (Q4_K and Q6_K through that core's set; test_reference's other cases run other weight types

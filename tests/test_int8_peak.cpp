@@ -83,6 +83,10 @@ TEST_CASE("the int8 peak reference is each instruction's arithmetic") {
     CHECK(one_lane(Int8Product::maddubs, 3, 5, 2) == 2 * 4 * 15);
     // sdot: both signed, so 0xff is -1.
     CHECK(one_lane(Int8Product::sdot, 0xff, 0x80, 1) == 4 * 128);
+    // smmla: both signed, 8 products per lane (a row of a 2 x 8 by a column of an 8 x 2), and four
+    // times sdot's multiply-adds per instruction.
+    CHECK(one_lane(Int8Product::smmla, 0xff, 0x80, 1) == 8 * 128);
+    CHECK((Int8PeakLoop{Isa::scalar, Int8Product::smmla, "test", 16, 1, nullptr}.macs_per_iteration()) == 64);
     // tdpbusd: 16 groups of 4 products per lane.
     CHECK(one_lane(Int8Product::tdpbusd, 255, 0x80, 1) == 64 * 255 * -128);
     // Sums wrap modulo 2^32, as the accumulators do: 10^5 iterations of -130560 is -13056000000.

@@ -253,6 +253,7 @@ void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed, boo
     const KernelSet set = kernels_for(isa);
     const DotTileFn tile = set.for_weights(wtype);
     Gen gen{std::mt19937(seed), exact, extreme};
+    CAPTURE(extreme);
     // 17152 weights (67 blocks) crosses the decode kernels' 64-block runs.
     for (const std::int64_t n : {std::int64_t(256), std::int64_t(1024), std::int64_t(2816), std::int64_t(17152)}) {
         const std::int64_t blocks = n / QK_K;
@@ -1016,6 +1017,17 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
         if (isa_compiled(Isa::dotprod))
             CHECK((KernelSet{Isa::dotprod}.for_weights(type) == weight_row(type).tiles[std::size_t(Isa::neon)]));
     }
+    // The k-quants of SmolLM3's files also have tiles of their own in the i8mm set; Q6_K has a prompt
+    // GEMM in the i8mm set (Q4_K prompts run its tiles, which take fewer instructions there).
+    for (const TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
+        CAPTURE(type_name(type));
+        for (const Isa isa : {Isa::neon, Isa::dotprod, Isa::i8mm}) {
+            CAPTURE(isa_name(isa));
+            CHECK((weight_row(type).tiles[std::size_t(isa)] != nullptr) == isa_compiled(isa));
+        }
+    }
+    CHECK((weight_row(TensorType::Q6_K).gemms[std::size_t(Isa::i8mm)] != nullptr) == isa_compiled(Isa::i8mm));
+    CHECK((weight_row(TensorType::Q4_K).gemms[std::size_t(Isa::i8mm)] == nullptr));
     CHECK(weight_row(TensorType::Q6_K).activations == TensorType::Q8_K);
     CHECK(weight_row(TensorType::Q8_0).activations == TensorType::Q8_0);
     for (const TensorType block32 : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1})

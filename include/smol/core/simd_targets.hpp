@@ -45,17 +45,24 @@
 // includes the intrinsic's). Clang 14's arm_neon.h declares vdotq_s32 only when the whole file is
 // compiled with dotprod (it ignores target attributes there), so a Clang build holds the dotprod
 // set only when built with it (-march=armv8.2-a+dotprod or later). The i8mm set (Armv8.6 smmla)
-// is detected but has no kernels yet: SMOL_HAVE_I8MM_KERNELS stays undefined, so isa_compiled
-// says no and a CPU with i8mm runs the dotprod set.
+// is the same: GCC's arm_neon.h declares vmmlaq_s32 for "arch=armv8.2-a+i8mm", and the set's
+// functions also run sdot (every core with i8mm has it; the set falls back on dotprod), so their
+// target names both; Clang 14 holds the set only when built with i8mm (-march=armv8.6-a).
 #if defined(__aarch64__) && defined(__ARM_NEON) && (defined(__GNUC__) || defined(__clang__))
 #define SMOL_HAVE_NEON_KERNELS 1
 #if defined(__clang__)
 #if defined(__ARM_FEATURE_DOTPROD)
 #define SMOL_HAVE_DOTPROD_KERNELS 1
 #define SMOL_TARGET_DOTPROD
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+#define SMOL_HAVE_I8MM_KERNELS 1
+#define SMOL_TARGET_I8MM
+#endif
 #endif
 #else
 #define SMOL_HAVE_DOTPROD_KERNELS 1
 #define SMOL_TARGET_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#define SMOL_HAVE_I8MM_KERNELS 1
+#define SMOL_TARGET_I8MM __attribute__((target("arch=armv8.2-a+dotprod+i8mm")))
 #endif
 #endif

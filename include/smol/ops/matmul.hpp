@@ -5,7 +5,7 @@
 //
 // Work split: decode (one token) is memory-bound, so each thread takes a contiguous run of
 // rows and streams kTileRows of them at once with prefetch. Prompts are compute-bound: where the
-// kernel set has a GEMM for the weight type (the k-quants on AVX2, AVX-512 and AMX), the Q8_K
+// kernel set has a GEMM for the weight type (the k-quants on x86, Q6_K on i8mm), the Q8_K
 // activations are also packed 16 tokens to a block and a GEMM call's tokens (kGemmShapes: 32,
 // or 64 for AMX) meet its row group, so an unpacked weight block serves all of them; otherwise
 // tiles take kTileCols tokens at a time. Either way in token blocks small enough that the

@@ -172,13 +172,14 @@ inline std::string gemm_self_check(Isa isa) {
 // held on an Emerald Rapids Xeon guest, 2026-11-27; elsewhere its kernels are checked with the
 // instruction emulated and in its EVEX form), so before the first use of either its GEMMs are
 // checked once against the reference (a few milliseconds; AVX-VNNI's GEMMs and row-group kernels
-// share the one place its instruction is written, dpbusd.hpp's VexDot); on any difference smol
-// says so on stderr and runs the set it falls back on, so no user gets wrong logits from it.
+// share the one place its instruction is written, dpbusd.hpp's VexDot); so is the i8mm set's,
+// which has run only under qemu. On any difference smol says so on stderr and runs the set it
+// falls back on, so no user gets wrong logits from it.
 inline const KernelSet& kernels() {
     static const KernelSet selected = [] {
         Isa isa = selected_isa();
         while (!isa_compiled(isa)) isa = fallback_isa(isa);
-        if (isa == Isa::amx || isa == Isa::avx_vnni) {
+        if (isa == Isa::amx || isa == Isa::avx_vnni || isa == Isa::i8mm) {
             const std::string disagreement = gemm_self_check(isa);
             if (!disagreement.empty()) {
                 std::fprintf(stderr, "smol: the %s kernels disagree with the reference (%s); using %s instead\n",

@@ -41,6 +41,7 @@ enum class Int8Product {
     maddubs,  // vpmaddubsw + vpmaddwd(ones) + vpaddd: pairs of u8 x s8 summed with i16 saturation,
               // then two such pairs summed per i32 lane
     sdot,     // sdot: per i32 lane, 4 signed a bytes times 4 signed b bytes, summed
+    smmla,    // smmla: a 2 x 8 by 8 x 2 signed product, lane 2r + c = sum over k < 8 of a[8r + k] * b[8c + k]
     tdpbusd,  // AMX: C[m][n] += sum over k < 16, i < 4 of A[m][4k + i] (u8) * B[k][4n + i] (s8)
 };
 
@@ -58,7 +59,9 @@ struct Int8PeakLoop {
     std::size_t sum_lanes() const { return std::size_t(chains) * std::size_t(vector_bytes) / 4; }
     // Multiply-adds (one byte times one byte, added) of one iteration over all chains.
     std::int64_t macs_per_iteration() const {
-        const std::int64_t per_chain = product == Int8Product::tdpbusd ? 16 * 16 * 64 : vector_bytes;
+        const std::int64_t per_chain = product == Int8Product::tdpbusd ? 16 * 16 * 64
+                                       : product == Int8Product::smmla ? 4 * vector_bytes
+                                                                       : vector_bytes;
         return per_chain * chains;
     }
 };
@@ -87,6 +90,9 @@ inline void int8_peak_reference(const Int8PeakLoop& loop, const std::uint8_t* a,
                     break;
                 case Int8Product::sdot:
                     for (int i = 0; i < 4; ++i) once += s(al[i]) * s(bl[i]);
+                    break;
+                case Int8Product::smmla:
+                    for (std::size_t k = 0; k < 8; ++k) once += s(av[8 * (l / 2) + k]) * s(bv[8 * (l % 2) + k]);
                     break;
                 case Int8Product::tdpbusd: {
                     const std::size_t m = l / 16, n = l % 16;
@@ -239,6 +245,28 @@ SMOL_TARGET_DOTPROD inline void sdot_loop(const std::uint8_t* a, const std::uint
 }
 #endif
 
+#if SMOL_HAVE_I8MM_KERNELS
+SMOL_TARGET_I8MM inline void smmla_loop(const std::uint8_t* a, const std::uint8_t* b, std::int64_t iterations,
+                                        std::int32_t* sums) {
+    int8x16_t av[2], bv[2];
+    int32x4_t acc[kSdotChains];
+    for (int i = 0; i < 2; ++i) {
+        av[i] = vreinterpretq_s8_u8(vld1q_u8(a + 16 * i));
+        bv[i] = vreinterpretq_s8_u8(vld1q_u8(b + 16 * i));
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < kSdotChains; ++j) acc[j] = vdupq_n_s32(0);
+    for (std::int64_t it = 0; it < iterations; ++it)
+#pragma GCC unroll 16  // constant indices keep every accumulator and operand in a register
+        for (int j = 0; j < kSdotChains; ++j) {
+            acc[j] = vmmlaq_s32(acc[j], av[(j / 2) % 2], bv[j % 2]);
+            __asm__ volatile("" : "+w"(acc[j]));
+        }
+#pragma GCC unroll 16
+    for (int j = 0; j < kSdotChains; ++j) vst1q_s32(sums + 4 * j, acc[j]);
+}
+#endif
+
 }  // namespace int8_peak_detail
 
 // The loop of a kernel set, or nullptr where the set has none: scalar (no int8 instruction to
@@ -278,6 +306,12 @@ inline const Int8PeakLoop* int8_peak_loop(Isa isa) {
 #if SMOL_HAVE_DOTPROD_KERNELS
         case Isa::dotprod: {
             static constexpr Int8PeakLoop loop{Isa::dotprod, Int8Product::sdot, "sdot", 16, kSdotChains, sdot_loop};
+            return &loop;
+        }
+#endif
+#if SMOL_HAVE_I8MM_KERNELS
+        case Isa::i8mm: {
+            static constexpr Int8PeakLoop loop{Isa::i8mm, Int8Product::smmla, "smmla", 16, kSdotChains, smmla_loop};
             return &loop;
         }
 #endif

@@ -7,6 +7,11 @@
 // q6k_accumulate_block), so every result has the reference's bits. The two sets differ only in
 // how 16 byte products are summed into four i32 lanes (Armv8.0: widening multiplies and pairwise
 // adds; Armv8.2: one sdot).
+//
+// A tile walks the blocks once: each row's block is unpacked into registers once and then meets
+// every column of the tile, so a prompt's tiles unpack a weight block once per kTileCols tokens
+// rather than once per token. Decode (one column) has kernels of its own (q4k_column, q6k_column). The i8mm set
+// (kernels_i8mm.hpp) reuses the pieces here that are not about how products are summed.
 
 #include "smol/core/simd_targets.hpp"
 
@@ -23,87 +28,111 @@
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/kernel_api.hpp"
-#include "smol/quant/neon_dot.hpp"  // WideningDot, SdotDot, dot32, dot16
+#include "smol/quant/neon_dot.hpp"
 #include "smol/quant/reference.hpp"
 
 namespace smol::kernels_neon {
 
 namespace detail {
 
-// reference.hpp's q4k_q8k_block_sums: per chunk of 64 weights the low nibbles of 32 quant bytes
-// against the chunk's first 32 activations (sub-block 2c) and the high nibbles against the next
-// 32 (sub-block 2c + 1), each sub-block sum times its 6-bit scale; the mins meet the bsums.
-template <class Dot>
-SMOL_INLINE_INTO_SET inline Q4KBlockSums q4k_block_sums(const BlockQ4K& w, const BlockQ8K& a) {
+// A Q4_K block's quants as signed bytes (0..15): sub-block j (weights 32j..32j+31) in q[2j] and
+// q[2j + 1]. Chunk c of 32 quant bytes holds sub-block 2c in its low nibbles and 2c + 1 in its
+// high ones (reference.hpp's q4k_q8k_block_sums).
+SMOL_INLINE_INTO_SET inline void q4k_unpack_quants(const std::uint8_t* qs, int8x16_t (&q)[16]) {
     const uint8x16_t low4 = vdupq_n_u8(0x0f);
-    Q4KBlockSums sums{0, 0};
     for (int chunk = 0; chunk < 4; ++chunk) {
-        const uint8x16_t bits0 = vld1q_u8(w.qs + 32 * chunk), bits1 = vld1q_u8(w.qs + 32 * chunk + 16);
-        const int8x16_t lo0 = vreinterpretq_s8_u8(vandq_u8(bits0, low4)), lo1 = vreinterpretq_s8_u8(vandq_u8(bits1, low4));
-        const int8x16_t hi0 = vreinterpretq_s8_u8(vshrq_n_u8(bits0, 4)), hi1 = vreinterpretq_s8_u8(vshrq_n_u8(bits1, 4));
-        const std::int32_t lo = dot32<Dot>(lo0, lo1, a.qs + 64 * chunk);
-        const std::int32_t hi = dot32<Dot>(hi0, hi1, a.qs + 64 * chunk + 32);
-        std::uint8_t sc_lo, m_lo, sc_hi, m_hi;
-        q4k_scale_min(2 * chunk, w.scales, sc_lo, m_lo);
-        q4k_scale_min(2 * chunk + 1, w.scales, sc_hi, m_hi);
-        sums.dot += std::int32_t(sc_lo) * lo + std::int32_t(sc_hi) * hi;
-        sums.mins += std::int32_t(m_lo) * (a.bsums[4 * chunk] + a.bsums[4 * chunk + 1]) +
-                     std::int32_t(m_hi) * (a.bsums[4 * chunk + 2] + a.bsums[4 * chunk + 3]);
+        const uint8x16_t bits0 = vld1q_u8(qs + 32 * chunk), bits1 = vld1q_u8(qs + 32 * chunk + 16);
+        q[4 * chunk] = vreinterpretq_s8_u8(vandq_u8(bits0, low4));
+        q[4 * chunk + 1] = vreinterpretq_s8_u8(vandq_u8(bits1, low4));
+        q[4 * chunk + 2] = vreinterpretq_s8_u8(vshrq_n_u8(bits0, 4));
+        q[4 * chunk + 3] = vreinterpretq_s8_u8(vshrq_n_u8(bits1, 4));
     }
-    return sums;
 }
 
-// reference.hpp's q6k_q8k_block_sum: the quants as q6k_unpack_quants gives them (6 bits less 32,
-// so -32..31), each sub-block of 16 against its activations, times its signed scale. Half h holds
-// weights 128h..128h+127: the low nibbles of ql[64h..64h+31] with qh[32h..32h+31]'s bit pairs 0-1
-// (weights +0..31), of ql[64h+32..64h+63] with pairs 2-3 (+32..63), then the high nibbles of the
-// same ql bytes with pairs 4-5 (+64..95) and 6-7 (+96..127).
-template <class Dot>
-SMOL_INLINE_INTO_SET inline std::int32_t q6k_block_sum(const BlockQ6K& w, const BlockQ8K& a) {
+// Sixteen Q6_K quants per vector as q6k_unpack_quants gives them (6 bits less 32, so -32..31),
+// from 16 bytes each of the two ql runs and of qh that hold them: the low nibbles of l0 with qh's
+// bit pairs 0-1, of l1 with pairs 2-3, then the high nibbles of l0 with pairs 4-5 and of l1 with
+// 6-7. Bytewise, so it unpacks two rows' bytes interleaved as well as one row's.
+SMOL_INLINE_INTO_SET inline void q6k_unpack_quarters(uint8x16_t l0, uint8x16_t l1, uint8x16_t h, int8x16_t (&out)[4]) {
     const uint8x16_t low4 = vdupq_n_u8(0x0f), top2 = vdupq_n_u8(0x30), offset = vdupq_n_u8(32);
-    std::int32_t total = 0;
-    for (int half = 0; half < 2; ++half) {
-        const std::uint8_t* ql = w.ql + 64 * half;
-        const std::uint8_t* qh = w.qh + 32 * half;
-        const std::int8_t* q8 = a.qs + 128 * half;
-        const std::int8_t* scales = w.scales + 8 * half;
-        for (int part = 0; part < 2; ++part) {  // bytes 16 * part .. 16 * part + 15 of each quarter
-            const uint8x16_t l0 = vld1q_u8(ql + 16 * part), l1 = vld1q_u8(ql + 32 + 16 * part);
-            const uint8x16_t h = vld1q_u8(qh + 16 * part);
-            const uint8x16_t quarter[4] = {
-                vorrq_u8(vandq_u8(l0, low4), vandq_u8(vshlq_n_u8(h, 4), top2)),
-                vorrq_u8(vandq_u8(l1, low4), vandq_u8(vshlq_n_u8(h, 2), top2)),
-                vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h, top2)),
-                vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(vshrq_n_u8(h, 2), top2)),
-            };
-            for (int k = 0; k < 4; ++k) {
-                // Weights 32k + 16 part .. + 15 of this half: sub-block 2k + part.
-                const int8x16_t q = vreinterpretq_s8_u8(vsubq_u8(quarter[k], offset));
-                total += std::int32_t(scales[2 * k + part]) * dot16<Dot>(q, q8 + 32 * k + 16 * part);
-            }
+    out[0] = vreinterpretq_s8_u8(vsubq_u8(vorrq_u8(vandq_u8(l0, low4), vandq_u8(vshlq_n_u8(h, 4), top2)), offset));
+    out[1] = vreinterpretq_s8_u8(vsubq_u8(vorrq_u8(vandq_u8(l1, low4), vandq_u8(vshlq_n_u8(h, 2), top2)), offset));
+    out[2] = vreinterpretq_s8_u8(vsubq_u8(vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h, top2)), offset));
+    out[3] = vreinterpretq_s8_u8(vsubq_u8(vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(vshrq_n_u8(h, 2), top2)), offset));
+}
+
+// Where the 16-byte pieces of a Q6_K block's quant runs start: half h (weights 128h..128h+127),
+// bytes 16p..16p+15 of each of its quarters (p = 0, 1). Quarter k of that piece holds weights
+// 128h + 32k + 16p.. +15, sub-block 8h + 2k + p.
+struct Q6KPiece {
+    int ql0, ql1, qh, first_sub_block;
+    static constexpr Q6KPiece at(int half, int part) {
+        return {64 * half + 16 * part, 64 * half + 32 + 16 * part, 32 * half + 16 * part, 8 * half + part};
+    }
+};
+
+// The sum of an i32 vector's lanes (horizontal).
+SMOL_INLINE_INTO_SET inline std::int32_t lanes_sum(int32x4_t v) { return vaddvq_s32(v); }
+
+// A Q4_K block unpacked for the columns of a tile: its quants, scales and mins.
+struct Q4KUnpacked {
+    int8x16_t q[16];
+    std::int32_t scales[8];
+    int16x8_t mins;
+    float d, dmin;
+
+    SMOL_INLINE_INTO_SET explicit Q4KUnpacked(const BlockQ4K& w) {
+        q4k_unpack_quants(w.qs, q);
+        std::uint8_t scales_mins[16];
+        q4k_unpack_scales_mins(w.scales, scales_mins);
+        for (int j = 0; j < 8; ++j) scales[j] = scales_mins[j];
+        mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(scales_mins + 8)));
+        d = fp16_to_f32(w.d);
+        dmin = fp16_to_f32(w.dmin);
+    }
+
+    // reference.hpp's q4k_q8k_block_sums against one activation block, then its float step.
+    template <class Dot>
+    SMOL_INLINE_INTO_SET float accumulate(float sum, const BlockQ8K& a) const {
+        int32x4_t dot = vdupq_n_s32(0);
+        for (int j = 0; j < 8; ++j) {
+            const int32x4_t sub = Dot::dot(Dot::dot(vdupq_n_s32(0), q[2 * j], vld1q_s8(a.qs + 32 * j)), q[2 * j + 1],
+                                           vld1q_s8(a.qs + 32 * j + 16));
+            dot = vmlaq_n_s32(dot, sub, scales[j]);
         }
+        // A sub-block of 32 meets bsums 2j and 2j + 1; each pair's sum fits an i16 (2 * 16 * 128).
+        const int16x8_t bsums = vpaddq_s16(vld1q_s16(a.bsums), vld1q_s16(a.bsums + 8));
+        const int32x4_t mins_dot = vmlal_high_s16(vmull_s16(vget_low_s16(mins), vget_low_s16(bsums)), mins, bsums);
+        return q4k_accumulate_block(sum, d, dmin, a.d, lanes_sum(dot), lanes_sum(mins_dot));
     }
-    return total;
-}
+};
 
-// One weight row against one activation column: reference.hpp's kquant_dot with these sums.
-template <class Dot>
-SMOL_INLINE_INTO_SET inline float q4k_row_dot(std::int64_t n, const BlockQ4K* w, const BlockQ8K* a) {
-    float sum = 0.0f;
-    for (std::int64_t b = 0; b < n / QK_K; ++b) {
-        const Q4KBlockSums s = q4k_block_sums<Dot>(w[b], a[b]);
-        sum = q4k_accumulate_block(sum, fp16_to_f32(w[b].d), fp16_to_f32(w[b].dmin), a[b].d, s.dot, s.mins);
+// A Q6_K block unpacked for the columns of a tile: sub-block j (weights 16j..16j+15) in q[j].
+struct Q6KUnpacked {
+    int8x16_t q[16];
+    const std::int8_t* scales;
+    float d;
+
+    SMOL_INLINE_INTO_SET explicit Q6KUnpacked(const BlockQ6K& w) : scales(w.scales), d(fp16_to_f32(w.d)) {
+        for (int half = 0; half < 2; ++half)
+            for (int part = 0; part < 2; ++part) {
+                const Q6KPiece piece = Q6KPiece::at(half, part);
+                int8x16_t quarters[4];
+                q6k_unpack_quarters(vld1q_u8(w.ql + piece.ql0), vld1q_u8(w.ql + piece.ql1), vld1q_u8(w.qh + piece.qh),
+                                    quarters);
+                for (int k = 0; k < 4; ++k) q[piece.first_sub_block + 2 * k] = quarters[k];
+            }
     }
-    return sum;
-}
 
-template <class Dot>
-SMOL_INLINE_INTO_SET inline float q6k_row_dot(std::int64_t n, const BlockQ6K* w, const BlockQ8K* a) {
-    float sum = 0.0f;
-    for (std::int64_t b = 0; b < n / QK_K; ++b)
-        sum = q6k_accumulate_block(sum, fp16_to_f32(w[b].d), a[b].d, q6k_block_sum<Dot>(w[b], a[b]));
-    return sum;
-}
+    // reference.hpp's q6k_q8k_block_sum against one activation block, then its float step.
+    template <class Dot>
+    SMOL_INLINE_INTO_SET float accumulate(float sum, const BlockQ8K& a) const {
+        int32x4_t dot = vdupq_n_s32(0);
+        for (int j = 0; j < 16; ++j)
+            dot = vmlaq_n_s32(dot, Dot::dot(vdupq_n_s32(0), q[j], vld1q_s8(a.qs + 16 * j)), std::int32_t(scales[j]));
+        return q6k_accumulate_block(sum, d, a.d, lanes_sum(dot));
+    }
+};
 
 // Decode: kTileRows rows against one column, each block's 256 activations loaded once for all
 // the rows. Per row and block the products are summed per sub-block in vector lanes (pairwise adds
@@ -257,61 +286,100 @@ SMOL_INLINE_INTO_SET inline void q6k_column(std::int64_t n, const std::uint8_t* 
     for (int r = 0; r < n_rows; ++r) out[r] = sum[r];
 }
 
-// A tile, one (row, column) pair at a time, as the scalar set runs it.
-template <class Weight, float (*RowDot)(std::int64_t, const Weight*, const BlockQ8K*)>
+// A tile of up to kTileRows rows and Cols columns (n_cols <= Cols; Cols is 1 for decode, a
+// constant trip count): per block, each row's block unpacked once, then all the columns. Each
+// (row, column) takes its float steps in block order, as the reference does.
+template <class Weight, class Unpacked, class Dot, int Cols>
 SMOL_INLINE_INTO_SET inline void tile(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                                       const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
                                       std::size_t out_stride) {
-    for (int r = 0; r < n_rows; ++r) {
-        const auto* w = reinterpret_cast<const Weight*>(weights + std::size_t(r) * row_bytes);
-        for (int c = 0; c < n_cols; ++c)
-            out[std::size_t(c) * out_stride + std::size_t(r)] =
-                RowDot(n, w, reinterpret_cast<const BlockQ8K*>(acts + std::size_t(c) * act_stride));
-    }
+    const kernel_detail::TileOperands<Weight, BlockQ8K, Cols> ops(weights, row_bytes, n_rows, acts, act_stride, n_cols);
+    const int cols = Cols == 1 ? 1 : n_cols;
+    float sums[kTileRows][Cols] = {};
+    for (std::int64_t b = 0; b < n / QK_K; ++b)
+        for (int r = 0; r < n_rows; ++r) {
+            const Unpacked block(ops.w[r][b]);
+            for (int c = 0; c < cols; ++c) sums[r][c] = block.template accumulate<Dot>(sums[r][c], ops.a[c][b]);
+        }
+    kernel_detail::store_tile(sums, n_rows, n_cols, out, out_stride);
 }
 
 }  // namespace detail
 
-// The neon set (Armv8.0).
+// The neon set (Armv8.0): a tile for decode (one column) and one for prompts.
+template <int Cols>
+inline void q4k_q8k_columns(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                            const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                            std::size_t out_stride) {
+    detail::tile<BlockQ4K, detail::Q4KUnpacked, detail::WideningDot, Cols>(n, weights, row_bytes, n_rows, acts,
+                                                                          act_stride, n_cols, out, out_stride);
+}
+template <int Cols>
+inline void q6k_q8k_columns(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                            const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                            std::size_t out_stride) {
+    detail::tile<BlockQ6K, detail::Q6KUnpacked, detail::WideningDot, Cols>(n, weights, row_bytes, n_rows, acts,
+                                                                          act_stride, n_cols, out, out_stride);
+}
+// Decode: the one-column kernels above (kTileRows rows, activations loaded once per block).
+inline void q4k_q8k_decode(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                           const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out, std::size_t out_stride) {
+    detail::q4k_column<detail::WideningDot>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+}
+inline void q6k_q8k_decode(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                           const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out, std::size_t out_stride) {
+    detail::q6k_column<detail::WideningDot>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+}
 inline void q4k_q8k(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                     const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out, std::size_t out_stride) {
-    if (n_rows <= 0 || n_cols <= 0) return;
-    if (n_cols == 1)
-        detail::q4k_column<detail::WideningDot>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
-    else
-        detail::tile<BlockQ4K, detail::q4k_row_dot<detail::WideningDot>>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+    kernel_detail::by_columns<q4k_q8k_decode, q4k_q8k_columns<kTileCols>>(n, weights, row_bytes, n_rows, acts,
+                                                                          act_stride, n_cols, out, out_stride);
 }
 inline void q6k_q8k(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                     const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out, std::size_t out_stride) {
-    if (n_rows <= 0 || n_cols <= 0) return;
-    if (n_cols == 1)
-        detail::q6k_column<detail::WideningDot>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
-    else
-        detail::tile<BlockQ6K, detail::q6k_row_dot<detail::WideningDot>>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+    kernel_detail::by_columns<q6k_q8k_decode, q6k_q8k_columns<kTileCols>>(n, weights, row_bytes, n_rows, acts,
+                                                                          act_stride, n_cols, out, out_stride);
 }
 
 #if SMOL_HAVE_DOTPROD_KERNELS
 // The dotprod set (Armv8.2): `flatten` inlines the whole call tree, SdotDot::dot included, into
-// these entry points, which carry the target that sdot needs.
-SMOL_TARGET_DOTPROD __attribute__((flatten)) inline void q4k_q8k_dotprod(std::int64_t n, const std::uint8_t* weights,
-                                                                        std::size_t row_bytes, int n_rows,
-                                                                        const std::uint8_t* acts, std::size_t act_stride,
-                                                                        int n_cols, float* out, std::size_t out_stride) {
-    if (n_rows <= 0 || n_cols <= 0) return;
-    if (n_cols == 1)
-        detail::q4k_column<detail::SdotDot>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
-    else
-        detail::tile<BlockQ4K, detail::q4k_row_dot<detail::SdotDot>>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+// these entry points, which carry the target that sdot needs. The i8mm set decodes with the
+// dotprod decode kernels.
+template <int Cols>
+SMOL_TARGET_DOTPROD __attribute__((flatten)) inline void q4k_q8k_dotprod_columns(
+    std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows, const std::uint8_t* acts,
+    std::size_t act_stride, int n_cols, float* out, std::size_t out_stride) {
+    detail::tile<BlockQ4K, detail::Q4KUnpacked, detail::SdotDot, Cols>(n, weights, row_bytes, n_rows, acts, act_stride,
+                                                                      n_cols, out, out_stride);
 }
-SMOL_TARGET_DOTPROD __attribute__((flatten)) inline void q6k_q8k_dotprod(std::int64_t n, const std::uint8_t* weights,
-                                                                        std::size_t row_bytes, int n_rows,
-                                                                        const std::uint8_t* acts, std::size_t act_stride,
-                                                                        int n_cols, float* out, std::size_t out_stride) {
-    if (n_rows <= 0 || n_cols <= 0) return;
-    if (n_cols == 1)
-        detail::q6k_column<detail::SdotDot>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
-    else
-        detail::tile<BlockQ6K, detail::q6k_row_dot<detail::SdotDot>>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+template <int Cols>
+SMOL_TARGET_DOTPROD __attribute__((flatten)) inline void q6k_q8k_dotprod_columns(
+    std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows, const std::uint8_t* acts,
+    std::size_t act_stride, int n_cols, float* out, std::size_t out_stride) {
+    detail::tile<BlockQ6K, detail::Q6KUnpacked, detail::SdotDot, Cols>(n, weights, row_bytes, n_rows, acts, act_stride,
+                                                                      n_cols, out, out_stride);
+}
+SMOL_TARGET_DOTPROD __attribute__((flatten)) inline void q4k_q8k_dotprod_decode(
+    std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows, const std::uint8_t* acts,
+    std::size_t act_stride, int n_cols, float* out, std::size_t out_stride) {
+    detail::q4k_column<detail::SdotDot>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+}
+SMOL_TARGET_DOTPROD __attribute__((flatten)) inline void q6k_q8k_dotprod_decode(
+    std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows, const std::uint8_t* acts,
+    std::size_t act_stride, int n_cols, float* out, std::size_t out_stride) {
+    detail::q6k_column<detail::SdotDot>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+}
+inline void q4k_q8k_dotprod(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                            const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                            std::size_t out_stride) {
+    kernel_detail::by_columns<q4k_q8k_dotprod_decode, q4k_q8k_dotprod_columns<kTileCols>>(
+        n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+}
+inline void q6k_q8k_dotprod(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                            const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                            std::size_t out_stride) {
+    kernel_detail::by_columns<q6k_q8k_dotprod_decode, q6k_q8k_dotprod_columns<kTileCols>>(
+        n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
 }
 #endif
 
