@@ -506,23 +506,18 @@ inline void write_tools(PromptWriter& w, const nlohmann::ordered_json& xml_tools
     const bool with_xml = !xml_tools.empty();
     const bool with_python = !python_tools.empty();
     if (!with_xml && !with_python) return;
+    // Each definition as Python's str() writes it, one per line, between its kind's intro and outro.
+    const auto write_kind = [&](std::string_view intro, const nlohmann::ordered_json& tools, std::string_view outro) {
+        w.out += intro;
+        for (const auto& tool : tools) {
+            w.message(python_str(tool));
+            w.out += "\n";
+        }
+        w.out += outro;
+    };
     w.out += "### Tools\n\n";
-    if (with_xml) {
-        w.out += kXmlToolsIntro;
-        for (const auto& tool : xml_tools) {
-            w.message(python_str(tool));
-            w.out += "\n";
-        }
-        w.out += kXmlToolsOutro;
-    }
-    if (with_python) {
-        w.out += kPythonToolsIntro;
-        for (const auto& tool : python_tools) {
-            w.message(python_str(tool));
-            w.out += "\n";
-        }
-        w.out += kPythonToolsOutro;
-    }
+    if (with_xml) write_kind(kXmlToolsIntro, xml_tools, kXmlToolsOutro);
+    if (with_python) write_kind(kPythonToolsIntro, python_tools, kPythonToolsOutro);
     w.out += "\n\n<|im_end|>\n";
 }
 
