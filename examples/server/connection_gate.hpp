@@ -398,14 +398,14 @@ private:
     void accept_all();
     static std::string address_of(const sockaddr_storage& addr);
 
-    // ---- the client's side: reading a request by its framing, refusals, writing to the client (gate_request_reading.hpp) ----
+    // ---- the client's side: a request read by its framing, refusals, writes (gate_request_reading.hpp) ----
     void on_client(Conn& c, std::uint32_t ev);
     void on_client_readable(Conn& c, std::uint32_t ev);
     void advance(Conn& c);
     void refuse(Conn& c, const http::Refusal& r);
     bool flush(Conn& c);
 
-    // ---- each connection's share of the budget for request bytes (the accounting: gate_budget.hpp) (gate_budget_shares.hpp) ----
+    // ---- each connection's share of the request budget (gate_budget_shares.hpp; accounting: gate_budget.hpp) ----
     // A connection's first share, for a header: most requests (header and body) fit in it.
     static constexpr std::size_t kFirstShare = 4 << 10;
     static void set_capacity(std::string& s, std::size_t capacity);
