@@ -130,6 +130,63 @@ inline std::string parse_fields(std::string_view lines, std::vector<Field>& fiel
     return {};
 }
 
+// The request line, METHOD SP TARGET SP HTTP/1.x, into `head`; why it is refused, if it is.
+inline std::optional<Refusal> parse_request_line(std::string_view line, RequestHead& head) {
+    const std::size_t sp1 = line.find(' ');
+    const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+    if (sp1 == std::string_view::npos || sp2 == std::string_view::npos || sp1 == 0 || sp2 == sp1 + 1 ||
+        line.find(' ', sp2 + 1) != std::string_view::npos)
+        return bad_request("the request line is not 'METHOD TARGET HTTP/1.x'");
+    head.method = std::string(line.substr(0, sp1));
+    head.target = std::string(line.substr(sp1 + 1, sp2 - sp1 - 1));
+    head.version = std::string(line.substr(sp2 + 1));
+    for (char c : head.method)
+        if (!token_char(c)) return bad_request("the request method is not a token");
+    for (char c : head.target)
+        if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+            return bad_request("a control character in the request target");
+    if (head.version != "HTTP/1.1" && head.version != "HTTP/1.0")
+        return bad_request("only HTTP/1.0 and HTTP/1.1 are served, not '" + head.version.substr(0, 16) + "'");
+    return std::nullopt;
+}
+
+// The body's framing (Content-Length or chunked), and what the client asked of the connection
+// (Connection, Expect), from the fields in `head`; why the request is refused, if it is.
+inline std::optional<Refusal> read_framing(RequestHead& head, std::uint64_t max_body_bytes) {
+    std::optional<std::uint64_t> length;
+    bool chunked = false, has_transfer_encoding = false, close = false, keep_alive = false, expect = false;
+    for (const Field& f : head.fields) {
+        if (iequals(f.name, "Content-Length")) {
+            const auto n = parse_decimal(f.value);
+            if (!n) return bad_request("Content-Length is not a number of bytes: '" + f.value.substr(0, 32) + "'");
+            if (length && *length != *n) return bad_request("two different Content-Length fields");
+            length = n;
+        } else if (iequals(f.name, "Transfer-Encoding")) {
+            if (has_transfer_encoding || !iequals(f.value, "chunked"))
+                return Refusal{501, "not_implemented",
+                               "the only transfer coding accepted on requests is 'chunked', found '" +
+                                   f.value.substr(0, 32) + "'"};
+            has_transfer_encoding = chunked = true;
+        } else if (iequals(f.name, "Connection")) {
+            each_token(f.value, [&](std::string_view t) {
+                close = close || iequals(t, "close");
+                keep_alive = keep_alive || iequals(t, "keep-alive");
+            });
+        } else if (iequals(f.name, "Expect")) {
+            expect = iequals(f.value, "100-continue");
+        }
+    }
+    if (chunked && length) return bad_request("both Content-Length and Transfer-Encoding");
+    if (chunked && head.version == "HTTP/1.0") return bad_request("Transfer-Encoding on an HTTP/1.0 request");
+    if (length && *length > max_body_bytes)
+        return Refusal{413, "payload_too_large", "the request body is larger than the server accepts"};
+    if (chunked) head.body = {BodyFraming::Kind::chunked, 0};
+    else if (length && *length > 0) head.body = {BodyFraming::Kind::length, *length};
+    head.keep_alive = head.version == "HTTP/1.1" ? !close : keep_alive && !close;
+    head.expect_continue = expect && head.body.kind != BodyFraming::Kind::none && head.version == "HTTP/1.1";
+    return std::nullopt;
+}
+
 }  // namespace detail
 
 // Looks for a whole request header at the start of `data`. `searched` says how much of it an
@@ -174,58 +231,13 @@ inline RequestHeadParse parse_request_head(std::string_view data, std::size_t ma
     // Request line: METHOD SP TARGET SP HTTP/1.x
     const std::size_t line_end = data.find("\r\n", skipped);
     const std::string_view line = data.substr(skipped, line_end - skipped);
-    const std::size_t sp1 = line.find(' ');
-    const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-    if (sp1 == std::string_view::npos || sp2 == std::string_view::npos || sp1 == 0 || sp2 == sp1 + 1 ||
-        line.find(' ', sp2 + 1) != std::string_view::npos)
-        return refuse(bad_request("the request line is not 'METHOD TARGET HTTP/1.x'"));
-    head.method = std::string(line.substr(0, sp1));
-    head.target = std::string(line.substr(sp1 + 1, sp2 - sp1 - 1));
-    head.version = std::string(line.substr(sp2 + 1));
-    for (char c : head.method)
-        if (!detail::token_char(c)) return refuse(bad_request("the request method is not a token"));
-    for (char c : head.target)
-        if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
-            return refuse(bad_request("a control character in the request target"));
-    if (head.version != "HTTP/1.1" && head.version != "HTTP/1.0")
-        return refuse(bad_request("only HTTP/1.0 and HTTP/1.1 are served, not '" + head.version.substr(0, 16) + "'"));
+    if (std::optional<Refusal> refused = detail::parse_request_line(line, head)) return refuse(std::move(*refused));
 
     if (const std::string why = detail::parse_fields(data.substr(line_end + 2, end + 2 - (line_end + 2)), head.fields);
         !why.empty())
         return refuse(bad_request("malformed header: " + why));
 
-    // Framing, and what the client asked of the connection.
-    std::optional<std::uint64_t> length;
-    bool chunked = false, has_transfer_encoding = false, close = false, keep_alive = false, expect = false;
-    for (const Field& f : head.fields) {
-        if (detail::iequals(f.name, "Content-Length")) {
-            const auto n = detail::parse_decimal(f.value);
-            if (!n) return refuse(bad_request("Content-Length is not a number of bytes: '" + f.value.substr(0, 32) + "'"));
-            if (length && *length != *n) return refuse(bad_request("two different Content-Length fields"));
-            length = n;
-        } else if (detail::iequals(f.name, "Transfer-Encoding")) {
-            if (has_transfer_encoding || !detail::iequals(f.value, "chunked"))
-                return refuse({501, "not_implemented",
-                               "the only transfer coding accepted on requests is 'chunked', found '" +
-                                   f.value.substr(0, 32) + "'"});
-            has_transfer_encoding = chunked = true;
-        } else if (detail::iequals(f.name, "Connection")) {
-            detail::each_token(f.value, [&](std::string_view t) {
-                close = close || detail::iequals(t, "close");
-                keep_alive = keep_alive || detail::iequals(t, "keep-alive");
-            });
-        } else if (detail::iequals(f.name, "Expect")) {
-            expect = detail::iequals(f.value, "100-continue");
-        }
-    }
-    if (chunked && length) return refuse(bad_request("both Content-Length and Transfer-Encoding"));
-    if (chunked && head.version == "HTTP/1.0") return refuse(bad_request("Transfer-Encoding on an HTTP/1.0 request"));
-    if (length && *length > max_body_bytes)
-        return refuse({413, "payload_too_large", "the request body is larger than the server accepts"});
-    if (chunked) head.body = {BodyFraming::Kind::chunked, 0};
-    else if (length && *length > 0) head.body = {BodyFraming::Kind::length, *length};
-    head.keep_alive = head.version == "HTTP/1.1" ? !close : keep_alive && !close;
-    head.expect_continue = expect && head.body.kind != BodyFraming::Kind::none && head.version == "HTTP/1.1";
+    if (std::optional<Refusal> refused = detail::read_framing(head, max_body_bytes)) return refuse(std::move(*refused));
     out.state = State::complete;
     return out;
 }
@@ -286,6 +298,8 @@ public:
     explicit ChunkedScanner(std::uint64_t max_bytes = UINT64_MAX) : max_bytes_(max_bytes) {}
 
     Step feed(std::string_view piece) {
+        // Long: one switch over the chunked grammar's states, in the order they follow each other;
+        // cut up, a reader would lose the state machine's shape.
         std::size_t i = 0;
         const auto stop = [&](Status s) {
             status_ = s;

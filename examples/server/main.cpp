@@ -11,21 +11,18 @@
 
 #include <httplib.h>
 
-#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <exception>
+#include <optional>
 #include <string>
-#include <thread>
 
 #include "connection_gate.hpp"
 #include "gate_setup.hpp"
 #include "process_plumbing.hpp"
 #include "routes.hpp"
+#include "server_lifecycle.hpp"
 #include "server_options.hpp"
 #include "server_state.hpp"
 
@@ -65,122 +62,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "smol-server: listening on http://%s:%d (loading %s)\n", options.host.c_str(), port,
                  options.model_path.c_str());
     std::fflush(stderr);
-    std::atomic<bool> listener_done{false};
-    std::thread listener([&] {
-        http.listen_after_bind();
-        listener_done.store(true);
-        wake_main(kWakeListenerEnd);
-    });
-    std::atomic<bool> gate_done{false};
-    std::thread gate_thread([&] {
-        try {
-            gate.run();
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "smol-server: the connection gate failed: %s\n", e.what());
-        }
-        gate_done.store(true);
-        wake_main(kWakeListenerEnd);
-    });
-    // The model loads beside the main thread, which stays free to answer a signal meanwhile.
-    std::atomic<bool> load_failed{false};
-    std::thread loader([&] {
-        if (!server.model.load_and_report(options)) load_failed.store(true);
-        wake_main(kWakeLoaded);
-    });
+    ServerThreads threads(http, gate);
+    threads.start(server, options);
 
-    // Stops the listener; true once it returned before `deadline`. stop() does nothing until
-    // the listener thread is inside its accept loop, hence the retries.
-    auto stop_listener = [&](Clock::time_point deadline) {
-        while (!listener_done.load()) {
-            http.stop();
-            if (Clock::now() >= deadline) return false;
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        return true;
-    };
-
-    bool loading = true;
-    while (true) {
-        const char why = wait_for_wake();
-        if (why == kWakeLoaded && loading) {
-            loading = false;
-            loader.join();
-            if (!load_failed.load()) continue;
-            gate.finish(Clock::now() + std::chrono::seconds(1));
-            gate_thread.join();
-            stop_listener(Clock::now() + std::chrono::seconds(5));
-            listener.join();
-            return 1;
-        }
-        if (why == kWakeListenerEnd) {
-            std::fprintf(stderr, "smol-server: the %s stopped unexpectedly\n",
-                         gate_done.load() ? "connection gate" : "HTTP listener");
-            std::fflush(stderr);
-            internal.remove();
-            std::_Exit(1);  // the loader may still be reading the model; nothing else to keep
-        }
-        if (why == kWakeSignal) break;
-    }
-    // A signal that came between the model becoming ready and the loader's wake-up (a client
-    // may already have been served) is a shutdown of a loaded server: the loader has only its
-    // message left to print.
-    if (loading && server.model.scheduler()) {
-        loader.join();
-        loading = false;
-    }
-
-    // SIGTERM is how a service manager or a balancer's deploy stops a replica (deploy/README.md):
-    // first a drain, where /health and new requests get 503 while the replies under way finish,
-    // up to --drain-timeout; a second signal cuts it short. SIGINT (Ctrl-C) skips it.
+    const std::optional<bool> loading = wait_for_stop_signal(threads, server, internal);
+    if (!loading) return 1;  // the model did not load (the loader said why)
     const int stop_signal = received_signal;  // a second one may come during the drain
-    if (!loading && stop_signal == SIGTERM && options.drain_timeout_s > 0) {
-        server.live.begin_drain();  // new requests get 503; those admitted before are waited for
-        server.draining.store(true);
-        gate.begin_shutdown();  // kept-alive connections close, so their next requests go elsewhere
-        arm_shutdown_handlers();
-        const std::size_t under_way = server.live.under_way();
-        std::fprintf(stderr, "smol-server: SIGTERM: draining: %zu repl%s under way may finish within %d s; new requests get 503\n",
-                     under_way, under_way == 1 ? "y" : "ies", options.drain_timeout_s);
-        std::fflush(stderr);
-        const auto deadline = Clock::now() + std::chrono::seconds(options.drain_timeout_s);
-        bool cut_short = false;
-        while (server.live.under_way() > 0 && Clock::now() < deadline && !cut_short) {
-            const char why = wait_for_wake(100);
-            cut_short = why == kWakeSignal || why == kWakeListenerEnd;
-        }
-        const std::size_t left = server.live.under_way();
-        if (left == 0) std::fprintf(stderr, "smol-server: drained: every reply under way finished\n");
-        else
-            std::fprintf(stderr, "smol-server: %s with %zu repl%s under way\n",
-                         cut_short ? "drain cut short by a second signal" : "drain timeout", left, left == 1 ? "y" : "ies");
-        std::fflush(stderr);
-    }
-
-    // Graceful shutdown: chat requests get 503 from now on, running generations are cancelled
-    // (each ends within a token and its client gets an error event or body saying why), the
-    // gate closes idle connections and lets the last replies through, then httplib stops.
-    // Stopping httplib first would cut the replies off: it stops writing chunked responses as
-    // soon as its socket is closed.
-    const auto start = Clock::now();
-    gate.begin_shutdown();
-    const std::size_t cancelled = server.live.close_and_cancel();
-    const char* signal_name = stop_signal == SIGINT ? "SIGINT" : "SIGTERM";
-    if (loading) std::fprintf(stderr, "smol-server: %s while loading the model; exiting\n", signal_name);
-    else
-        std::fprintf(stderr, "smol-server: %s: no longer taking requests; cancelled %zu generation%s; exiting\n",
-                     signal_name, cancelled, cancelled == 1 ? "" : "s");
-    std::fflush(stderr);
-    server.live.wait_until_empty(start + std::chrono::milliseconds(750));
-    const bool drained = gate.finish(start + std::chrono::milliseconds(1000));
-    if (drained) gate_thread.join();
-    const bool stopped = drained && stop_listener(start + std::chrono::milliseconds(1200));
-    if (!stopped || loading) {
-        // A reply the client does not read, or a model being read (which cannot be
-        // interrupted), has nothing left to lose: exit now rather than keep the caller waiting.
-        std::fflush(stderr);
-        internal.remove();
-        std::_Exit(0);
-    }
-    listener.join();
-    return 0;  // the scheduler's destructor finishes its current step and joins its worker
+    if (!*loading && stop_signal == SIGTERM && options.drain_timeout_s > 0) drain_replies(server, gate, options);
+    return shut_down(threads, server, internal, stop_signal, *loading);
 }

@@ -132,6 +132,57 @@ inline std::string sse(const json& chunk) {
     return "data: " + to_wire(chunk) + "\n\n";
 }
 
+// The SSE lines of one event of an OpenAI stream (chat or text completions), ending with
+// [DONE] after the last; marks the stream done then.
+inline std::string openai_stream_text(StreamState& st, const smol::StreamEvent& event) {
+    const bool chat = st.endpoint == Endpoint::chat;
+    std::string out;
+    st.pending_logprobs.insert(st.pending_logprobs.end(), event.logprobs.begin(), event.logprobs.end());
+    // A chunk of this endpoint's kind, with the log-probabilities waiting so far when asked for.
+    const auto chunk = [&](json delta, const char* finish_reason) {
+        json c;
+        if (chat) {
+            c = chunk_json(st.ids, std::move(delta), finish_reason);
+            if (st.logprobs) c["choices"][0]["logprobs"] = choice_logprobs(true, logprobs_json(st.pending_logprobs, *st.tokenizer));
+        } else {
+            const std::string text = delta.value("content", "");
+            json logprobs = st.logprobs ? text_logprobs_json(st.pending_logprobs, *st.tokenizer, st.text_offset) : json();
+            st.text_offset += text.size();
+            c = text_completion_json(st.ids, text, finish_reason, std::move(logprobs));
+        }
+        st.pending_logprobs.clear();
+        return c;
+    };
+    if (!event.reasoning.empty()) out += sse(chunk(json{{"reasoning_content", event.reasoning}}, nullptr));
+    if (!event.content.empty()) out += sse(chunk(json{{"content", event.content}}, nullptr));
+    // A call is complete when it arrives, so each goes out whole in one chunk (name and all
+    // of its arguments), which clients that concatenate argument fragments read the same way.
+    for (const smol::ToolCall& call : event.tool_calls) {
+        json entry = tool_call_json(call);
+        entry["index"] = st.tool_calls_sent++;
+        out += sse(chunk_json(st.ids, json{{"tool_calls", json::array({std::move(entry)})}}, nullptr));
+    }
+    if (event.finished) {
+        if (const auto error = generation_error(event, st.metrics)) {
+            out += sse(error_body(*error));
+        } else {
+            json last = chunk(json::object(), openai_finish_reason(event.finish));
+            last["timings"] = timings_json(event.usage);
+            out += sse(last);
+            if (st.include_usage) {
+                json usage = last;
+                usage.erase("timings");
+                usage["choices"] = json::array();
+                usage["usage"] = usage_json(event.usage);
+                out += sse(usage);
+            }
+        }
+        out += "data: [DONE]\n\n";
+        st.done = true;
+    }
+    return out;
+}
+
 // One step of a streamed reply: waits briefly for output and writes it as SSE. Returning false
 // (after a failed write, or when the client left) ends the response, and end_reply() cancels
 // the generation.
@@ -144,7 +195,6 @@ inline bool stream_step(StreamState& st, ReplySink& sink) {
         sink.done();
         return true;
     }
-    const bool chat = st.endpoint == Endpoint::chat;
     const bool messages = st.endpoint == Endpoint::messages;
     const bool responses = st.endpoint == Endpoint::responses;
     const bool ollama = is_ollama(st.endpoint);
@@ -176,49 +226,7 @@ inline bool stream_step(StreamState& st, ReplySink& sink) {
         if (st.done) sink.done();
         return true;
     }
-    st.pending_logprobs.insert(st.pending_logprobs.end(), event->logprobs.begin(), event->logprobs.end());
-    // A chunk of this endpoint's kind, with the log-probabilities waiting so far when asked for.
-    const auto chunk = [&](json delta, const char* finish_reason) {
-        json c;
-        if (chat) {
-            c = chunk_json(st.ids, std::move(delta), finish_reason);
-            if (st.logprobs) c["choices"][0]["logprobs"] = choice_logprobs(true, logprobs_json(st.pending_logprobs, *st.tokenizer));
-        } else {
-            const std::string text = delta.value("content", "");
-            json logprobs = st.logprobs ? text_logprobs_json(st.pending_logprobs, *st.tokenizer, st.text_offset) : json();
-            st.text_offset += text.size();
-            c = text_completion_json(st.ids, text, finish_reason, std::move(logprobs));
-        }
-        st.pending_logprobs.clear();
-        return c;
-    };
-    if (!event->reasoning.empty()) out += sse(chunk(json{{"reasoning_content", event->reasoning}}, nullptr));
-    if (!event->content.empty()) out += sse(chunk(json{{"content", event->content}}, nullptr));
-    // A call is complete when it arrives, so each goes out whole in one chunk (name and all
-    // of its arguments), which clients that concatenate argument fragments read the same way.
-    for (const smol::ToolCall& call : event->tool_calls) {
-        json entry = tool_call_json(call);
-        entry["index"] = st.tool_calls_sent++;
-        out += sse(chunk_json(st.ids, json{{"tool_calls", json::array({std::move(entry)})}}, nullptr));
-    }
-    if (event->finished) {
-        if (const auto error = generation_error(*event, st.metrics)) {
-            out += sse(error_body(*error));
-        } else {
-            json last = chunk(json::object(), openai_finish_reason(event->finish));
-            last["timings"] = timings_json(event->usage);
-            out += sse(last);
-            if (st.include_usage) {
-                json usage = last;
-                usage.erase("timings");
-                usage["choices"] = json::array();
-                usage["usage"] = usage_json(event->usage);
-                out += sse(usage);
-            }
-        }
-        out += "data: [DONE]\n\n";
-        st.done = true;
-    }
+    out = openai_stream_text(st, *event);
     if (!out.empty() && !write(out)) return false;
     if (st.done) sink.done();
     return true;

@@ -89,6 +89,66 @@ inline json call_arguments(const json& item, const std::string& where) {
     return arguments;
 }
 
+// One item of `input` (`where` names it) added to the turns, or its text to the system text.
+inline void add_input_item(json& turns, SystemText& system, const json& item, const std::string& where) {
+    if (!item.is_object()) reject(400, where + " must be an object, found " + item.type_name(), "invalid_type");
+    const auto type_it = item.find("type");
+    if (type_it != item.end() && !type_it->is_string())
+        reject(400, where + ".type must be a string", "invalid_type");
+    // A message may leave its type out (OpenAI's "easy input message").
+    const std::string type = type_it == item.end() ? "message" : type_it->get<std::string>();
+    // The assistant turn the function_call items join: the last turn, when it is one.
+    const auto open_assistant_turn = [&]() -> json& {
+        if (turns.empty() || turns.back()["role"] != "assistant")
+            turns.push_back({{"role", "assistant"}, {"content", ""}});
+        return turns.back();
+    };
+    if (type == "message") {
+        check_fields(item, {"type", "role", "content", "id", "status", "phase"}, where);
+        const std::string& role = string_member(item, "role", where);
+        const auto content = item.find("content");
+        if (content == item.end()) reject(400, where + " has no 'content'", "missing_content");
+        const std::string text = response_content_text(*content, where + ".content");
+        if (role == "system" || role == "developer") system.add(text);
+        else if (role == "user") turns.push_back({{"role", "user"}, {"content", text}});
+        else if (role == "assistant") {
+            json& turn = open_assistant_turn();
+            // Text after the turn's calls would be written before them; keep the order.
+            if (turn.contains("tool_calls")) turns.push_back({{"role", "assistant"}, {"content", text}});
+            else turn["content"] = turn["content"].get<std::string>() + text;
+        } else
+            reject(400,
+                   where + ".role must be \"user\", \"assistant\", \"system\" or \"developer\", found \"" +
+                       role + "\"",
+                   "invalid_role");
+    } else if (type == "function_call") {
+        check_fields(item, {"type", "id", "call_id", "name", "arguments", "status"}, where);
+        string_member(item, "call_id", where);
+        check_tool_name(item.value("name", json()), where + ".name");
+        json call = {{"type", "function"},
+                     {"function", {{"name", item["name"]}, {"arguments", call_arguments(item, where)}}}};
+        json& turn = open_assistant_turn();
+        if (!turn.contains("tool_calls")) turn["tool_calls"] = json::array();
+        turn["tool_calls"].push_back(std::move(call));
+    } else if (type == "function_call_output") {
+        check_fields(item, {"type", "id", "call_id", "output", "status"}, where);
+        string_member(item, "call_id", where);
+        const auto output = item.find("output");
+        if (output == item.end()) reject(400, where + " has no 'output'", "missing_output");
+        turns.push_back({{"role", "tool"}, {"content", response_content_text(*output, where + ".output")}});
+    } else if (type == "reasoning") {
+        // Reasoning handed back from an earlier turn: SmolLM3's template shows the model
+        // no past reasoning, so it is dropped here as the template would drop it.
+        check_fields(item, {"type", "id", "summary", "content", "encrypted_content", "status"}, where);
+    } else if (type == "item_reference") {
+        unsupported(where + ".type", "is \"item_reference\": smol-server stores no items to refer to");
+    } else {
+        unsupported(where + ".type",
+                    "is \"" + type + "\": smol-server reads message, function_call, function_call_output and "
+                                     "reasoning items");
+    }
+}
+
 // `instructions` and `input` as chat-template messages: one system message first (when any
 // system text was given), then the turns.
 inline json response_messages(const json& body) {
@@ -111,64 +171,7 @@ inline json response_messages(const json& body) {
                             std::to_string(kMaxInputItems) + " are accepted",
                    "invalid_value");
         for (std::size_t i = 0; i < input->size(); ++i) {
-            const json& item = (*input)[i];
-            const std::string where = "input[" + std::to_string(i) + "]";
-            if (!item.is_object()) reject(400, where + " must be an object, found " + item.type_name(), "invalid_type");
-            const auto type_it = item.find("type");
-            if (type_it != item.end() && !type_it->is_string())
-                reject(400, where + ".type must be a string", "invalid_type");
-            // A message may leave its type out (OpenAI's "easy input message").
-            const std::string type = type_it == item.end() ? "message" : type_it->get<std::string>();
-            // The assistant turn the function_call items join: the last turn, when it is one.
-            const auto open_assistant_turn = [&]() -> json& {
-                if (turns.empty() || turns.back()["role"] != "assistant")
-                    turns.push_back({{"role", "assistant"}, {"content", ""}});
-                return turns.back();
-            };
-            if (type == "message") {
-                check_fields(item, {"type", "role", "content", "id", "status", "phase"}, where);
-                const std::string& role = string_member(item, "role", where);
-                const auto content = item.find("content");
-                if (content == item.end()) reject(400, where + " has no 'content'", "missing_content");
-                const std::string text = response_content_text(*content, where + ".content");
-                if (role == "system" || role == "developer") system.add(text);
-                else if (role == "user") turns.push_back({{"role", "user"}, {"content", text}});
-                else if (role == "assistant") {
-                    json& turn = open_assistant_turn();
-                    // Text after the turn's calls would be written before them; keep the order.
-                    if (turn.contains("tool_calls")) turns.push_back({{"role", "assistant"}, {"content", text}});
-                    else turn["content"] = turn["content"].get<std::string>() + text;
-                } else
-                    reject(400,
-                           where + ".role must be \"user\", \"assistant\", \"system\" or \"developer\", found \"" +
-                               role + "\"",
-                           "invalid_role");
-            } else if (type == "function_call") {
-                check_fields(item, {"type", "id", "call_id", "name", "arguments", "status"}, where);
-                string_member(item, "call_id", where);
-                check_tool_name(item.value("name", json()), where + ".name");
-                json call = {{"type", "function"},
-                             {"function", {{"name", item["name"]}, {"arguments", call_arguments(item, where)}}}};
-                json& turn = open_assistant_turn();
-                if (!turn.contains("tool_calls")) turn["tool_calls"] = json::array();
-                turn["tool_calls"].push_back(std::move(call));
-            } else if (type == "function_call_output") {
-                check_fields(item, {"type", "id", "call_id", "output", "status"}, where);
-                string_member(item, "call_id", where);
-                const auto output = item.find("output");
-                if (output == item.end()) reject(400, where + " has no 'output'", "missing_output");
-                turns.push_back({{"role", "tool"}, {"content", response_content_text(*output, where + ".output")}});
-            } else if (type == "reasoning") {
-                // Reasoning handed back from an earlier turn: SmolLM3's template shows the model
-                // no past reasoning, so it is dropped here as the template would drop it.
-                check_fields(item, {"type", "id", "summary", "content", "encrypted_content", "status"}, where);
-            } else if (type == "item_reference") {
-                unsupported(where + ".type", "is \"item_reference\": smol-server stores no items to refer to");
-            } else {
-                unsupported(where + ".type",
-                            "is \"" + type + "\": smol-server reads message, function_call, function_call_output and "
-                                             "reasoning items");
-            }
+            add_input_item(turns, system, (*input)[i], "input[" + std::to_string(i) + "]");
         }
     } else {
         reject(400, std::string("'input' must be a string or a list of input items, found ") + input->type_name(),

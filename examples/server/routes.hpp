@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "completion_routes.hpp"
@@ -110,20 +111,22 @@ inline bool public_request(const httplib::Request& req) {
     return false;
 }
 
-inline void install_routes(httplib::Server& http, ServerState& server) {
-    // Every handler throws ApiError for client mistakes; this turns them into responses.
-    auto guarded = [](auto handler) {
-        return [handler](const httplib::Request& req, httplib::Response& res) {
-            try {
-                handler(req, res);
-            } catch (const ApiError& e) {
-                send_error(req, res, e);
-            } catch (const std::exception& e) {
-                send_error(req, res, ApiError{500, std::string("internal error: ") + e.what(), "server_error", "internal"});
-            }
-        };
+// Every handler throws ApiError for client mistakes; this turns them into responses.
+template <class Handler>
+auto guarded(Handler handler) {
+    return [handler](const httplib::Request& req, httplib::Response& res) {
+        try {
+            handler(req, res);
+        } catch (const ApiError& e) {
+            send_error(req, res, e);
+        } catch (const std::exception& e) {
+            send_error(req, res, ApiError{500, std::string("internal error: ") + e.what(), "server_error", "internal"});
+        }
     };
+}
 
+// The checks every request passes before its route: Host, CORS preflight, Content-Type, the key.
+inline void install_request_checks(httplib::Server& http, ServerState& server) {
     http.set_pre_routing_handler([&server](const httplib::Request& req, httplib::Response& res) {
         request_start = Clock::now();
         server.metrics.http_requests++;
@@ -175,8 +178,10 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
                                       "authentication_error", "invalid_api_key"});
         return httplib::Server::HandlerResponse::Handled;
     });
+}
 
-    // Errors httplib produces itself (unknown path, body over the limit) get the same shape.
+// Errors httplib produces itself (unknown path, body over the limit) get the same shape.
+inline void install_error_shape(httplib::Server& http) {
     http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return;
         ApiError e{res.status, "request failed", "invalid_request_error", "http_" + std::to_string(res.status)};
@@ -186,7 +191,10 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
         if (res.status == 405) e = {405, "method not allowed", "invalid_request_error", "method_not_allowed"};
         send_error(req, res, e);
     });
+}
 
+// A line on stderr for each reply (and with --log-prompts the body), and the reply counters.
+inline void install_request_log(httplib::Server& http, ServerState& server) {
     http.set_logger([&server](const httplib::Request& req, const httplib::Response& res) {
         if (res.status >= 500) server.metrics.http_server_errors++;
         else if (res.status >= 400) server.metrics.http_client_errors++;
@@ -205,7 +213,10 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
             std::fprintf(stderr, "  body: %s\n", shown.c_str());
         }
     });
+}
 
+// The chat page and its files, compiled in.
+inline void install_page_routes(httplib::Server& http) {
     for (std::size_t i = 0; i < smol_server_assets::count; ++i) {
         const auto& asset = smol_server_assets::all[i];
         auto serve = [&asset](const httplib::Request&, httplib::Response& res) {
@@ -215,7 +226,10 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
         http.Get(asset.url, serve);
         if (std::string_view(asset.url) == "/index.html") http.Get("/", serve);
     }
+}
 
+// What a balancer and an operator look at: /health and /metrics.
+inline void install_health_routes(httplib::Server& http, ServerState& server) {
     http.Get("/health", [&server](const httplib::Request&, httplib::Response& res) {
         // A balancer sends traffic only where this says 200: not while loading, nor once draining.
         if (server.draining.load()) send_json(res, json{{"status", "draining"}}, 503);
@@ -223,6 +237,15 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
         else send_json(res, json{{"status", "loading"}}, 503);
     });
 
+    http.Get("/metrics", [&server](const httplib::Request&, httplib::Response& res) {
+        const ReplicaState replica{server.options.replica_name, server.draining.load()};
+        res.set_content(metrics_text(server.metrics, replica, server.gate_stats.load(), server.model.scheduler()),
+                        "text/plain; version=0.0.4");
+    });
+}
+
+// What the model and the server hold: /v1/models, and llama-server's /props and /slots.
+inline void install_model_info_routes(httplib::Server& http, ServerState& server) {
     http.Get("/v1/models", guarded([&server](const httplib::Request&, httplib::Response& res) {
         smol::Scheduler& s = server.model.require_scheduler();
         send_json(res, json{{"object", "list"},
@@ -275,7 +298,10 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
                              {"n_cached_tokens", slot.cached_tokens}});
         send_json(res, slots);
     }));
+}
 
+// The completion endpoints of the three APIs and their token counts (completion_routes.hpp).
+inline void install_completion_routes(httplib::Server& http, ServerState& server) {
     http.Post("/v1/chat/completions", guarded([&server](const httplib::Request& req, httplib::Response& res) {
         complete(server, req, res, Endpoint::chat);
     }));
@@ -298,10 +324,12 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
     http.Post("/v1/responses/input_tokens", guarded([&server](const httplib::Request& req, httplib::Response& res) {
         count_response_tokens(server, req, res);
     }));
-
     // ollama's native API (ollama_routes.hpp).
-    install_ollama_routes(http, server, guarded);
+    install_ollama_routes(http, server, [](auto handler) { return guarded(std::move(handler)); });
+}
 
+// llama-server's /tokenize and /detokenize.
+inline void install_tokenize_routes(httplib::Server& http, ServerState& server) {
     http.Post("/tokenize", guarded([&server](const httplib::Request& req, httplib::Response& res) {
         smol::Scheduler& s = server.model.require_scheduler();
         const json body = parse_json_body(req.body);
@@ -338,12 +366,19 @@ inline void install_routes(httplib::Server& http, ServerState& server) {
         }
         send_json(res, json{{"content", s.tokenizer().decode(ids, /*show_control=*/true)}});
     }));
+}
 
-    http.Get("/metrics", [&server](const httplib::Request&, httplib::Response& res) {
-        const ReplicaState replica{server.options.replica_name, server.draining.load()};
-        res.set_content(metrics_text(server.metrics, replica, server.gate_stats.load(), server.model.scheduler()),
-                        "text/plain; version=0.0.4");
-    });
+// Every route and hook, one group each (the groups' paths do not overlap, so their order does
+// not matter to httplib).
+inline void install_routes(httplib::Server& http, ServerState& server) {
+    install_request_checks(http, server);
+    install_error_shape(http);
+    install_request_log(http, server);
+    install_page_routes(http);
+    install_health_routes(http, server);
+    install_model_info_routes(http, server);
+    install_completion_routes(http, server);
+    install_tokenize_routes(http, server);
 }
 
 // httplib's threads: every chat client holds one for its whole reply, so the pool has room for

@@ -118,23 +118,7 @@ public:
             }
         }
 
-        // Temperature, softmax and the draw. The weights overwrite the logits in scratch.
-        const float inverse_temperature = 1.0f / params_.temperature;
-        if (!std::isfinite(inverse_temperature))  // a denormal temperature: the limit is greedy
-            return std::min_element(first, first + count, better)->id;
-        double sum = 0.0;
-        for (std::size_t i = 0; i < count; ++i) {
-            const float weight = std::exp((first[i].logit - max_logit) * inverse_temperature);
-            first[i].logit = weight;
-            sum += weight;
-        }
-        const double target = uniform01() * sum;
-        double cumulative = 0.0;
-        for (std::size_t i = 0; i < count; ++i) {
-            cumulative += first[i].logit;
-            if (target < cumulative) return first[i].id;
-        }
-        return first[count - 1].id;  // rounding left target at the very top of the range
+        return draw(count, max_logit);
     }
 
     // Records a token the caller committed to (sampled, or forced such as prompt tokens)
@@ -194,6 +178,28 @@ public:
     int n_vocab() const { return n_vocab_; }
 
 private:
+    // Temperature, softmax and the draw over the live candidates [0, count). The weights
+    // overwrite the logits in scratch.
+    int draw(std::size_t count, float max_logit) {
+        const auto first = candidates_.begin();
+        const float inverse_temperature = 1.0f / params_.temperature;
+        if (!std::isfinite(inverse_temperature))  // a denormal temperature: the limit is greedy
+            return std::min_element(first, first + count, better)->id;
+        double sum = 0.0;
+        for (std::size_t i = 0; i < count; ++i) {
+            const float weight = std::exp((first[i].logit - max_logit) * inverse_temperature);
+            first[i].logit = weight;
+            sum += weight;
+        }
+        const double target = uniform01() * sum;
+        double cumulative = 0.0;
+        for (std::size_t i = 0; i < count; ++i) {
+            cumulative += first[i].logit;
+            if (target < cumulative) return first[i].id;
+        }
+        return first[count - 1].id;  // rounding left target at the very top of the range
+    }
+
     struct Candidate {
         float logit;
         int id;

@@ -430,124 +430,158 @@ private:
         slot.job = std::move(p);
     }
 
-    void run() {
-        if (options_.threads > 0) omp_set_num_threads(options_.threads);
+    // What one step runs, kept between steps so their buffers are reused.
+    struct StepBatch {
         std::vector<float> logits;        // [rows, n_vocab]: each entry's last row, a verify step's every row
         std::vector<SequenceBatch> batch;  // one per running slot
         std::vector<Slot*> batched;        // the slot of each batch entry
         std::vector<Slot*> reading;        // slots still reading their prompt, first admitted first
+    };
+
+    // The worker: waits for work, builds a step from every running slot, runs it and records
+    // it; at shutdown it ends every stream.
+    void run() {
+        if (options_.threads > 0) omp_set_num_threads(options_.threads);
+        StepBatch step;
         double recent_tokens = 0, recent_seconds = 0;
-        while (true) {
-            {
-                std::unique_lock lock(mutex_);
-                // The timeout lets requests cancelled while queued leave the queue soon.
-                wake_.wait_for(lock, std::chrono::milliseconds(200), [&] {
-                    if (stopping_) return true;
-                    for (const Slot& s : slots_)
-                        if (s.active) return true;
-                    return !queue_.empty() && can_admit_locked();
-                });
-                if (stopping_) break;
-                admit_locked();
-            }
+        while (wait_for_work()) {
             // Cancelled requests leave before the step, so they cost no more compute.
             for (Slot& slot : slots_)
                 if (slot.active && slot.job.stream->cancel_requested()) finish(slot, FinishReason::cancelled, "");
-
-            batch.clear();
-            batched.clear();
-            int prompt_budget = options_.prompt_chunk;
-            // Decoding slots first (each runs the token it picked, and its draft within its
-            // share of decode_rows): they are always in the batch. Prompts share the budget in
-            // the order their requests were admitted.
             const std::vector<Slot*>& resting = slots_sitting_out();
-            const auto rests = [&](const Slot& slot) {
-                return std::find(resting.begin(), resting.end(), &slot) != resting.end();
-            };
-            int decoding = 0, speculating = 0;
-            for (const Slot& slot : slots_)
-                if (slot.active && !slot.sequence.reading_prompt() && !rests(slot)) {
-                    ++decoding;
-                    if (slot.job.pipeline->speculation().enabled()) ++speculating;
-                }
-            const int room = std::max(0, options_.decode_rows - decoding);
-            const std::size_t draft_share = speculating > 0 ? std::size_t(room / speculating) : 0;
-            for (Slot& slot : slots_) {
-                if (!slot.active || slot.sequence.reading_prompt() || rests(slot)) continue;
-                batch.push_back(slot.sequence.next_input(Sequence::kWholePrompt, draft_share));
-                batched.push_back(&slot);
-            }
-            reading.clear();
-            for (Slot& slot : slots_)
-                if (slot.active && slot.sequence.reading_prompt()) reading.push_back(&slot);
-            std::sort(reading.begin(), reading.end(), [](const Slot* a, const Slot* b) { return a->admitted < b->admitted; });
-            for (Slot* reader : reading) {
-                if (prompt_budget == 0) break;
-                batch.push_back(reader->sequence.next_input(std::size_t(prompt_budget)));
-                batched.push_back(reader);
-                prompt_budget -= int(batch.back().tokens.size());
-            }
-            if (batch.empty()) continue;
+            plan_step(resting, step);
+            if (step.batch.empty()) continue;
 
             const auto step_start = Clock::now();
-            const std::size_t n_vocab = std::size_t(engine_->n_vocab());
-            // A verify step gives every row of its entry; the others their last.
-            std::size_t rows = 0;
-            for (const SequenceBatch& entry : batch) rows += entry.all_logits ? entry.tokens.size() : 1;
-            logits.resize(rows * n_vocab);
-            try {
-                engine_->forward(batch, logits.data());
-            } catch (const std::exception& e) {
-                for (Slot* slot : batched) finish(*slot, FinishReason::error, e.what());
-                continue;
-            }
-            int sampled = 0;
-            std::size_t row = 0;  // the first logit row of batch[b]
-            for (std::size_t b = 0; b < batch.size(); ++b) {
-                Slot& slot = *batched[b];
-                const std::size_t entry_rows = batch[b].all_logits ? batch[b].tokens.size() : 1;
-                const std::span<float> entry_logits =
-                    std::span<float>(logits).subspan(row * n_vocab, entry_rows * n_vocab);
-                row += entry_rows;
-                try {
-                    std::lock_guard lock(mutex_);  // the tokens are read by cached_tokens()
-                    if (slot.sequence.reading_prompt()) stats_.prompt_tokens += batch[b].tokens.size();
-                    slot.sequence.ran(batch[b].tokens.size());
-                } catch (const std::exception& e) {  // the cache and its record disagree: reset
-                    finish(slot, FinishReason::error, e.what());
-                    continue;
-                }
-                if (!slot.sequence.wants_step()) continue;  // more of the prompt to read
-                try {
-                    TextDelta delta;
-                    const GenerationUsage before = slot.job.pipeline->usage();
-                    const auto own_step_start = Clock::now();
-                    const bool ended = slot.sequence.step(entry_logits, delta);
-                    const double own_step = std::chrono::duration<double>(Clock::now() - own_step_start).count();
-                    slot.sitting_out = own_step > kFairShareGraceSeconds ? kFairShareFactor * own_step : 0.0;
-                    const GenerationUsage& after = slot.job.pipeline->usage();
-                    sampled += after.completion_tokens - before.completion_tokens;
-                    on_token(slot, ended, std::move(delta), after.completion_tokens - before.completion_tokens,
-                             after.drafted_tokens - before.drafted_tokens, after.accepted_tokens - before.accepted_tokens);
-                } catch (const GenerationCancelled&) {
-                    finish(slot, FinishReason::cancelled, "");
-                } catch (const text::GrammarTooComplex& e) {
-                    finish(slot, FinishReason::error, e.what(), {}, /*request_past_limit=*/true);
-                } catch (const std::exception& e) {
-                    finish(slot, FinishReason::error, e.what());
-                }
-            }
+            const std::optional<int> sampled = run_step(step);
+            if (!sampled) continue;  // the forward pass failed: its requests ended with the error
             const double seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
             for (Slot* slot : resting) slot->sitting_out = std::max(0.0, slot->sitting_out - seconds);
             // A decaying window, so the rate follows the current load.
-            recent_tokens = recent_tokens * 0.9 + sampled;
+            recent_tokens = recent_tokens * 0.9 + *sampled;
             recent_seconds = recent_seconds * 0.9 + seconds;
             std::lock_guard lock(mutex_);
             ++stats_.forward_calls;
             stats_.busy_seconds += seconds;
             stats_.generation_tokens_per_second = recent_seconds > 0 ? recent_tokens / recent_seconds : 0.0;
         }
-        // Shutting down: nobody will read these streams' ends otherwise.
+        end_all_streams();
+    }
+
+    // Waits until a slot has work or a queued request can be admitted, and admits what fits;
+    // false once the scheduler is stopping.
+    bool wait_for_work() {
+        std::unique_lock lock(mutex_);
+        // The timeout lets requests cancelled while queued leave the queue soon.
+        wake_.wait_for(lock, std::chrono::milliseconds(200), [&] {
+            if (stopping_) return true;
+            for (const Slot& s : slots_)
+                if (s.active) return true;
+            return !queue_.empty() && can_admit_locked();
+        });
+        if (stopping_) return false;
+        admit_locked();
+        return true;
+    }
+
+    // The step's batch: decoding slots first (each runs the token it picked, and its draft
+    // within its share of decode_rows): they are always in the batch. Prompts share the
+    // budget in the order their requests were admitted.
+    void plan_step(const std::vector<Slot*>& resting, StepBatch& step) {
+        step.batch.clear();
+        step.batched.clear();
+        int prompt_budget = options_.prompt_chunk;
+        const auto rests = [&](const Slot& slot) {
+            return std::find(resting.begin(), resting.end(), &slot) != resting.end();
+        };
+        int decoding = 0, speculating = 0;
+        for (const Slot& slot : slots_)
+            if (slot.active && !slot.sequence.reading_prompt() && !rests(slot)) {
+                ++decoding;
+                if (slot.job.pipeline->speculation().enabled()) ++speculating;
+            }
+        const int room = std::max(0, options_.decode_rows - decoding);
+        const std::size_t draft_share = speculating > 0 ? std::size_t(room / speculating) : 0;
+        for (Slot& slot : slots_) {
+            if (!slot.active || slot.sequence.reading_prompt() || rests(slot)) continue;
+            step.batch.push_back(slot.sequence.next_input(Sequence::kWholePrompt, draft_share));
+            step.batched.push_back(&slot);
+        }
+        step.reading.clear();
+        for (Slot& slot : slots_)
+            if (slot.active && slot.sequence.reading_prompt()) step.reading.push_back(&slot);
+        std::sort(step.reading.begin(), step.reading.end(),
+                  [](const Slot* a, const Slot* b) { return a->admitted < b->admitted; });
+        for (Slot* reader : step.reading) {
+            if (prompt_budget == 0) break;
+            step.batch.push_back(reader->sequence.next_input(std::size_t(prompt_budget)));
+            step.batched.push_back(reader);
+            prompt_budget -= int(step.batch.back().tokens.size());
+        }
+    }
+
+    // One forward pass over the batch, then each entry's sampling step; the tokens sampled, or
+    // nullopt when the forward pass threw (every batched request ends with its error).
+    std::optional<int> run_step(StepBatch& step) {
+        const std::size_t n_vocab = std::size_t(engine_->n_vocab());
+        // A verify step gives every row of its entry; the others their last.
+        std::size_t rows = 0;
+        for (const SequenceBatch& entry : step.batch) rows += entry.all_logits ? entry.tokens.size() : 1;
+        step.logits.resize(rows * n_vocab);
+        try {
+            engine_->forward(step.batch, step.logits.data());
+        } catch (const std::exception& e) {
+            for (Slot* slot : step.batched) finish(*slot, FinishReason::error, e.what());
+            return std::nullopt;
+        }
+        int sampled = 0;
+        std::size_t row = 0;  // the first logit row of batch[b]
+        for (std::size_t b = 0; b < step.batch.size(); ++b) {
+            const std::size_t entry_rows = step.batch[b].all_logits ? step.batch[b].tokens.size() : 1;
+            const std::span<float> entry_logits =
+                std::span<float>(step.logits).subspan(row * n_vocab, entry_rows * n_vocab);
+            row += entry_rows;
+            sampled += step_slot(*step.batched[b], step.batch[b].tokens.size(), entry_logits);
+        }
+        return sampled;
+    }
+
+    // Records that `slot` ran `ran` tokens and, once its prompt is read, samples from its logits;
+    // the tokens it sampled. Any failure ends the slot's request with its error.
+    int step_slot(Slot& slot, std::size_t ran, std::span<float> entry_logits) {
+        try {
+            std::lock_guard lock(mutex_);  // the tokens are read by cached_tokens()
+            if (slot.sequence.reading_prompt()) stats_.prompt_tokens += ran;
+            slot.sequence.ran(ran);
+        } catch (const std::exception& e) {  // the cache and its record disagree: reset
+            finish(slot, FinishReason::error, e.what());
+            return 0;
+        }
+        if (!slot.sequence.wants_step()) return 0;  // more of the prompt to read
+        int sampled = 0;
+        try {
+            TextDelta delta;
+            const GenerationUsage before = slot.job.pipeline->usage();
+            const auto own_step_start = Clock::now();
+            const bool ended = slot.sequence.step(entry_logits, delta);
+            const double own_step = std::chrono::duration<double>(Clock::now() - own_step_start).count();
+            slot.sitting_out = own_step > kFairShareGraceSeconds ? kFairShareFactor * own_step : 0.0;
+            const GenerationUsage& after = slot.job.pipeline->usage();
+            sampled = after.completion_tokens - before.completion_tokens;
+            on_token(slot, ended, std::move(delta), after.completion_tokens - before.completion_tokens,
+                     after.drafted_tokens - before.drafted_tokens, after.accepted_tokens - before.accepted_tokens);
+        } catch (const GenerationCancelled&) {
+            finish(slot, FinishReason::cancelled, "");
+        } catch (const text::GrammarTooComplex& e) {
+            finish(slot, FinishReason::error, e.what(), {}, /*request_past_limit=*/true);
+        } catch (const std::exception& e) {
+            finish(slot, FinishReason::error, e.what());
+        }
+        return sampled;
+    }
+
+    // Shutting down: nobody will read these streams' ends otherwise.
+    void end_all_streams() {
         for (Slot& slot : slots_)
             if (slot.active) finish(slot, FinishReason::cancelled, "");
         std::lock_guard lock(mutex_);

@@ -498,7 +498,12 @@ private:
             tensors_.push_back(read_tensor_info(in));
         }
 
-        const std::uint64_t header_end = in.offset();
+        locate_tensor_data(in.offset());
+    }
+
+    // The data section starts at the first aligned offset after the header (`header_end`);
+    // every tensor's bytes must lie whole inside it, aligned.
+    void locate_tensor_data(std::uint64_t header_end) {
         data_offset_ = (header_end + alignment_ - 1) / alignment_ * alignment_;
         const std::uint64_t file_size = memory_->size();
         if (!tensors_.empty() && data_offset_ > file_size)

@@ -365,220 +365,294 @@ inline std::string resolve_model_file(const ModelSpec& spec, const DownloadOptio
     return file;
 }
 
-// Downloads one repository file into the cache (resuming a .part left by an earlier run) and
-// returns its final path. See the top of this file for the guarantees.
-inline std::filesystem::path download_file(const ModelSpec& spec, const std::string& file,
-                                           const DownloadOptions& options) {
-    namespace fs = std::filesystem;
-    const fs::path final_path = cache_path(options, spec.repo, file);
-    const fs::path part = detail::part_path(final_path);
-    const std::string url = file_url(options, spec.repo, file);
-    if (options.offline) fail(not_cached_message(spec, file, options, "offline mode is on (HF_HUB_OFFLINE)"));
-    std::error_code ec;
-    fs::create_directories(final_path.parent_path(), ec);
-    if (ec) fail("download: cannot create cache folder ", final_path.parent_path(), ": ", ec.message());
-    std::filesystem::path lock_path = final_path;
-    lock_path += ".lock";
-    detail::FileLock lock(lock_path);
-    if (fs::is_regular_file(final_path, ec)) {  // another process finished it while we waited
-        lock.remove_when_released();
-        return final_path;
-    }
+namespace detail {
 
+// A download under way: what it fetches and where to, and what its attempts so far have learnt.
+// download_file makes attempts until one puts the file in place or the failures run out.
+struct Download {
+    const ModelSpec& spec;
+    const std::string& file;
+    const DownloadOptions& options;
+    std::filesystem::path final_path;
+    std::filesystem::path part;
+    std::string url;
     int failures_in_a_row = 0;
     std::uint64_t most_written = 0;  // high-water mark: only getting further counts as progress
     bool restarted_after_bad_resume = false;
     bool ever_connected = false;
-    for (;;) {
-        std::uint64_t offset = fs::is_regular_file(part, ec) ? fs::file_size(part, ec) : 0;
+
+    void wait_before_retry() const { std::this_thread::sleep_for(options.retry_delay * failures_in_a_row); }
+
+    // The part, whole and verified, becomes the cached file.
+    void move_into_place() const {
+        std::error_code ec;
+        std::filesystem::rename(part, final_path, ec);
+        if (ec) fail("download: cannot move ", part, " to ", final_path, ": ", ec.message());
+    }
+};
+
+// One GET of the file from where the part ends: the answer's header decides where the bytes go
+// (appended to the part after a 206, a fresh part after a 200), then they are written and
+// hashed as they arrive.
+struct DownloadAttempt {
+    Download& d;
+    std::uint64_t offset = 0;       // where the part ended when the attempt started
+    bool resumed = false;
+    Sha256 hash;                    // of the part's bytes
+    PartFile out;
+    std::uint64_t written = 0;        // bytes in the part file
+    std::uint64_t expected_size = 0;  // 0: unknown
+    std::string expected_sha;
+    std::string restart_reason;  // set when the server's answer forces starting over
+    std::uint64_t received_this_run = 0;
+    std::chrono::steady_clock::time_point started;
+
+    explicit DownloadAttempt(Download& download) : d(download) {}
+
+    // Hashes what the part holds so far; false when it changed meanwhile (it is removed: the
+    // next attempt starts over).
+    bool read_part() {
+        std::error_code ec;
+        offset = std::filesystem::is_regular_file(d.part, ec) ? std::filesystem::file_size(d.part, ec) : 0;
         if (ec) offset = 0;
-        bool resumed = offset > 0;
-        Sha256 hash;
-        if (resumed && hash.update_from_file(part) != offset) {  // part changed under us: start over
-            detail::remove_quietly(part);
-            continue;
+        resumed = offset > 0;
+        if (resumed && hash.update_from_file(d.part) != offset) {
+            remove_quietly(d.part);
+            return false;
         }
+        written = offset;
+        started = std::chrono::steady_clock::now();
+        return true;
+    }
 
-        detail::PartFile out;
-        std::uint64_t written = offset;         // bytes in the part file
-        std::uint64_t expected_size = 0;        // 0: unknown
-        std::string expected_sha;
-        std::string restart_reason;             // set when the server's answer forces starting over
-        std::uint64_t received_this_run = 0;
-        const auto started = std::chrono::steady_clock::now();
+    void report(bool finished) {
+        if (!d.options.on_progress) return;
+        Progress p;
+        p.file = d.file;
+        p.downloaded = written;
+        p.total = expected_size;
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        p.bytes_per_second = seconds > 0 ? static_cast<double>(received_this_run) / seconds : 0;
+        if (expected_size > written && p.bytes_per_second > 0)
+            p.eta_seconds = static_cast<double>(expected_size - written) / p.bytes_per_second;
+        else if (expected_size > 0 && expected_size <= written)
+            p.eta_seconds = 0;
+        p.finished = finished;
+        d.options.on_progress(p);
+    }
 
-        auto report = [&](bool finished) {
-            if (!options.on_progress) return;
-            Progress p;
-            p.file = file;
-            p.downloaded = written;
-            p.total = expected_size;
-            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-            p.bytes_per_second = seconds > 0 ? static_cast<double>(received_this_run) / seconds : 0;
-            if (expected_size > written && p.bytes_per_second > 0)
-                p.eta_seconds = static_cast<double>(expected_size - written) / p.bytes_per_second;
-            else if (expected_size > 0 && expected_size <= written)
-                p.eta_seconds = 0;
-            p.finished = finished;
-            options.on_progress(p);
-        };
+    void refuse_if_too_large() const {
+        if (expected_size > d.options.max_file_bytes)
+            fail("download ", d.url, ": the server announced a file of ", expected_size,
+                 " bytes, more than the limit of ", d.options.max_file_bytes,
+                 " bytes (DownloadOptions::max_file_bytes); nothing was saved as ", d.final_path);
+    }
 
-        auto refuse_if_too_large = [&] {
-            if (expected_size > options.max_file_bytes)
-                fail("download ", url, ": the server announced a file of ", expected_size,
-                     " bytes, more than the limit of ", options.max_file_bytes,
-                     " bytes (DownloadOptions::max_file_bytes); nothing was saved as ", final_path);
-        };
-        auto accept = [&](const std::vector<HttpHop>& hops) {
-            const HttpHop& last = hops.back();
-            if (last.status != 200 && last.status != 206) return false;
-            std::optional<std::uint64_t> linked_size = detail::parse_u64(first_header(hops, "X-Linked-Size"));
-            if (last.status == 206) {
-                auto range = detail::parse_content_range(header_value(last, "Content-Range"));
-                if (!range || range->first != offset) {
-                    restart_reason = "the server answered a Range request for bytes " + std::to_string(offset) +
-                                     "- with an unusable Content-Range";
-                    return false;
-                }
-                expected_size = linked_size ? *linked_size : range->total.value_or(0);
-                refuse_if_too_large();
-                out.open(part, /*append=*/true);
-            } else {
-                // A 200 is the whole file from byte 0: the server ignored our Range (or there
-                // was no part), so whatever the part held is dropped.
-                if (offset > 0) {
-                    offset = 0;
-                    written = 0;
-                    resumed = false;
-                    hash.reset();
-                }
-                auto length = detail::parse_u64(header_value(last, "Content-Length"));
-                expected_size = linked_size ? *linked_size : length.value_or(0);
-                refuse_if_too_large();
-                out.open(part, /*append=*/false);
+    // The answer's header (after redirects): whether its body is the file's rest (206) or the
+    // whole file (200); it opens the part accordingly.
+    bool accept(const std::vector<HttpHop>& hops) {
+        const HttpHop& last = hops.back();
+        if (last.status != 200 && last.status != 206) return false;
+        std::optional<std::uint64_t> linked_size = parse_u64(first_header(hops, "X-Linked-Size"));
+        if (last.status == 206) {
+            auto range = parse_content_range(header_value(last, "Content-Range"));
+            if (!range || range->first != offset) {
+                restart_reason = "the server answered a Range request for bytes " + std::to_string(offset) +
+                                 "- with an unusable Content-Range";
+                return false;
             }
-            expected_sha = detail::announced_sha256(hops);
-            report(false);
-            return true;
-        };
-        auto receive = [&](const char* data, std::size_t size) {
-            if (expected_size > 0 && written + size > expected_size) {
-                out.close();
-                detail::remove_quietly(part);
-                fail("download ", url, ": the server sent more than the ", expected_size,
-                     " bytes it announced; nothing was saved as ", final_path);
+            expected_size = linked_size ? *linked_size : range->total.value_or(0);
+            refuse_if_too_large();
+            out.open(d.part, /*append=*/true);
+        } else {
+            // A 200 is the whole file from byte 0: the server ignored our Range (or there
+            // was no part), so whatever the part held is dropped.
+            if (offset > 0) {
+                offset = 0;
+                written = 0;
+                resumed = false;
+                hash.reset();
             }
-            if (expected_size == 0 && written + size > options.max_file_bytes) {
-                out.close();
-                detail::remove_quietly(part);
-                fail("download ", url, ": the server announced no size and sent more than the limit of ",
-                     options.max_file_bytes, " bytes (DownloadOptions::max_file_bytes); the partial file was deleted, ",
-                     "nothing was saved as ", final_path);
-            }
-            out.write(data, size);
-            hash.update(data, size);
-            written += size;
-            received_this_run += size;
-            report(false);
-            return true;
-        };
+            auto length = parse_u64(header_value(last, "Content-Length"));
+            expected_size = linked_size ? *linked_size : length.value_or(0);
+            refuse_if_too_large();
+            out.open(d.part, /*append=*/false);
+        }
+        expected_sha = announced_sha256(hops);
+        report(false);
+        return true;
+    }
 
-        HttpRequest request = detail::make_request(options, url);
+    bool receive(const char* data, std::size_t size) {
+        if (expected_size > 0 && written + size > expected_size) {
+            out.close();
+            remove_quietly(d.part);
+            fail("download ", d.url, ": the server sent more than the ", expected_size,
+                 " bytes it announced; nothing was saved as ", d.final_path);
+        }
+        if (expected_size == 0 && written + size > d.options.max_file_bytes) {
+            out.close();
+            remove_quietly(d.part);
+            fail("download ", d.url, ": the server announced no size and sent more than the limit of ",
+                 d.options.max_file_bytes, " bytes (DownloadOptions::max_file_bytes); the partial file was deleted, ",
+                 "nothing was saved as ", d.final_path);
+        }
+        out.write(data, size);
+        hash.update(data, size);
+        written += size;
+        received_this_run += size;
+        report(false);
+        return true;
+    }
+
+    // The GET itself, asking for the bytes after the part's end; the part is closed after it
+    // (synced when the transfer completed).
+    HttpOutcome get() {
+        HttpRequest request = make_request(d.options, d.url);
         if (offset > 0) request.headers.emplace("Range", "bytes=" + std::to_string(offset) + "-");
         HttpOutcome outcome;
         try {
-            outcome = http_get(request, accept, receive);
+            outcome = http_get(
+                request, [this](const std::vector<HttpHop>& hops) { return accept(hops); },
+                [this](const char* data, std::size_t size) { return receive(data, size); });
         } catch (...) {  // keep what arrived (a later run resumes it) unless it was discarded above
             try { out.close(); } catch (...) {}
             throw;
         }
         out.close(/*sync=*/outcome.complete());
-        if (!outcome.hops.empty()) ever_connected = true;
-        const int status = outcome.status();
-        if (written > most_written) {  // progress: the next failure is the first again
-            most_written = written;
-            failures_in_a_row = 0;
-        }
+        return outcome;
+    }
+};
 
-        if (outcome.complete()) {
-            if (expected_size > 0 && written < expected_size) {
-                // The body ended early but cleanly (e.g. a short 206); resume like a drop.
-                if (++failures_in_a_row >= options.max_attempts)
-                    fail("download ", url, ": the server keeps ending the file at byte ", written, " of ",
-                         expected_size, "; ", written, " bytes are kept in ", part);
-                std::this_thread::sleep_for(options.retry_delay * failures_in_a_row);
-                continue;
-            }
-            const std::string actual_sha = hash.hex_digest();
-            if (!expected_sha.empty() && actual_sha != expected_sha) {
-                detail::remove_quietly(part);
-                if (resumed && !restarted_after_bad_resume) {  // a stale part from another version of the file
-                    restarted_after_bad_resume = true;
-                    continue;
-                }
-                fail("download ", url, ": SHA-256 mismatch: the server announced ", expected_sha, ", the ", written,
-                     " bytes received hash to ", actual_sha, "; the partial file was deleted, nothing was saved as ",
-                     final_path);
-            }
-            fs::rename(part, final_path, ec);
-            if (ec) fail("download: cannot move ", part, " to ", final_path, ": ", ec.message());
-            report(true);
+// A transfer that completed: the file in place when it is whole and its hash matches (true);
+// false to try again: a body that ended early resumes like a drop, a stale part from another
+// version of the file is dropped once.
+inline bool settle_complete(DownloadAttempt& a) {
+    Download& d = a.d;
+    if (a.expected_size > 0 && a.written < a.expected_size) {
+        // The body ended early but cleanly (e.g. a short 206); resume like a drop.
+        if (++d.failures_in_a_row >= d.options.max_attempts)
+            fail("download ", d.url, ": the server keeps ending the file at byte ", a.written, " of ", a.expected_size,
+                 "; ", a.written, " bytes are kept in ", d.part);
+        d.wait_before_retry();
+        return false;
+    }
+    const std::string actual_sha = a.hash.hex_digest();
+    if (!a.expected_sha.empty() && actual_sha != a.expected_sha) {
+        remove_quietly(d.part);
+        if (a.resumed && !d.restarted_after_bad_resume) {  // a stale part from another version of the file
+            d.restarted_after_bad_resume = true;
+            return false;
+        }
+        fail("download ", d.url, ": SHA-256 mismatch: the server announced ", a.expected_sha, ", the ", a.written,
+             " bytes received hash to ", actual_sha, "; the partial file was deleted, nothing was saved as ",
+             d.final_path);
+    }
+    d.move_into_place();
+    a.report(true);
+    return true;
+}
+
+// A server that answered with something other than the file: a 416 for a part that already
+// holds the whole file finishes it (true); other 416s start over, and statuses that pass
+// (429, 5xx) are retried after a wait (false); the rest are errors that say what to do.
+inline bool settle_declined(DownloadAttempt& a, const HttpOutcome& outcome) {
+    Download& d = a.d;
+    const int status = outcome.status();
+    if (status == 416) {
+        // Nothing left after byte `offset`. If that is because the part already holds
+        // the whole file (a run that stopped just before the rename), finish it here.
+        std::optional<std::uint64_t> total = parse_u64(first_header(outcome.hops, "X-Linked-Size"));
+        if (const std::string range = header_value(*outcome.final_hop(), "Content-Range");
+            !total && range.starts_with("bytes */"))
+            total = parse_u64(std::string_view(range).substr(8));
+        const std::string sha = announced_sha256(outcome.hops);
+        if (a.offset > 0 && total == a.offset && (sha.empty() || a.hash.hex_digest() == sha)) {
+            d.move_into_place();
+            a.expected_size = a.offset;
+            a.report(true);
+            return true;
+        }
+        remove_quietly(d.part);  // not a prefix the server can continue: start over
+        if (++d.failures_in_a_row >= d.options.max_attempts)
+            fail("download ", d.url, ": the server keeps rejecting the Range request (HTTP 416)");
+        return false;
+    }
+    if (is_retryable_status(status) && ++d.failures_in_a_row < d.options.max_attempts) {
+        d.wait_before_retry();
+        return false;
+    }
+    if (status == 401 || status == 403)
+        fail("download ", d.url, ": HTTP ", status, hub_error_message(outcome.hops),
+             "; the repository may be private or gated: accept its terms on the Hub and set HF_TOKEN");
+    if (status == 404)
+        fail("download ", d.url, ": file ", d.file, " not found in repository ", d.spec.repo, " (HTTP 404)",
+             hub_error_message(outcome.hops));
+    fail("download ", d.url, ": expected HTTP 200 or 206, got ", status, hub_error_message(outcome.hops));
+}
+
+// What an attempt's outcome means: true once the file is in place; false to make another
+// attempt (after the wait a failure earns); throws when retrying cannot help or the failures
+// in a row reached max_attempts.
+inline bool settle_attempt(DownloadAttempt& a, const HttpOutcome& outcome) {
+    Download& d = a.d;
+    if (!outcome.hops.empty()) d.ever_connected = true;
+    if (a.written > d.most_written) {  // progress: the next failure is the first again
+        d.most_written = a.written;
+        d.failures_in_a_row = 0;
+    }
+    if (outcome.complete()) return settle_complete(a);
+    if (!a.restart_reason.empty()) {
+        remove_quietly(d.part);
+        if (++d.failures_in_a_row >= d.options.max_attempts)
+            fail("download ", d.url, ": ", a.restart_reason, " (", d.failures_in_a_row, " attempts)");
+        return false;
+    }
+    if (outcome.too_many_redirects) fail("download ", d.url, ": ", outcome.too_many_redirects_text());
+    if (outcome.declined) return settle_declined(a, outcome);
+
+    // The transfer broke (refused, timed out, connection dropped mid-body): what arrived is
+    // in the part; try again from there.
+    fail_if_tls_untrusted(outcome, d.url);
+    if (outcome.hops.empty() && !d.ever_connected && is_connection_failure(outcome.error))
+        fail(not_cached_message(d.spec, d.file, d.options,
+                                "cannot connect to " + d.url + " (" + outcome.error_text() + ")"));
+    if (++d.failures_in_a_row >= d.options.max_attempts)
+        fail("download ", d.url, ": the transfer failed ", d.failures_in_a_row, " times in a row (last error: ",
+             outcome.error_text(), ", HTTP ", outcome.status(), "); ", a.written, " bytes are kept in ", d.part,
+             " and the next run resumes from there");
+    d.wait_before_retry();
+    return false;
+}
+
+}  // namespace detail
+
+// Downloads one repository file into the cache (resuming a .part left by an earlier run) and
+// returns its final path. See the top of this file for the guarantees.
+inline std::filesystem::path download_file(const ModelSpec& spec, const std::string& file,
+                                           const DownloadOptions& options) {
+    namespace fs = std::filesystem;
+    detail::Download d{spec, file, options, cache_path(options, spec.repo, file), {}, file_url(options, spec.repo, file)};
+    d.part = detail::part_path(d.final_path);
+    if (options.offline) fail(not_cached_message(spec, file, options, "offline mode is on (HF_HUB_OFFLINE)"));
+    std::error_code ec;
+    fs::create_directories(d.final_path.parent_path(), ec);
+    if (ec) fail("download: cannot create cache folder ", d.final_path.parent_path(), ": ", ec.message());
+    std::filesystem::path lock_path = d.final_path;
+    lock_path += ".lock";
+    detail::FileLock lock(lock_path);
+    if (fs::is_regular_file(d.final_path, ec)) {  // another process finished it while we waited
+        lock.remove_when_released();
+        return d.final_path;
+    }
+    for (;;) {
+        detail::DownloadAttempt attempt(d);
+        if (!attempt.read_part()) continue;  // the part changed under us: start over
+        const HttpOutcome outcome = attempt.get();
+        if (detail::settle_attempt(attempt, outcome)) {
             lock.remove_when_released();
-            return final_path;
+            return d.final_path;
         }
-
-        if (!restart_reason.empty()) {
-            detail::remove_quietly(part);
-            if (++failures_in_a_row >= options.max_attempts)
-                fail("download ", url, ": ", restart_reason, " (", failures_in_a_row, " attempts)");
-            continue;
-        }
-        if (outcome.too_many_redirects) fail("download ", url, ": ", outcome.too_many_redirects_text());
-        if (outcome.declined) {
-            if (status == 416) {
-                // Nothing left after byte `offset`. If that is because the part already holds
-                // the whole file (a run that stopped just before the rename), finish it here.
-                std::optional<std::uint64_t> total = detail::parse_u64(first_header(outcome.hops, "X-Linked-Size"));
-                if (const std::string range = header_value(*outcome.final_hop(), "Content-Range");
-                    !total && range.starts_with("bytes */"))
-                    total = detail::parse_u64(std::string_view(range).substr(8));
-                const std::string sha = detail::announced_sha256(outcome.hops);
-                if (offset > 0 && total == offset && (sha.empty() || hash.hex_digest() == sha)) {
-                    fs::rename(part, final_path, ec);
-                    if (ec) fail("download: cannot move ", part, " to ", final_path, ": ", ec.message());
-                    expected_size = offset;
-                    report(true);
-                    lock.remove_when_released();
-                    return final_path;
-                }
-                detail::remove_quietly(part);  // not a prefix the server can continue: start over
-                if (++failures_in_a_row >= options.max_attempts)
-                    fail("download ", url, ": the server keeps rejecting the Range request (HTTP 416)");
-                continue;
-            }
-            if (detail::is_retryable_status(status) && ++failures_in_a_row < options.max_attempts) {
-                std::this_thread::sleep_for(options.retry_delay * failures_in_a_row);
-                continue;
-            }
-            if (status == 401 || status == 403)
-                fail("download ", url, ": HTTP ", status, detail::hub_error_message(outcome.hops),
-                     "; the repository may be private or gated: accept its terms on the Hub and set HF_TOKEN");
-            if (status == 404)
-                fail("download ", url, ": file ", file, " not found in repository ", spec.repo, " (HTTP 404)",
-                     detail::hub_error_message(outcome.hops));
-            fail("download ", url, ": expected HTTP 200 or 206, got ", status, detail::hub_error_message(outcome.hops));
-        }
-
-        // The transfer broke (refused, timed out, connection dropped mid-body): what arrived is
-        // in the part; try again from there.
-        detail::fail_if_tls_untrusted(outcome, url);
-        if (outcome.hops.empty() && !ever_connected && detail::is_connection_failure(outcome.error))
-            fail(not_cached_message(spec, file, options, "cannot connect to " + url + " (" + outcome.error_text() + ")"));
-        if (++failures_in_a_row >= options.max_attempts)
-            fail("download ", url, ": the transfer failed ", failures_in_a_row, " times in a row (last error: ",
-                 outcome.error_text(), ", HTTP ", status, "); ", written, " bytes are kept in ", part,
-                 " and the next run resumes from there");
-        std::this_thread::sleep_for(options.retry_delay * failures_in_a_row);
     }
 }
 

@@ -136,24 +136,29 @@ inline void finish_row(float run_sum, const float* run_acc, float* out, int head
 
 }  // namespace attention_detail
 
-// out[t, h] = softmax_j(q[t, h] . K[g, j] * scale) . V[g, j] for j <= first + t, g = h / (n_heads / n_kv_heads).
-// q, out: [n_tokens, n_heads * head_dim]. The new tokens' keys and values must already be stored.
-// `kernels`: this CPU's set unless a test asks for another.
-inline void attention(const KvLayer& cache, int first, const float* q, float* out, std::int64_t n_tokens, int n_heads,
-                      const kv_kernels::AttentionKernels& kernels = kv_kernels::attention_kernels()) {
-    using namespace attention_detail;
-    const int n_kv = cache.n_kv_heads, hd = cache.head_dim;
-    const kv_kernels::AttentionKernels& k = hd % 32 == 0 ? kernels : *kv_kernels::attention_kernels_for(Isa::scalar);
-    const int group = n_heads / n_kv;  // query heads per KV head: rows that share every cache read
-    const float scale = 1.0f / std::sqrt(float(hd));
-    const auto chunks_for = [&](std::int64_t t) { return (first + int(t)) / kAttentionChunk + 1; };
-    // The rows of token t and KV head g: q[t, g * group .. (g + 1) * group - 1]
-    const auto q_rows = [&](std::int64_t t, int g) { return q + (t * n_heads + std::int64_t(g) * group) * hd; };
-    // Q4_0 keys meet the query rows quantized (kv_int8_scores.hpp), each row once.
-    const bool int8_keys = cache.key_type == KvType::q4_0;
+namespace attention_detail {
 
-    if (n_tokens >= kAttentionTokenBlock) {
-        // Prompt: each (block of tokens, KV head) walks its chunks, merging as it goes.
+// One attention call: its inputs, and the shapes every work item reads.
+struct AttentionCall {
+    const KvLayer& cache;
+    int first;
+    const float* q;
+    float* out;
+    std::int64_t n_tokens;
+    int n_heads;
+    const kv_kernels::AttentionKernels& k;
+    int n_kv = cache.n_kv_heads, hd = cache.head_dim;
+    int group = n_heads / n_kv;  // query heads per KV head: rows that share every cache read
+    float scale = 1.0f / std::sqrt(float(hd));
+    // Q4_0 keys meet the query rows quantized (kv_int8_scores.hpp), each row once.
+    bool int8_keys = cache.key_type == KvType::q4_0;
+
+    int chunks_for(std::int64_t t) const { return (first + int(t)) / kAttentionChunk + 1; }
+    // The rows of token t and KV head g: q[t, g * group .. (g + 1) * group - 1]
+    const float* q_rows(std::int64_t t, int g) const { return q + (t * n_heads + std::int64_t(g) * group) * hd; }
+
+    // Prompt: each (block of tokens, KV head) walks its chunks, merging as it goes.
+    void prompt() const {
         const std::int64_t n_blocks = (n_tokens + kAttentionTokenBlock - 1) / kAttentionTokenBlock;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
         for (std::int64_t b = 0; b < n_blocks; ++b)
@@ -192,55 +197,72 @@ inline void attention(const KvLayer& cache, int first, const float* q, float* ou
                                    std::size_t(r % group) * hd,
                                hd);
             }
-        return;
+
     }
 
     // Decode: every (token, KV head, chunk) is a work item; partials land in `partials`, then
     // each row merges its chunks in order.
-    const std::size_t partial_floats = std::size_t(group) * (hd + 2);  // per item: max, sum, acc of each row
-    std::vector<std::int64_t> item_start(std::size_t(n_tokens) + 1, 0);  // items before token t
-    for (std::int64_t t = 0; t < n_tokens; ++t) item_start[t + 1] = item_start[t] + std::int64_t(n_kv) * chunks_for(t);
-    thread_local std::vector<float> partials;
-    if (partials.size() < std::size_t(item_start.back()) * partial_floats)
-        partials.resize(std::size_t(item_start.back()) * partial_floats);
-    float* const partial_base = partials.data();
-    const std::int64_t n_items = item_start.back();
-    thread_local kv_kernels::QueryBuffer quantized;  // [n_tokens * n_heads] for Q4_0 keys
-    if (int8_keys) quantized.quantize(q, int(n_tokens) * n_heads, hd);
-    const kv_kernels::QueryBlocks all_q8 = quantized.view();  // this thread's buffer, which the team reads
+    void decode() const {
+        const std::size_t partial_floats = std::size_t(group) * (hd + 2);  // per item: max, sum, acc of each row
+        std::vector<std::int64_t> item_start(std::size_t(n_tokens) + 1, 0);  // items before token t
+        for (std::int64_t t = 0; t < n_tokens; ++t) item_start[t + 1] = item_start[t] + std::int64_t(n_kv) * chunks_for(t);
+        thread_local std::vector<float> partials;
+        if (partials.size() < std::size_t(item_start.back()) * partial_floats)
+            partials.resize(std::size_t(item_start.back()) * partial_floats);
+        float* const partial_base = partials.data();
+        const std::int64_t n_items = item_start.back();
+        thread_local kv_kernels::QueryBuffer quantized;  // [n_tokens * n_heads] for Q4_0 keys
+        if (int8_keys) quantized.quantize(q, int(n_tokens) * n_heads, hd);
+        const kv_kernels::QueryBlocks all_q8 = quantized.view();  // this thread's buffer, which the team reads
 
-#pragma omp parallel
-    {
-        Scratch& s = thread_scratch();
-        s.fit(group, hd);
-#pragma omp for schedule(dynamic, 1)
-        for (std::int64_t item = 0; item < n_items; ++item) {
-            const std::int64_t t = std::upper_bound(item_start.begin(), item_start.end(), item) - item_start.begin() - 1;
-            const int n_chunks = chunks_for(t);
-            const int g = int((item - item_start[t]) / n_chunks), c = int((item - item_start[t]) % n_chunks);
-            int* visible = s.visible.data();
-            std::fill_n(visible, group, std::min(kAttentionChunk, first + int(t) + 1 - c * kAttentionChunk));
-            float* p = partial_base + std::size_t(item) * partial_floats;  // [max x group, sum x group, acc x group]
-            const kv_kernels::QueryBlocks item_q8 = all_q8.from_row(std::size_t(t * n_heads + std::int64_t(g) * group), hd);
-            attend_chunk(k, cache, g, c, q_rows(t, g), int8_keys ? &item_q8 : nullptr, group, visible, scale, s, p,
-                         p + group, p + 2 * group);
-        }
-#pragma omp for collapse(2) schedule(static)
-        for (std::int64_t t = 0; t < n_tokens; ++t)
-            for (int g = 0; g < n_kv; ++g) {
-                start_rows(s, group, hd);
+    #pragma omp parallel
+        {
+            Scratch& s = thread_scratch();
+            s.fit(group, hd);
+    #pragma omp for schedule(dynamic, 1)
+            for (std::int64_t item = 0; item < n_items; ++item) {
+                const std::int64_t t = std::upper_bound(item_start.begin(), item_start.end(), item) - item_start.begin() - 1;
                 const int n_chunks = chunks_for(t);
-                for (int c = 0; c < n_chunks; ++c) {
-                    const float* p = partial_base + std::size_t(item_start[t] + std::int64_t(g) * n_chunks + c) * partial_floats;
-                    for (int r = 0; r < group; ++r)
-                        merge_partial(s.run_max[r], s.run_sum[r], s.run_acc.data() + std::size_t(r) * hd, p[r],
-                                      p[group + r], p + 2 * group + std::size_t(r) * hd, hd);
-                }
-                for (int r = 0; r < group; ++r)
-                    finish_row(s.run_sum[r], s.run_acc.data() + std::size_t(r) * hd,
-                               out + (t * n_heads + std::int64_t(g) * group + r) * hd, hd);
+                const int g = int((item - item_start[t]) / n_chunks), c = int((item - item_start[t]) % n_chunks);
+                int* visible = s.visible.data();
+                std::fill_n(visible, group, std::min(kAttentionChunk, first + int(t) + 1 - c * kAttentionChunk));
+                float* p = partial_base + std::size_t(item) * partial_floats;  // [max x group, sum x group, acc x group]
+                const kv_kernels::QueryBlocks item_q8 = all_q8.from_row(std::size_t(t * n_heads + std::int64_t(g) * group), hd);
+                attend_chunk(k, cache, g, c, q_rows(t, g), int8_keys ? &item_q8 : nullptr, group, visible, scale, s, p,
+                             p + group, p + 2 * group);
             }
+    #pragma omp for collapse(2) schedule(static)
+            for (std::int64_t t = 0; t < n_tokens; ++t)
+                for (int g = 0; g < n_kv; ++g) {
+                    start_rows(s, group, hd);
+                    const int n_chunks = chunks_for(t);
+                    for (int c = 0; c < n_chunks; ++c) {
+                        const float* p = partial_base + std::size_t(item_start[t] + std::int64_t(g) * n_chunks + c) * partial_floats;
+                        for (int r = 0; r < group; ++r)
+                            merge_partial(s.run_max[r], s.run_sum[r], s.run_acc.data() + std::size_t(r) * hd, p[r],
+                                          p[group + r], p + 2 * group + std::size_t(r) * hd, hd);
+                    }
+                    for (int r = 0; r < group; ++r)
+                        finish_row(s.run_sum[r], s.run_acc.data() + std::size_t(r) * hd,
+                                   out + (t * n_heads + std::int64_t(g) * group + r) * hd, hd);
+                }
+        }
     }
+};
+
+}  // namespace attention_detail
+
+// out[t, h] = softmax_j(q[t, h] . K[g, j] * scale) . V[g, j] for j <= first + t, g = h / (n_heads / n_kv_heads).
+// q, out: [n_tokens, n_heads * head_dim]. The new tokens' keys and values must already be stored.
+// `kernels`: this CPU's set unless a test asks for another.
+inline void attention(const KvLayer& cache, int first, const float* q, float* out, std::int64_t n_tokens, int n_heads,
+                      const kv_kernels::AttentionKernels& kernels = kv_kernels::attention_kernels()) {
+    using namespace attention_detail;
+    const kv_kernels::AttentionKernels& k =
+        cache.head_dim % 32 == 0 ? kernels : *kv_kernels::attention_kernels_for(Isa::scalar);
+    const AttentionCall call{cache, first, q, out, n_tokens, n_heads, k};
+    if (n_tokens >= kAttentionTokenBlock) call.prompt();
+    else call.decode();
 }
 
 }  // namespace smol

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "smol/core/half.hpp"
+#include "smol/core/intrinsic_warnings.hpp"
 #include "smol/ops/kv_layout.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/kernels_avx2.hpp"  // its exact integer reductions
@@ -204,11 +205,7 @@ inline void scores_q4_0(QueryBlocks q, int n_rows, const std::byte* keys, int n_
 
 // ---- AVX-512 with VNNI ----------------------------------------------------------------------
 #if SMOL_HAVE_AVX512_KERNELS
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push  // GCC bug 105593, as in quant/kernels_avx512.hpp
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+SMOL_INTRINSIC_WARNINGS_OFF
 namespace avx512 {
 
 // The tiles below are arrays of vectors indexed by constant loops: unrolled, they live in
@@ -345,9 +342,7 @@ SMOL_TARGET_AVX512 inline void scores_q4_0(QueryBlocks q, int n_rows, const std:
 
 #undef SMOL_INT8_UNROLL
 }  // namespace avx512
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+SMOL_INTRINSIC_WARNINGS_ON
 #endif
 #endif
 

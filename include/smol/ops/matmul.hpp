@@ -151,6 +151,152 @@ inline Activations prepare_activations(const KernelSet& kernels, TensorType form
 
 }  // namespace matmul_detail
 
+namespace matmul_detail {
+
+inline constexpr int kMaxTargets = 4;  // fused products in one call
+
+// Planning: the kernels each target is read with, and how its rows are cut into work items (a
+// tile's rows, a GEMM call's, or a row group's; in GEMM mode as many whole row groups as one
+// GEMM call takes), numbered across targets.
+struct MatmulPlan {
+    TensorType format = TensorType::F32;  // the activation format every target shares
+    DotTileFn tiles[kMaxTargets];
+    GemmTileFn gemms[kMaxTargets];        // used only when every target has one
+    GroupDotFn group_dots[kMaxTargets];   // for targets read as row groups
+    std::size_t group_bytes[kMaxTargets];  // their bytes per row group (looked up once, not per item)
+    bool use_gemm = false;
+    GemmShape gemm_shape{};  // the same for every target: it belongs to the kernel set
+    std::int64_t group_rows[kMaxTargets];  // rows per work item
+    std::int64_t group_end[kMaxTargets];   // prefix sums of each target's work items
+    std::int64_t total_groups = 0;
+    // Rows restored from row groups for the GEMMs: with one token block every item is visited
+    // once, so each thread restores into its own slot, still in its caches when the GEMM reads it;
+    // with several, a thread's items are restored once, in the first block, into room for whole
+    // matrices (restoring per block made long prompts measurably slower on the 3B shape).
+    bool restore_once = false;
+    std::size_t restored_at[kMaxTargets];  // restore_once: where a target's rows go
+    std::size_t restored_bytes = 0;  // restore_once: all such targets' rows; else one slot, the largest item
+};
+
+// Checks the targets against each other and picks their kernels and work items.
+inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTarget> targets, std::int64_t n_tokens) {
+    if (targets.size() > kMaxTargets) fail("matmul: at most ", kMaxTargets, " fused products, got ", targets.size());
+    MatmulPlan plan;
+    const MatrixView& first = *targets[0].w;
+    plan.format = weight_row(first.type).activations;
+    plan.use_gemm = n_tokens > 1;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+        const MatrixView& w = *targets[i].w;
+        check_view(w, n_tokens);
+        if (w.cols != first.cols || weight_row(w.type).activations != plan.format)
+            fail("matmul: fused products must share their input: ", type_name(w.type), " [", w.rows, " x ", w.cols,
+                 "] does not fit with ", type_name(first.type), " [", first.rows, " x ", first.cols, "]");
+        plan.tiles[i] = kernels.for_weights(w.type);
+        plan.group_dots[i] = w.groups ? kernels.for_row_groups(w.type) : nullptr;
+        plan.group_bytes[i] = w.groups ? w.group_bytes() : 0;
+        if (w.groups && w.rows % kGroupRows != 0)
+            fail("matmul: a matrix read as row groups needs a multiple of ", kGroupRows, " rows, found ", w.rows);
+        const KernelSet::Gemm gemm = kernels.gemm_for_weights(w.type, n_tokens);
+        plan.gemms[i] = gemm.fn;
+        plan.gemm_shape = gemm.shape;
+        plan.use_gemm = plan.use_gemm && gemm.fn != nullptr;
+    }
+    plan.restore_once = n_tokens > kTokenBlock;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+        const MatrixView& w = *targets[i].w;
+        const std::int64_t plain = plan.use_gemm ? plan.gemm_shape.rows : kTileRows;
+        plan.group_rows[i] = w.groups == nullptr ? plain
+                             : plan.use_gemm     ? (plain + kGroupRows - 1) / kGroupRows * kGroupRows
+                                                 : kGroupRows;
+        plan.restored_at[i] = plan.restored_bytes;
+        if (w.groups && plan.use_gemm)
+            plan.restored_bytes = plan.restore_once
+                                      ? plan.restored_bytes + std::size_t(w.rows) * w.row_bytes
+                                      : std::max(plan.restored_bytes, std::size_t(plan.group_rows[i]) * w.row_bytes);
+        plan.total_groups += (w.rows + plan.group_rows[i] - 1) / plan.group_rows[i];
+        plan.group_end[i] = plan.total_groups;
+    }
+    return plan;
+}
+
+// Execution: one work item of the plan for a range of tokens, on the kernels it chose.
+struct MatmulRun {
+    const MatmulPlan& plan;
+    std::span<const MatmulTarget> targets;
+    Activations acts;
+    std::uint8_t* restored;  // room for rows restored from row groups (see MatmulPlan::restore_once)
+
+    // Work item `group` for tokens [t0, t1).
+    void item(std::int64_t group, std::int64_t t0, std::int64_t t1) const {
+        std::size_t i = 0;
+        while (group >= plan.group_end[i]) ++i;
+        const MatrixView& w = *targets[i].w;
+        const std::int64_t r0 = (group - (i ? plan.group_end[i - 1] : 0)) * plan.group_rows[i];
+        const int n_rows = int(std::min<std::int64_t>(plan.group_rows[i], w.rows - r0));
+        float* out = targets[i].y + r0;
+        if (w.groups && !plan.use_gemm) return group_dots(i, r0, t0, t1, out);
+        const std::uint8_t* rows = w.data + std::size_t(r0) * w.row_bytes;
+        if (w.groups) rows = restore(i, r0, n_rows, t0);
+        if (plan.use_gemm) gemm(i, rows, n_rows, t0, t1, out);
+        else dot_tiles(i, rows, n_rows, t0, t1, out);
+    }
+
+    // One row group, kTileCols tokens per call.
+    void group_dots(std::size_t i, std::int64_t r0, std::int64_t t0, std::int64_t t1, float* out) const {
+        const MatrixView& w = *targets[i].w;
+        const std::uint8_t* g = w.groups + std::size_t(r0 / kGroupRows) * plan.group_bytes[i];
+        for (std::int64_t t = t0; t < t1; t += kTileCols)
+            plan.group_dots[i](w.cols, g, acts.data + std::size_t(t) * acts.stride, acts.stride,
+                               int(std::min<std::int64_t>(kTileCols, t1 - t)), out + t * w.rows, std::size_t(w.rows));
+    }
+
+    // The item's rows restored from their row groups for a GEMM (once per call with
+    // restore_once, else for each token block); where they are.
+    const std::uint8_t* restore(std::size_t i, std::int64_t r0, int n_rows, std::int64_t t0) const {
+        const MatrixView& w = *targets[i].w;
+        std::uint8_t* rows_here = plan.restore_once
+                                      ? restored + plan.restored_at[i] + std::size_t(r0) * w.row_bytes
+                                      : restored + std::size_t(omp_get_thread_num()) * plan.restored_bytes;
+        if (plan.restore_once && t0 != 0) return rows_here;
+        const std::size_t group_bytes = plan.group_bytes[i];
+        const TypeRow& type = weight_row(w.type);
+        const std::int64_t blocks = w.cols / std::int64_t(type.block_elements);
+        for (int sub = 0; sub < n_rows; sub += kGroupRows)
+            type.row_groups.deinterleave(w.groups + std::size_t((r0 + sub) / kGroupRows) * group_bytes, blocks,
+                                         rows_here + std::size_t(sub) * w.row_bytes, w.row_bytes);
+        // The next item's groups, asked for now so that they come from DRAM while this
+        // item's GEMM runs rather than while its restore waits (it helps short prompts
+        // on one thread; long ones are level).
+        if (const std::int64_t next_rows = std::min<std::int64_t>(plan.group_rows[i], w.rows - r0 - n_rows); next_rows > 0)
+            prefetch_ahead<PrefetchInto::l2>(w.groups + std::size_t((r0 + n_rows) / kGroupRows) * group_bytes,
+                                             std::size_t(next_rows / kGroupRows) * group_bytes, 0);
+        return rows_here;
+    }
+
+    // GEMM calls over the packed activations; t0 is a multiple of kPackedTokens.
+    void gemm(std::size_t i, const std::uint8_t* rows, int n_rows, std::int64_t t0, std::int64_t t1, float* out) const {
+        const MatrixView& w = *targets[i].w;
+        const GemmShape shape = plan.gemm_shape;
+        for (std::int64_t t = t0; t < t1; t += shape.tokens) {
+            const BlockQ8Kx16* packed = acts.packed + (t / kPackedTokens) * (w.cols / QK_K);
+            const int n_cols = int(std::min<std::int64_t>(shape.tokens, t1 - t));
+            for (int sub = 0; sub < n_rows; sub += shape.rows)
+                plan.gemms[i](w.cols, rows + std::size_t(sub) * w.row_bytes, w.row_bytes, std::min(shape.rows, n_rows - sub),
+                              packed, n_cols, out + t * w.rows + sub, std::size_t(w.rows));
+        }
+    }
+
+    // Dot-product tiles, kTileCols tokens per call.
+    void dot_tiles(std::size_t i, const std::uint8_t* rows, int n_rows, std::int64_t t0, std::int64_t t1, float* out) const {
+        const MatrixView& w = *targets[i].w;
+        for (std::int64_t t = t0; t < t1; t += kTileCols)
+            plan.tiles[i](w.cols, rows, w.row_bytes, n_rows, acts.data + std::size_t(t) * acts.stride, acts.stride,
+                          int(std::min<std::int64_t>(kTileCols, t1 - t)), out + t * w.rows, std::size_t(w.rows));
+    }
+};
+
+}  // namespace matmul_detail
+
 // y_i = W_i x for every target, with the given kernel set: the targets share one input, so it
 // is quantized once and all their rows are split among the threads in one parallel region
 // (fewer barriers, better balance than one call per matrix). Every W_i must have the same
@@ -158,121 +304,24 @@ inline Activations prepare_activations(const KernelSet& kernels, TensorType form
 inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targets, const float* x,
                    std::int64_t n_tokens, MatmulScratch& scratch) {
     using namespace matmul_detail;
-    constexpr int kMaxTargets = 4;
     if (targets.empty()) return;
-    if (targets.size() > kMaxTargets) fail("matmul: at most ", kMaxTargets, " fused products, got ", targets.size());
-    const MatrixView& first = *targets[0].w;
-    const TensorType format = weight_row(first.type).activations;
-    DotTileFn tiles[kMaxTargets];
-    GemmTileFn gemms[kMaxTargets];  // used only when every target has one
-    GroupDotFn group_dots[kMaxTargets];  // for targets read as row groups
-    std::size_t group_bytes[kMaxTargets];  // their bytes per row group (looked up once, not per item)
-    bool use_gemm = n_tokens > 1;
-    GemmShape gemm_shape{};  // the same for every target: it belongs to the kernel set
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-        const MatrixView& w = *targets[i].w;
-        check_view(w, n_tokens);
-        if (w.cols != first.cols || weight_row(w.type).activations != format)
-            fail("matmul: fused products must share their input: ", type_name(w.type), " [", w.rows, " x ", w.cols,
-                 "] does not fit with ", type_name(first.type), " [", first.rows, " x ", first.cols, "]");
-        tiles[i] = kernels.for_weights(w.type);
-        group_dots[i] = w.groups ? kernels.for_row_groups(w.type) : nullptr;
-        group_bytes[i] = w.groups ? w.group_bytes() : 0;
-        if (w.groups && w.rows % kGroupRows != 0)
-            fail("matmul: a matrix read as row groups needs a multiple of ", kGroupRows, " rows, found ", w.rows);
-        const KernelSet::Gemm gemm = kernels.gemm_for_weights(w.type, n_tokens);
-        gemms[i] = gemm.fn;
-        gemm_shape = gemm.shape;
-        use_gemm = use_gemm && gemm.fn != nullptr;
-    }
-    // Work items: a target's rows in groups of a tile's rows, a GEMM call's, or a row group's (in
-    // GEMM mode as many whole row groups as one GEMM call takes).
-    std::int64_t group_rows[kMaxTargets];
-    std::int64_t group_end[kMaxTargets];      // prefix sums of each target's work items
-    // Rows restored from row groups for the GEMMs: with one token block every item is visited
-    // once, so each thread restores into its own slot, still in its caches when the GEMM reads it;
-    // with several, a thread's items are restored once, in the first block, into room for whole
-    // matrices (restoring per block made long prompts measurably slower on the 3B shape).
-    const bool restore_once = n_tokens > kTokenBlock;
-    std::size_t restored_at[kMaxTargets];  // restore_once: where a target's rows go
-    std::int64_t total_groups = 0;
-    std::size_t restored_bytes = 0;  // restore_once: all such targets' rows; else one slot, the largest item
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-        const MatrixView& w = *targets[i].w;
-        const std::int64_t plain = use_gemm ? gemm_shape.rows : kTileRows;
-        group_rows[i] = w.groups == nullptr ? plain
-                        : use_gemm          ? (plain + kGroupRows - 1) / kGroupRows * kGroupRows
-                                            : kGroupRows;
-        restored_at[i] = restored_bytes;
-        if (w.groups && use_gemm)
-            restored_bytes = restore_once ? restored_bytes + std::size_t(w.rows) * w.row_bytes
-                                          : std::max(restored_bytes, std::size_t(group_rows[i]) * w.row_bytes);
-        total_groups += (w.rows + group_rows[i] - 1) / group_rows[i];
-        group_end[i] = total_groups;
-    }
-    if (total_groups == 0 || n_tokens == 0) return;
-    const Activations acts = prepare_activations(kernels, format, x, n_tokens, first.cols, use_gemm, scratch);
-    const std::size_t slots = restore_once ? 1 : std::size_t(omp_get_max_threads());
-    std::uint8_t* restored = restored_bytes ? scratch.restored_rows(restored_bytes * slots) : nullptr;
-
-    // Work item `group` for tokens [t0, t1).
-    const auto run_group = [&](std::int64_t group, std::int64_t t0, std::int64_t t1) {
-        std::size_t i = 0;
-        while (group >= group_end[i]) ++i;
-        const MatrixView& w = *targets[i].w;
-        const std::int64_t r0 = (group - (i ? group_end[i - 1] : 0)) * group_rows[i];
-        const int n_rows = int(std::min<std::int64_t>(group_rows[i], w.rows - r0));
-        float* out = targets[i].y + r0;
-        const std::size_t out_stride = std::size_t(w.rows);
-        if (w.groups && !use_gemm) {  // one row group, kTileCols tokens per call
-            const std::uint8_t* g = w.groups + std::size_t(r0 / kGroupRows) * group_bytes[i];
-            for (std::int64_t t = t0; t < t1; t += kTileCols)
-                group_dots[i](w.cols, g, acts.data + std::size_t(t) * acts.stride, acts.stride,
-                              int(std::min<std::int64_t>(kTileCols, t1 - t)), out + t * w.rows, out_stride);
-            return;
-        }
-        const std::uint8_t* rows = w.data + std::size_t(r0) * w.row_bytes;
-        if (w.groups) {  // GEMM: the item's rows restored (see restore_once)
-            std::uint8_t* rows_here = restore_once ? restored + restored_at[i] + std::size_t(r0) * w.row_bytes
-                                                   : restored + std::size_t(omp_get_thread_num()) * restored_bytes;
-            if (!restore_once || t0 == 0) {
-                const TypeRow& type = weight_row(w.type);
-                const std::int64_t blocks = w.cols / std::int64_t(type.block_elements);
-                for (int sub = 0; sub < n_rows; sub += kGroupRows)
-                    type.row_groups.deinterleave(w.groups + std::size_t((r0 + sub) / kGroupRows) * group_bytes[i], blocks,
-                                                 rows_here + std::size_t(sub) * w.row_bytes, w.row_bytes);
-                // The next item's groups, asked for now so that they come from DRAM while this
-                // item's GEMM runs rather than while its restore waits (it helps short prompts
-                // on one thread; long ones are level).
-                if (const std::int64_t next_rows = std::min<std::int64_t>(group_rows[i], w.rows - r0 - n_rows); next_rows > 0)
-                    prefetch_ahead<PrefetchInto::l2>(w.groups + std::size_t((r0 + n_rows) / kGroupRows) * group_bytes[i],
-                                                     std::size_t(next_rows / kGroupRows) * group_bytes[i], 0);
-            }
-            rows = rows_here;
-        }
-        if (use_gemm) {  // t0 is a multiple of kPackedTokens
-            for (std::int64_t t = t0; t < t1; t += gemm_shape.tokens) {
-                const BlockQ8Kx16* packed = acts.packed + (t / kPackedTokens) * (w.cols / QK_K);
-                const int n_cols = int(std::min<std::int64_t>(gemm_shape.tokens, t1 - t));
-                for (int sub = 0; sub < n_rows; sub += gemm_shape.rows)
-                    gemms[i](w.cols, rows + std::size_t(sub) * w.row_bytes, w.row_bytes,
-                             std::min(gemm_shape.rows, n_rows - sub), packed, n_cols, out + t * w.rows + sub, out_stride);
-            }
-        } else {
-            for (std::int64_t t = t0; t < t1; t += kTileCols)
-                tiles[i](w.cols, rows, w.row_bytes, n_rows, acts.data + std::size_t(t) * acts.stride, acts.stride,
-                         int(std::min<std::int64_t>(kTileCols, t1 - t)), out + t * w.rows, out_stride);
-        }
-    };
+    const MatmulPlan plan = plan_matmul(kernels, targets, n_tokens);
+    if (plan.total_groups == 0 || n_tokens == 0) return;
+    const std::int64_t cols = targets[0].w->cols;
+    const Activations acts = prepare_activations(kernels, plan.format, x, n_tokens, cols, plan.use_gemm, scratch);
+    const std::size_t slots = plan.restore_once ? 1 : std::size_t(omp_get_max_threads());
+    std::uint8_t* restored = plan.restored_bytes ? scratch.restored_rows(plan.restored_bytes * slots) : nullptr;
+    const MatmulRun run{plan, targets, acts, restored};
+    const std::int64_t total_groups = plan.total_groups;
 
     if (n_tokens == 1) {
         // Runs of rows handed out as threads finish, not fixed halves: on a shared host one
         // thread is often slowed by a neighbour, and with static halves the other one waits at
         // the barrier. Runs stay long enough for the prefetcher. (On a busy host dynamic runs
         // decoded faster than static halves; figures in docs/performance.md.)
-        const std::int64_t run = std::max<std::int64_t>(1, total_groups / (kDecodeRunsPerThread * omp_get_max_threads()));
-#pragma omp parallel for schedule(dynamic, run)
-        for (std::int64_t g = 0; g < total_groups; ++g) run_group(g, 0, 1);
+        const std::int64_t chunk = std::max<std::int64_t>(1, total_groups / (kDecodeRunsPerThread * omp_get_max_threads()));
+#pragma omp parallel for schedule(dynamic, chunk)
+        for (std::int64_t g = 0; g < total_groups; ++g) run.item(g, 0, 1);
         return;
     }
 #pragma omp parallel
@@ -283,7 +332,7 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
         for (std::int64_t t0 = 0; t0 < n_tokens; t0 += kTokenBlock) {
             const std::int64_t t1 = std::min(n_tokens, t0 + kTokenBlock);
 #pragma omp for schedule(static) nowait
-            for (std::int64_t g = 0; g < total_groups; ++g) run_group(g, t0, t1);
+            for (std::int64_t g = 0; g < total_groups; ++g) run.item(g, t0, t1);
         }
     }
 }

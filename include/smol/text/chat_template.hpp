@@ -436,15 +436,13 @@ struct ChatPrompt {
     bool starts_in_reasoning = false;  // generation starts inside an open <think> block
 };
 
-// Renders an OpenAI-style message array ({role, content} objects; roles system, user,
-// assistant, tool) into the SmolLM3 prompt. Throws smol::Error naming the message index
-// for unknown roles, missing fields or content that is neither a string nor null.
-inline ChatPrompt render_chat(const nlohmann::ordered_json& messages, const ChatOptions& options) {
-    using namespace chat_detail;
+namespace chat_detail {
+
+// The checked turns of a conversation, and the options that must agree with them.
+inline std::vector<Turn> read_turns(const nlohmann::ordered_json& messages, const ChatOptions& options) {
     if (!messages.is_array()) fail("render_chat: expected messages to be an array, found ", messages.type_name());
     // The template reads messages[0] unconditionally; Jinja fails on an empty list.
     if (messages.empty()) fail("render_chat: messages is empty; the SmolLM3 template needs at least one message");
-
     std::vector<Turn> turns;
     turns.reserve(messages.size());
     for (size_t i = 0; i < messages.size(); ++i) turns.push_back(read_turn(messages[i], i));
@@ -455,111 +453,151 @@ inline ChatPrompt render_chat(const nlohmann::ordered_json& messages, const Chat
             fail("render_chat: continue_final_message expects the last message (", messages.size() - 1,
                  ") to be an assistant reply, found role \"", turns.back().role, "\"");
     }
-    const auto& xml_tools = checked_tools(options.xml_tools, "xml_tools");
-    const auto& python_tools = checked_tools(options.python_tools, "python_tools");
+    return turns;
+}
 
-    std::string_view reasoning_mode = options.enable_thinking ? "/think" : "/no_think";
-    // Only a leading system message configures the prompt; later ones are dropped by the loop.
-    const bool has_system = turns.front().role == "system";
+// What a leading system message sets: the reasoning mode (its /think or /no_think, else the
+// options'), and its text without those flags. Later system messages are dropped by the loop.
+struct SystemSettings {
+    std::string_view reasoning_mode;
     std::string system_message;
     std::string custom_instructions;
-    if (has_system) {
-        if (!messages[0]["content"].is_string()) {
-            fail("chat message 0 (system): expected \"content\" to be a string, found ",
-                 messages[0]["content"].type_name());
-        }
-        system_message = turns.front().content;
-        if (contains(system_message, "/no_think")) {
-            reasoning_mode = "/no_think";
-        } else if (contains(system_message, "/think")) {
-            reasoning_mode = "/think";
-        }
-        custom_instructions = python_rstrip(remove_all(remove_all(system_message, "/no_think"), "/think"));
-    }
-    const bool think = reasoning_mode == "/think";
+    bool think() const { return reasoning_mode == "/think"; }
+};
 
-    std::string out = "<|im_start|>system\n";
+inline SystemSettings read_system(const nlohmann::ordered_json& messages, const std::vector<Turn>& turns,
+                                  const ChatOptions& options) {
+    SystemSettings settings;
+    settings.reasoning_mode = options.enable_thinking ? "/think" : "/no_think";
+    if (turns.front().role != "system") return settings;
+    if (!messages[0]["content"].is_string()) {
+        fail("chat message 0 (system): expected \"content\" to be a string, found ",
+             messages[0]["content"].type_name());
+    }
+    settings.system_message = turns.front().content;
+    if (contains(settings.system_message, "/no_think")) {
+        settings.reasoning_mode = "/no_think";
+    } else if (contains(settings.system_message, "/think")) {
+        settings.reasoning_mode = "/think";
+    }
+    settings.custom_instructions =
+        python_rstrip(remove_all(remove_all(settings.system_message, "/no_think"), "/think"));
+    return settings;
+}
+
+// The prompt as it is written: the template's own text, and text that came with the request,
+// whose place is remembered (ChatPrompt::message_text).
+struct PromptWriter {
+    std::string out;
     std::vector<text::TextSpan> message_text;
-    // Appends text that came with the request, remembering where it stands.
-    const auto append_message_text = [&](std::string_view part) {
+
+    void message(std::string_view part) {
         if (part.empty()) return;
         message_text.push_back({out.size(), out.size() + part.size()});
         out += part;
-    };
-    if (contains(system_message, "/system_override")) {
-        append_message_text(python_rstrip(remove_all(custom_instructions, "/system_override")));
-        out += "<|im_end|>\n";
-    } else {
-        out += "## Metadata\n\nKnowledge Cutoff Date: June 2025\nToday Date: ";
-        if (options.date.empty()) out += today_for_template();
-        else append_message_text(options.date);
-        out += "\nReasoning Mode: ";
-        out += reasoning_mode;
-        out += "\n\n## Custom Instructions\n\n";
-        if (!custom_instructions.empty()) {
-            append_message_text(custom_instructions);
-        } else {
-            out += think ? kThinkPersona : kNoThinkPersona;
-        }
-        out += "\n\n";
-
-        // Jinja truthiness: null and [] are both false.
-        const bool with_xml = !xml_tools.empty();
-        const bool with_python = !python_tools.empty();
-        if (with_xml || with_python) {
-            out += "### Tools\n\n";
-            if (with_xml) {
-                out += kXmlToolsIntro;
-                for (const auto& tool : xml_tools) {
-                    append_message_text(python_str(tool));
-                    out += "\n";
-                }
-                out += kXmlToolsOutro;
-            }
-            if (with_python) {
-                out += kPythonToolsIntro;
-                for (const auto& tool : python_tools) {
-                    append_message_text(python_str(tool));
-                    out += "\n";
-                }
-                out += kPythonToolsOutro;
-            }
-            out += "\n\n<|im_end|>\n";
-        }
-        // Without tools the system turn stays open (no <|im_end|>): that is what the official
-        // template does and what the model saw in training.
     }
+};
 
+// The tools section of the system turn: each tool's definition between the intro and outro of
+// its kind (XML function calls, Python code).
+inline void write_tools(PromptWriter& w, const nlohmann::ordered_json& xml_tools,
+                        const nlohmann::ordered_json& python_tools) {
+    // Jinja truthiness: null and [] are both false.
+    const bool with_xml = !xml_tools.empty();
+    const bool with_python = !python_tools.empty();
+    if (!with_xml && !with_python) return;
+    // Each definition as Python's str() writes it, one per line, between its kind's intro and outro.
+    const auto write_kind = [&](std::string_view intro, const nlohmann::ordered_json& tools, std::string_view outro) {
+        w.out += intro;
+        for (const auto& tool : tools) {
+            w.message(python_str(tool));
+            w.out += "\n";
+        }
+        w.out += outro;
+    };
+    w.out += "### Tools\n\n";
+    if (with_xml) write_kind(kXmlToolsIntro, xml_tools, kXmlToolsOutro);
+    if (with_python) write_kind(kPythonToolsIntro, python_tools, kPythonToolsOutro);
+    w.out += "\n\n<|im_end|>\n";
+}
+
+// The system turn: the caller's own with /system_override, else the metadata, the custom
+// instructions (or the persona of the reasoning mode) and the tools.
+inline void write_system_turn(PromptWriter& w, const SystemSettings& system, const ChatOptions& options,
+                              const nlohmann::ordered_json& xml_tools, const nlohmann::ordered_json& python_tools) {
+    w.out += "<|im_start|>system\n";
+    if (contains(system.system_message, "/system_override")) {
+        w.message(python_rstrip(remove_all(system.custom_instructions, "/system_override")));
+        w.out += "<|im_end|>\n";
+        return;
+    }
+    w.out += "## Metadata\n\nKnowledge Cutoff Date: June 2025\nToday Date: ";
+    if (options.date.empty()) w.out += today_for_template();
+    else w.message(options.date);
+    w.out += "\nReasoning Mode: ";
+    w.out += system.reasoning_mode;
+    w.out += "\n\n## Custom Instructions\n\n";
+    if (!system.custom_instructions.empty()) {
+        w.message(system.custom_instructions);
+    } else {
+        w.out += system.think() ? kThinkPersona : kNoThinkPersona;
+    }
+    w.out += "\n\n";
+    write_tools(w, xml_tools, python_tools);
+    // Without tools the system turn stays open (no <|im_end|>): that is what the official
+    // template does and what the model saw in training.
+}
+
+// The conversation's turns after the system one (system messages are not repeated).
+inline void write_turns(PromptWriter& w, const std::vector<Turn>& turns, bool think) {
     for (const Turn& turn : turns) {
         if (turn.role == "user" || turn.role == "tool") {
             // Tool results go back to the model as user turns.
-            out += "<|im_start|>user\n";
-            append_message_text(turn.content);
-            out += "<|im_end|>\n";
+            w.out += "<|im_start|>user\n";
+            w.message(turn.content);
+            w.out += "<|im_end|>\n";
         } else if (turn.role == "assistant") {
-            out += "<|im_start|>assistant\n";
-            if (!think) out += "<think>\n\n</think>\n";
-            append_message_text(lstrip_newlines(turn.content));
-            out += "<|im_end|>\n";
+            w.out += "<|im_start|>assistant\n";
+            if (!think) w.out += "<think>\n\n</think>\n";
+            w.message(lstrip_newlines(turn.content));
+            w.out += "<|im_end|>\n";
         }
     }
+}
 
+}  // namespace chat_detail
+
+// Renders an OpenAI-style message array ({role, content} objects; roles system, user,
+// assistant, tool) into the SmolLM3 prompt. Throws smol::Error naming the message index
+// for unknown roles, missing fields or content that is neither a string nor null.
+inline ChatPrompt render_chat(const nlohmann::ordered_json& messages, const ChatOptions& options) {
+    using namespace chat_detail;
+    const std::vector<Turn> turns = read_turns(messages, options);
+    const auto& xml_tools = checked_tools(options.xml_tools, "xml_tools");
+    const auto& python_tools = checked_tools(options.python_tools, "python_tools");
+    const SystemSettings system = read_system(messages, turns, options);
+
+    PromptWriter w;
+    write_system_turn(w, system, options, xml_tools, python_tools);
+    write_turns(w, turns, system.think());
+
+    // How generation starts: a fresh assistant turn, or the last one reopened.
     ChatPrompt prompt;
     constexpr std::string_view assistant_header = "<|im_start|>assistant\n";
     if (options.add_generation_prompt) {
-        out += assistant_header;
-        if (!think) prompt.assistant_prefix = "<think>\n\n</think>\n";
-        out += prompt.assistant_prefix;
+        w.out += assistant_header;
+        if (!system.think()) prompt.assistant_prefix = "<think>\n\n</think>\n";
+        w.out += prompt.assistant_prefix;
     } else if (options.continue_final_message) {
         constexpr std::string_view turn_end = "<|im_end|>\n";
-        out.resize(out.size() - turn_end.size());  // the last turn is the assistant's, closed above
-        prompt.assistant_prefix = out.substr(out.rfind(assistant_header) + assistant_header.size());
+        w.out.resize(w.out.size() - turn_end.size());  // the last turn is the assistant's, closed above
+        prompt.assistant_prefix = w.out.substr(w.out.rfind(assistant_header) + assistant_header.size());
     }
     ThinkingParser state(/*thinking_enabled=*/true);
     (void)state.push(prompt.assistant_prefix);
     prompt.starts_in_reasoning = state.in_reasoning();
-    prompt.text = std::move(out);
-    prompt.message_text = std::move(message_text);
+    prompt.text = std::move(w.out);
+    prompt.message_text = std::move(w.message_text);
     return prompt;
 }
 
