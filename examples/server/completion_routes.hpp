@@ -34,6 +34,49 @@ private:
     httplib::DataSink& sink_;
 };
 
+// Any API's body as the one request model.
+inline ApiRequest parse_api_request(Endpoint endpoint, const json& body, const smol::text::Tokenizer& tokenizer,
+                                    int context) {
+    switch (endpoint) {
+        case Endpoint::messages: return parse_messages_request(body, tokenizer, context);
+        case Endpoint::responses: return parse_responses_request(body, tokenizer, context);
+        case Endpoint::ollama_chat: return parse_ollama_chat_request(body, tokenizer, context);
+        case Endpoint::ollama_generate: return parse_ollama_generate_request(body, tokenizer, context);
+        case Endpoint::chat: return parse_chat_request(body, tokenizer, context);
+        default: return parse_text_request(body, tokenizer, context);
+    }
+}
+
+// The generation queued, or the reason it was not as the client's error.
+inline std::shared_ptr<smol::GenerationStream> submit_generation(smol::Scheduler& scheduler, smol::GenerationRequest generation) {
+    try {
+        return scheduler.submit(std::move(generation));
+    } catch (const smol::QueueFullError& e) {
+        reject(503, e.what(), "server_busy");
+    } catch (const smol::PromptTooLongError& e) {
+        reject(400, e.what(), "context_length_exceeded");
+    } catch (const smol::Error& e) {
+        reject(400, e.what(), "invalid_value");
+    }
+}
+
+// The requests-served counter of an endpoint's API.
+inline auto& endpoint_counter(Metrics& metrics, Endpoint endpoint) {
+    return endpoint == Endpoint::messages    ? metrics.messages
+           : endpoint == Endpoint::responses ? metrics.responses
+           : is_ollama(endpoint)             ? metrics.ollama
+           : endpoint == Endpoint::chat      ? metrics.chat_completions
+                                             : metrics.text_completions;
+}
+
+// The id a reply's object carries, in its API's form (ollama's objects carry none).
+inline std::string reply_id(Endpoint endpoint) {
+    if (endpoint == Endpoint::messages) return prefixed_id("msg_");
+    if (endpoint == Endpoint::responses) return prefixed_id("resp_");
+    if (is_ollama(endpoint)) return "";
+    return (endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-") + uuid_v7();
+}
+
 // Answers one completion request; throws ApiError for what the client got wrong.
 inline void complete(ServerState& server, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     smol::Scheduler& scheduler = server.model.require_scheduler();
@@ -50,41 +93,17 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
         res.set_content(to_wire(ollama_load_reply(ollama_endpoint(endpoint), server.model.id())), "application/json");
         return;
     }
-    const bool chat = endpoint == Endpoint::chat;
     const smol::text::Tokenizer& tokenizer = scheduler.tokenizer();
-    const int context = scheduler.context();
-    ApiRequest request = endpoint == Endpoint::messages          ? parse_messages_request(body, tokenizer, context)
-                         : endpoint == Endpoint::responses       ? parse_responses_request(body, tokenizer, context)
-                         : endpoint == Endpoint::ollama_chat     ? parse_ollama_chat_request(body, tokenizer, context)
-                         : endpoint == Endpoint::ollama_generate ? parse_ollama_generate_request(body, tokenizer, context)
-                         : chat                                  ? parse_chat_request(body, tokenizer, context)
-                                                                 : parse_text_request(body, tokenizer, context);
+    ApiRequest request = parse_api_request(endpoint, body, tokenizer, scheduler.context());
     request.generation.cache_partition = cache_partition(server.options, req, body);
     if (!request.grammar.empty())
         request.generation.params.grammar = server.grammars.get(request.grammar, scheduler.engine());
-    std::shared_ptr<smol::GenerationStream> stream;
-    try {
-        stream = scheduler.submit(std::move(request.generation));
-    } catch (const smol::QueueFullError& e) {
-        reject(503, e.what(), "server_busy");
-    } catch (const smol::PromptTooLongError& e) {
-        reject(400, e.what(), "context_length_exceeded");
-    } catch (const smol::Error& e) {
-        reject(400, e.what(), "invalid_value");
-    }
-    (endpoint == Endpoint::messages    ? server.metrics.messages
-     : endpoint == Endpoint::responses ? server.metrics.responses
-     : is_ollama(endpoint)             ? server.metrics.ollama
-     : chat                            ? server.metrics.chat_completions
-                                       : server.metrics.text_completions)++;
+    const std::shared_ptr<smol::GenerationStream> stream = submit_generation(scheduler, std::move(request.generation));
+    ++endpoint_counter(server.metrics, endpoint);
     const auto fill = [&](ReplyState& st) {
         st.endpoint = endpoint;
         st.source = std::make_unique<GenerationSource>(stream);
-        st.ids = {endpoint == Endpoint::messages    ? prefixed_id("msg_")
-                  : endpoint == Endpoint::responses ? prefixed_id("resp_")
-                  : is_ollama(endpoint)             ? std::string()  // ollama's objects carry no id
-                                                    : (chat ? "chatcmpl-" : "cmpl-") + uuid_v7(),
-                  server.model.id(), unix_seconds()};
+        st.ids = {reply_id(endpoint), server.model.id(), unix_seconds()};
         st.tokenizer = &tokenizer;
         if (endpoint == Endpoint::responses) st.response = response_settings(body);
         st.logprobs = request.logprobs;

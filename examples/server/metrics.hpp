@@ -32,64 +32,47 @@ struct ReplicaState {
     bool draining = false;  // SIGTERM came: running replies finish, new ones are refused
 };
 
-// The /metrics page. `gate` is nullptr until the gate runs, `scheduler` until the model is
-// loaded; their lines are left out until then.
-inline std::string metrics_text(const Metrics& metrics, const ReplicaState& replica, const GateStats* gate,
-                                const smol::Scheduler* scheduler) {
-    std::string out;
-    out += "# HELP smol_replica_info this replica's name (--replica-name), as a label\n# TYPE smol_replica_info gauge\n"
-           "smol_replica_info{replica=\"" + std::string(replica.name) + "\"} 1\n";
-    auto metric = [&](const char* name, const char* type, const char* help, double value) {
+// Appends metrics to a page in Prometheus's text format: each its HELP and TYPE lines, then its value.
+struct MetricLines {
+    std::string& out;
+    void operator()(const char* name, const char* type, const char* help, double value) const {
         char line[64];
         std::snprintf(line, sizeof line, "%.6g", value);
-        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
-               line + "\n";
-    };
-    metric("smol_http_requests_total", "counter", "HTTP requests received", double(metrics.http_requests.load()));
-    metric("smol_http_client_errors_total", "counter", "HTTP responses with a 4xx status",
-           double(metrics.http_client_errors.load()));
-    metric("smol_http_server_errors_total", "counter",
-           "HTTP responses with a 5xx status, or with an error body after generation failed under a 200",
-           double(metrics.http_server_errors.load()));
-    metric("smol_chat_completions_total", "counter", "chat completion requests accepted",
-           double(metrics.chat_completions.load()));
-    metric("smol_text_completions_total", "counter", "text completion requests accepted (/v1/completions)",
-           double(metrics.text_completions.load()));
-    metric("smol_messages_total", "counter", "Anthropic Messages API requests accepted (/v1/messages)",
-           double(metrics.messages.load()));
-    metric("smol_responses_total", "counter", "OpenAI Responses API requests accepted (/v1/responses)",
-           double(metrics.responses.load()));
-    metric("smol_ollama_total", "counter", "ollama API generations accepted (/api/chat and /api/generate)",
-           double(metrics.ollama.load()));
-    if (gate) {
-        metric("smol_connections_open", "gauge", "client connections open", double(gate->open.load()));
-        metric("smol_connections_accepted_total", "counter", "client connections accepted", double(gate->accepted.load()));
-        metric("smol_connections_refused_total", "counter", "client connections turned away (503) at --max-connections",
-               double(gate->refused.load()));
-        metric("smol_connections_timed_out_total", "counter",
-               "connections closed because a request header or body was not whole in time (--header-timeout, "
-               "--body-timeout)",
-               double(gate->timed_out.load()));
-        metric("smol_connections_idle_closed_total", "counter",
-               "kept-alive connections closed after --keep-alive-timeout without a next request",
-               double(gate->idle_closed.load()));
-        metric("smol_gate_buffered_bytes", "gauge",
-               "request bytes the connection gate holds or has set aside for requests arriving (--max-buffered)",
-               double(gate->buffered.load()));
-        metric("smol_gate_buffer_budget_bytes", "gauge", "the most request bytes the gate holds at once (--max-buffered)",
-               double(gate->buffer_budget.load()));
-        metric("smol_gate_budget_waits_total", "counter",
-               "times a request waited, unread, for room in --max-buffered",
-               double(gate->budget_waits.load()));
-        metric("smol_gate_budget_refused_total", "counter",
-               "requests refused for --max-buffered (503 after waiting too long, 413 if larger than it allows)",
-               double(gate->budget_refused.load()));
+        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + line +
+               "\n";
     }
-    metric("smol_model_loaded", "gauge", "1 once the model is ready", scheduler ? 1 : 0);
-    metric("smol_draining", "gauge", "1 from SIGTERM on: running replies finish, new requests get 503",
-           replica.draining ? 1 : 0);
-    if (!scheduler) return out;
-    const smol::SchedulerStats st = scheduler->stats();
+};
+
+// The connection gate's counters.
+inline void append_gate_metrics(std::string& out, const GateStats& gate) {
+    const MetricLines metric{out};
+    metric("smol_connections_open", "gauge", "client connections open", double(gate.open.load()));
+    metric("smol_connections_accepted_total", "counter", "client connections accepted", double(gate.accepted.load()));
+    metric("smol_connections_refused_total", "counter", "client connections turned away (503) at --max-connections",
+           double(gate.refused.load()));
+    metric("smol_connections_timed_out_total", "counter",
+           "connections closed because a request header or body was not whole in time (--header-timeout, "
+           "--body-timeout)",
+           double(gate.timed_out.load()));
+    metric("smol_connections_idle_closed_total", "counter",
+           "kept-alive connections closed after --keep-alive-timeout without a next request",
+           double(gate.idle_closed.load()));
+    metric("smol_gate_buffered_bytes", "gauge",
+           "request bytes the connection gate holds or has set aside for requests arriving (--max-buffered)",
+           double(gate.buffered.load()));
+    metric("smol_gate_buffer_budget_bytes", "gauge", "the most request bytes the gate holds at once (--max-buffered)",
+           double(gate.buffer_budget.load()));
+    metric("smol_gate_budget_waits_total", "counter",
+           "times a request waited, unread, for room in --max-buffered",
+           double(gate.budget_waits.load()));
+    metric("smol_gate_budget_refused_total", "counter",
+           "requests refused for --max-buffered (503 after waiting too long, 413 if larger than it allows)",
+           double(gate.budget_refused.load()));
+}
+
+// The scheduler's counters and gauges.
+inline void append_scheduler_metrics(std::string& out, const smol::SchedulerStats& st) {
+    const MetricLines metric{out};
     metric("smol_requests_finished_total", "counter", "generation requests that ran to their end",
            double(st.requests_finished));
     metric("smol_requests_cancelled_total", "counter", "generation requests cancelled (client left or stopped)",
@@ -114,6 +97,38 @@ inline std::string metrics_text(const Metrics& metrics, const ReplicaState& repl
     metric("smol_free_slots", "gauge", "slots free for a new request now (smol_slots - smol_active_sessions)",
            std::max(0, st.slots - st.active_slots));
     metric("smol_kv_cache_bytes", "gauge", "KV cache memory allocated", double(st.cache_bytes));
+}
+
+// The /metrics page. `gate` is nullptr until the gate runs, `scheduler` until the model is
+// loaded; their lines are left out until then.
+inline std::string metrics_text(const Metrics& metrics, const ReplicaState& replica, const GateStats* gate,
+                                const smol::Scheduler* scheduler) {
+    std::string out;
+    out += "# HELP smol_replica_info this replica's name (--replica-name), as a label\n# TYPE smol_replica_info gauge\n"
+           "smol_replica_info{replica=\"" + std::string(replica.name) + "\"} 1\n";
+    const MetricLines metric{out};
+    metric("smol_http_requests_total", "counter", "HTTP requests received", double(metrics.http_requests.load()));
+    metric("smol_http_client_errors_total", "counter", "HTTP responses with a 4xx status",
+           double(metrics.http_client_errors.load()));
+    metric("smol_http_server_errors_total", "counter",
+           "HTTP responses with a 5xx status, or with an error body after generation failed under a 200",
+           double(metrics.http_server_errors.load()));
+    metric("smol_chat_completions_total", "counter", "chat completion requests accepted",
+           double(metrics.chat_completions.load()));
+    metric("smol_text_completions_total", "counter", "text completion requests accepted (/v1/completions)",
+           double(metrics.text_completions.load()));
+    metric("smol_messages_total", "counter", "Anthropic Messages API requests accepted (/v1/messages)",
+           double(metrics.messages.load()));
+    metric("smol_responses_total", "counter", "OpenAI Responses API requests accepted (/v1/responses)",
+           double(metrics.responses.load()));
+    metric("smol_ollama_total", "counter", "ollama API generations accepted (/api/chat and /api/generate)",
+           double(metrics.ollama.load()));
+    if (gate) append_gate_metrics(out, *gate);
+    metric("smol_model_loaded", "gauge", "1 once the model is ready", scheduler ? 1 : 0);
+    metric("smol_draining", "gauge", "1 from SIGTERM on: running replies finish, new requests get 503",
+           replica.draining ? 1 : 0);
+    if (!scheduler) return out;
+    append_scheduler_metrics(out, scheduler->stats());
     return out;
 }
 
