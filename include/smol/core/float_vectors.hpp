@@ -26,6 +26,7 @@
 // AVX-512 products pass only 256-bit vectors). On AArch64, NEON is the baseline, so
 // XsimdFloats needs no attribute and no flags.
 
+#include "smol/core/intrinsic_warnings.hpp"
 #include "smol/core/simd_targets.hpp"
 
 #if SMOL_HAVE_AVX2_KERNELS
@@ -112,13 +113,8 @@ struct Avx2Floats {
 
 #if SMOL_HAVE_AVX512_KERNELS
 
-// GCC 12's intrinsics seed masked forms with _mm512_undefined_*(), which its -Wuninitialized
-// reports once inlined (GCC bug 105593); the values are never read.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// GCC 12 reports the masked intrinsics' undefined seeds (core/intrinsic_warnings.hpp).
+SMOL_INTRINSIC_WARNINGS_OFF
 
 namespace smol::simd {
 
@@ -173,9 +169,7 @@ struct Avx512Floats {
 
 }  // namespace smol::simd
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+SMOL_INTRINSIC_WARNINGS_ON
 
 #endif
 

@@ -3,6 +3,7 @@
 // how a cache row's values become floats, 32 at a time (one Q8_0 or Q4_0 block). Scores go 4
 // query rows x 4 keys: 16 accumulators of AVX-512's 32 registers.
 
+#include "smol/core/intrinsic_warnings.hpp"
 #include "smol/ops/kv_tiles.hpp"
 
 #if SMOL_HAVE_AVX512_KERNELS
@@ -16,12 +17,7 @@
 #include "smol/ops/kv_layout.hpp"
 #include "smol/quant/blocks.hpp"
 
-// GCC bug 105593, as in core/float_vectors.hpp.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+SMOL_INTRINSIC_WARNINGS_OFF
 
 namespace smol::kv_kernels::avx512 {
 
@@ -61,8 +57,6 @@ inline constexpr int kScoreKeys = 4;
 
 }  // namespace smol::kv_kernels::avx512
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+SMOL_INTRINSIC_WARNINGS_ON
 
 #endif

@@ -29,15 +29,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "smol/core/intrinsic_warnings.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/kernel_api.hpp"
 
-#if defined(__GNUC__) && !defined(__clang__)
-#define SMOL_AMX_GCC_DIAGNOSTICS 1
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+SMOL_INTRINSIC_WARNINGS_OFF
 
 namespace smol::kernels_amx {
 
@@ -269,9 +265,6 @@ inline constexpr GemmTileFn q6k_q8k_gemm = detail::q6k_gemm;
 
 }  // namespace smol::kernels_amx
 
-#if SMOL_AMX_GCC_DIAGNOSTICS
-#pragma GCC diagnostic pop
-#undef SMOL_AMX_GCC_DIAGNOSTICS
-#endif
+SMOL_INTRINSIC_WARNINGS_ON
 
 #endif

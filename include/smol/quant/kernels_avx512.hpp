@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "smol/core/intrinsic_warnings.hpp"
 #include "smol/core/float_vectors.hpp"
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
@@ -24,14 +25,8 @@
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/reference.hpp"
 
-// GCC 12's intrinsics seed masked forms with _mm512_undefined_*(), which its -Wuninitialized
-// reports once inlined (GCC bug 105593); the values are never read.
-#if defined(__GNUC__) && !defined(__clang__)
-#define SMOL_AVX512_GCC_DIAGNOSTICS 1
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// GCC 12 reports the masked intrinsics' undefined seeds (core/intrinsic_warnings.hpp).
+SMOL_INTRINSIC_WARNINGS_OFF
 
 namespace smol::kernels_avx512 {
 
@@ -267,9 +262,6 @@ inline constexpr DotTileFn bf16 =
 
 }  // namespace smol::kernels_avx512
 
-#if SMOL_AVX512_GCC_DIAGNOSTICS
-#pragma GCC diagnostic pop
-#undef SMOL_AVX512_GCC_DIAGNOSTICS
-#endif
+SMOL_INTRINSIC_WARNINGS_ON
 
 #endif

@@ -15,6 +15,7 @@
 // too (as legacy_tiles_avx512.hpp does). Every function runs only where dispatch.hpp found the
 // CPU able to.
 
+#include "smol/core/intrinsic_warnings.hpp"
 #include "smol/quant/kernels_avx512.hpp"
 #include "smol/quant/kquant_tiles_avx2.hpp"
 
@@ -30,13 +31,8 @@
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/reference.hpp"
 
-// As in kernels_avx512.hpp: GCC 12 reports the masked intrinsics' undefined seeds (bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#define SMOL_KQUANT_AVX512_GCC_DIAGNOSTICS 1
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// GCC 12 reports the masked intrinsics' undefined seeds (core/intrinsic_warnings.hpp).
+SMOL_INTRINSIC_WARNINGS_OFF
 
 namespace smol::kernels_avx512 {
 
@@ -285,9 +281,6 @@ inline constexpr GemmTileFn q6k_q8k_gemm = kquant_detail::kquant_gemm<kernels_av
 
 }  // namespace smol::kernels_avx512
 
-#if SMOL_KQUANT_AVX512_GCC_DIAGNOSTICS
-#pragma GCC diagnostic pop
-#undef SMOL_KQUANT_AVX512_GCC_DIAGNOSTICS
-#endif
+SMOL_INTRINSIC_WARNINGS_ON
 
 #endif

@@ -8,6 +8,7 @@
 // which inlines the driver into them and then, inside an AVX-512 function, the AVX-512 integer
 // products too (without it they would be calls, four per group of blocks and row).
 
+#include "smol/core/intrinsic_warnings.hpp"
 #include "smol/quant/kernels_avx512.hpp"
 #include "smol/quant/legacy_tiles_avx2.hpp"
 
@@ -20,12 +21,7 @@
 
 #include "smol/quant/kernel_api.hpp"
 
-#if defined(__GNUC__) && !defined(__clang__)
-#define SMOL_LEGACY_AVX512_GCC_DIAGNOSTICS 1
-#pragma GCC diagnostic push  // GCC bug 105593, as in kernels_avx512.hpp
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+SMOL_INTRINSIC_WARNINGS_OFF
 
 namespace smol::kernels_avx512 {
 
@@ -63,9 +59,6 @@ inline constexpr DotTileFn q4_1_q8_0 = legacy_tile<legacy::base::Q4_1Kind>;
 
 }  // namespace smol::kernels_avx512
 
-#if SMOL_LEGACY_AVX512_GCC_DIAGNOSTICS
-#pragma GCC diagnostic pop
-#undef SMOL_LEGACY_AVX512_GCC_DIAGNOSTICS
-#endif
+SMOL_INTRINSIC_WARNINGS_ON
 
 #endif
