@@ -224,8 +224,11 @@ SMOL_TARGET_AMX __attribute__((flatten)) inline void amx_hardware_loop(const std
 #if SMOL_HAVE_DOTPROD_KERNELS
 inline constexpr int kSdotChains = 16;  // 4 operands + 16 accumulators of 32 vector registers
 
-SMOL_TARGET_DOTPROD inline void sdot_loop(const std::uint8_t* a, const std::uint8_t* b, std::int64_t iterations,
-                                          std::int32_t* sums) {
+// The ARM loops, over the instruction `Step` (sdot or smmla), inlined into entry points that carry
+// the instruction's target.
+template <class Step>
+SMOL_INLINE_INTO_SET inline void neon_loop(const std::uint8_t* a, const std::uint8_t* b, std::int64_t iterations,
+                                           std::int32_t* sums) {
     int8x16_t av[2], bv[2];
     int32x4_t acc[kSdotChains];
     for (int i = 0; i < 2; ++i) {
@@ -237,33 +240,33 @@ SMOL_TARGET_DOTPROD inline void sdot_loop(const std::uint8_t* a, const std::uint
     for (std::int64_t it = 0; it < iterations; ++it)
 #pragma GCC unroll 16  // constant indices keep every accumulator and operand in a register
         for (int j = 0; j < kSdotChains; ++j) {
-            acc[j] = vdotq_s32(acc[j], av[(j / 2) % 2], bv[j % 2]);
+            acc[j] = Step::step(acc[j], av[(j / 2) % 2], bv[j % 2]);
             __asm__ volatile("" : "+w"(acc[j]));
         }
 #pragma GCC unroll 16
     for (int j = 0; j < kSdotChains; ++j) vst1q_s32(sums + 4 * j, acc[j]);
 }
+
+struct SdotStep {
+    SMOL_TARGET_DOTPROD static inline int32x4_t step(int32x4_t acc, int8x16_t a, int8x16_t b) {
+        return vdotq_s32(acc, a, b);
+    }
+};
+SMOL_TARGET_DOTPROD __attribute__((flatten)) inline void sdot_loop(const std::uint8_t* a, const std::uint8_t* b,
+                                                                   std::int64_t iterations, std::int32_t* sums) {
+    neon_loop<SdotStep>(a, b, iterations, sums);
+}
 #endif
 
 #if SMOL_HAVE_I8MM_KERNELS
-SMOL_TARGET_I8MM inline void smmla_loop(const std::uint8_t* a, const std::uint8_t* b, std::int64_t iterations,
-                                        std::int32_t* sums) {
-    int8x16_t av[2], bv[2];
-    int32x4_t acc[kSdotChains];
-    for (int i = 0; i < 2; ++i) {
-        av[i] = vreinterpretq_s8_u8(vld1q_u8(a + 16 * i));
-        bv[i] = vreinterpretq_s8_u8(vld1q_u8(b + 16 * i));
+struct SmmlaStep {
+    SMOL_TARGET_I8MM static inline int32x4_t step(int32x4_t acc, int8x16_t a, int8x16_t b) {
+        return vmmlaq_s32(acc, a, b);
     }
-#pragma GCC unroll 16
-    for (int j = 0; j < kSdotChains; ++j) acc[j] = vdupq_n_s32(0);
-    for (std::int64_t it = 0; it < iterations; ++it)
-#pragma GCC unroll 16  // constant indices keep every accumulator and operand in a register
-        for (int j = 0; j < kSdotChains; ++j) {
-            acc[j] = vmmlaq_s32(acc[j], av[(j / 2) % 2], bv[j % 2]);
-            __asm__ volatile("" : "+w"(acc[j]));
-        }
-#pragma GCC unroll 16
-    for (int j = 0; j < kSdotChains; ++j) vst1q_s32(sums + 4 * j, acc[j]);
+};
+SMOL_TARGET_I8MM __attribute__((flatten)) inline void smmla_loop(const std::uint8_t* a, const std::uint8_t* b,
+                                                                 std::int64_t iterations, std::int32_t* sums) {
+    neon_loop<SmmlaStep>(a, b, iterations, sums);
 }
 #endif
 
