@@ -133,15 +133,19 @@ struct ColumnBlocks {
                                        int32x4_t (&out)[kPairs]) const {
         const int16x8_t mins[2] = {vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mins0))),
                                    vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mins1)))};
+        SMOL_UNROLL
         for (int cp = 0; cp < kPairs; ++cp) {
             // A column's bsums added in pairs: its sums over sub-blocks of 32 (each fits an i16).
             int16x8_t bsums[2];
+            SMOL_UNROLL
             for (int c = 0; c < 2; ++c) {
                 const std::int16_t* column = a[2 * cp + c]->bsums;
                 bsums[c] = vpaddq_s16(vld1q_s16(column), vld1q_s16(column + 8));
             }
             int32x4_t products[2][2];
+            SMOL_UNROLL
             for (int r = 0; r < 2; ++r)
+                SMOL_UNROLL
                 for (int c = 0; c < 2; ++c)
                     products[r][c] =
                         vmlal_high_s16(vmull_s16(vget_low_s16(mins[r]), vget_low_s16(bsums[c])), mins[r], bsums[c]);
@@ -187,27 +191,34 @@ SMOL_TARGET_I8MM inline void q4k_block(const BlockQ4K* const (&w)[kTileRows], co
     const uint8x16_t low4 = vdupq_n_u8(0x0f);
     std::uint8_t scales_mins[kTileRows][16];  // [row]: 8 scales, 8 mins
     int32x4_t scales[kRowPairs][8];           // [row pair][sub-block]
+    SMOL_UNROLL
     for (int rp = 0; rp < kRowPairs; ++rp) {
+        SMOL_UNROLL
         for (int r = 2 * rp; r < 2 * rp + 2; ++r) q4k_unpack_scales_mins(w[r]->scales, scales_mins[r]);
         // The scales are below 64, so their bytes read as signed are the same numbers.
         const int8x16_t s0 = vreinterpretq_s8_u8(vld1q_u8(scales_mins[2 * rp]));
         const int8x16_t s1 = vreinterpretq_s8_u8(vld1q_u8(scales_mins[2 * rp + 1]));
         int32x4_t four[4];
         row_pair_scales<1>(s0, s1, 0, four);
+        SMOL_UNROLL
         for (int j = 0; j < 4; ++j) scales[rp][j] = four[j];
         row_pair_scales<1>(s0, s1, 4, four);
+        SMOL_UNROLL
         for (int j = 0; j < 4; ++j) scales[rp][4 + j] = four[j];
     }
     int32x4_t dots[kRowPairs][pairs];
     for (auto& row : dots)
         for (int32x4_t& d : row) d = vdupq_n_s32(0);
+    SMOL_UNROLL
     for (int chunk = 0; chunk < 4; ++chunk) {
         // [row pair][piece]: pieces 0-3 are weights 0-7, 8-15, 16-23, 24-31 of sub-block 2c,
         // pieces 4-7 the same of sub-block 2c + 1.
         int8x16_t quants[kRowPairs][8];
+        SMOL_UNROLL
         for (int rp = 0; rp < kRowPairs; ++rp) {
             const std::uint8_t* q0 = w[2 * rp]->qs + 32 * chunk;
             const std::uint8_t* q1 = w[2 * rp + 1]->qs + 32 * chunk;
+            SMOL_UNROLL
             for (int half = 0; half < 2; ++half) {
                 uint8x16_t first, last;
                 interleave(q0 + 16 * half, q1 + 16 * half, first, last);
@@ -218,9 +229,11 @@ SMOL_TARGET_I8MM inline void q4k_block(const BlockQ4K* const (&w)[kTileRows], co
             }
         }
         for (int cp = 0; cp < pairs; ++cp)
+            SMOL_UNROLL
             for (int sub = 0; sub < 2; ++sub) {  // sub-block 2c + sub: activations 64c + 32 sub + 0..31
                 const int offset = 64 * chunk + 32 * sub;
                 const ColumnPairPieces a0 = columns.pieces(cp, offset), a1 = columns.pieces(cp, offset + 16);
+                SMOL_UNROLL
                 for (int rp = 0; rp < kRowPairs; ++rp) {
                     const int8x16_t* q = quants[rp] + 4 * sub;
                     int32x4_t products = vmmlaq_s32(vdupq_n_s32(0), q[0], a0.first);
@@ -231,6 +244,7 @@ SMOL_TARGET_I8MM inline void q4k_block(const BlockQ4K* const (&w)[kTileRows], co
                 }
             }
     }
+    SMOL_UNROLL
     for (int rp = 0; rp < kRowPairs; ++rp) {
         int32x4_t mins[pairs];
         columns.q4k_mins(scales_mins[2 * rp] + 8, scales_mins[2 * rp + 1] + 8, mins);
@@ -256,13 +270,16 @@ SMOL_TARGET_I8MM inline void q6k_block(const BlockQ6K* const (&w)[kTileRows], co
     int32x4_t dots[kRowPairs][pairs];
     for (auto& row : dots)
         for (int32x4_t& d : row) d = vdupq_n_s32(0);
+    SMOL_UNROLL
     for (int half = 0; half < 2; ++half)
+        SMOL_UNROLL
         for (int part = 0; part < 2; ++part) {
             const Q6KPiece piece = Q6KPiece::at(half, part);
             // [row pair][k]: sub-block piece.first_sub_block + 2k, its first and last 8 weights
             // of each row; scales [row pair][k] the same sub-blocks'.
             int8x16_t first[kRowPairs][4], last[kRowPairs][4];
             int32x4_t scales[kRowPairs][4];
+            SMOL_UNROLL
             for (int rp = 0; rp < kRowPairs; ++rp) {
                 const BlockQ6K& w0 = *w[2 * rp];
                 const BlockQ6K& w1 = *w[2 * rp + 1];
@@ -275,8 +292,10 @@ SMOL_TARGET_I8MM inline void q6k_block(const BlockQ6K* const (&w)[kTileRows], co
                 row_pair_scales<2>(vld1q_s8(w0.scales), vld1q_s8(w1.scales), piece.first_sub_block, scales[rp]);
             }
             for (int cp = 0; cp < pairs; ++cp)
+                SMOL_UNROLL
                 for (int k = 0; k < 4; ++k) {
                     const ColumnPairPieces act = columns.pieces(cp, 16 * (piece.first_sub_block + 2 * k));
+                    SMOL_UNROLL
                     for (int rp = 0; rp < kRowPairs; ++rp) {
                         const int32x4_t products =
                             vmmlaq_s32(vmmlaq_s32(vdupq_n_s32(0), first[rp][k], act.first), last[rp][k], act.last);
@@ -284,6 +303,7 @@ SMOL_TARGET_I8MM inline void q6k_block(const BlockQ6K* const (&w)[kTileRows], co
                     }
                 }
         }
+    SMOL_UNROLL
     for (int rp = 0; rp < kRowPairs; ++rp) {
         const float32x4_t d = row_pair_lanes(fp16_to_f32(w[2 * rp]->d), fp16_to_f32(w[2 * rp + 1]->d));
         // q6k_accumulate_block: fma(d * ad, dot, sum).
@@ -297,10 +317,13 @@ SMOL_TARGET_I8MM inline void q6k_block(const BlockQ6K* const (&w)[kTileRows], co
 template <int Pairs>
 SMOL_INLINE_INTO_SET inline void store_pairs(const float32x4_t (&sums)[kRowPairs][Pairs], int n_rows, int n_cols,
                                              float* out, std::size_t out_stride) {
+    SMOL_UNROLL
     for (int rp = 0; rp < kRowPairs; ++rp)
+        SMOL_UNROLL
         for (int cp = 0; cp < Pairs; ++cp) {
             float lanes[4];
             vst1q_f32(lanes, sums[rp][cp]);
+            SMOL_UNROLL
             for (int i = 0; i < 4; ++i) {
                 const int r = 2 * rp + i / 2, c = 2 * cp + i % 2;
                 if (r < n_rows && c < n_cols) out[std::size_t(c) * out_stride + std::size_t(r)] = lanes[i];

@@ -40,6 +40,7 @@ namespace detail {
 // high ones (reference.hpp's q4k_q8k_block_sums).
 SMOL_INLINE_INTO_SET inline void q4k_unpack_quants(const std::uint8_t* qs, int8x16_t (&q)[16]) {
     const uint8x16_t low4 = vdupq_n_u8(0x0f);
+    SMOL_UNROLL
     for (int chunk = 0; chunk < 4; ++chunk) {
         const uint8x16_t bits0 = vld1q_u8(qs + 32 * chunk), bits1 = vld1q_u8(qs + 32 * chunk + 16);
         q[4 * chunk] = vreinterpretq_s8_u8(vandq_u8(bits0, low4));
@@ -85,6 +86,7 @@ struct Q4KUnpacked {
         q4k_unpack_quants(w.qs, q);
         std::uint8_t scales_mins[16];
         q4k_unpack_scales_mins(w.scales, scales_mins);
+        SMOL_UNROLL
         for (int j = 0; j < 8; ++j) scales[j] = scales_mins[j];
         mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(scales_mins + 8)));
         d = fp16_to_f32(w.d);
@@ -95,6 +97,7 @@ struct Q4KUnpacked {
     template <class Dot>
     SMOL_INLINE_INTO_SET float accumulate(float sum, const BlockQ8K& a) const {
         int32x4_t dot = vdupq_n_s32(0);
+        SMOL_UNROLL
         for (int j = 0; j < 8; ++j) {
             const int32x4_t sub = Dot::dot(Dot::dot(vdupq_n_s32(0), q[2 * j], vld1q_s8(a.qs + 32 * j)), q[2 * j + 1],
                                            vld1q_s8(a.qs + 32 * j + 16));
@@ -114,12 +117,15 @@ struct Q6KUnpacked {
     float d;
 
     SMOL_INLINE_INTO_SET explicit Q6KUnpacked(const BlockQ6K& w) : scales(w.scales), d(fp16_to_f32(w.d)) {
+        SMOL_UNROLL
         for (int half = 0; half < 2; ++half)
+            SMOL_UNROLL
             for (int part = 0; part < 2; ++part) {
                 const Q6KPiece piece = Q6KPiece::at(half, part);
                 int8x16_t quarters[4];
                 q6k_unpack_quarters(vld1q_u8(w.ql + piece.ql0), vld1q_u8(w.ql + piece.ql1), vld1q_u8(w.qh + piece.qh),
                                     quarters);
+                SMOL_UNROLL
                 for (int k = 0; k < 4; ++k) q[piece.first_sub_block + 2 * k] = quarters[k];
             }
     }
@@ -128,6 +134,7 @@ struct Q6KUnpacked {
     template <class Dot>
     SMOL_INLINE_INTO_SET float accumulate(float sum, const BlockQ8K& a) const {
         int32x4_t dot = vdupq_n_s32(0);
+        SMOL_UNROLL
         for (int j = 0; j < 16; ++j)
             dot = vmlaq_n_s32(dot, Dot::dot(vdupq_n_s32(0), q[j], vld1q_s8(a.qs + 16 * j)), std::int32_t(scales[j]));
         return q6k_accumulate_block(sum, d, a.d, lanes_sum(dot));
