@@ -23,7 +23,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
@@ -155,21 +154,9 @@ struct Q8KVectors {
     }
 };
 
-// Q4_K's 6-bit scales and mins of sub-blocks 0..7, as reference.hpp's q4k_scale_min reads them,
-// four at a time from the three little-endian words of the 12 packed bytes.
-SMOL_INLINE_INTO_SET inline void q4k_scales_mins(const std::uint8_t* packed, uint8x8_t& scales, uint8x8_t& mins) {
-    static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the scale words are read little-endian");
-    std::uint32_t word[3];
-    std::memcpy(word, packed, sizeof(word));
-    const std::uint32_t low_scales = word[0] & 0x3f3f3f3fu, low_mins = word[1] & 0x3f3f3f3fu;
-    const std::uint32_t high_scales = (word[2] & 0x0f0f0f0fu) | ((word[0] >> 6) & 0x03030303u) << 4;
-    const std::uint32_t high_mins = ((word[2] >> 4) & 0x0f0f0f0fu) | ((word[1] >> 6) & 0x03030303u) << 4;
-    scales = vcreate_u8(std::uint64_t(high_scales) << 32 | low_scales);
-    mins = vcreate_u8(std::uint64_t(high_mins) << 32 | low_mins);
-}
-
 // q4k_block_sums' totals, as [dot, mins, dot, mins]: sub-block j's 32 products sum into lanes,
-// vpaddq gathers sub-blocks 0..3 and 4..7 into one vector each, the scales multiply lane by lane;
+// vpaddq gathers sub-blocks 0..3 and 4..7 into one vector each, the scales (reference.hpp's
+// q4k_unpack_scales_mins) multiply lane by lane;
 // the mins meet the pairwise sums of the bsums (one per sub-block of 32).
 template <class Dot>
 SMOL_INLINE_INTO_SET inline int32x4_t q4k_block_sums_in_lanes(const BlockQ4K& w, const Q8KVectors& a,
@@ -187,12 +174,13 @@ SMOL_INLINE_INTO_SET inline int32x4_t q4k_block_sums_in_lanes(const BlockQ4K& w,
         chunk[c] = vpaddq_s32(low, high);
     }
     const int32x4_t sums0123 = vpaddq_s32(chunk[0], chunk[1]), sums4567 = vpaddq_s32(chunk[2], chunk[3]);
-    uint8x8_t scales, mins;
-    q4k_scales_mins(w.scales, scales, mins);
-    const uint16x8_t scales16 = vmovl_u8(scales);
+    std::uint8_t scales_mins[16];  // scales 0..7, then mins 0..7
+    q4k_unpack_scales_mins(w.scales, scales_mins);
+    const uint8x16_t unpacked = vld1q_u8(scales_mins);
+    const uint16x8_t scales16 = vmovl_u8(vget_low_u8(unpacked));
     int32x4_t dot = vmulq_s32(sums0123, vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(scales16))));
     dot = vmlaq_s32(dot, sums4567, vreinterpretq_s32_u32(vmovl_high_u16(scales16)));
-    const int16x8_t mins16 = vreinterpretq_s16_u16(vmovl_u8(mins));
+    const int16x8_t mins16 = vreinterpretq_s16_u16(vmovl_high_u8(unpacked));
     const int32x4_t min_sums = vmlal_high_s16(vmull_s16(vget_low_s16(mins16), vget_low_s16(sub_block_bsums)), mins16,
                                               sub_block_bsums);
     const int32x4_t pairs = vpaddq_s32(dot, min_sums);

@@ -46,12 +46,6 @@ SMOL_INLINE_INTO_SET inline std::int32_t dot32(int8x16_t a0, int8x16_t a1, const
     return vaddvq_s32(acc);
 }
 
-// The exact sum of 16 products of a's and b's signed bytes.
-template <class Dot>
-SMOL_INLINE_INTO_SET inline std::int32_t dot16(int8x16_t a, const std::int8_t* b) {
-    return vaddvq_s32(Dot::dot(vdupq_n_s32(0), a, vld1q_s8(b)));
-}
-
 }  // namespace smol::kernels_neon::detail
 
 #endif  // SMOL_HAVE_NEON_KERNELS
