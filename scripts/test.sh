@@ -20,8 +20,10 @@ bash scripts/check-readme.sh
 echo "==> release build (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$jobs"
+# Two tests at a time: the server, client and browser tests mostly wait on smol-server, and the
+# other core runs the next test meanwhile (tests/CMakeLists.txt sets their OpenMP threads).
 echo "==> ctest (release)"
-ctest --test-dir build --output-on-failure -j 1
+ctest --test-dir build --output-on-failure -j 2
 echo "==> release suite passed after $((SECONDS - start)) s"
 JOBS=$jobs bash scripts/test-embed.sh build
 bash scripts/test-serve.sh

@@ -40,5 +40,8 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumen
 export OMP_TOOL_LIBRARIES="$archer"
 export ARCHER_OPTIONS="verbose=0"
 echo "==> ctest (TSAN_OPTIONS=$TSAN_OPTIONS, OMP_TOOL_LIBRARIES=$archer)"
+# One at a time, unlike the other stages: test_server bounds how long the TSan-built smol-server
+# takes to answer under load (a 4-token chat within a second), and test_scheduler beside it would
+# take half the cores that slowed server needs.
 ctest --test-dir "$build_dir" --output-on-failure -j 1 -R '^(test_scheduler|test_session|test_server)$'
 echo "==> ThreadSanitizer suite passed"
