@@ -1017,17 +1017,21 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
         if (isa_compiled(Isa::dotprod))
             CHECK((KernelSet{Isa::dotprod}.for_weights(type) == weight_row(type).tiles[std::size_t(Isa::neon)]));
     }
-    // The k-quants of SmolLM3's files also have tiles of their own in the i8mm set; Q6_K has a prompt
-    // GEMM in the i8mm set (Q4_K prompts run its tiles, which take fewer instructions there).
+    // The k-quants of SmolLM3's files also have tiles of their own in the i8mm set, and prompt GEMMs
+    // in the dotprod set, which the i8mm set runs too (they take fewer instructions than its tiles).
     for (const TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
         CAPTURE(type_name(type));
         for (const Isa isa : {Isa::neon, Isa::dotprod, Isa::i8mm}) {
             CAPTURE(isa_name(isa));
             CHECK((weight_row(type).tiles[std::size_t(isa)] != nullptr) == isa_compiled(isa));
         }
+        const GemmTileFn dotprod_gemm = weight_row(type).gemms[std::size_t(Isa::dotprod)];
+        CHECK((dotprod_gemm != nullptr) == isa_compiled(Isa::dotprod));
+        CHECK((weight_row(type).gemms[std::size_t(Isa::neon)] == nullptr));
+        CHECK((weight_row(type).gemms[std::size_t(Isa::i8mm)] == nullptr));
+        if (isa_compiled(Isa::i8mm))
+            CHECK((KernelSet{Isa::i8mm}.gemm_for_weights(type, kGemmShapes[int(Isa::i8mm)].tokens).fn == dotprod_gemm));
     }
-    CHECK((weight_row(TensorType::Q6_K).gemms[std::size_t(Isa::i8mm)] != nullptr) == isa_compiled(Isa::i8mm));
-    CHECK((weight_row(TensorType::Q4_K).gemms[std::size_t(Isa::i8mm)] == nullptr));
     CHECK(weight_row(TensorType::Q6_K).activations == TensorType::Q8_K);
     CHECK(weight_row(TensorType::Q8_0).activations == TensorType::Q8_0);
     for (const TensorType block32 : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1})

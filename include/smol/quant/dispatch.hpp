@@ -156,14 +156,18 @@ inline std::string gemm_disagreement(TensorType type, GemmTileFn gemm, GemmShape
     return "";
 }
 
-// Every prompt GEMM of a kernel set checked as above: "" when all agree.
+// Every prompt GEMM a kernel set runs for its widest batch (its own, or for a type it has none
+// for, that of the set it falls back on: the i8mm set runs the dotprod set's) checked as above:
+// "" when all agree.
 inline std::string gemm_self_check(Isa isa) {
-    const GemmShape shape = kGemmShapes[std::size_t(isa)];
-    for (const TypeRow& row : kTypeTable)
-        if (row.gemms[std::size_t(isa)] != nullptr) {
-            std::string disagreement = gemm_disagreement(row.type, row.gemms[std::size_t(isa)], shape);
-            if (!disagreement.empty()) return disagreement;
-        }
+    const KernelSet set{isa};
+    for (const TypeRow& row : kTypeTable) {
+        if (!row.is_weight()) continue;
+        const KernelSet::Gemm gemm = set.gemm_for_weights(row.type, kGemmShapes[std::size_t(isa)].tokens);
+        if (gemm.fn == nullptr) continue;
+        std::string disagreement = gemm_disagreement(row.type, gemm.fn, gemm.shape);
+        if (!disagreement.empty()) return disagreement;
+    }
     return "";
 }
 
@@ -172,14 +176,14 @@ inline std::string gemm_self_check(Isa isa) {
 // held on an Emerald Rapids Xeon guest, 2026-11-27; elsewhere its kernels are checked with the
 // instruction emulated and in its EVEX form), so before the first use of either its GEMMs are
 // checked once against the reference (a few milliseconds; AVX-VNNI's GEMMs and row-group kernels
-// share the one place its instruction is written, dpbusd.hpp's VexDot); so is the i8mm set's,
-// which has run only under qemu. On any difference smol says so on stderr and runs the set it
+// share the one place its instruction is written, dpbusd.hpp's VexDot); so are those the dotprod
+// and i8mm sets run (the dotprod set's), which have run only under qemu. On any difference smol says so on stderr and runs the set it
 // falls back on, so no user gets wrong logits from it.
 inline const KernelSet& kernels() {
     static const KernelSet selected = [] {
         Isa isa = selected_isa();
         while (!isa_compiled(isa)) isa = fallback_isa(isa);
-        if (isa == Isa::amx || isa == Isa::avx_vnni || isa == Isa::i8mm) {
+        if (isa == Isa::amx || isa == Isa::avx_vnni || isa == Isa::dotprod || isa == Isa::i8mm) {
             const std::string disagreement = gemm_self_check(isa);
             if (!disagreement.empty()) {
                 std::fprintf(stderr, "smol: the %s kernels disagree with the reference (%s); using %s instead\n",

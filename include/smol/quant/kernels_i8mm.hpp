@@ -1,7 +1,8 @@
 #pragma once
 // The i8mm kernel set's kernels (Armv8.6 smmla, compiled per function with SMOL_TARGET_I8MM and
 // run only after cpu_features() said the cores have it): Q4_K and Q6_K tiles against Q8_K
-// activations, and a Q6_K prompt GEMM against Q8_K activations packed 16 tokens to a block. One
+// activations, for prompts of 2 to 8 tokens (longer prompts run the dotprod set's GEMMs,
+// kquant_gemm_dotprod.hpp, which executed fewer instructions than an smmla GEMM: docs/arm.md). One
 // smmla (vmmlaq_s32) multiplies a 2 x 8 matrix of signed bytes by an 8 x 2 one into a 2 x 2 i32
 // block, so a tile's rows go in pairs and its columns (tokens) in pairs: the
 // first operand holds 8 weight bytes of two rows, the second 8 activation bytes of two columns,
@@ -12,8 +13,7 @@
 // or two columns' 16 bytes give their first and second 8-byte pieces side by side), rather than
 // by repacking the weights at load time as the x86 row groups are: the rows stay as the file
 // stores them (decode reads them too), each zip serves every column pair (or row pair) of the
-// tile, and a nibble or 6-bit unpack costs the same on interleaved bytes as on one row's. (The
-// GEMM's packed tokens come zipped 4 bytes at a time: PackedTokens.)
+// tile, and a nibble or 6-bit unpack costs the same on interleaved bytes as on one row's.
 //
 // Each block's integer sums are exact, as reference.hpp's q4k_q8k_block_sums and
 // q6k_q8k_block_sum define them: the smmla sums of a sub-block times its scale (the scale vector
@@ -115,10 +115,9 @@ SMOL_INLINE_INTO_SET inline int32x4_t lane_sums(int32x4_t a, int32x4_t b, int32x
     return vpaddq_s32(vpaddq_s32(a, b), vpaddq_s32(c, d));
 }
 
-// Where a block's columns come from, two ways: a tile's (up to kTileCols Q8_K blocks, one per
-// column) and a GEMM's (16 tokens packed in a BlockQ8Kx16, packing.hpp). Each gives, for column
-// pair cp: the two smmla operands of 16 activation bytes and its scales as [d0, d1, d0, d1]; the
-// tile's also a Q4_K row pair's 2 x 2 block of mins (lane (r, c): sum_j min_r[j] *
+// Where a block's columns come from: a tile's kTileCols Q8_K blocks, one per column. It gives,
+// for column pair cp: the two smmla operands of 16 activation bytes, its scales as
+// [d0, d1, d0, d1], and a Q4_K row pair's 2 x 2 block of mins (lane (r, c): sum_j min_r[j] *
 // (bsums_c[2j] + bsums_c[2j + 1]), the reference's `mins`).
 struct ColumnBlocks {
     static constexpr int kPairs = kColPairs;
@@ -151,29 +150,6 @@ struct ColumnBlocks {
                         vmlal_high_s16(vmull_s16(vget_low_s16(mins[r]), vget_low_s16(bsums[c])), mins[r], bsums[c]);
             out[cp] = lane_sums(products[0][0], products[0][1], products[1][0], products[1][1]);
         }
-    }
-};
-
-// A packed block holds each token's quants 4 at a time ([group of 4][token][quant]), so 8 quants
-// of a token pair are two groups' 16-byte runs of 4 tokens zipped by 4 bytes; both pairs of those
-// 4 tokens come from the same two loads. Only Q6_K has a GEMM: for Q4_K the tiles ran fewer
-// instructions per weight (docs/arm.md says how that was counted).
-struct PackedTokens {
-    static constexpr int kPairs = kPackedTokens / 2;
-    const BlockQ8Kx16* p;
-
-    SMOL_INLINE_INTO_SET int8x16_t eight(int cp, int offset) const {
-        const int token = 4 * (cp / 2);
-        const int8x16_t x = vld1q_s8(p->qs[offset / 4][token]), y = vld1q_s8(p->qs[offset / 4 + 1][token]);
-        const int32x4_t x32 = vreinterpretq_s32_s8(x), y32 = vreinterpretq_s32_s8(y);
-        return vreinterpretq_s8_s32(cp % 2 == 0 ? vzip1q_s32(x32, y32) : vzip2q_s32(x32, y32));
-    }
-    SMOL_INLINE_INTO_SET ColumnPairPieces pieces(int cp, int offset) const {
-        return ColumnPairPieces(eight(cp, offset), eight(cp, offset + 8));
-    }
-    SMOL_INLINE_INTO_SET float32x4_t scales(int cp) const {
-        const float32x2_t pair = vld1_f32(p->d + 2 * cp);
-        return vcombine_f32(pair, pair);
     }
 };
 
@@ -358,36 +334,10 @@ SMOL_INLINE_INTO_SET inline void tile(std::int64_t n, const std::uint8_t* weight
     store_pairs(sums, n_rows, n_cols, out, out_stride);
 }
 
-// A GEMM (GemmTileFn) over packed tokens: per group of 16 tokens (8 column pairs, where a tile
-// has 2, so each unpacked weight block serves 4 times the tokens) a walk over the blocks of up to
-// kTileRows rows, the missing rows repeating the last. A partial group's missing tokens are zeros
-// (pack_q8k_x16), computed and not stored.
-template <class Weight, void (*Block)(const Weight* const (&)[kTileRows], const PackedTokens&,
-                                      float32x4_t (&)[kRowPairs][PackedTokens::kPairs])>
-SMOL_INLINE_INTO_SET inline void gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                                      const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
-    if (n_rows <= 0) return;
-    const Weight* rows[kTileRows];
-    kernel_detail::tile_rows(weights, row_bytes, n_rows, rows);
-    const std::int64_t blocks = n / QK_K;
-    for (int first = 0; first < n_tokens; first += kPackedTokens) {
-        const BlockQ8Kx16* group = acts + std::size_t(first / kPackedTokens) * std::size_t(blocks);
-        float32x4_t sums[kRowPairs][PackedTokens::kPairs];
-        zero(sums);
-        for (std::int64_t b = 0; b < blocks; ++b) {
-            const Weight* w[kTileRows];
-            for (int r = 0; r < kTileRows; ++r) w[r] = rows[r] + b;
-            Block(w, PackedTokens{group + b}, sums);
-        }
-        const int tokens = n_tokens - first < kPackedTokens ? n_tokens - first : kPackedTokens;
-        store_pairs(sums, n_rows, tokens, out + std::size_t(first) * out_stride, out_stride);
-    }
-}
-
 }  // namespace detail
 
-// The prompt tiles and the Q6_K GEMM, whose `flatten` inlines the whole call tree into a function
-// with the target smmla needs.
+// The prompt tiles, whose `flatten` inlines the whole call tree into a function with the target
+// smmla needs.
 SMOL_TARGET_I8MM __attribute__((flatten)) inline void q4k_q8k_pairs(std::int64_t n, const std::uint8_t* weights,
                                                                    std::size_t row_bytes, int n_rows,
                                                                    const std::uint8_t* acts, std::size_t act_stride,
@@ -402,14 +352,6 @@ SMOL_TARGET_I8MM __attribute__((flatten)) inline void q6k_q8k_pairs(std::int64_t
     detail::tile<BlockQ6K, detail::q6k_block<detail::ColumnBlocks>>(n, weights, row_bytes, n_rows, acts, act_stride,
                                                                    n_cols, out, out_stride);
 }
-SMOL_TARGET_I8MM __attribute__((flatten)) inline void q6k_q8k_gemm_i8mm(std::int64_t n, const std::uint8_t* weights,
-                                                                       std::size_t row_bytes, int n_rows,
-                                                                       const BlockQ8Kx16* acts, int n_tokens,
-                                                                       float* out, std::size_t out_stride) {
-    detail::gemm<BlockQ6K, detail::q6k_block<detail::PackedTokens>>(n, weights, row_bytes, n_rows, acts, n_tokens, out,
-                                                                   out_stride);
-}
-
 // The i8mm set's tiles: one column through the dotprod set's decode tile, more through smmla.
 inline void q4k_q8k_i8mm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                          const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,

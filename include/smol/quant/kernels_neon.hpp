@@ -154,7 +154,8 @@ struct Q8KVectors {
     }
 };
 
-// q4k_block_sums' totals, as [dot, mins, dot, mins]: sub-block j's 32 products sum into lanes,
+// q4k_block_sums' totals, as [mins, dot, mins, dot] (against the scales' [d, dmin], each product
+// of the float step finds one factor in lane 0 and the other by element: no lane moves): sub-block j's 32 products sum into lanes,
 // vpaddq gathers sub-blocks 0..3 and 4..7 into one vector each, the scales (reference.hpp's
 // q4k_unpack_scales_mins) multiply lane by lane;
 // the mins meet the pairwise sums of the bsums (one per sub-block of 32).
@@ -183,8 +184,8 @@ SMOL_INLINE_INTO_SET inline int32x4_t q4k_block_sums_in_lanes(const BlockQ4K& w,
     const int16x8_t mins16 = vreinterpretq_s16_u16(vmovl_high_u8(unpacked));
     const int32x4_t min_sums = vmlal_high_s16(vmull_s16(vget_low_s16(mins16), vget_low_s16(sub_block_bsums)), mins16,
                                               sub_block_bsums);
-    const int32x4_t pairs = vpaddq_s32(dot, min_sums);
-    return vpaddq_s32(pairs, pairs);  // [dot, mins, dot, mins]
+    const int32x4_t pairs = vpaddq_s32(min_sums, dot);
+    return vpaddq_s32(pairs, pairs);  // [mins, dot, mins, dot]
 }
 
 // A block's half scales as floats for their products with the activations' scale, by fcvt alone.
@@ -254,9 +255,13 @@ SMOL_INLINE_INTO_SET inline void q4k_column(std::int64_t n, const std::uint8_t* 
         for (int r = 0; r < kTileRows; ++r) {
             const float32x4_t totals = vcvtq_f32_s32(q4k_block_sums_in_lanes<Dot>(w[r][b], q8, sub_block_bsums));
             const float32x4_t scales = vmulq_n_f32(halves_to_floats(&w[r][b].d), a[b].d);  // [d, dmin] * ad
-            // q4k_accumulate_block, lane by lane
-            sum[r] = std::fma(vgetq_lane_f32(scales, 0), vgetq_lane_f32(totals, 0), sum[r]);
-            sum[r] = std::fma(-vgetq_lane_f32(scales, 1), vgetq_lane_f32(totals, 1), sum[r]);
+            // q4k_accumulate_block in lane 0 (by-element fmla and fmls; GCC has no scalar form):
+            // fma(d * ad, dot, sum), then sum - mins * (dmin * ad) in one rounding, which is
+            // fma(-(dmin * ad), mins, sum)
+            float32x4_t acc = vdupq_n_f32(sum[r]);
+            acc = vfmaq_laneq_f32(acc, scales, totals, 1);
+            acc = vfmsq_laneq_f32(acc, totals, scales, 1);
+            sum[r] = vgetq_lane_f32(acc, 0);
         }
     }
     SMOL_UNROLL

@@ -25,6 +25,7 @@
 #include "smol/quant/kernels_scalar.hpp"
 #include "smol/quant/kquant_tiles_avx2.hpp"
 #include "smol/quant/kquant_tiles_avx512.hpp"
+#include "smol/quant/kquant_gemm_dotprod.hpp"
 #include "smol/quant/kquant_tiles_neon.hpp"
 #include "smol/quant/legacy_tiles_avx2.hpp"
 #include "smol/quant/legacy_tiles_avx512.hpp"
@@ -98,9 +99,10 @@ inline constexpr GemmShape kGemmShapes[kIsaCount] = {
     {kTileRows, kGemmTokens, 1},
 #endif
     {kTileRows, kGemmTokens, 1},  // neon: unused, it has no GEMM
-    {kTileRows, kGemmTokens, 1},  // dotprod: unused, it has no GEMM
-    // i8mm: its Q6_K GEMM (kernels_i8mm.hpp) computes whole groups of 16 tokens; smaller batches
-    // go through the tiles from the same count as on x86 (not measured on ARM hardware).
+    // dotprod: its Q4_K and Q6_K GEMMs (kquant_gemm_dotprod.hpp, which i8mm runs too) compute
+    // whole groups of 16 tokens; smaller batches go through the tiles from the same count as on
+    // x86 (not measured on ARM hardware).
+    {kTileRows, kGemmTokens, kMinGemmTokens},
     {kTileRows, kGemmTokens, kMinGemmTokens},
 };
 
@@ -220,12 +222,11 @@ constexpr TypeRow with_neon_from_float(TypeRow r, FromFloatFn fast) {
 #define SMOL_FLOAT_TILES(name)                                                                    \
     {kernels_scalar::name,   SMOL_AVX2_TILE(name), SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), \
      SMOL_AVX512_TILE(name), SMOL_XSIMD_TILE(name), nullptr,            nullptr}
-#define SMOL_GEMMS(name) \
-    {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name)}
-// Q6_K's: those and the i8mm set's (for Q4_K prompts the i8mm tiles are cheaper, kernels_i8mm.hpp).
-#define SMOL_GEMMS_AND_I8MM(name)                                                                                 \
+// Q4_K's and Q6_K's: every x86 set's and the dotprod set's (kquant_gemm_dotprod.hpp), which the
+// i8mm set runs too.
+#define SMOL_GEMMS_AND_DOTPROD(name)                                                                              \
     {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name), nullptr, \
-     nullptr, SMOL_I8MM_TILE(name)}
+     SMOL_DOTPROD_TILE(name), nullptr}
 // Types with AVX2, AVX-VNNI and AVX-512 GEMMs but no AMX one: the AMX set multiplies their prompts
 // with AVX-512's (its GEMM shape is larger than the AVX-512 GEMMs take).
 #define SMOL_SET_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), nullptr}
@@ -264,11 +265,11 @@ inline constexpr TypeRow kTypeTable[] = {
     type_table_detail::row<TensorType::Q3_K, BlockQ3K, dequantize_row_q3_k, quantize_row_q3_k>(
         TensorType::Q8_K, SMOL_ARM_TILES(q3k_q8k), SMOL_SET_GEMMS(q3k_q8k_gemm)),
     type_table_detail::row<TensorType::Q4_K, BlockQ4K, dequantize_row_q4_k, quantize_row_q4_k>(
-        TensorType::Q8_K, SMOL_I8MM_ARM_TILES(q4k_q8k), SMOL_GEMMS(q4k_q8k_gemm), kQ4KRowGroups),
+        TensorType::Q8_K, SMOL_I8MM_ARM_TILES(q4k_q8k), SMOL_GEMMS_AND_DOTPROD(q4k_q8k_gemm), kQ4KRowGroups),
     type_table_detail::row<TensorType::Q5_K, BlockQ5K, dequantize_row_q5_k, quantize_row_q5_k>(
         TensorType::Q8_K, SMOL_ARM_TILES(q5k_q8k), SMOL_SET_GEMMS(q5k_q8k_gemm)),
     type_table_detail::row<TensorType::Q6_K, BlockQ6K, dequantize_row_q6_k, quantize_row_q6_k>(
-        TensorType::Q8_K, SMOL_I8MM_ARM_TILES(q6k_q8k), SMOL_GEMMS_AND_I8MM(q6k_q8k_gemm), kQ6KRowGroups),
+        TensorType::Q8_K, SMOL_I8MM_ARM_TILES(q6k_q8k), SMOL_GEMMS_AND_DOTPROD(q6k_q8k_gemm), kQ6KRowGroups),
     type_table_detail::with_neon_from_float(
         type_table_detail::row<TensorType::Q8_0, BlockQ8_0, dequantize_row_q8_0, quantize_row_q8_0>(
             TensorType::Q8_0, SMOL_VNNI_TILES(q8_0_q8_0)),
@@ -299,8 +300,7 @@ inline constexpr TypeRow kTypeTable[] = {
 };
 
 #undef SMOL_SET_GEMMS
-#undef SMOL_GEMMS_AND_I8MM
-#undef SMOL_GEMMS
+#undef SMOL_GEMMS_AND_DOTPROD
 #undef SMOL_VNNI_TILES
 #undef SMOL_FLOAT_TILES
 #undef SMOL_ARM_TILES
