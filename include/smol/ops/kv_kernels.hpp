@@ -10,7 +10,7 @@
 // `accumulate_cache`), converting each block in registers: decoding, whose 4 query rows per KV
 // head share too little to pay for a float copy of every row, runs those, and they give the
 // bits of the copy-first kernels. Q4_0 keys are scored in integers against quantized query rows
-// instead (kv_int8_scores.hpp), by prompts and decoding alike.
+// instead (kv_int8_scores.hpp, a file per set beside it), by prompts and decoding alike.
 //
 // Every result a kernel writes for one query row depends only on that row and the cache rows,
 // never on which other rows or how many shared the call: that is what keeps attention's output
@@ -27,6 +27,9 @@
 #include "smol/core/half.hpp"
 #include "smol/core/simd_targets.hpp"
 #include "smol/ops/kv_int8_scores.hpp"
+#include "smol/ops/kv_int8_scores_avx2.hpp"
+#include "smol/ops/kv_int8_scores_avx512.hpp"
+#include "smol/ops/kv_int8_scores_neon.hpp"
 #include "smol/ops/kv_layout.hpp"
 #include "smol/ops/kv_tiles_avx2.hpp"
 #include "smol/ops/kv_tiles_avx512.hpp"
@@ -128,10 +131,10 @@ inline const AttentionKernels* attention_kernels_for(Isa isa) {
         }
 #endif
 #if SMOL_HAVE_NEON_KERNELS
-        case Isa::neon: {  // Q4_0 keys: the integer scores' scalar version until ARM has its own
+        case Isa::neon: {
             static constexpr AttentionKernels set{Isa::neon,           neon::load_row,   neon::scores,
                                                   neon::softmax_weights, neon::accumulate, neon::scores_cache,
-                                                  neon::accumulate_cache, scores_q4_0_scalar};
+                                                  neon::accumulate_cache, neon::scores_q4_0};
             return &set;
         }
 #endif
