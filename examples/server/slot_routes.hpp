@@ -21,8 +21,8 @@
 
 namespace smol_server {
 
-// Longest file name taken; with the ".partial" a save writes first it stays under the 255
-// bytes Linux file systems allow.
+// Longest file name taken; with the ".partial" and count of the temporary file a save writes
+// first (write_cache_file) it stays under the 255 bytes Linux file systems allow.
 inline constexpr std::size_t kMaxSlotFileNameBytes = 200;
 
 // The slot id in /slots/{id}: digits naming an existing slot, else a 400 saying which exist.

@@ -21,6 +21,7 @@
 // reading the rows, so a hostile or truncated file is refused with what was expected and found.
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -113,7 +114,7 @@ private:
 
 // Writes the first tokens.size() positions of `cache` (which holds at least that many) as a
 // cache file, through a temporary file renamed into place so a reader never sees half a file;
-// the bytes written.
+// the bytes written. The temporary file's name adds ".partial" and a count to the path's.
 inline std::uint64_t write_cache_file(const std::filesystem::path& path, const KvCache& cache,
                                       std::span<const std::int32_t> tokens, std::string_view model_identity,
                                       std::string_view partition) {
@@ -136,7 +137,9 @@ inline std::uint64_t write_cache_file(const std::filesystem::path& path, const K
     put_u32(header, std::uint32_t(tokens.size()));
     for (const std::int32_t t : tokens) put_u32(header, std::uint32_t(t));
 
-    const std::filesystem::path partial = path.string() + ".partial";
+    // Its own temporary name, so two saves to one name never write into each other's file.
+    static std::atomic<std::uint64_t> saves{0};
+    const std::filesystem::path partial = path.string() + ".partial" + std::to_string(++saves);
     std::uint64_t written = header.size();
     {
         std::ofstream out(partial, std::ios::binary | std::ios::trunc);

@@ -429,8 +429,8 @@ private:
             ++stats_.requests_cancelled;
             it = queue_.erase(it);
         }
-        while (!queue_.empty()) {
-            Pending& p = queue_.front();
+        for (auto it = queue_.begin(); it != queue_.end();) {
+            Pending& p = *it;
             // The free slot sharing the longest prefix; among equals, one without a cache
             // (nothing to lose), then the least recently used.
             Slot* best = nullptr;
@@ -446,10 +446,14 @@ private:
                     best_prefix = prefix;
                 }
             }
+            if (!best && p.request.slot >= 0) {
+                ++it;  // waits for the slot it names; those behind it may take the others
+                continue;
+            }
             if (!best) return;  // every slot busy
             if (!best->sequence.has_cache() && !make_room_locked(best)) return;
             start_locked(*best, std::move(p));
-            queue_.pop_front();
+            it = queue_.erase(it);
         }
     }
 
@@ -685,10 +689,12 @@ private:
         return resting_;
     }
 
-    // Under mutex_: whether the head of the queue could get a slot now.
+    // Under mutex_: whether a waiting request could get a slot now.
     bool can_admit_locked() const {
         for (const Slot& s : slots_)
-            if (!s.active && (queue_.empty() || may_run(s, queue_.front().request))) return true;
+            if (!s.active)
+                for (const Pending& p : queue_)
+                    if (may_run(s, p.request)) return true;
         return false;
     }
 
