@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -505,4 +506,38 @@ TEST_CASE("cli: --tools puts the tools in the prompt; calls are shown and /tool 
     const Run both = run(print + " --tools " + quote(tools) + " --xml-tools " + quote(tools) + " 2>&1");
     CHECK(both.status == 2);
     CHECK(both.out.find("give --tools (OpenAI's shape) or --xml-tools (the template's), not both") != std::string::npos);
+}
+
+TEST_CASE("cli: --prompt-cache writes the cache after the reply and reads it back; the output is the same") {
+    const TempDir dir;
+    const std::string cache = (dir.path / "prompt.cache").string();
+    const std::string command = cli() + " -m " + quote(kFloatModel.string()) +
+                                " -p 'Tell me a story' --temp 0 -n 12 --no-think --date '21 November 2026' -t 1"
+                                " --prompt-cache " + quote(cache);
+    const Run first = run(command + " 2>" + quote((dir.path / "first.err").string()));
+    REQUIRE(first.status == 0);
+    REQUIRE(fs::exists(cache));
+    const auto text = [](const fs::path& p) {
+        std::ifstream in(p, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string written = text(cache);
+    CHECK(text(dir.path / "first.err").find("written to") != std::string::npos);
+    CHECK(text(dir.path / "first.err").find("read from") == std::string::npos);
+
+    const Run second = run(command + " 2>" + quote((dir.path / "second.err").string()));
+    REQUIRE(second.status == 0);
+    CHECK(second.out == first.out);
+    CHECK(text(dir.path / "second.err").find("tokens read from") != std::string::npos);
+    CHECK(text(cache) == written);  // the same conversation, the same bits
+
+    // Another model's cache, or a file that is no cache, is an error that says so.
+    const Run other = run(cli() + " -m " + quote((kData / "tiny" / "smollm3-tiny-Q4_K_M.gguf").string()) +
+                          " -p 'Hi' -n 2 --prompt-cache " + quote(cache) + " 2>&1");
+    CHECK(other.status == 1);
+    CHECK(other.out.find("another model") != std::string::npos);
+    const Run junk = run(cli() + " -m " + quote(kFloatModel.string()) + " -p 'Hi' -n 2 --prompt-cache " +
+                         quote(dir.write("junk", "not a cache")) + " 2>&1");
+    CHECK(junk.status == 1);
+    CHECK(junk.out.find("not a smol KV cache file") != std::string::npos);
 }

@@ -1,15 +1,22 @@
 // The KV cache: its size per token in each cache type, memory that becomes resident only as
-// positions are written, copies of the filled positions, and the cache types' names (the -ctk/-ctv
-// flags that take them are examples/program_args.hpp's, tested in test_program_args).
+// positions are written, copies of the filled positions, the cache types' names (the -ctk/-ctv
+// flags that take them are examples/program_args.hpp's, tested in test_program_args), and cache
+// files (generate/cache_file.hpp): read back bit for bit, hostile ones refused.
 
 #include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "smol/generate/cache_file.hpp"
 #include "smol/model/kv_cache.hpp"
 #include "smol/ops/attention.hpp"
 
@@ -63,4 +70,125 @@ TEST_CASE("cache types are named as llama.cpp names them, and only those names p
     CHECK_FALSE(parse_kv_type("q5_1"));
     CHECK_FALSE(parse_kv_type("F16"));
     CHECK_FALSE(parse_kv_type(""));
+}
+
+namespace {
+
+// A cache of `n` positions of random bytes in every head's keys and values.
+KvCache random_cache(int n, KvCacheTypes types = {}, int capacity = 64) {
+    KvCache cache(2, 2, 64, capacity, types);
+    std::mt19937 rng(7);
+    for (std::size_t head = 0; head < cache.heads(); ++head)
+        for (const std::span<std::byte> rows : {cache.filled_keys(head, n), cache.filled_values(head, n)})
+            for (std::byte& b : rows) b = std::byte(rng());
+    cache.set_size(n);
+    return cache;
+}
+
+std::string file_bytes(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void put_bytes(const std::filesystem::path& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// The CacheFileError reading `path` into a fresh cache gives; fails when it reads.
+std::string refusal_reading(const std::filesystem::path& path, KvCacheTypes types = {}, int capacity = 64) {
+    KvCache into(2, 2, 64, capacity, types);
+    try {
+        read_cache_file(path, into, "model A", 1000);
+    } catch (const CacheFileError& e) {
+        CHECK(into.size() == 0);
+        return e.what();
+    }
+    FAIL("read " << path);
+    return {};
+}
+
+}  // namespace
+
+TEST_CASE("a cache file gives back the tokens, keys and values bit for bit, in every cache type") {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("smol-cache-file-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    for (const KvCacheTypes types : {KvCacheTypes{}, KvCacheTypes{KvType::q8_0, KvType::q4_0}}) {
+        CAPTURE(kv_type_name(types.keys));
+        const KvCache cache = random_cache(20, types);
+        std::vector<std::int32_t> tokens(17);
+        for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = std::int32_t(i * 37 % 1000);
+        const std::uint64_t written = write_cache_file(dir / "a.bin", cache, tokens, "model A", "key 0");
+        CHECK(written == std::filesystem::file_size(dir / "a.bin"));
+        for (const auto& entry : std::filesystem::directory_iterator(dir))  // no temporary file left
+            CHECK(entry.path().filename().string().find(".partial") == std::string::npos);
+
+        KvCache into(2, 2, 64, 64, types);
+        const RestoredCache restored = read_cache_file(dir / "a.bin", into, "model A", 1000);
+        CHECK(restored.tokens == tokens);
+        CHECK(restored.partition == "key 0");
+        CHECK(restored.bytes_read == written);
+        REQUIRE(into.size() == 17);
+        for (std::size_t head = 0; head < cache.heads(); ++head) {
+            CHECK(std::memcmp(into.filled_keys(head, 17).data(), cache.filled_keys(head, 17).data(),
+                              cache.filled_keys(head, 17).size()) == 0);
+            CHECK(std::memcmp(into.filled_values(head, 17).data(), cache.filled_values(head, 17).data(),
+                              cache.filled_values(head, 17).size()) == 0);
+        }
+        // Written again, the same bytes.
+        write_cache_file(dir / "b.bin", into, restored.tokens, "model A", "key 0");
+        CHECK(file_bytes(dir / "a.bin") == file_bytes(dir / "b.bin"));
+    }
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a cache file of another model, type or shape, or a hostile one, is refused saying what was expected") {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("smol-cache-hostile-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::vector<std::int32_t> tokens = {1, 2, 3, 4, 5};
+    write_cache_file(dir / "good.bin", random_cache(5), tokens, "model A", "");
+    const std::string good = file_bytes(dir / "good.bin");
+
+    {
+        KvCache into(2, 2, 64, 64);
+        CHECK_THROWS_WITH_AS(read_cache_file(dir / "good.bin", into, "model B", 1000),
+                             doctest::Contains("another model: expected model B, found model A"), CacheFileError);
+    }
+    CHECK(refusal_reading(dir / "good.bin", {KvType::q8_0, KvType::q8_0}).find("expected q8_0/q8_0") != std::string::npos);
+    {
+        KvCache other_shape(3, 2, 64, 64);
+        CHECK_THROWS_WITH_AS(read_cache_file(dir / "good.bin", other_shape, "model A", 1000),
+                             doctest::Contains("expected 3 x 2 x 64"), CacheFileError);
+    }
+    CHECK(refusal_reading(dir / "good.bin", {}, 4).find("at most 4") != std::string::npos);
+    {
+        KvCache into(2, 2, 64, 64);
+        CHECK_THROWS_WITH_AS(read_cache_file(dir / "good.bin", into, "model A", 5), doctest::Contains("vocabulary [0, 5)"),
+                             CacheFileError);
+    }
+    // Every cut short, a byte more, and each header field made hostile: refused, never read past.
+    for (std::size_t cut = 0; cut < good.size(); cut += (cut < 96 ? 1 : 97)) {
+        CAPTURE(cut);
+        put_bytes(dir / "bad.bin", good.substr(0, cut));
+        CHECK_FALSE(refusal_reading(dir / "bad.bin").empty());
+    }
+    put_bytes(dir / "bad.bin", good + "x");
+    CHECK(refusal_reading(dir / "bad.bin").find("its header says") != std::string::npos);
+    const auto patched = [&](std::size_t at, std::uint32_t value) {
+        std::string bytes = good;
+        for (int i = 0; i < 4; ++i) bytes[at + std::size_t(i)] = char((value >> (8 * i)) & 0xFF);
+        put_bytes(dir / "bad.bin", bytes);
+        return refusal_reading(dir / "bad.bin");
+    };
+    CHECK(patched(0, 0x41414141).find("not a smol KV cache file") != std::string::npos);
+    CHECK(patched(8, 2).find("version 2; expected 1") != std::string::npos);
+    CHECK(patched(12, 0xFFFFFFFF).find("expected at most 4096") != std::string::npos);  // the model identity's length
+    const std::size_t count_at = 8 + 4 + 4 + 7 + 4 + 2 + 12;  // magic, version, "model A", partition "", types, shape
+    CHECK(patched(count_at, 0xFFFFFFFF).find("at most 64") != std::string::npos);
+    CHECK(patched(count_at, 6).find("its header says") != std::string::npos);
+    CHECK(patched(count_at + 4, 0xFFFFFFFF).find("outside the vocabulary") != std::string::npos);
+    std::string types = good;
+    types[count_at - 14] = char(9);
+    put_bytes(dir / "bad.bin", types);
+    CHECK(refusal_reading(dir / "bad.bin").find("unknown/f16") != std::string::npos);
+    std::filesystem::remove_all(dir);
 }

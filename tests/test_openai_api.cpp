@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 
@@ -537,4 +538,89 @@ TEST_CASE("uuid_v7 ids are RFC 9562 version 7 and differ") {
     CHECK(a[8] == '-');
     CHECK(a[14] == '7');  // version
     CHECK(std::string("89ab").find(a[19]) != std::string::npos);  // variant 10
+}
+
+TEST_CASE("llama-server's request fields: n_predict, n_probs, id_slot, ignore_eos, json_schema, cache_prompt, n_keep") {
+    const auto text = [](json body) { return smol_server::parse_text_request(body, tokenizer(), 4096); };
+    const json prompt = {{"prompt", "Once upon"}};
+    // n_predict is max_tokens where that is absent; -1 is no limit, 0 asks for nothing.
+    CHECK(parse(with(hello(), "n_predict", 7)).generation.params.max_tokens == 7);
+    CHECK(text(with(prompt, "n_predict", 9)).generation.params.max_tokens == 9);
+    CHECK(parse(with(hello(), "n_predict", -1)).generation.params.max_tokens == smol::GenerationParams{}.max_tokens);
+    CHECK(parse(with(with(hello(), "n_predict", 7), "max_tokens", 3)).generation.params.max_tokens == 3);
+    CHECK(parse(with(with(hello(), "n_predict", 7), "max_completion_tokens", 4)).generation.params.max_tokens == 4);
+    for (const json& bad : {json(0), json(-2), json("5"), json(1.5)}) {
+        CAPTURE(bad.dump());
+        const ApiError e = refusal(with(hello(), "n_predict", bad));
+        CHECK(e.status == 400);
+        CHECK(e.message.find("'n_predict'") != std::string::npos);
+    }
+
+    // n_probs: alternatives per token, as top_logprobs (chat) or logprobs (completions), bounded.
+    const smol_server::ApiRequest probs = parse(with(hello(), "n_probs", 3));
+    CHECK(probs.logprobs);
+    CHECK(probs.generation.params.logprobs == 3);
+    CHECK(text(with(prompt, "n_probs", 2)).generation.params.logprobs == 2);
+    CHECK(parse(with(hello(), "n_probs", 0)).generation.params.logprobs == -1);
+    CHECK(parse(with(with(with(hello(), "n_probs", 3), "logprobs", true), "top_logprobs", 3)).generation.params.logprobs == 3);
+    CHECK(refusal(with(hello(), "n_probs", smol::kMaxTopLogprobs + 1)).message.find("'n_probs'") != std::string::npos);
+    CHECK(refusal(with(hello(), "n_probs", -1)).status == 400);
+    CHECK(refusal(with(with(hello(), "n_probs", 3), "logprobs", false)).message.find("'n_probs'") != std::string::npos);
+    CHECK(refusal(with(with(with(hello(), "n_probs", 3), "logprobs", true), "top_logprobs", 2)).status == 400);
+    CHECK_THROWS_AS(text(with(with(prompt, "n_probs", 3), "logprobs", 2)), ApiError);
+
+    // id_slot names the slot (the scheduler checks it against --parallel); -1 is any.
+    CHECK(parse(hello()).generation.slot == -1);
+    CHECK(parse(with(hello(), "id_slot", 2)).generation.slot == 2);
+    CHECK(text(with(prompt, "id_slot", -1)).generation.slot == -1);
+    for (const json& bad : {json(-2), json("1"), json(1 << 21), json(0.5)}) {
+        CAPTURE(bad.dump());
+        CHECK(refusal(with(hello(), "id_slot", bad)).message.find("'id_slot'") != std::string::npos);
+    }
+
+    // ignore_eos: every end-of-generation token is biased out of reach; not with a grammar.
+    const smol_server::ApiRequest endless = parse(with(hello(), "ignore_eos", true));
+    for (const std::int32_t id : tokenizer().end_of_generation_ids()) {
+        CAPTURE(id);
+        const auto& biases = endless.generation.params.sampling.logit_bias;
+        const auto it = std::find_if(biases.begin(), biases.end(), [&](const auto& b) { return b.first == id; });
+        REQUIRE(it != biases.end());
+        CHECK(it->second < -1e29f);
+    }
+    CHECK(parse(with(hello(), "ignore_eos", false)).generation.params.sampling.logit_bias.empty());
+    CHECK(refusal(with(hello(), "ignore_eos", "yes")).message.find("'ignore_eos'") != std::string::npos);
+    CHECK(refusal(with(with(hello(), "ignore_eos", true), "grammar", "root ::= \"a\"")).message.find("'ignore_eos'") !=
+          std::string::npos);
+
+    // json_schema: the schema itself, the same grammar as response_format's.
+    const json schema = {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}, {"required", {"city"}}};
+    const std::string from_format =
+        parse(with(hello(), "response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", schema}}}})).grammar;
+    CHECK(parse(with(hello(), "json_schema", schema)).grammar == from_format);
+    CHECK(text(with(prompt, "json_schema", schema)).grammar == from_format);
+    CHECK(refusal(with(hello(), "json_schema", "x")).message.find("'json_schema'") != std::string::npos);
+    CHECK(refusal(with(with(hello(), "json_schema", schema), "grammar", "root ::= \"a\"")).status == 400);
+    CHECK(refusal(with(with(hello(), "json_schema", schema), "response_format", {{"type", "json_object"}})).status == 400);
+
+    // cache_prompt is accepted either way (smol always reuses a slot's prefix; the reply is the
+    // same); n_keep only where it describes what smol does: it never shifts the context.
+    CHECK_NOTHROW(parse(with(hello(), "cache_prompt", true)));
+    CHECK_NOTHROW(parse(with(hello(), "n_keep", 0)));
+    CHECK_NOTHROW(text(with(prompt, "n_keep", -1)));
+    const ApiError keep = refusal(with(hello(), "n_keep", 16));
+    CHECK(keep.code == "unsupported_parameter");
+    CHECK(keep.message.find("'n_keep'") != std::string::npos);
+}
+
+TEST_CASE("/apply-template renders the prompt a chat request would run, and checks the body as one") {
+    const json body = with(hello(), "chat_template_kwargs", {{"enable_thinking", false}});
+    const std::string prompt = smol_server::apply_template(body)["prompt"];
+    CHECK(tokenizer().encode(prompt, /*parse_special=*/true) == parse(body).generation.prompt);
+    CHECK(prompt.find("Hello") != std::string::npos);
+    const auto refused = [](const json& b) {
+        return smol_test::refusal_of(b, [](const json& x) { smol_server::apply_template(x); });
+    };
+    CHECK(refused(with(hello(), "temperature", 0.5)).code == "unsupported_parameter");
+    CHECK(refused(json{{"messages", json::array()}}).status == 400);
+    CHECK(refused(json::object()).code == "missing_messages");
 }

@@ -456,3 +456,51 @@ TEST_CASE("a chat session and the scheduler give the same reply: one pipeline, o
     CHECK(ended.usage.completion_tokens == 1);
     CHECK(ended.content == "");
 }
+
+TEST_CASE("a request runs in the slot it names; slot caches are copied, restored and erased only while idle") {
+    smol::SchedulerOptions options;
+    options.slots = 2;
+    options.context = 256;
+    smol::Scheduler scheduler(smol_test::quantized_engine(), options);
+    const auto prompt = scheduler.tokenizer().encode("Tell me a long story about a lighthouse", true);
+    smol::GenerationRequest pinned = request_for(prompt, 3);
+    pinned.slot = 1;
+    const smol::StreamEvent first = scheduler.submit(pinned)->collect();
+    CHECK(scheduler.cached_tokens()[0].empty());
+    CHECK(scheduler.cached_tokens()[1].size() >= prompt.size());
+    pinned.slot = 2;
+    CHECK_THROWS_WITH_AS(scheduler.submit(pinned), doctest::Contains("expected -1 (any) or 0 to 1"), smol::Error);
+
+    // Slot 1's cache copied into slot 0: the same request there reuses all but its last token
+    // and gives the same reply.
+    smol::Scheduler::SlotCopy copy = scheduler.copy_slot(1);
+    REQUIRE(copy.cache.has_value());
+    CHECK(copy.tokens == scheduler.cached_tokens()[1]);
+    scheduler.restore_slot(0, std::move(*copy.cache), copy.tokens, copy.partition);
+    CHECK(scheduler.cached_tokens()[0] == scheduler.cached_tokens()[1]);
+    pinned.slot = 0;
+    const smol::StreamEvent again = scheduler.submit(pinned)->collect();
+    CHECK(again.usage.cached_tokens == int(prompt.size()) - 1);
+    CHECK(again.content == first.content);
+    CHECK(again.reasoning == first.reasoning);
+    CHECK(scheduler.erase_slot(0) > 0);
+    CHECK(scheduler.cached_tokens()[0].empty());
+    CHECK_THROWS_AS(scheduler.erase_slot(2), smol::Error);
+
+    // While a slot serves a request it is neither copied, restored nor erased. The request
+    // cannot end by itself before it is cancelled: no end-of-generation token, thousands of
+    // positions to fill.
+    options.slots = 1;
+    options.context = 4096;
+    smol::Scheduler single(smol_test::quantized_engine(), options);
+    smol::GenerationRequest endless = request_for(prompt, -1);
+    for (const std::int32_t id : single.tokenizer().end_of_generation_ids())
+        endless.params.sampling.logit_bias.emplace_back(id, -1e30f);
+    auto running = single.submit(endless);
+    while (single.stats().active_slots == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK_THROWS_AS(single.copy_slot(0), smol::SlotBusyError);
+    CHECK_THROWS_AS(single.erase_slot(0), smol::SlotBusyError);
+    CHECK_THROWS_AS(single.restore_slot(0, single.make_slot_cache(), {}, ""), smol::SlotBusyError);
+    running->cancel();
+    CHECK(running->collect().finish == smol::FinishReason::cancelled);
+}

@@ -753,7 +753,7 @@ TEST_CASE("smol-server: --alias, /props, /slots, --cors, and the key on everythi
 
     // The key by rule: the page, its files and /health are open; everything else is not, even
     // paths that do not exist.
-    for (const char* open : {"/", "/index.html", "/app.js", "/health"}) {
+    for (const char* open : {"/", "/index.html", "/app.js", "/health", "/v1/health"}) {
         CAPTURE(open);
         CHECK(http(port, "GET", open, "", "").status == 200);
     }
@@ -762,6 +762,11 @@ TEST_CASE("smol-server: --alias, /props, /slots, --cors, and the key on everythi
         check_error(http(port, "GET", closed, "", ""), 401, "invalid_api_key");
     }
     check_error(http(port, "POST", "/tokenize", R"({"content": "x"})", ""), 401, "invalid_api_key");
+    check_error(http(port, "POST", "/apply-template", R"({"messages": []})", ""), 401, "invalid_api_key");
+    check_error(http(port, "POST", "/slots/0?action=erase", "{}", ""), 401, "invalid_api_key");
+    // Without --slot-save-path the slot actions are off, as llama-server's are.
+    check_error(http(port, "POST", "/slots/0?action=save", R"({"filename": "a.bin"})"), 501, "not_supported");
+    check_error(http(port, "POST", "/slots/0?action=erase", "{}"), 501, "not_supported");
 
     // CORS: an allowed origin may read replies and gets its preflight answered; others get nothing.
     const auto get_from = [&](const std::string& origin) {
@@ -2901,4 +2906,189 @@ TEST_CASE("smol-load drives the server and reports what its users saw") {
     const CommandResult bad = run_load("-u 1 -d 1 --api-key wrong");
     CHECK(bad.status == 1);
     CHECK(bad.output.find("HTTP 401") != std::string::npos);
+}
+
+namespace {
+
+std::string file_text(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A slot action's reply, required to be a 200.
+json slot_action(int port, int slot, const std::string& action, const json& body, const std::string& key = kKey) {
+    const Response r = http(port, "POST", "/slots/" + std::to_string(slot) + "?action=" + action, body.dump(), key);
+    CAPTURE(r.body);
+    REQUIRE(r.status == 200);
+    return r.json_body();
+}
+
+}  // namespace
+
+TEST_CASE("smol-server: a slot saved, then restored after a restart, gives the same next reply bit for bit") {
+    const fs::path dir = fs::temp_directory_path() / ("smol-slots-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::vector<std::string> flags = {"--api-key", kKey, "--api-key", "other-key", "-c", "512", "--parallel", "2",
+                                            "--slot-save-path", dir.string()};
+    json first = chat("Tell me about the sea", 6, false);
+    first["id_slot"] = 1;
+    json follow_up;  // the next turn, with its log-probabilities: a cache restored wrong shows there
+    json expected;   // its reply from the server that ran the first turn
+    json saved;
+    {
+        ServerProcess server(flags);
+        const int port = server.port();
+        const Response r = http(port, "POST", "/v1/chat/completions", first.dump());
+        REQUIRE(r.status == 200);
+        saved = slot_action(port, 1, "save", {{"filename", "sea.bin"}});
+        CHECK(saved["id_slot"] == 1);
+        CHECK(saved["filename"] == "sea.bin");
+        CHECK(saved["n_saved"].get<int>() > 0);
+        CHECK(saved["n_written"] == fs::file_size(dir / "sea.bin"));
+        CHECK(saved["timings"]["save_ms"].is_number());
+        const json slots = http(port, "GET", "/slots").json_body();
+        CHECK(slots[1]["n_cached_tokens"] == saved["n_saved"]);
+        // Another key may neither save this key's prompt nor restore its file.
+        check_error(http(port, "POST", "/slots/1?action=save", R"({"filename": "b.bin"})", "other-key"), 403,
+                    "slot_of_another_tenant");
+        check_error(http(port, "POST", "/slots/0?action=restore", R"({"filename": "sea.bin"})", "other-key"), 403,
+                    "slot_of_another_tenant");
+
+        follow_up = first;
+        follow_up["messages"].push_back(r.json_body()["choices"][0]["message"]);
+        follow_up["messages"].push_back({{"role", "user"}, {"content", "And the sky?"}});
+        follow_up["logprobs"] = true;
+        follow_up["top_logprobs"] = 3;
+        expected = http(port, "POST", "/v1/chat/completions", follow_up.dump()).json_body();
+        CHECK(expected["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>() > 0);
+    }
+    ServerProcess server(flags);
+    const int port = server.port();
+    const json restored = slot_action(port, 0, "restore", {{"filename", "sea.bin"}});
+    CHECK(restored["id_slot"] == 0);
+    CHECK(restored["n_restored"] == saved["n_saved"]);
+    CHECK(restored["n_read"] == saved["n_written"]);
+    CHECK(restored["timings"]["restore_ms"].is_number());
+    slot_action(port, 0, "save", {{"filename", "again.bin"}});
+    CHECK(file_text(dir / "again.bin") == file_text(dir / "sea.bin"));  // the cache came back bit for bit
+    follow_up["id_slot"] = 0;
+    const json reply = http(port, "POST", "/v1/chat/completions", follow_up.dump()).json_body();
+    CHECK(reply["choices"] == expected["choices"]);
+    CHECK(reply["usage"] == expected["usage"]);
+
+    // Erase forgets the slot's cache.
+    const json erased = slot_action(port, 0, "erase", json::object());
+    CHECK(erased["id_slot"] == 0);
+    CHECK(erased["n_erased"].get<int>() > 0);
+    CHECK(http(port, "GET", "/slots").json_body()[0]["n_cached_tokens"] == 0);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("smol-server: slot actions refuse bad ids, actions, file names, files and bodies with a 4xx") {
+    const fs::path dir = fs::temp_directory_path() / ("smol-slots-hostile-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "inner");
+    ServerProcess server({"-c", "256", "--parallel", "2", "--slot-save-path", (dir / "inner").string(), "--max-body",
+                          "65536"});
+    const int port = server.port();
+    for (const char* path : {"/slots/2?action=erase", "/slots/-1?action=erase", "/slots/abc?action=erase",
+                             "/slots/?action=erase", "/slots/99999999999999999999?action=erase", "/slots/0x1?action=erase"}) {
+        CAPTURE(path);
+        check_error(http(port, "POST", path, "{}"), 400, "invalid_slot_id");
+    }
+    const Response traversal = http(port, "POST", "/slots/../../etc/passwd?action=save", R"({"filename": "x"})");
+    CHECK(traversal.status >= 400);
+    CHECK(traversal.status < 500);
+    for (const char* action : {"", "delete", "SAVE", "save%00"}) {
+        CAPTURE(action);
+        check_error(http(port, "POST", std::string("/slots/0?action=") + action, R"({"filename": "a"})"), 400,
+                    "invalid_action");
+    }
+    check_error(http(port, "POST", "/slots/0", "{}"), 400, "invalid_action");
+    const std::string longest(200, 'a');
+    slot_action(port, 0, "save", {{"filename", longest}});
+    CHECK(fs::exists(dir / "inner" / longest));
+    for (const json& name : {json("../outside.bin"), json(".."), json("."), json("a/b"), json("/tmp/x"), json(".hidden"),
+                             json("a..b"), json(""), json(std::string(201, 'a')), json("a\\b"), json("x\n"), json("x y"),
+                             json("caf\u00e9"), json(7), json(nullptr), json::array({"a"})}) {
+        CAPTURE(name.dump());
+        for (const char* action : {"save", "restore"})
+            check_error(http(port, "POST", std::string("/slots/0?action=") + action, json{{"filename", name}}.dump()), 400,
+                        "invalid_filename");
+    }
+    check_error(http(port, "POST", "/slots/0?action=save", "{}"), 400, "invalid_filename");
+    CHECK_FALSE(fs::exists(dir / "outside.bin"));
+    CHECK(fs::directory_iterator(dir)->path() == dir / "inner");  // nothing was written beside the folder
+
+    check_error(http(port, "POST", "/slots/0?action=restore", R"({"filename": "missing.bin"})"), 404, "cache_file_not_found");
+    std::ofstream(dir / "inner" / "junk.bin") << "not a cache";
+    check_error(http(port, "POST", "/slots/0?action=restore", R"({"filename": "junk.bin"})"), 400, "invalid_cache_file");
+    const std::string whole = file_text(dir / "inner" / longest);
+    std::ofstream(dir / "inner" / "cut.bin", std::ios::binary) << whole.substr(0, whole.size() / 2);
+    check_error(http(port, "POST", "/slots/1?action=restore", R"({"filename": "cut.bin"})"), 400, "invalid_cache_file");
+    check_error(http(port, "POST", "/slots/0?action=save", R"({"filename": "a", "path": "/tmp"})"), 400,
+                "unsupported_parameter");
+    check_error(http(port, "POST", "/slots/0?action=erase", R"({"filename": "a"})"), 400, "unsupported_parameter");
+    check_error(http(port, "POST", "/slots/0?action=save", "[1,"), 400, "invalid_json");
+    check_error(http(port, "POST", "/slots/0?action=save", "{\"filename\": \"" + std::string(70000, 'a') + "\"}"), 413,
+                "payload_too_large");
+    // The server is still there, and the slots still work.
+    CHECK(http(port, "POST", "/v1/chat/completions", chat("Hi", 2, false).dump()).status == 200);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("smol-server: llama-server's paths and fields: /apply-template, no /v1, /v1/health, id_slot, n_predict") {
+    ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "2"});
+    const int port = server.port();
+    CHECK(http(port, "GET", "/v1/health", "", "").json_body()["status"] == "ok");
+
+    const json messages = chat("Hi", 3, false)["messages"];
+    const Response rendered = http(port, "POST", "/apply-template", json{{"messages", messages}}.dump());
+    REQUIRE(rendered.status == 200);
+    const std::string prompt = rendered.json_body()["prompt"];
+    CHECK(prompt.find("Be brief.") != std::string::npos);
+    CHECK(prompt.find("<|im_start|>assistant") != std::string::npos);
+    check_error(http(port, "POST", "/apply-template", R"({"messages": "x"})"), 400, "invalid_type");
+    check_error(http(port, "POST", "/apply-template", R"({"messages": [{"role": "user", "content": "x"}], "n": 2})"), 400,
+                "unsupported_parameter");
+
+    // Without /v1: the same handlers, so the same reply (greedy) and the same errors.
+    for (const auto& paths : {std::pair{"/v1/chat/completions", "/chat/completions"},
+                              std::pair{"/v1/completions", "/completions"}}) {
+        const char* with_v1 = paths.first;
+        const char* without = paths.second;
+        CAPTURE(without);
+        const std::string body = std::string(with_v1).find("chat") != std::string::npos
+                                     ? chat("Hi", 3, false).dump()
+                                     : json{{"prompt", "Once"}, {"max_tokens", 3}, {"temperature", 0}}.dump();
+        const json a = http(port, "POST", with_v1, body).json_body(), b = http(port, "POST", without, body).json_body();
+        CHECK(a["choices"] == b["choices"]);
+        CHECK(a["object"] == b["object"]);
+        check_error(http(port, "POST", without, "{"), 400, "invalid_json");
+        check_error(http(port, "POST", without, body, ""), 401, "invalid_api_key");
+    }
+
+    // id_slot runs the request in that slot; n_predict is max_tokens.
+    json pinned = chat("Tell me a story about a fox", 4, false);
+    pinned.erase("max_tokens");
+    pinned["n_predict"] = 4;
+    pinned["id_slot"] = 1;
+    const json reply = http(port, "POST", "/v1/chat/completions", pinned.dump()).json_body();
+    CHECK(reply["usage"]["completion_tokens"] == 4);
+    const json slots = http(port, "GET", "/slots").json_body();
+    CHECK(slots[1]["n_cached_tokens"].get<int>() >= reply["usage"]["prompt_tokens"].get<int>());
+    pinned["id_slot"] = 2;
+    check_error(http(port, "POST", "/v1/chat/completions", pinned.dump()), 400, "invalid_value");
+    pinned["id_slot"] = "1";
+    check_error(http(port, "POST", "/v1/chat/completions", pinned.dump()), 400, "invalid_type");
+    pinned["id_slot"] = 0;
+    pinned["n_keep"] = 8;
+    check_error(http(port, "POST", "/chat/completions", pinned.dump()), 400, "unsupported_parameter");
+    pinned.erase("n_keep");
+    pinned["ignore_eos"] = true;
+    pinned["n_probs"] = 2;
+    const json endless = http(port, "POST", "/chat/completions", pinned.dump()).json_body();
+    CHECK(endless["choices"][0]["finish_reason"] == "length");
+    CHECK(endless["choices"][0]["logprobs"]["content"][0]["top_logprobs"].size() == 2);
 }

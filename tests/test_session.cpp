@@ -8,12 +8,16 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "smol/generate/cache_file.hpp"
 #include "smol/generate/engine.hpp"
 #include "smol/generate/session.hpp"
 #include "smol/text/chat_template.hpp"
@@ -537,4 +541,39 @@ TEST_CASE("session: set_messages takes a saved conversation, which then continue
     original.clear();
     REQUIRE(original.messages().size() == 1);
     CHECK(original.messages()[0]["content"] == "You are terse.");
+}
+
+TEST_CASE("session: a cache file restores the conversation's cache bit for bit; the next reply is the same") {
+    Engine& engine = float_engine();
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("smol-session-cache-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    ChatSession original(engine, 1024, "You are terse.");
+    greedy_reply(original, "Hello there", 12);
+    const std::uint64_t written = original.save_cache(dir / "chat.bin");
+    CHECK(written == std::filesystem::file_size(dir / "chat.bin"));
+    const std::vector<std::int32_t> saved(original.cached_tokens().begin(), original.cached_tokens().end());
+    const nlohmann::ordered_json conversation = original.messages();
+    const GenerationResult next = greedy_reply(original, "And again", 12);
+    CHECK(next.usage.cached_tokens > 0);
+
+    ChatSession restored(engine, 1024, "You are terse.");
+    CHECK(restored.load_cache(dir / "chat.bin") == saved.size());
+    CHECK(std::equal(saved.begin(), saved.end(), restored.cached_tokens().begin(), restored.cached_tokens().end()));
+    restored.save_cache(dir / "again.bin");
+    const auto bytes = [](const std::filesystem::path& p) {
+        std::ifstream in(p, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    CHECK(bytes(dir / "again.bin") == bytes(dir / "chat.bin"));
+    restored.set_messages(conversation);
+    const GenerationResult after = greedy_reply(restored, "And again", 12);
+    CHECK(after.answer == next.answer);
+    CHECK(after.usage.cached_tokens == next.usage.cached_tokens);
+    CHECK(after.usage.prompt_evaluated() == next.usage.prompt_evaluated());
+
+    // Another model's file is refused and the cache stays as it was.
+    ChatSession other(quantized_engine(), 1024);
+    CHECK_THROWS_WITH_AS(other.load_cache(dir / "chat.bin"), doctest::Contains("another model"), smol::CacheFileError);
+    CHECK(other.cached_token_count() == 0);
+    std::filesystem::remove_all(dir);
 }

@@ -103,6 +103,9 @@ constexpr const char* kUsage =
     "                             before (default none)\n"
     "  --draft-max N              with --spec ngram: tokens drafted per step at most, 1..64 (default 16)\n"
     "  --draft-min N              with --spec ngram: a shorter draft is not checked (default 1)\n"
+    "  --prompt-cache FILE        KV cache file (llama-cli's): read at start when it exists, so the prompt\n"
+    "                             runs only past the prefix it shares with the file; written after the\n"
+    "                             first reply\n"
     "  -h, --help                 show this help\n"
     "\n"
     "Chat commands (/help lists them): /clear, /regen, /save FILE, /load FILE, /tool RESULT, /think,\n"
@@ -123,6 +126,7 @@ struct Options {
     std::optional<std::string> grammar_file;  // --grammar-file
     std::optional<std::string> json_schema_file;  // --json-schema
     std::string date;
+    std::string prompt_cache;  // --prompt-cache
     int n_predict = -1;
     int context = 0;
     int threads = 0;
@@ -187,6 +191,7 @@ Options parse_args(int argc, char** argv) {
         else if (args.is("--grammar")) o.grammar = args.value();
         else if (args.is("--grammar-file")) o.grammar_file = args.value();
         else if (args.is("--json-schema")) o.json_schema_file = args.value();
+        else if (args.is("--prompt-cache")) o.prompt_cache = args.value();
         else if (args.is("-h", "--help")) o.help = true;
         else args.unknown();
     }
@@ -424,10 +429,19 @@ void save_conversation(const smol::ChatSession& session, const std::string& path
     if (!out) smol::fail("/save: writing '", path, "' failed: ", std::strerror(errno));
 }
 
+// --prompt-cache: the cache after the first reply, for the next run with the same start.
+void save_prompt_cache(const smol::ChatSession& session, const std::string& path) {
+    if (path.empty()) return;
+    const std::uint64_t bytes = session.save_cache(path);
+    std::fprintf(stderr, "smol-cli: --prompt-cache: %d tokens (%llu bytes) written to %s\n", session.cached_token_count(),
+                 static_cast<unsigned long long>(bytes), path.c_str());
+}
+
 // The interactive chat: reads messages (a line ending in \ continues) and runs the commands
 // of chat_input.hpp until /exit or the end of input.
 void chat_loop(smol::ChatSession& session, smol::ChatOptions chat, const smol::GenerationParams& params,
-               const std::optional<std::string>& first_message, bool stdin_tty, bool stdout_tty) {
+               const std::optional<std::string>& first_message, bool stdin_tty, bool stdout_tty,
+               const std::string& prompt_cache) {
     const bool color = stdout_tty;
     if (stdin_tty)
         std::fprintf(stderr, "Chat: /help lists the commands, /exit quits; a line ending in \\ continues on the "
@@ -435,6 +449,7 @@ void chat_loop(smol::ChatSession& session, smol::ChatOptions chat, const smol::G
     // A long chat goes on past a full context by dropping its oldest turns; said once.
     session.set_drop_oldest_turns(true);
     bool told_dropping = false;
+    bool prompt_cache_written = false;  // --prompt-cache: after the first reply only
     auto turn = [&](const ReplyGenerator& generate) {
         try {
             const smol::GenerationResult r = stream_reply(session, generate, /*show_reasoning=*/true, color);
@@ -443,6 +458,8 @@ void chat_loop(smol::ChatSession& session, smol::ChatOptions chat, const smol::G
                 told_dropping = true;
             }
             report_stop(r, session, true, color);
+            if (!prompt_cache_written) save_prompt_cache(session, prompt_cache);
+            prompt_cache_written = true;
             if (!r.tool_calls.empty()) note("[ answer with /tool RESULT ]", color);
             note(timings_line(r.usage), color);
         } catch (const smol::Error& e) {
@@ -553,6 +570,9 @@ int run_chat(const Options& o) {
     smol::ChatSession session(engine, o.context, o.system_prompt);
     session.set_template_options(chat);
     if (!o.messages_file.empty()) load_conversation(session, o.messages_file, "--messages");
+    if (!o.prompt_cache.empty() && std::filesystem::exists(o.prompt_cache))
+        std::fprintf(stderr, "smol-cli: --prompt-cache: %zu tokens read from %s\n", session.load_cache(o.prompt_cache),
+                     o.prompt_cache.c_str());
     const double load_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     std::fprintf(stderr, "smol-cli: %s (%s), context %d tokens, loaded in %.2f s\n", o.model.c_str(),
@@ -578,12 +598,13 @@ int run_chat(const Options& o) {
         const smol::GenerationResult r = stream_reply(
             session, [&](const smol::PieceCallback& on_piece) { return session.send(first_message, params, on_piece); },
             o.show_thinking, stdout_tty);
+        save_prompt_cache(session, o.prompt_cache);
         std::fprintf(stderr, "%s\n", timings_line(r.usage).c_str());
         report_stop(r, session, false, stdout_tty);
         return r.finish_reason == smol::FinishReason::cancelled ? 130 : 0;
     }
     chat_loop(session, chat, params, has_prompt ? std::optional<std::string>(first_message) : std::nullopt, stdin_tty,
-              stdout_tty);
+              stdout_tty, o.prompt_cache);
     return 0;
 }
 

@@ -191,6 +191,9 @@ inline constexpr std::string_view kChatFields[] = {
     "messages", "max_completion_tokens", "tools", "tool_choice", "chat_template_kwargs", "store",
     "parallel_tool_calls", "response_format", "top_logprobs", "metadata"};
 inline constexpr std::string_view kTextFields[] = {"prompt", "echo", "suffix", "best_of"};
+// llama-server's own names that both OpenAI endpoints take (read_llama_server_fields).
+inline constexpr std::string_view kLlamaServerFields[] = {"n_predict", "n_probs", "id_slot", "ignore_eos",
+                                                          "json_schema", "n_keep"};
 
 // Whether `key` is one of `names` (an array, a span or a braced list of field names).
 template <class Names>
@@ -253,6 +256,11 @@ inline void reject_unsupported_values(const json& body) {
     if (!absent_or(body, "echo", false)) unsupported("echo", "is not supported: the reply holds only the completion");
     if (!absent_or(body, "suffix", "")) unsupported("suffix", "is not supported: SmolLM3 has no fill-in-the-middle tokens");
     if (!absent_or(body, "best_of", 1)) unsupported("best_of", "must be 1 or absent");
+    // llama-server keeps the first n_keep tokens when it shifts a full context; smol-server
+    // never shifts (a reply ends when the context is full), so only "keep nothing special" (0)
+    // and "keep everything" (-1) describe what it does.
+    if (!absent_or(body, "n_keep", 0) && !absent_or(body, "n_keep", -1))
+        unsupported("n_keep", "must be 0, -1 or absent: smol-server never shifts the context, a reply ends when it is full");
     if (const auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
         if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
             reject(400, "'response_format' must be an object with a 'type'", "invalid_value");
@@ -385,6 +393,14 @@ inline std::string read_output_grammar(const json& body) {
         grammar = it->get<std::string>();
         if (grammar.empty()) reject(400, "'grammar' is empty", "invalid_value");
     }
+    // llama-server's json_schema: the schema itself, as response_format's json_schema.schema.
+    if (const auto it = body.find("json_schema"); it != body.end() && !it->is_null()) {
+        if (!grammar.empty() || !absent_or(body, "response_format", json{{"type", "text"}}))
+            reject(400, "give one of 'json_schema', 'grammar' and 'response_format', not several", "invalid_value");
+        if (!it->is_object())
+            reject(400, std::string("'json_schema' must be a JSON schema object, found ") + it->type_name(), "invalid_type");
+        return schema_grammar(*it, "json_schema");
+    }
     const auto format = body.find("response_format");
     // reject_unsupported_values() checked the shape and the type already.
     if (format == body.end() || format->is_null() || format->value("type", json()) == "text") return grammar;
@@ -397,6 +413,31 @@ inline std::string read_output_grammar(const json& body) {
     const auto schema = spec->find("schema");
     if (schema == spec->end() || schema->is_null()) return std::string(smol::text::kJsonObjectGrammar);
     return schema_grammar(*schema, "response_format.json_schema.schema");
+}
+
+// llama-server's request fields that have an OpenAI twin or a scheduler meaning: n_predict
+// (max_tokens when that is absent; -1 is no limit), n_probs (alternatives per token, as
+// top_logprobs or the completions API's logprobs), id_slot (the slot to run in, -1 any: its
+// cache is the one reused) and ignore_eos (end-of-generation tokens are never sampled, so
+// the reply runs to max_tokens, a stop string or a full context). json_schema is read with
+// the grammar (read_output_grammar) and n_keep by reject_unsupported_values. Returns n_probs.
+inline int read_llama_server_fields(const json& body, ApiRequest& out, const smol::text::Tokenizer& tokenizer) {
+    smol::GenerationParams& params = out.generation.params;
+    if (auto v = integer_field(body, "n_predict", -1, 1 << 30);
+        v && !body.contains("max_tokens") && !body.contains("max_completion_tokens")) {
+        if (*v == 0) reject(400, "'n_predict' must be -1 (no limit) or at least 1, found 0", "invalid_value");
+        params.max_tokens = int(*v);
+    }
+    if (auto v = integer_field(body, "id_slot", -1, 1 << 20)) out.generation.slot = int(*v);
+    if (bool_field(body, "ignore_eos").value_or(false)) {
+        if (!out.grammar.empty())
+            reject(400, "'ignore_eos' cannot be combined with a grammar, json_schema or response_format: the output "
+                        "could never end where they say it is complete", "invalid_value");
+        // Finite, as every bias must be; no logit comes near it, so these tokens' probability is 0.
+        for (const std::int32_t id : tokenizer.end_of_generation_ids())
+            params.sampling.logit_bias.emplace_back(id, -1e30f);
+    }
+    return int(integer_field(body, "n_probs", 0, smol::kMaxTopLogprobs).value_or(0));
 }
 
 // Counts the prompt; a prompt that leaves no room to generate (smol::prompt_fits, the rule the
@@ -433,19 +474,23 @@ private:
 
 // ---- chat completion requests -----------------------------------------------------------------
 
-// The conversation rendered by the chat template and tokenized into out's prompt, as every API
-// does it. A trailing assistant message is a prefill: generation continues it.
-inline void render_prompt(const json& messages, smol::ChatOptions& chat, const smol::text::Tokenizer& tokenizer,
-                          ApiRequest& out) {
+// The conversation rendered by the chat template, as every API does it. A trailing assistant
+// message is a prefill: generation continues it.
+inline smol::ChatPrompt render_chat_text(const json& messages, smol::ChatOptions& chat) {
     const bool prefill = messages.back()["role"] == "assistant";
     chat.add_generation_prompt = !prefill;
     chat.continue_final_message = prefill;
-    smol::ChatPrompt prompt;
     try {
-        prompt = smol::render_chat(messages, chat);
+        return smol::render_chat(messages, chat);
     } catch (const smol::Error& e) {
         reject(400, e.what(), "invalid_messages");
     }
+}
+
+// render_chat_text, tokenized into out's prompt.
+inline void render_prompt(const json& messages, smol::ChatOptions& chat, const smol::text::Tokenizer& tokenizer,
+                          ApiRequest& out) {
+    smol::ChatPrompt prompt = render_chat_text(messages, chat);
     out.generation.assistant_prefix = std::move(prompt.assistant_prefix);
     out.generation.prompt = tokenizer.encode(prompt.text, prompt.message_text);
 }
@@ -602,13 +647,9 @@ inline std::string read_tools(const json& body, smol::ChatOptions& chat) {
     return tools_into_template(functions, tool_choice, forced_name, "tools[].function.parameters", chat);
 }
 
-inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
-    reject_unlisted_fields(body, {kSamplingFields, kChatFields});
-    reject_unsupported_values(body);
-    ApiRequest out;
-    const json messages = normalize_messages(body);
-
-    smol::ChatOptions chat;
+// chat_template_kwargs into the template's options: enable_thinking, and tools given as
+// xml_tools or python_tools. Whether thinking was asked for explicitly.
+inline bool read_template_kwargs(const json& body, smol::ChatOptions& chat) {
     bool thinking_asked = false;
     if (const auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
         if (!kw->is_object())
@@ -628,6 +669,31 @@ inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokeniz
             (std::string_view(name) == "xml_tools" ? chat.xml_tools : chat.python_tools) = *tools;
         }
     }
+    return thinking_asked;
+}
+
+// The fields llama-server's /apply-template reads: the conversation and what shapes its template.
+inline constexpr std::string_view kApplyTemplateFields[] = {"messages", "chat_template_kwargs", "tools", "tool_choice"};
+
+// llama-server's POST /apply-template: the prompt a chat request with these messages, template
+// options and tools would run, as text (rendered as parse_chat_request renders it).
+inline json apply_template(const json& body) {
+    reject_unlisted_fields(body, {kApplyTemplateFields});
+    const json messages = normalize_messages(body);
+    smol::ChatOptions chat;
+    read_template_kwargs(body, chat);
+    read_tools(body, chat);
+    return json{{"prompt", render_chat_text(messages, chat).text}};
+}
+
+inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
+    reject_unlisted_fields(body, {kSamplingFields, kChatFields, kLlamaServerFields});
+    reject_unsupported_values(body);
+    ApiRequest out;
+    const json messages = normalize_messages(body);
+
+    smol::ChatOptions chat;
+    const bool thinking_asked = read_template_kwargs(body, chat);
     const std::string forced_call = read_tools(body, chat);
     // The grammar holds the whole reply, so the model answers without a think block first.
     out.grammar = read_output_grammar(body);
@@ -647,8 +713,16 @@ inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokeniz
     read_sampling(body, out, tokenizer.n_vocab());
     if (auto v = integer_field(body, "max_completion_tokens", 1, 1 << 30)) params.max_tokens = int(*v);  // the newer name wins
     out.logprobs = bool_field(body, "logprobs").value_or(false);
-    const auto top_logprobs = integer_field(body, "top_logprobs", 0, smol::kMaxTopLogprobs);
+    auto top_logprobs = integer_field(body, "top_logprobs", 0, smol::kMaxTopLogprobs);
     if (top_logprobs && !out.logprobs) reject(400, "'top_logprobs' needs \"logprobs\": true", "invalid_value");
+    if (const int n_probs = read_llama_server_fields(body, out, tokenizer); n_probs > 0) {
+        if (body.contains("logprobs") && !out.logprobs)
+            reject(400, "'n_probs' asks for log-probabilities and \"logprobs\" is false", "invalid_value");
+        if (top_logprobs && *top_logprobs != n_probs)
+            reject(400, "'n_probs' and 'top_logprobs' differ; give one", "invalid_value");
+        out.logprobs = true;
+        top_logprobs = n_probs;
+    }
     params.logprobs = out.logprobs ? int(top_logprobs.value_or(0)) : -1;
 
     // Rendering comes last, so a bad field is reported even when the prompt is also too long.
@@ -664,7 +738,7 @@ inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokeniz
 // or as token ids, continued as it is: no chat template, and <think> blocks stay in the text.
 // `logprobs` is the number of alternatives per token here, as in OpenAI's completions API.
 inline ApiRequest parse_text_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
-    reject_unlisted_fields(body, {kSamplingFields, kTextFields});
+    reject_unlisted_fields(body, {kSamplingFields, kTextFields, kLlamaServerFields});
     reject_unsupported_values(body);
     ApiRequest out;
     const auto prompt = body.find("prompt");
@@ -696,7 +770,11 @@ inline ApiRequest parse_text_request(const json& body, const smol::text::Tokeniz
     smol::GenerationParams& params = out.generation.params;
     params.split_reasoning = false;
     out.grammar = read_output_grammar(body);
-    const auto logprobs = integer_field(body, "logprobs", 0, smol::kMaxTopLogprobs);
+    auto logprobs = integer_field(body, "logprobs", 0, smol::kMaxTopLogprobs);
+    if (const int n_probs = read_llama_server_fields(body, out, tokenizer); n_probs > 0) {
+        if (logprobs && *logprobs != n_probs) reject(400, "'n_probs' and 'logprobs' differ; give one", "invalid_value");
+        logprobs = n_probs;
+    }
     out.logprobs = logprobs.has_value();
     params.logprobs = logprobs ? int(*logprobs) : -1;
     check_prompt_fits(out, context);

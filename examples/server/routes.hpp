@@ -28,6 +28,7 @@
 #include "origin_policy.hpp"
 #include "outgoing_text.hpp"
 #include "server_state.hpp"
+#include "slot_routes.hpp"
 #include "smol/smol.hpp"
 #include "smol_server_assets.hpp"
 #include "tenants.hpp"
@@ -105,7 +106,7 @@ inline thread_local Clock::time_point request_start;
 // needs the key when one is set, whatever its path.
 inline bool public_request(const httplib::Request& req) {
     if (req.method != "GET" && req.method != "HEAD") return false;
-    if (req.path == "/health" || req.path == "/") return true;
+    if (req.path == "/health" || req.path == "/v1/health" || req.path == "/") return true;
     for (std::size_t i = 0; i < smol_server_assets::count; ++i)
         if (req.path == smol_server_assets::all[i].url) return true;
     return false;
@@ -205,7 +206,8 @@ inline void install_request_log(httplib::Server& http, ServerState& server) {
                      loggable(req.path).c_str(), res.status, ms);
         // The body as JSON text on one line (dump() escapes control characters), not as sent.
         if (server.options.log_prompts && req.method == "POST" &&
-            (req.path == "/v1/chat/completions" || req.path == "/v1/completions" || is_messages_path(req.path) ||
+            (req.path == "/v1/chat/completions" || req.path == "/v1/completions" || req.path == "/chat/completions" ||
+             req.path == "/completions" || is_messages_path(req.path) ||
              req.path == "/v1/responses" || req.path == "/v1/responses/input_tokens" || req.path == "/api/chat" ||
              req.path == "/api/generate")) {
             std::string shown = "(not JSON within the limits)";
@@ -230,12 +232,15 @@ inline void install_page_routes(httplib::Server& http) {
 
 // What a balancer and an operator look at: /health and /metrics.
 inline void install_health_routes(httplib::Server& http, ServerState& server) {
-    http.Get("/health", [&server](const httplib::Request&, httplib::Response& res) {
-        // A balancer sends traffic only where this says 200: not while loading, nor once draining.
+    // A balancer sends traffic only where this says 200: not while loading, nor once draining.
+    // /v1/health is llama-server's second name for it.
+    const auto health = [&server](const httplib::Request&, httplib::Response& res) {
         if (server.draining.load()) send_json(res, json{{"status", "draining"}}, 503);
         else if (server.model.scheduler()) send_json(res, json{{"status", "ok"}});
         else send_json(res, json{{"status", "loading"}}, 503);
-    });
+    };
+    http.Get("/health", health);
+    http.Get("/v1/health", health);
 
     http.Get("/metrics", [&server](const httplib::Request&, httplib::Response& res) {
         const ReplicaState replica{server.options.replica_name, server.draining.load()};
@@ -298,16 +303,24 @@ inline void install_model_info_routes(httplib::Server& http, ServerState& server
                              {"n_cached_tokens", slot.cached_tokens}});
         send_json(res, slots);
     }));
+    // llama-server's slot actions (slot_routes.hpp); any id reaches the handler, which says
+    // which ids exist.
+    http.Post(R"(/slots/([^/]*))", guarded([&server](const httplib::Request& req, httplib::Response& res) {
+        slot_actions(server, req, res);
+    }));
 }
 
 // The completion endpoints of the three APIs and their token counts (completion_routes.hpp).
 inline void install_completion_routes(httplib::Server& http, ServerState& server) {
-    http.Post("/v1/chat/completions", guarded([&server](const httplib::Request& req, httplib::Response& res) {
-        complete(server, req, res, Endpoint::chat);
-    }));
-    http.Post("/v1/completions", guarded([&server](const httplib::Request& req, httplib::Response& res) {
-        complete(server, req, res, Endpoint::text);
-    }));
+    // llama-server answers both without /v1 too; so does smol-server, through the same handlers.
+    for (const char* path : {"/v1/chat/completions", "/chat/completions"})
+        http.Post(path, guarded([&server](const httplib::Request& req, httplib::Response& res) {
+            complete(server, req, res, Endpoint::chat);
+        }));
+    for (const char* path : {"/v1/completions", "/completions"})
+        http.Post(path, guarded([&server](const httplib::Request& req, httplib::Response& res) {
+            complete(server, req, res, Endpoint::text);
+        }));
 
     // Anthropic's Messages API (messages_api.hpp).
     http.Post("/v1/messages", guarded([&server](const httplib::Request& req, httplib::Response& res) {
@@ -328,8 +341,13 @@ inline void install_completion_routes(httplib::Server& http, ServerState& server
     install_ollama_routes(http, server, [](auto handler) { return guarded(std::move(handler)); });
 }
 
-// llama-server's /tokenize and /detokenize.
+// llama-server's /tokenize, /detokenize and /apply-template.
 inline void install_tokenize_routes(httplib::Server& http, ServerState& server) {
+    http.Post("/apply-template", guarded([&server](const httplib::Request& req, httplib::Response& res) {
+        server.model.require_scheduler();  // answered once the model is loaded, as the others
+        send_json(res, apply_template(parse_json_body(req.body)));
+    }));
+
     http.Post("/tokenize", guarded([&server](const httplib::Request& req, httplib::Response& res) {
         smol::Scheduler& s = server.model.require_scheduler();
         const json body = parse_json_body(req.body);

@@ -41,7 +41,8 @@ struct ServerOptions {
     std::vector<std::string> allowed_hosts;  // Host names accepted besides loopback's ("*": any)
     std::size_t max_body_bytes = 4u << 20;
     int max_tokenize = 0;  // tokens /tokenize and /detokenize take or give in one request; 0: the context (-c)
-    std::size_t cache_budget_mib = 0;
+    std::size_t cache_budget_mib = 0;  // --cache-budget, or llama-server's --cache-ram
+    std::string slot_save_path;  // --slot-save-path: where /slots/{id}?action=save|restore keep files; "": off
     bool log_prompts = false;  // completion request bodies in the log (never the key)
     smol::RopeScalingRequest rope_scaling;  // --rope-scaling, --rope-scale, --yarn-orig-ctx
     smol::KvCacheTypes cache_types;         // -ctk, -ctv
@@ -117,6 +118,10 @@ inline std::string host_name() {
                  "                          wait unread, up to --header-timeout, then get 503 (default 256)\n"
                  "      --cache-budget MIB  memory for KV caches kept between requests, counted in the\n"
                  "                          cache types (default: one per slot)\n"
+                 "      --cache-ram MIB     llama-server's name for --cache-budget: -1 no limit (the default),\n"
+                 "                          0 the least (one cache)\n"
+                 "      --slot-save-path DIR  folder where POST /slots/{id}?action=save|restore keep prompt\n"
+                 "                          caches (llama-server's); without it those actions are a 501\n"
                  "      --replica-name NAME behind a load balancer, the name sent in each reply's X-Smol-Replica\n"
                  "                          header and in /metrics (default: the host name)\n"
                  "      --drain-timeout S   on SIGTERM, seconds running replies may take to finish while new\n"
@@ -130,6 +135,19 @@ inline std::string host_name() {
                  smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage, smol::args::kRepackUsage,
                  smol::args::kSpeculationUsage);
     std::exit(code);
+}
+
+// llama-server's --cache-ram in --cache-budget's unit (MiB, 0: no limit): -1 is no limit; 0,
+// which turns llama-server's prompt cache off, is the least budget here (one cache: smol always
+// reuses a slot's own prefix).
+inline std::size_t cache_ram_mib(long long mib) { return mib < 0 ? 0 : mib == 0 ? 1 : std::size_t(mib); }
+
+// --slot-save-path: an existing folder.
+inline std::string checked_slot_save_path(const std::string& path) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(path, ec))
+        throw smol::args::UsageError("--slot-save-path: expected an existing folder, found '" + path + "'");
+    return path;
 }
 
 inline ServerOptions parse_options(int argc, char** argv) {
@@ -173,6 +191,8 @@ inline ServerOptions parse_options(int argc, char** argv) {
             }
             else if (args.is("--drain-timeout")) o.drain_timeout_s = args.integer<int>(0, 3600);
             else if (args.is("--cache-budget")) o.cache_budget_mib = args.integer<std::size_t>(0, std::size_t(1) << 24);
+            else if (args.is("--cache-ram")) o.cache_budget_mib = cache_ram_mib(args.integer<long long>(-1, 1 << 24));
+            else if (args.is("--slot-save-path")) o.slot_save_path = checked_slot_save_path(args.value("a folder"));
             else if (args.is("-h", "--help")) usage(0);
             else args.unknown();
         }

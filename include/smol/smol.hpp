@@ -8,6 +8,7 @@
 #include "smol/core/error.hpp"
 #include "smol/core/bounded_json.hpp"
 #include "smol/core/threads.hpp"
+#include "smol/generate/cache_file.hpp"
 #include "smol/generate/engine.hpp"
 #include "smol/generate/logprobs.hpp"
 #include "smol/generate/sampler.hpp"

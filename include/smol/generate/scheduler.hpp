@@ -53,6 +53,13 @@ public:
     using Error::Error;
 };
 
+// A slot's cache cannot be copied, replaced or erased now: the slot is serving a request, or
+// the memory budget is held by running requests (a server answers 503: retry later).
+class SlotBusyError : public Error {
+public:
+    using Error::Error;
+};
+
 struct SchedulerOptions {
     int slots = 4;             // requests generating at the same time
     int context = 0;           // tokens per slot's KV cache; 0: the model's default (4096)
@@ -89,6 +96,9 @@ struct GenerationRequest {
     // cached_tokens and timing and so would leak another tenant's prompt. Empty is a partition
     // like any other: requests that name none share as before.
     std::string cache_partition;
+    // Which slot runs the request (llama-server's id_slot): that slot's cache, waiting for it
+    // while it is busy; -1 lets the scheduler pick the slot sharing the longest prefix.
+    int slot = -1;
 };
 
 // The speculation a request runs with, given the scheduler's default (GenerationRequest::speculative).
@@ -248,6 +258,8 @@ public:
         for (std::int32_t t : request.prompt)
             if (t < 0 || t >= engine_->n_vocab())
                 fail("scheduler: prompt token ", t, " is outside the vocabulary [0, ", engine_->n_vocab(), ")");
+        if (request.slot < -1 || request.slot >= options_.slots)
+            fail("scheduler: slot ", request.slot, " does not exist; expected -1 (any) or 0 to ", options_.slots - 1);
         if (!prompt_fits(request.prompt.size(), options_.context)) {
             std::lock_guard lock(mutex_);
             ++stats_.requests_rejected;
@@ -304,6 +316,52 @@ public:
         return out;
     }
 
+    // What a slot's cache holds, copied (only its filled positions), for a cache file.
+    struct SlotCopy {
+        std::optional<KvCache> cache;      // none when the slot holds no cache
+        std::vector<std::int32_t> tokens;  // the tokens it holds
+        std::string partition;             // GenerationRequest::cache_partition of what it holds
+    };
+    // Throws SlotBusyError while the slot serves a request.
+    SlotCopy copy_slot(int slot) const {
+        std::lock_guard lock(mutex_);
+        const Slot& s = slots_[idle_slot_locked(slot, "copied")];
+        SlotCopy copy;
+        if (const KvCache* cache = s.sequence.cache()) copy.cache = cache->copy();
+        copy.tokens.assign(s.sequence.tokens().begin(), s.sequence.tokens().end());
+        copy.partition = s.cache_partition;
+        return copy;
+    }
+
+    // An empty cache of the slots' size and types (what restore_slot takes, filled).
+    KvCache make_slot_cache() const { return engine_->make_cache(options_.context); }
+
+    // Puts `cache`, holding `tokens`, into an idle slot as the prompt cache of `partition`'s
+    // requests, in place of what it held. It counts against the memory budget as any slot's
+    // cache: idle ones are freed for it, least recently used first. Throws SlotBusyError while
+    // the slot serves a request or running requests hold the budget.
+    void restore_slot(int slot, KvCache cache, std::vector<std::int32_t> tokens, std::string partition) {
+        std::lock_guard lock(mutex_);
+        Slot& s = slots_[idle_slot_locked(slot, "restored")];
+        if (!s.sequence.has_cache() && !make_room_locked(&s))
+            throw SlotBusyError("slot " + std::to_string(slot) +
+                                " cannot be restored now: running requests hold the cache memory budget (--cache-budget)");
+        s.sequence.adopt(std::move(cache), std::move(tokens));
+        s.sequence.set_step_costs(&engine_->step_costs());
+        s.cache_partition = std::move(partition);
+        s.last_used = Clock::now();
+    }
+
+    // Forgets what an idle slot's cache holds; how many tokens that was. Throws SlotBusyError
+    // while the slot serves a request.
+    std::size_t erase_slot(int slot) {
+        std::lock_guard lock(mutex_);
+        Slot& s = slots_[idle_slot_locked(slot, "erased")];
+        const std::size_t n = s.sequence.tokens().size();
+        s.sequence.reset();
+        return n;
+    }
+
     // The tokens each slot's cache holds (for tests and diagnostics).
     std::vector<std::vector<std::int32_t>> cached_tokens() const {
         std::lock_guard lock(mutex_);
@@ -314,6 +372,17 @@ public:
 
 private:
     using Clock = std::chrono::steady_clock;
+
+    // Under mutex_: slot `slot` when it exists and serves no request (`what`: what was to be
+    // done to it, for the error).
+    std::size_t idle_slot_locked(int slot, const char* what) const {
+        if (slot < 0 || slot >= options_.slots)
+            fail("scheduler: slot ", slot, " does not exist; expected 0 to ", options_.slots - 1);
+        if (slots_[std::size_t(slot)].active)
+            throw SlotBusyError("slot " + std::to_string(slot) + " is serving a request and cannot be " + what +
+                                " until it finishes; retry later");
+        return std::size_t(slot);
+    }
 
     struct Pending {
         GenerationRequest request;
@@ -360,14 +429,14 @@ private:
             ++stats_.requests_cancelled;
             it = queue_.erase(it);
         }
-        while (!queue_.empty()) {
-            Pending& p = queue_.front();
+        for (auto it = queue_.begin(); it != queue_.end();) {
+            Pending& p = *it;
             // The free slot sharing the longest prefix; among equals, one without a cache
             // (nothing to lose), then the least recently used.
             Slot* best = nullptr;
             std::size_t best_prefix = 0;
             for (Slot& slot : slots_) {
-                if (slot.active) continue;
+                if (slot.active || !may_run(slot, p.request)) continue;
                 const std::size_t prefix = reusable_prefix(slot, p.request);
                 const auto rank = [](const Slot& s, std::size_t pre) {
                     return std::tuple(pre, !s.sequence.has_cache(), -s.last_used.time_since_epoch().count());
@@ -377,10 +446,14 @@ private:
                     best_prefix = prefix;
                 }
             }
+            if (!best && p.request.slot >= 0) {
+                ++it;  // waits for the slot it names; those behind it may take the others
+                continue;
+            }
             if (!best) return;  // every slot busy
             if (!best->sequence.has_cache() && !make_room_locked(best)) return;
             start_locked(*best, std::move(p));
-            queue_.pop_front();
+            it = queue_.erase(it);
         }
     }
 
@@ -403,6 +476,11 @@ private:
             victim->sequence.release_cache();
         }
         return true;
+    }
+
+    // Whether the request may run in `slot`: any slot, or the one it names.
+    bool may_run(const Slot& slot, const GenerationRequest& request) const {
+        return request.slot < 0 || &slot == &slots_[std::size_t(request.slot)];
     }
 
     // How much of the request's prompt the slot's cache may give it: none across partitions.
@@ -611,10 +689,12 @@ private:
         return resting_;
     }
 
-    // Under mutex_: whether the head of the queue could get a slot now.
+    // Under mutex_: whether a waiting request could get a slot now.
     bool can_admit_locked() const {
         for (const Slot& s : slots_)
-            if (!s.active) return true;
+            if (!s.active)
+                for (const Pending& p : queue_)
+                    if (may_run(s, p.request)) return true;
         return false;
     }
 

@@ -98,6 +98,19 @@ public:
         tokens_.reserve(std::size_t(cache_->capacity()));
         end();
     }
+    // Attaches a cache that already holds `tokens` (one read from a cache file, or a copy of
+    // another sequence's), replacing any other.
+    void adopt(KvCache cache, std::vector<std::int32_t> tokens) {
+        if (cache.size() != int(tokens.size()))
+            fail("sequence: expected a cache holding the ", tokens.size(), " tokens given, found ", cache.size(),
+                 " positions");
+        cache_.emplace(std::move(cache));
+        tokens_ = std::move(tokens);
+        tokens_.reserve(std::size_t(cache_->capacity()));
+        end();
+    }
+    // The attached cache, or nullptr (a cache file is written from it).
+    const KvCache* cache() const { return cache_ ? &*cache_ : nullptr; }
     // Frees the cache's memory (a scheduler under its memory budget); its tokens go with it.
     void release_cache() {
         cache_.reset();

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <span>
 #include <string>
@@ -24,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "smol/core/error.hpp"
+#include "smol/generate/cache_file.hpp"
 #include "smol/generate/engine.hpp"
 #include "smol/generate/pipeline.hpp"
 #include "smol/generate/sequence.hpp"
@@ -138,6 +140,20 @@ public:
     int cached_token_count() const { return sequence_.size(); }
     // The tokens the KV cache holds, in order.
     std::span<const std::int32_t> cached_tokens() const { return sequence_.tokens(); }
+
+    // What the KV cache holds, to a cache file (generate/cache_file.hpp); the bytes written.
+    std::uint64_t save_cache(const std::filesystem::path& path) const {
+        return write_cache_file(path, *sequence_.cache(), sequence_.tokens(), cache_model_identity(*engine_), "");
+    }
+    // Replaces the KV cache with one read from a cache file: the next turn runs only what its
+    // prompt does not share with the file's tokens. The tokens restored; throws CacheFileError
+    // (the cache is then as it was) for a file of another model, cache type or shape.
+    std::size_t load_cache(const std::filesystem::path& path) {
+        KvCache cache = engine_->make_cache(context_size());
+        RestoredCache restored = read_cache_file(path, cache, cache_model_identity(*engine_), engine_->n_vocab());
+        sequence_.adopt(std::move(cache), std::move(restored.tokens));
+        return std::size_t(sequence_.size());
+    }
 
     // When on, a conversation that no longer fits drops its oldest turns before the next reply
     // (a turn: a message and everything up to the next user message), never the system message

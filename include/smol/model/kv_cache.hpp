@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -89,15 +90,30 @@ public:
     // copy's resident memory is what the original has used.
     KvCache copy() const {
         KvCache c(n_layers_, n_kv_heads_, head_dim_, capacity_, types_);
-        const std::size_t key_row = kv_row_bytes(types_.keys, head_dim_), value_row = kv_row_bytes(types_.values, head_dim_);
-        for (std::size_t head = 0; head < std::size_t(n_layers_) * std::size_t(n_kv_heads_); ++head) {
-            const std::size_t first_row = head * std::size_t(capacity_);
-            std::memcpy(c.keys_.data() + first_row * key_row, keys_.data() + first_row * key_row, std::size_t(size_) * key_row);
-            std::memcpy(c.values_.data() + first_row * value_row, values_.data() + first_row * value_row,
-                        std::size_t(size_) * value_row);
+        for (std::size_t head = 0; head < heads(); ++head) {
+            const std::span<std::byte> keys = filled_keys(head, size_), values = filled_values(head, size_);
+            std::memcpy(c.filled_keys(head, size_).data(), keys.data(), keys.size());
+            std::memcpy(c.filled_values(head, size_).data(), values.data(), values.size());
         }
         c.size_ = size_;
         return c;
+    }
+
+    // Every layer's heads, layer by layer: the regions filled_keys and filled_values take.
+    std::size_t heads() const { return std::size_t(n_layers_) * std::size_t(n_kv_heads_); }
+    // The first `n` positions' key rows of one head (`head` counts over all layers' heads), in
+    // the key type: what copy() and a cache file (generate/cache_file.hpp) move. The span may
+    // reach past size(): a reader fills it, then marks the positions held (set_size).
+    std::span<std::byte> filled_keys(std::size_t head, int n) const {
+        return region(keys_, kv_row_bytes(types_.keys, head_dim_), head, n);
+    }
+    std::span<std::byte> filled_values(std::size_t head, int n) const {
+        return region(values_, kv_row_bytes(types_.values, head_dim_), head, n);
+    }
+    // After a reader wrote the first `n` positions of every head: the cache holds them.
+    void set_size(int n) {
+        if (n < 0 || n > capacity_) fail("KV cache: cannot hold ", n, " positions, expected 0 to ", capacity_);
+        size_ = n;
     }
 
     int capacity() const { return capacity_; }
@@ -142,6 +158,12 @@ public:
     }
 
 private:
+    std::span<std::byte> region(const LazyBytes& bytes, std::size_t row_bytes, std::size_t head, int n) const {
+        if (head >= heads() || n < 0 || n > capacity_)
+            fail("KV cache: expected a head below ", heads(), " and 0 to ", capacity_, " positions, found head ", head,
+                 " and ", n, " positions");
+        return {bytes.data() + head * std::size_t(capacity_) * row_bytes, std::size_t(n) * row_bytes};
+    }
     std::size_t rows() const { return std::size_t(n_layers_) * std::size_t(n_kv_heads_) * std::size_t(capacity_); }
 
     int n_layers_, n_kv_heads_, head_dim_, capacity_;
