@@ -1,5 +1,6 @@
 #pragma once
-// AVX2 tiles for the k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K weights against Q8_K activations),
+// AVX2 tiles for the k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K weights against Q8_K activations)
+// and IQ4_XS (decode kernel only, at the end),
 // and the two drivers the AVX-512 set runs too (kquant_tiles_avx512.hpp): one for decode (a
 // column), one for prompt GEMMs. A k-quant is written here as two small rows, a Decode kernel
 // (its block's exact integer totals against one activation block) and a Gemm kernel (its block
