@@ -114,7 +114,8 @@ TEST_CASE("matmul matches the naive reference for every type, shape, token count
     const Shape shapes[] = {{1, 256, 0}, {5, 512, 0}, {37, 1280, 16}, {64, 768, 0}};
     const TensorType types[] = {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
                                 TensorType::Q6_K, TensorType::Q8_0, TensorType::Q4_0, TensorType::Q5_0,
-                                TensorType::Q4_1, TensorType::F32,  TensorType::F16,  TensorType::BF16};
+                                TensorType::Q4_1, TensorType::Q5_1, TensorType::F32,  TensorType::F16,
+                                TensorType::BF16};
     const std::int64_t token_counts[] = {1, 2, 5, 70};  // 70 crosses a 64-token block
     for (const Isa isa : kAllIsas) {
         if (!isa_compiled(isa) || !cpu_features().supports(isa)) {
@@ -160,7 +161,7 @@ TEST_CASE("a token's quantized outputs are the same bits alone, in any batch and
     const std::int64_t rows = 37, cols = 1280, tokens = 70;
     std::uint32_t seed = 101;
     for (const TensorType type : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
-                                  TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1}) {
+                                  TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1, TensorType::Q5_1}) {
         CAPTURE(type_name(type));
         const Matrix w = random_matrix(type, rows, cols, 16, seed++);
         const auto x = random_activations(tokens, cols, seed++);
@@ -296,7 +297,7 @@ TEST_CASE("matmul rejects malformed views") {
     bad.row_bytes = 100;  // shorter than one block
     CHECK_THROWS_AS(matmul(bad, x.data(), 1, y.data(), scratch), smol::Error);
     bad = w.view();
-    bad.type = TensorType::Q5_1;
+    bad.type = TensorType::IQ2_XXS;
     CHECK_THROWS_AS(matmul(bad, x.data(), 1, y.data(), scratch), smol::Error);
     // Zero tokens is a no-op.
     y.assign(8, 3.0f);
@@ -338,7 +339,8 @@ TEST_CASE("matmul on llama.cpp-quantized tensors of every type the table added: 
     // every matrix in one type), not ones smol made. Layer 0's matrices and the embedding.
     const std::int64_t tokens = 5;
     for (const TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1, TensorType::Q5_K,
-                                  TensorType::Q3_K, TensorType::Q2_K}) {
+                                  TensorType::Q3_K, TensorType::Q2_K, TensorType::Q5_1, TensorType::IQ4_NL,
+                                  TensorType::IQ4_XS}) {
         const std::string name(type_name(type));
         CAPTURE(name);
         const auto file = gguf::File::open(SMOL_TEST_DATA_DIR "/tiny-quants/smollm3-tiny-" + name + ".gguf");

@@ -392,7 +392,7 @@ TEST_CASE("Q8_0, F16, BF16 and F32 dequantization; unsupported types throw") {
     CHECK(w[0] == 1.5f);
     CHECK(w[1] == -7.0f);
 
-    CHECK_THROWS_AS(dequantize_row(TensorType::Q5_1, &b, w, 256), smol::Error);
+    CHECK_THROWS_AS(dequantize_row(TensorType::IQ2_XXS, &b, w, 256), smol::Error);
     CHECK_THROWS_AS(dequantize_row(TensorType::Q4_K, &b, w, 100), smol::Error);
 }
 
@@ -447,8 +447,9 @@ TEST_CASE("Q4_1 dequantization of a hand-built block: d * q + m") {
 // Against ggml: tests/data/tiny-quants holds llama.cpp-quantized files and ggml's own
 // dequantization of one tensor of each (README.md there says how they were made).
 
-TEST_CASE("Q4_0, Q5_0 and Q4_1 dequantization equals ggml's, bit for bit, on llama.cpp-quantized tensors") {
-    for (const TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1}) {
+TEST_CASE("Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL and IQ4_XS dequantization equals ggml's, bit for bit, on llama.cpp-quantized tensors") {
+    for (const TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1, TensorType::Q5_1,
+                                  TensorType::IQ4_NL, TensorType::IQ4_XS}) {
         const std::string name(type_name(type));
         CAPTURE(name);
         const std::string dir = SMOL_TEST_DATA_DIR "/tiny-quants/";
@@ -788,6 +789,39 @@ TEST_CASE("block-of-32 reference dot products equal dequantize-then-multiply") {
     const double e41 = dequant_dot(TensorType::Q4_1, w41, a, n);
     CHECK(dot_q4_1_q8_0(n, w41.data(), a.data()) == doctest::Approx(e41).epsilon(1e-5));
     CHECK(std::abs(e41 - exact) < 0.33 * std::sqrt(double(n)));  // errors of RMS ~0.08
+
+    std::vector<BlockQ5_1> w51(std::size_t(n / QK5_1));
+    quantize_row(TensorType::Q5_1, wx.data(), w51.data(), n);
+    const double e51 = dequant_dot(TensorType::Q5_1, w51, a, n);
+    CHECK(dot_q5_1_q8_0(n, w51.data(), a.data()) == doctest::Approx(e51).epsilon(1e-5));
+    CHECK(std::abs(e51 - exact) < 0.17 * std::sqrt(double(n)));  // Q4_1's steps halved: errors of RMS ~0.04
+}
+
+TEST_CASE("IQ4_NL and IQ4_XS reference dot products equal dequantize-then-multiply on llama.cpp's blocks") {
+    // smol has no quantizer for them: the weights are the first 8 rows of blk.0.attn_k of the
+    // llama.cpp-quantized files (tests/data/tiny-quants), as one row of 2048.
+    const std::int64_t n = 8 * 256;
+    const auto ax = gaussian(std::size_t(n), 15);
+    const auto weights = [&]<class Block>(TensorType type, Block*) {
+        const auto file = gguf::File::open(SMOL_TEST_DATA_DIR "/tiny-quants/smollm3-tiny-" + std::string(type_name(type)) + ".gguf");
+        const gguf::TensorInfo& t = file.tensor("blk.0.attn_k.weight");
+        REQUIRE(t.type == type);
+        const auto* blocks = reinterpret_cast<const Block*>(t.data);
+        return std::vector<Block>(blocks, blocks + n / std::int64_t(traits_of(type).block_elements));
+    };
+    std::vector<BlockQ8_0> a0(std::size_t(n / QK8_0));
+    quantize_row_q8_0(ax.data(), a0.data(), n);
+    const auto wnl = weights(TensorType::IQ4_NL, static_cast<BlockIQ4NL*>(nullptr));
+    const double enl = dequant_dot(TensorType::IQ4_NL, wnl, a0, n);
+    CHECK(dot_iq4_nl_q8_0(n, wnl.data(), a0.data()) == doctest::Approx(enl).epsilon(1e-5));
+    CHECK(std::abs(enl) > 0.1);
+
+    std::vector<BlockQ8K> ak(std::size_t(n / QK_K));
+    quantize_row_q8_k(ax.data(), ak.data(), n);
+    const auto wxs = weights(TensorType::IQ4_XS, static_cast<BlockIQ4XS*>(nullptr));
+    const double exs = dequant_dot(TensorType::IQ4_XS, wxs, ak, n);
+    CHECK(dot_iq4xs_q8k(n, wxs.data(), ak.data()) == doctest::Approx(exs).epsilon(1e-5));
+    CHECK(std::abs(exs) > 0.1);
 }
 
 TEST_CASE("reference float dot products") {

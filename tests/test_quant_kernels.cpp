@@ -80,6 +80,16 @@ struct Gen {
         b.d = exact ? f32_to_fp16(1.0f / 8) : half_in(-0.01f, 0.01f);
         return b;
     }
+    // IQ4_XS: extreme has every scale at -32 (the stored 0) and the table's two ends (nibbles 0
+    // and 15) against activations of -128 and 127.
+    BlockIQ4XS iq4xs() {
+        BlockIQ4XS b;
+        b.d = exact ? f32_to_fp16(1.0f / 8) : half_in(-0.01f, 0.01f);
+        b.scales_h = extreme ? 0 : std::uint16_t(uniform(0, 0xffff));
+        for (auto& s : b.scales_l) s = extreme ? 0 : byte();
+        for (auto& q : b.qs) q = extreme ? std::uint8_t(uniform(0, 1) ? 0xf0 : 0x0f) : byte();
+        return b;
+    }
     BlockQ2K q2k() {
         BlockQ2K b;
         for (auto& s : b.scales) s = exact ? std::uint8_t(byte() & 0x77) : byte();  // exact: scales and mins below 8
@@ -225,6 +235,7 @@ Weight random_block(Gen& gen) {
     if constexpr (std::is_same_v<Weight, BlockQ4K>) return gen.q4k();
     if constexpr (std::is_same_v<Weight, BlockQ5K>) return gen.q5k();
     if constexpr (std::is_same_v<Weight, BlockQ6K>) return gen.q6k();
+    if constexpr (std::is_same_v<Weight, BlockIQ4XS>) return gen.iq4xs();
 }
 
 inline float reference_dot(std::int64_t n, const BlockQ2K* w, const BlockQ8K* a) { return dot_q2k_q8k(n, w, a); }
@@ -232,6 +243,7 @@ inline float reference_dot(std::int64_t n, const BlockQ3K* w, const BlockQ8K* a)
 inline float reference_dot(std::int64_t n, const BlockQ4K* w, const BlockQ8K* a) { return dot_q4k_q8k(n, w, a); }
 inline float reference_dot(std::int64_t n, const BlockQ5K* w, const BlockQ8K* a) { return dot_q5k_q8k(n, w, a); }
 inline float reference_dot(std::int64_t n, const BlockQ6K* w, const BlockQ8K* a) { return dot_q6k_q8k(n, w, a); }
+inline float reference_dot(std::int64_t n, const BlockIQ4XS* w, const BlockQ8K* a) { return dot_iq4xs_q8k(n, w, a); }
 
 // f(Block{}) for the block struct of a k-quant weight type.
 template <class F>
@@ -336,6 +348,15 @@ TEST_CASE("Q6_K x Q8_K tiles match the reference on every kernel set") {
         check_kquant<BlockQ6K>(isa, TensorType::Q6_K, true, 3);
         check_kquant<BlockQ6K>(isa, TensorType::Q6_K, false, 4);
         check_kquant<BlockQ6K>(isa, TensorType::Q6_K, false, 104, true);
+    }
+}
+TEST_CASE("IQ4_XS x Q8_K tiles match the reference on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_kquant<BlockIQ4XS>(isa, TensorType::IQ4_XS, true, 5);
+        check_kquant<BlockIQ4XS>(isa, TensorType::IQ4_XS, false, 6);
+        check_kquant<BlockIQ4XS>(isa, TensorType::IQ4_XS, false, 106, true);
     }
 }
 namespace {
@@ -782,6 +803,23 @@ BlockQ4_1 block_q4_1(Gen& gen, bool extreme) {
     return b;
 }
 
+BlockQ5_1 block_q5_1(Gen& gen, bool extreme) {
+    BlockQ5_1 b;
+    b.d = gen.half_in(0.0f, 0.02f);
+    b.m = gen.half_in(-0.2f, 0.0f);
+    for (auto& q : b.qh) q = block32_byte(gen, extreme);
+    for (auto& q : b.qs) q = block32_byte(gen, extreme);
+    return b;
+}
+
+// Extreme: nibbles 0x0 and 0xf, the table's two ends (-127 and 113).
+BlockIQ4NL block_iq4_nl(Gen& gen, bool extreme) {
+    BlockIQ4NL b;
+    b.d = gen.half_in(-0.02f, 0.02f);
+    for (auto& q : b.qs) q = block32_byte(gen, extreme);
+    return b;
+}
+
 // Q8_0 activations over the whole int8 range (-128 included, which the quantizer never writes
 // but the kernels must still get right), or only its two ends.
 BlockQ8_0 block32_activations(Gen& gen, bool extreme) {
@@ -843,6 +881,23 @@ TEST_CASE("Q4_1 x Q8_0 tiles give the reference's bits on every kernel set") {
     }
 }
 
+TEST_CASE("Q5_1 x Q8_0 tiles give the reference's bits on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_block32<BlockQ5_1, dot_q5_1_q8_0>(kernels_for(isa).for_weights(TensorType::Q5_1), TensorType::Q5_1, block_q5_1, 54);
+    }
+}
+
+TEST_CASE("IQ4_NL x Q8_0 tiles give the reference's bits on every kernel set") {
+    for (const Isa isa : kAllIsas) {
+        if (!runnable(isa)) continue;
+        CAPTURE(isa_name(isa));
+        check_block32<BlockIQ4NL, dot_iq4_nl_q8_0>(kernels_for(isa).for_weights(TensorType::IQ4_NL), TensorType::IQ4_NL,
+                                                   block_iq4_nl, 55);
+    }
+}
+
 #if SMOL_HAVE_AVX2_KERNELS
 namespace {
 
@@ -864,6 +919,8 @@ TEST_CASE("the AVX-VNNI set's Q8_0 and block-of-32 tiles give the reference's bi
     check_block32<BlockQ4_0, dot_q4_0_q8_0>(emulated_vnni_tile<legacy::Q4_0Kind>, TensorType::Q4_0, block_q4_0, 151);
     check_block32<BlockQ5_0, dot_q5_0_q8_0>(emulated_vnni_tile<legacy::Q5_0Kind>, TensorType::Q5_0, block_q5_0, 152);
     check_block32<BlockQ4_1, dot_q4_1_q8_0>(emulated_vnni_tile<legacy::Q4_1Kind>, TensorType::Q4_1, block_q4_1, 153);
+    check_block32<BlockQ5_1, dot_q5_1_q8_0>(emulated_vnni_tile<legacy::Q5_1Kind>, TensorType::Q5_1, block_q5_1, 154);
+    check_block32<BlockIQ4NL, dot_iq4_nl_q8_0>(emulated_vnni_tile<legacy::IQ4NLKind>, TensorType::IQ4_NL, block_iq4_nl, 155);
 }
 #endif
 
@@ -987,13 +1044,19 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
                 else CHECK((row.tiles[std::size_t(isa)] == nullptr || isa_compiled(isa)));
                 if (isa_compiled(isa)) CHECK((KernelSet{isa}.for_weights(row.type) != nullptr));
             }
-            CHECK((row.from_float[std::size_t(isa)] != nullptr));
+            // A quantizer in every column or in none (the types smol reads but never writes).
+            CHECK((row.from_float[std::size_t(isa)] != nullptr) == (row.from_float[0] != nullptr));
         }
+        const bool read_only = row.type == TensorType::IQ4_NL || row.type == TensorType::IQ4_XS;
+        CHECK((row.from_float[0] == nullptr) == read_only);
         if (row.is_weight()) CHECK(find_type_row(row.activations) != nullptr);  // its activations have a row too
     }
-    CHECK(find_type_row(TensorType::Q5_1) == nullptr);
+    CHECK(find_type_row(TensorType::IQ2_XXS) == nullptr);
     CHECK_FALSE(is_weight_type(TensorType::Q8_K));
-    CHECK(supported_weight_types() == "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, Q4_1, F32, F16, BF16");
+    CHECK(supported_weight_types() == "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, IQ4_XS, F32, F16, BF16");
+    CHECK(supported_weight_types(true) == "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, F32, F16, BF16");
+    CHECK_THROWS_WITH_AS(quantize_row(TensorType::IQ4_NL, nullptr, nullptr, 32), doctest::Contains("smol cannot write IQ4_NL"),
+                         smol::Error);
     // Every k-quant has prompt GEMMs in the AVX2, AVX-VNNI and AVX-512 sets (the GEMM test skips a missing one).
     for (const TensorType type : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K})
         for (const Isa isa : {Isa::avx2, Isa::avx_vnni, Isa::avx512}) {
@@ -1003,7 +1066,8 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
         }
     // Every integer weight type has kernels of its own in the neon and dotprod sets.
     for (const TensorType type : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
-                                  TensorType::Q8_0, TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1})
+                                  TensorType::Q8_0, TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1, TensorType::Q5_1,
+                                  TensorType::IQ4_NL})
         for (const Isa isa : {Isa::neon, Isa::dotprod}) {
             CAPTURE(type_name(type));
             CAPTURE(isa_name(isa));
@@ -1034,11 +1098,12 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
     }
     CHECK(weight_row(TensorType::Q6_K).activations == TensorType::Q8_K);
     CHECK(weight_row(TensorType::Q8_0).activations == TensorType::Q8_0);
-    for (const TensorType block32 : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1})
+    for (const TensorType block32 : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1, TensorType::Q5_1, TensorType::IQ4_NL})
         CHECK(weight_row(block32).activations == TensorType::Q8_0);
+    CHECK(weight_row(TensorType::IQ4_XS).activations == TensorType::Q8_K);
     CHECK(weight_row(TensorType::BF16).activations == TensorType::F32);
     CHECK_THROWS_AS(weight_row(TensorType::Q8_K), smol::Error);
-    CHECK_THROWS_AS(dequantize_row(TensorType::Q5_1, nullptr, nullptr, 32), smol::Error);
+    CHECK_THROWS_AS(dequantize_row(TensorType::IQ2_XXS, nullptr, nullptr, 256), smol::Error);
 }
 
 // The AVX2 Q4_K GEMM with its first result one ulp off: what a miscompiled or misbehaving set looks like.
@@ -1097,7 +1162,7 @@ TEST_CASE("kernel selection") {
     // AMX tiles only with the OS's permission; a CPU without them is never asked.
     if (!cpu.amx_tile) CHECK_FALSE(cpu.amx_permitted);
     CHECK(cpu.has_amx_kernels() == (cpu.best_isa() == Isa::amx));
-    CHECK_THROWS_AS(kernels_for(Isa::scalar).for_weights(TensorType::Q5_1), smol::Error);
+    CHECK_THROWS_AS(kernels_for(Isa::scalar).for_weights(TensorType::IQ2_XXS), smol::Error);
     CHECK(parse_isa("avx_vnni") == Isa::avx_vnni);
     CHECK(cpu.supports(Isa::avx_vnni) == (cpu.has_avx2_kernels() && cpu.avx_vnni));
     if (!cpu.supports(Isa::avx_vnni)) CHECK_THROWS_AS(kernels_for(Isa::avx_vnni), smol::Error);

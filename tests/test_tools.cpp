@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -267,7 +268,7 @@ TEST_CASE("a synthesized tiny model has the fixture's layout and tokenizer, load
 }
 
 TEST_CASE("smol-synth --type makes every matrix one type, as llama-quantize --pure, and the file runs") {
-    for (const TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1, TensorType::Q8_0}) {
+    for (const TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1, TensorType::Q5_1, TensorType::Q8_0}) {
         CAPTURE(smol::type_name(type));
         const auto counts = count_types(synth::plan_tensors(synth::preset("tiny"), type));
         CHECK(counts.at(type) == 57);  // token_embd and 7 matrices x 8 layers
@@ -276,24 +277,33 @@ TEST_CASE("smol-synth --type makes every matrix one type, as llama-quantize --pu
     }
     CHECK(synth::llama_file_type({}) == 15);
     CHECK(synth::llama_file_type(TensorType::Q5_0) == 8);
+    CHECK(synth::llama_file_type(TensorType::Q5_1) == 9);
+    // smol runs IQ4_NL files but has no quantizer to write one.
+    CHECK_THROWS_WITH_AS(synth::plan_tensors(synth::preset("tiny"), TensorType::IQ4_NL),
+                         doctest::Contains("matrices of type IQ4_NL are not supported"), smol::Error);
     CHECK_THROWS_WITH_AS(synth::plan_tensors(synth::preset("tiny"), TensorType::I8),
                          doctest::Contains("matrices of type I8 are not supported"), smol::Error);
 
-    const fs::path out = scratch_dir() / "tiny-q4_1.gguf";
-    const auto made = run_tool("smol-synth", "-o " + quoted(out) + " --preset tiny --type q4_1 --seed 3 -t 1");
-    REQUIRE(made.exit_code == 0);
-    const auto file = smol::gguf::File::open(out);
-    CHECK(file.get_int("general.file_type") == 3);
-    for (const auto& t : file.tensors()) {
-        CAPTURE(t.name);
-        CHECK(t.type == (t.shape.size() == 2 ? TensorType::Q4_1 : TensorType::F32));
+    for (const auto& [name, type, file_type] : {std::tuple{"q4_1", TensorType::Q4_1, 3}, std::tuple{"q5_1", TensorType::Q5_1, 9}}) {
+        CAPTURE(name);
+        const fs::path out = scratch_dir() / ("tiny-" + std::string(name) + ".gguf");
+        const auto made = run_tool("smol-synth", "-o " + quoted(out) + " --preset tiny --type " + name + " --seed 3 -t 1");
+        REQUIRE(made.exit_code == 0);
+        const auto file = smol::gguf::File::open(out);
+        CHECK(file.get_int("general.file_type") == file_type);
+        for (const auto& t : file.tensors()) {
+            CAPTURE(t.name);
+            CHECK(t.type == (t.shape.size() == 2 ? type : TensorType::F32));
+        }
+        check_loads_and_runs(out, {1, 500, 4078});
     }
-    check_loads_and_runs(out, {1, 500, 4078});
+    const auto iq4 = run_tool("smol-synth", "-o " + quoted(scratch_dir() / "z.gguf") + " --preset tiny --type IQ4_NL");
+    CHECK(iq4.exit_code == 2);
 
     const auto refused = run_tool("smol-synth", "-o " + quoted(scratch_dir() / "y.gguf") + " --preset tiny --type Q9_9");
     CHECK(refused.exit_code == 2);  // a usage mistake
     CHECK(refused.output.find("--type: expected Q4_K_M or a weight type (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, "
-                              "Q4_1, F32, F16, BF16), found 'Q9_9'") != std::string::npos);
+                              "Q4_1, Q5_1, F32, F16, BF16), found 'Q9_9'") != std::string::npos);
 }
 
 TEST_CASE("synthesized weights: std 0.02 around 0, norms around 1, after quantization") {
@@ -414,6 +424,41 @@ TEST_CASE("smol-inspect describes a fixture and rejects broken files with exit c
     const auto missing = run_tool("smol-inspect", quoted(scratch_dir() / "no-such-file.gguf"));
     CHECK(missing.exit_code == 1);
     CHECK(missing.output.find("cannot open") != std::string::npos);
+}
+
+TEST_CASE("smol-inspect lists a file of every ggml type and names the types smol cannot run") {
+    // One 256 x 2 tensor of each type ggml defines (256 is a whole number of blocks of every
+    // type), zero bytes: the reader must know every type's geometry, and smol-inspect must say
+    // which types have no kernel instead of failing to open the file.
+    smol::gguf::Writer writer;
+    writer.set_string("general.architecture", "smollm3");
+    std::vector<TensorType> types;
+    for (std::uint32_t id = 0; id < 64; ++id)
+        if (const auto traits = smol::tensor_type_traits(id)) types.push_back(traits->type);
+    CHECK(types.size() == 35);  // ggml.h's enum, less the ids it removed
+    for (const TensorType type : types) {
+        const auto traits = smol::traits_of(type);
+        writer.add_tensor("t." + std::string(traits.name), type, {256, 2},
+                          std::vector<std::uint8_t>(2 * 256 / traits.block_elements * traits.block_bytes));
+    }
+    const fs::path path = scratch_dir() / "every-type.gguf";
+    writer.write(path);
+    const auto listed = run_tool("smol-inspect", quoted(path));
+    CHECK(listed.exit_code == 0);
+    for (const char* line : {"t.IQ2_XXS", "t.TQ1_0", "t.MXFP4", "t.NVFP4", "t.F64", "t.I8", "tensors: 35",
+                             "types smol cannot run: Q8_1, Q8_K, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ1_S, IQ3_S, IQ2_S, I8, I16, "
+                             "I32, I64, F64, IQ1_M, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0 (it runs "}) {
+        CAPTURE(line);
+        CHECK(listed.output.find(line) != std::string::npos);
+    }
+    for (const TensorType type : types) {
+        const std::string name(smol::type_name(type));
+        CAPTURE(name);
+        const std::size_t row = listed.output.find("\n  " + name + " ");
+        REQUIRE(row != std::string::npos);
+        const std::string line = listed.output.substr(row + 1, listed.output.find('\n', row + 1) - row - 1);
+        CHECK((line.find("  runs") != std::string::npos) == smol::is_weight_type(type));
+    }
 }
 
 TEST_CASE("smol-inspect --hf-tokenizer writes the vocabulary as Llama 3's tokenizer.json") {

@@ -109,9 +109,9 @@ struct PlannedTensor {
 // With `matrix_type`, every matrix has that type instead (llama-quantize --pure); norms stay F32.
 inline std::vector<PlannedTensor> plan_tensors(const Shape& s, std::optional<TensorType> matrix_type = {}) {
     validate(s);
-    if (matrix_type && !is_weight_type(*matrix_type))
+    if (matrix_type && (!is_weight_type(*matrix_type) || type_row(*matrix_type, "synthetic model").from_float[0] == nullptr))
         fail("synthetic model: matrices of type ", type_name(*matrix_type), " are not supported (expected one of ",
-             supported_weight_types(), ")");
+             supported_weight_types(true), ")");
     const std::int64_t d = s.d_model, f = s.d_ffn, q = s.d_q(), kv = s.d_kv();
     std::vector<PlannedTensor> plan;
     plan.push_back({"output_norm.weight", TensorType::F32, {d}, Init::Norm});
@@ -145,6 +145,7 @@ inline std::uint32_t llama_file_type(std::optional<TensorType> matrix_type) {
         case TensorType::Q4_1: return 3;
         case TensorType::Q8_0: return 7;
         case TensorType::Q5_0: return 8;
+        case TensorType::Q5_1: return 9;
         case TensorType::Q2_K: return 10;
         case TensorType::Q3_K: return 12;  // MOSTLY_Q3_K_M: llama-quantize's name for Q3_K (likewise below)
         case TensorType::Q4_K: return 15;  // MOSTLY_Q4_K_M

@@ -147,11 +147,11 @@ int main(int argc, char** argv) {
         for (const auto& t : tensors) name_width = std::max(name_width, t.name.size());
         std::printf("\ntensors: %zu\n", tensors.size());
         if (show_tensors && !tensors.empty()) {
-            std::printf("  %5s  %-*s  %-5s  %-18s  %14s  %12s\n", "#", int(name_width), "name", "type", "shape",
+            std::printf("  %5s  %-*s  %-7s  %-18s  %14s  %12s\n", "#", int(name_width), "name", "type", "shape",
                         "offset", "bytes");
             for (std::size_t i = 0; i < tensors.size(); ++i) {
                 const auto& t = tensors[i];
-                std::printf("  %5zu  %-*s  %-5s  %-18s  %14" PRIu64 "  %12" PRIu64 "\n", i, int(name_width),
+                std::printf("  %5zu  %-*s  %-7s  %-18s  %14" PRIu64 "  %12" PRIu64 "\n", i, int(name_width),
                             t.name.c_str(), std::string(smol::type_name(t.type)).c_str(), t.shape_string().c_str(),
                             file.data_offset() + t.offset, t.n_bytes);
             }
@@ -162,20 +162,29 @@ int main(int argc, char** argv) {
             std::size_t tensors = 0;
             std::uint64_t elements = 0, bytes = 0;
         };
-        std::map<std::string, TypeTotals> per_type;
+        std::map<smol::TensorType, TypeTotals> per_type;
         std::uint64_t n_params = 0, tensor_bytes = 0;
         for (const auto& t : tensors) {
-            auto& totals = per_type[std::string(smol::type_name(t.type))];
+            auto& totals = per_type[t.type];
             totals.tensors += 1;
             totals.elements += t.n_elements;
             totals.bytes += t.n_bytes;
             n_params += t.n_elements;
             tensor_bytes += t.n_bytes;
         }
+        // Every ggml type is read and counted; the types smol has no kernel for are named, so a file
+        // that cannot run says which of its types is why rather than failing to open.
         std::printf("\ntypes:\n");
-        for (const auto& [name, totals] : per_type)
-            std::printf("  %-5s  %4zu tensors  %14" PRIu64 " weights  %12s\n", name.c_str(), totals.tensors,
-                        totals.elements, human_bytes(totals.bytes).c_str());
+        std::string cannot_run;
+        for (const auto& [type, totals] : per_type) {
+            const bool runs = smol::is_weight_type(type);
+            std::printf("  %-7s  %4zu tensors  %14" PRIu64 " weights  %12s  %s\n", std::string(smol::type_name(type)).c_str(),
+                        totals.tensors, totals.elements, human_bytes(totals.bytes).c_str(),
+                        runs ? "runs" : "read only: smol has no kernel for it");
+            if (!runs) cannot_run.append(cannot_run.empty() ? "" : ", ").append(smol::type_name(type));
+        }
+        if (!cannot_run.empty())
+            std::printf("types smol cannot run: %s (it runs %s)\n", cannot_run.c_str(), smol::supported_weight_types().c_str());
         std::printf("parameters: %" PRIu64 " (%.2f B)\n", n_params, double(n_params) / 1e9);
         std::printf("tensor data: %" PRIu64 " bytes (%s)\n", tensor_bytes, human_bytes(tensor_bytes).c_str());
         if (n_params > 0)

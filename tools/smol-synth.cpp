@@ -29,7 +29,7 @@ void usage(std::FILE* out) {
                  "  --preset NAME       3b (SmolLM3-3B, default, ~1.9 GB) or tiny (the test fixture's shape)\n"
                  "  --type T            Q4_K_M (default: llama.cpp's mix of Q4_K and Q6_K), or every matrix of\n"
                  "                      type T (as llama-quantize --pure): Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0,\n"
-                 "                      Q4_0, Q4_1, Q5_0\n"
+                 "                      Q4_0, Q4_1, Q5_0, Q5_1\n"
                  "  --seed N            random seed (default 42); the file depends only on the seed and shape\n"
                  "  -t, --threads N     quantization threads (default: all)\n"
                  "  --vocab FILE        copy the tokenizer (tokenizer.* keys, chat template) from this GGUF;\n"
@@ -50,9 +50,10 @@ std::optional<smol::TensorType> parse_type(const std::string& flag, const std::s
     for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
     if (upper == "Q4_K_M") return std::nullopt;
     for (std::uint32_t id = 0; id < 64; ++id)
-        if (const auto traits = smol::tensor_type_traits(id); traits && traits->name == upper && smol::is_weight_type(traits->type))
+        if (const auto traits = smol::tensor_type_traits(id); traits && traits->name == upper && smol::is_weight_type(traits->type) &&
+            smol::type_row(traits->type, "--type").from_float[0] != nullptr)
             return traits->type;
-    throw smol::args::UsageError(flag + ": expected Q4_K_M or a weight type (" + smol::supported_weight_types() +
+    throw smol::args::UsageError(flag + ": expected Q4_K_M or a weight type (" + smol::supported_weight_types(true) +
                                  "), found '" + text + "'");
 }
 

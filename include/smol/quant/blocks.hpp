@@ -113,4 +113,41 @@ struct BlockQ5_0 {
 };
 static_assert(sizeof(BlockQ5_0) == 22);
 
+// 6 bits per value: Q5_0's quants without the offset (unsigned 0..31) and Q4_1's min:
+// value = d * q + m. Low nibbles as in Q4_0, bit l of the little-endian word qh is bit 4 of value l.
+inline constexpr int QK5_1 = 32;
+struct BlockQ5_1 {
+    std::uint16_t d;  // fp16 scale
+    std::uint16_t m;  // fp16 min
+    std::uint8_t qh[4];
+    std::uint8_t qs[QK5_1 / 2];
+};
+static_assert(sizeof(BlockQ5_1) == 24);
+
+// The 16 values a non-linear 4-bit quant indexes (IQ4_NL and IQ4_XS): ggml's kvalues_iq4nl,
+// denser near zero, where most weights are. A weight is d * kIq4nlValues[q].
+inline constexpr std::int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                 1,    13,   25,  38,  53,  69,  89,  113};
+
+// 4.5 bits per value: 32 values with one fp16 scale, 4-bit indices into kIq4nlValues, nibbles as
+// in Q4_0 (byte l: value l low, value l + 16 high).
+inline constexpr int QK4_NL = 32;
+struct BlockIQ4NL {
+    std::uint16_t d;  // fp16
+    std::uint8_t qs[QK4_NL / 2];
+};
+static_assert(sizeof(BlockIQ4NL) == 18);
+
+// 4.25 bits per value: a super-block of 256 as eight sub-blocks of 32, each with a 6-bit scale
+// stored + 32 (low 4 bits in a nibble of scales_l, sub-block j in byte j / 2, high nibble for odd
+// j; high 2 bits in bits 2j, 2j + 1 of scales_h) and IQ4_NL's nibbles, sub-block j in qs[16 j ..]:
+// weight l of sub-block j is d * (scale_j - 32) * kIq4nlValues[q].
+struct BlockIQ4XS {
+    std::uint16_t d;  // fp16 super-block scale
+    std::uint16_t scales_h;
+    std::uint8_t scales_l[QK_K / 64];
+    std::uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(BlockIQ4XS) == 136);
+
 }  // namespace smol

@@ -1,5 +1,6 @@
 #pragma once
-// AVX2 tiles for the k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K weights against Q8_K activations),
+// AVX2 tiles for the k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K weights against Q8_K activations)
+// and IQ4_XS (decode kernel only, at the end),
 // and the two drivers the AVX-512 set runs too (kquant_tiles_avx512.hpp): one for decode (a
 // column), one for prompt GEMMs. A k-quant is written here as two small rows, a Decode kernel
 // (its block's exact integer totals against one activation block) and a Gemm kernel (its block
@@ -14,6 +15,7 @@
 // reference's bits.
 
 #include "smol/quant/kernels_avx2.hpp"
+#include "smol/quant/legacy_tiles_avx2.hpp"  // IQ4_XS: IQ4_NL's table and wide products
 
 #if SMOL_HAVE_AVX2_KERNELS
 
@@ -543,6 +545,35 @@ inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t
         for (int r = 0; r < n_rows; ++r) out[std::size_t(t) * out_stride + std::size_t(r)] = acc[t / 8][r][t % 8];
 }
 
+// ---------------------------------------------------------------------------------------------
+// IQ4_XS: 8 sub-blocks of 32 with signed scales (-32..31) and IQ4_NL's table values. Its values
+// are used unsigned (table + 128, legacy_tiles_avx2.hpp) through the instruction set's wide
+// products (Ops::wide_dot: no i16 saturation for quants up to 255); the offset comes out once
+// per block as 128 * sum_j scale_j * (bsum_2j + bsum_2j+1), exact. No GEMM: prompts go column
+// by column through this kernel.
+template <class Ops>
+struct IQ4XSDecode {
+    using Weight = BlockIQ4XS;
+    using Sums = ScaleSums;
+    SMOL_INLINE_INTO_SET static Sums sums(const BlockIQ4XS& wb, const BlockQ8K& ab) {
+        std::int8_t scales[QK_K / 32];
+        iq4xs_unpack_scales(wb, scales);
+        const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(legacy::kIq4nlShifted.bytes));
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        __m256i dots = _mm256_setzero_si256();
+        std::int32_t offset = 0;
+        for (int j = 0; j < QK_K / 32; ++j) {
+            const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.qs + 16 * j));
+            const __m256i nibbles = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), low4);  // weights 0-31
+            const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * j));
+            const __m256i products = Ops::wide_dot(_mm256_shuffle_epi8(table, nibbles), a);
+            dots = _mm256_add_epi32(dots, _mm256_mullo_epi32(products, _mm256_set1_epi32(scales[j])));
+            offset += std::int32_t(scales[j]) * (ab.bsums[2 * j] + ab.bsums[2 * j + 1]);
+        }
+        return {_mm256_sub_epi32(dots, _mm256_setr_epi32(128 * offset, 0, 0, 0, 0, 0, 0, 0))};
+    }
+};
+
 }  // namespace kquant_detail
 
 // Decode takes the column kernels, prompts the GEMMs; a tile of a few columns (a batch of fewer
@@ -556,6 +587,7 @@ inline constexpr DotTileFn q3k_q8k = kquant_tile<kquant_detail::Q3KDecode>;
 inline constexpr DotTileFn q4k_q8k = kquant_tile<kquant_detail::Q4KDecode>;
 inline constexpr DotTileFn q5k_q8k = kquant_tile<kquant_detail::Q5KDecode>;
 inline constexpr DotTileFn q6k_q8k = kquant_tile<kquant_detail::Q6KDecode>;
+inline constexpr DotTileFn iq4xs_q8k = kquant_tile<kquant_detail::IQ4XSDecode<legacy::Avx2Ops>>;
 template <class Gemm>
 inline constexpr GemmTileFn maddubs_gemm = kquant_detail::kquant_gemm<Gemm, kquant_detail::MaddubsProducts>;
 inline constexpr GemmTileFn q2k_q8k_gemm = maddubs_gemm<kquant_detail::Q2KGemm>;

@@ -18,6 +18,7 @@
 #include "smol/core/intrinsic_warnings.hpp"
 #include "smol/quant/kernels_avx512.hpp"
 #include "smol/quant/kquant_tiles_avx2.hpp"
+#include "smol/quant/legacy_tiles_avx512.hpp"  // IQ4_XS: the block-of-32 products
 
 #if SMOL_HAVE_AVX512_KERNELS
 
@@ -273,6 +274,8 @@ inline constexpr DotTileFn q3k_q8k = kquant_tile<kquant_detail::Q3KDecode>;
 inline constexpr DotTileFn q4k_q8k = kquant_tile<kquant_detail::Q4KDecode>;
 inline constexpr DotTileFn q5k_q8k = kquant_tile<kquant_detail::Q5KDecode>;
 inline constexpr DotTileFn q6k_q8k = kquant_tile<kquant_detail::Q6KDecode>;
+// IQ4_XS: the AVX2 kernel with vpdpbusd products (exact for its unsigned values up to 241).
+inline constexpr DotTileFn iq4xs_q8k = kquant_tile<kernels_avx2::kquant_detail::IQ4XSDecode<legacy::Avx512Ops>>;
 inline constexpr GemmTileFn q2k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q2KGemm>;
 inline constexpr GemmTileFn q3k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q3KGemm>;
 inline constexpr GemmTileFn q4k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q4KGemm>;

@@ -1,13 +1,14 @@
 #pragma once
-// AVX2 tiles for the block-of-32 weight formats (Q4_0, Q5_0, Q4_1) against Q8_0 activations,
+// AVX2 tiles for the block-of-32 weight formats (Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL) against Q8_0 activations,
 // and the tile driver that the AVX-512 set instantiates with its own integer products
 // (legacy_tiles_avx512.hpp). Every tile gives the reference's bits (reference.hpp,
 // dot_q4_0_q8_0 and its siblings): per block the exact integer dot, then the reference's float
 // step into the partial sum of its block index mod 8, which here is a vector lane.
 //
-// The quants are used unsigned (Q4_0's q, whose value is q - 8; Q5_0's, q - 16), so maddubs
+// The quants are used unsigned (Q4_0's q, whose value is q - 8; Q5_0's, q - 16; IQ4_NL's table
+// value + 128), so maddubs
 // (u8 x i8) or vpdpbusd multiply them with the activation quants, and the offset comes out per
-// block as offset * (sum of the activation block's quants), exact. Q4_1's min meets the same
+// block as offset * (sum of the activation block's quants), exact. Q4_1's and Q5_1's min meets the same
 // sums in its own float step.
 //
 // Blocks go eight at a time, as four pairs (k, k + 4): a pair fills two vectors, `lo` = [block
@@ -87,6 +88,18 @@ __attribute__((always_inline)) inline void prepare_group(const BlockQ8_0* a, int
 // block, 4]. A maddubs i16 is at most 2 * 31 * 128 = 7936 in magnitude, lo's plus hi's at most
 // 15872: no saturation, no wrap.
 struct Avx2Ops {
+    // dot_pair's products for quants up to 255 (IQ4_NL's table values + 128), where two products in a
+    // maddubs i16 would saturate (2 * 241 * 128 > 32767): even and odd bytes each go through their
+    // own maddubs (one product per i16, at most 241 * 128) and madd.
+    // wide_dot: one vector of such quants against 32 activations, as 8 i32 sums of 4 products.
+    static __m256i wide_dot(__m256i q, __m256i a) {
+        const __m256i even = _mm256_set1_epi16(0x00ff), ones16 = _mm256_set1_epi16(1);
+        return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, even), a), ones16),
+                                _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_andnot_si256(even, q), a), ones16));
+    }
+    static __m256i wide_dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
+        return _mm256_add_epi32(wide_dot(lo, act_lo), wide_dot(hi, act_hi));
+    }
     static __m256i dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
         return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, act_lo), _mm256_maddubs_epi16(hi, act_hi)),
                                  _mm256_set1_epi16(1));
@@ -118,6 +131,11 @@ template <class Dot>
 struct VnniOps : Avx2Ops {
     SMOL_INLINE_INTO_SET static __m256i dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
         return Dot::dpbusd(Dot::dpbusd(_mm256_setzero_si256(), lo, act_lo), hi, act_hi);
+    }
+    // vpdpbusd adds its four products in i32: quants up to 255 are exact as they are.
+    SMOL_INLINE_INTO_SET static __m256i wide_dot(__m256i q, __m256i a) { return Dot::dpbusd(_mm256_setzero_si256(), q, a); }
+    SMOL_INLINE_INTO_SET static __m256i wide_dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
+        return dot_pair(lo, hi, act_lo, act_hi);
     }
 };
 
@@ -154,7 +172,8 @@ struct Q4_1Kind {
     }
 };
 
-inline std::uint32_t high_bits(const BlockQ5_0& b) {
+template <class Block>
+inline std::uint32_t high_bits(const Block& b) {
     std::uint32_t qh;
     std::memcpy(&qh, b.qh, sizeof(qh));
     return qh;
@@ -170,6 +189,50 @@ struct Q5_0Kind {
         Ops::add_high_bits(high_bits(first), high_bits(second), lo, hi);
     }
 };
+
+struct Q5_1Kind {
+    using Block = BlockQ5_1;
+    static constexpr int kOffset = 0;
+    static constexpr bool kHasMin = true;
+    template <class Ops>
+    static void pair(const Block& first, const Block& second, __m256i& lo, __m256i& hi) {
+        nibble_pair(first.qs, second.qs, lo, hi);
+        Ops::add_high_bits(high_bits(first), high_bits(second), lo, hi);
+    }
+};
+
+// kIq4nlValues + 128 (1..241), twice: a pshufb table for each 128-bit lane.
+struct Iq4nlShiftedTable {
+    alignas(32) std::uint8_t bytes[32];
+};
+inline constexpr Iq4nlShiftedTable kIq4nlShifted = [] {
+    Iq4nlShiftedTable t{};
+    for (int i = 0; i < 32; ++i) t.bytes[i] = std::uint8_t(kIq4nlValues[i % 16] + 128);
+    return t;
+}();
+
+// IQ4_NL: each nibble looks its value up in the table (pshufb), shifted by 128 to be unsigned,
+// so values up to 241 need the products that do not saturate (kWide).
+struct IQ4NLKind {
+    using Block = BlockIQ4NL;
+    static constexpr int kOffset = 128;
+    static constexpr bool kHasMin = false;
+    static constexpr bool kWide = true;
+    template <class Ops>
+    static void pair(const Block& first, const Block& second, __m256i& lo, __m256i& hi) {
+        nibble_pair(first.qs, second.qs, lo, hi);
+        const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(kIq4nlShifted.bytes));
+        lo = _mm256_shuffle_epi8(table, lo);
+        hi = _mm256_shuffle_epi8(table, hi);
+    }
+};
+
+// The products of a pair for a Kind: wide where its quants exceed 31 (Kind::kWide).
+template <class Kind, class Ops>
+__attribute__((always_inline)) inline __m256i kind_dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
+    if constexpr (requires { Kind::kWide; }) return Ops::wide_dot_pair(lo, hi, act_lo, act_hi);
+    else return Ops::dot_pair(lo, hi, act_lo, act_hi);
+}
 
 // The fp16 scales of eight blocks as floats and, for formats with a min, their mins (which
 // follow the scale: Q4_1's first 4 bytes are d, m). Each block's first 4 bytes go to a 32-bit
@@ -209,9 +272,8 @@ __attribute__((always_inline)) inline void row_group(const typename Kind::Block*
     block_scales<Kind, Partial>(w, last, d, m);
     for (int c = 0; c < C; ++c) {
         const ActGroup& g = *acts[c];
-        const __m256i totals =
-            group_totals(Ops::dot_pair(lo[0], hi[0], g.lo[0], g.hi[0]), Ops::dot_pair(lo[1], hi[1], g.lo[1], g.hi[1]),
-                         Ops::dot_pair(lo[2], hi[2], g.lo[2], g.hi[2]), Ops::dot_pair(lo[3], hi[3], g.lo[3], g.hi[3]));
+        const auto dot = [&](int k) { return kind_dot_pair<Kind, Ops>(lo[k], hi[k], g.lo[k], g.hi[k]); };
+        const __m256i totals = group_totals(dot(0), dot(1), dot(2), dot(3));
         __m256i dots = totals;
         if constexpr (Kind::kOffset != 0) {
             static_assert(std::has_single_bit(unsigned(Kind::kOffset)), "the offset is applied as a shift");
@@ -285,6 +347,8 @@ inline constexpr DotTileFn legacy_tile = kernel_detail::by_columns<legacy::tile<
 inline constexpr DotTileFn q4_0_q8_0 = legacy_tile<legacy::Q4_0Kind>;
 inline constexpr DotTileFn q5_0_q8_0 = legacy_tile<legacy::Q5_0Kind>;
 inline constexpr DotTileFn q4_1_q8_0 = legacy_tile<legacy::Q4_1Kind>;
+inline constexpr DotTileFn q5_1_q8_0 = legacy_tile<legacy::Q5_1Kind>;
+inline constexpr DotTileFn iq4_nl_q8_0 = legacy_tile<legacy::IQ4NLKind>;
 
 #if SMOL_HAVE_AVX_VNNI_KERNELS
 // The AVX-VNNI set's: the same driver with VnniOps<VexDot>.
@@ -303,6 +367,8 @@ inline constexpr DotTileFn avx_vnni_legacy_tile =
 inline constexpr DotTileFn q4_0_q8_0_avx_vnni = avx_vnni_legacy_tile<legacy::Q4_0Kind>;
 inline constexpr DotTileFn q5_0_q8_0_avx_vnni = avx_vnni_legacy_tile<legacy::Q5_0Kind>;
 inline constexpr DotTileFn q4_1_q8_0_avx_vnni = avx_vnni_legacy_tile<legacy::Q4_1Kind>;
+inline constexpr DotTileFn q5_1_q8_0_avx_vnni = avx_vnni_legacy_tile<legacy::Q5_1Kind>;
+inline constexpr DotTileFn iq4_nl_q8_0_avx_vnni = avx_vnni_legacy_tile<legacy::IQ4NLKind>;
 #endif
 
 }  // namespace smol::kernels_avx2

@@ -1,5 +1,6 @@
 #pragma once
-// AVX-512 VNNI tiles for the block-of-32 weight formats (Q4_0, Q5_0, Q4_1) against Q8_0
+// AVX-512 VNNI tiles for the block-of-32 weight formats (Q4_0, Q5_0, Q4_1, Q5_1,
+// IQ4_NL) against Q8_0
 // activations: the AVX2 set's tile driver (legacy_tiles_avx2.hpp) with two vpdpbusd per pair of
 // blocks in place of two maddubs, an add and a madd. Same bits as the reference and the AVX2 set.
 //
@@ -56,6 +57,8 @@ inline constexpr DotTileFn legacy_tile =
 inline constexpr DotTileFn q4_0_q8_0 = legacy_tile<legacy::base::Q4_0Kind>;
 inline constexpr DotTileFn q5_0_q8_0 = legacy_tile<legacy::base::Q5_0Kind>;
 inline constexpr DotTileFn q4_1_q8_0 = legacy_tile<legacy::base::Q4_1Kind>;
+inline constexpr DotTileFn q5_1_q8_0 = legacy_tile<legacy::base::Q5_1Kind>;
+inline constexpr DotTileFn iq4_nl_q8_0 = legacy_tile<legacy::base::IQ4NLKind>;
 
 }  // namespace smol::kernels_avx512
 

@@ -1,12 +1,12 @@
 #pragma once
 // The neon and dotprod sets' tiles for the block-of-32 weight formats against Q8_0 activations:
-// Q8_0, Q4_0, Q5_0 and Q4_1; and the ARM sets' Q8_0 activation quantizer.
+// Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 and IQ4_NL; and the ARM sets' Q8_0 activation quantizer.
 //
 // Each weight block is unpacked once per row into 32 signed bytes (the value's quant: q - 8 for
-// Q4_0, q - 16 for Q5_0, q for Q4_1 and Q8_0) and met by every column of the tile: the exact
+// Q4_0, q - 16 for Q5_0, q for Q4_1, Q5_1 and Q8_0, the table value for IQ4_NL) and met by every column of the tile: the exact
 // integer dot of 32 byte products by the set's Dot (neon_dot.hpp), then the reference's float
-// step. For Q4_0, Q5_0 and Q4_1 that is block32_accumulate into the partial sum of the block's
-// index mod 8 (Q4_1's min meets the exact sum of the activation quants in a second step), added
+// step. For the formats other than Q8_0 that is block32_accumulate into the partial sum of the block's
+// index mod 8 (Q4_1's and Q5_1's min meets the exact sum of the activation quants in a second step), added
 // at the end as block32_reduce adds them; for Q8_0 it is dot_q8_0_q8_0's running sum. Every
 // result has the reference's bits.
 
@@ -78,24 +78,55 @@ struct Q4_1Kind {
     }
 };
 
-// Bit l of the little-endian word qh is bit 4 of value l: byte i of the values 0-15 takes bit
-// i % 8 of qh[i / 8], byte i of the values 16-31 bit i % 8 of qh[2 + i / 8].
+// A Q5_0 or Q5_1 block's five-bit quants, 0..31. Bit l of the little-endian word qh is bit 4 of
+// value l: byte i of the values 0-15 takes bit i % 8 of qh[i / 8], byte i of the values 16-31
+// bit i % 8 of qh[2 + i / 8].
+template <class Block>
+SMOL_INLINE_INTO_SET inline void five_bit_quants(const Block& w, uint8x16_t& lo, uint8x16_t& hi) {
+    nibbles(w.qs, lo, hi);
+    const uint8x16_t bit = vreinterpretq_u8_u64(vdupq_n_u64(0x8040201008040201));  // byte i: bit i % 8
+    const uint8x16_t sixteen = vdupq_n_u8(16);
+    const auto fifth = [&](int byte) {  // 16 if the value's bit 4 is set: qh bytes `byte`, `byte` + 1
+        const uint8x16_t spread = vcombine_u8(vdup_n_u8(w.qh[byte]), vdup_n_u8(w.qh[byte + 1]));
+        return vandq_u8(vtstq_u8(spread, bit), sixteen);
+    };
+    lo = vorrq_u8(lo, fifth(0));
+    hi = vorrq_u8(hi, fifth(2));
+}
+
 struct Q5_0Kind {
     using Block = BlockQ5_0;
     static constexpr int kLanes = kBlock32Lanes;
     static constexpr bool kHasMin = false;
     SMOL_INLINE_INTO_SET static Unpacked unpack(const Block& w) {
         uint8x16_t lo, hi;
-        nibbles(w.qs, lo, hi);
-        const uint8x16_t bit = vreinterpretq_u8_u64(vdupq_n_u64(0x8040201008040201));  // byte i: bit i % 8
-        const uint8x16_t sixteen = vdupq_n_u8(16);
-        const auto fifth = [&](int byte) {  // 16 if the value's bit 4 is set: qh bytes `byte`, `byte` + 1
-            const uint8x16_t spread = vcombine_u8(vdup_n_u8(w.qh[byte]), vdup_n_u8(w.qh[byte + 1]));
-            return vandq_u8(vtstq_u8(spread, bit), sixteen);
-        };
+        five_bit_quants(w, lo, hi);
         const int8x16_t offset = vdupq_n_s8(16);
-        return {vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, fifth(0))), offset),
-                vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(hi, fifth(2))), offset)};
+        return {vsubq_s8(vreinterpretq_s8_u8(lo), offset), vsubq_s8(vreinterpretq_s8_u8(hi), offset)};
+    }
+};
+
+struct Q5_1Kind {
+    using Block = BlockQ5_1;
+    static constexpr int kLanes = kBlock32Lanes;
+    static constexpr bool kHasMin = true;
+    SMOL_INLINE_INTO_SET static Unpacked unpack(const Block& w) {
+        uint8x16_t lo, hi;
+        five_bit_quants(w, lo, hi);
+        return {vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi)};
+    }
+};
+
+// IQ4_NL's nibbles index kIq4nlValues: one tbl per 16 values gives the signed values themselves.
+struct IQ4NLKind {
+    using Block = BlockIQ4NL;
+    static constexpr int kLanes = kBlock32Lanes;
+    static constexpr bool kHasMin = false;
+    SMOL_INLINE_INTO_SET static Unpacked unpack(const Block& w) {
+        uint8x16_t lo, hi;
+        nibbles(w.qs, lo, hi);
+        const int8x16_t values = vld1q_s8(kIq4nlValues);
+        return {vqtbl1q_s8(values, lo), vqtbl1q_s8(values, hi)};
     }
 };
 
@@ -161,6 +192,8 @@ inline constexpr DotTileFn q8_0_q8_0 = legacy_tile<legacy::Q8_0Kind>;
 inline constexpr DotTileFn q4_0_q8_0 = legacy_tile<legacy::Q4_0Kind>;
 inline constexpr DotTileFn q5_0_q8_0 = legacy_tile<legacy::Q5_0Kind>;
 inline constexpr DotTileFn q4_1_q8_0 = legacy_tile<legacy::Q4_1Kind>;
+inline constexpr DotTileFn q5_1_q8_0 = legacy_tile<legacy::Q5_1Kind>;
+inline constexpr DotTileFn iq4_nl_q8_0 = legacy_tile<legacy::IQ4NLKind>;
 
 #if SMOL_HAVE_DOTPROD_KERNELS
 template <class Kind>
@@ -170,6 +203,8 @@ inline constexpr DotTileFn q8_0_q8_0_dotprod = legacy_tile_dotprod<legacy::Q8_0K
 inline constexpr DotTileFn q4_0_q8_0_dotprod = legacy_tile_dotprod<legacy::Q4_0Kind>;
 inline constexpr DotTileFn q5_0_q8_0_dotprod = legacy_tile_dotprod<legacy::Q5_0Kind>;
 inline constexpr DotTileFn q4_1_q8_0_dotprod = legacy_tile_dotprod<legacy::Q4_1Kind>;
+inline constexpr DotTileFn q5_1_q8_0_dotprod = legacy_tile_dotprod<legacy::Q5_1Kind>;
+inline constexpr DotTileFn iq4_nl_q8_0_dotprod = legacy_tile_dotprod<legacy::IQ4NLKind>;
 #endif
 
 // The Q8_0 activation quantizer of every ARM set (plain Armv8.0 code), byte for byte the

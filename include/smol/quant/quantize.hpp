@@ -463,6 +463,31 @@ inline void quantize_row_q5_0(const float* x, BlockQ5_0* out, std::int64_t n) { 
     }
 }
 
+// ggml's quantize_row_q5_1_ref: the block's range [min, max] in 31 steps, m = min; quants are
+// truncated after adding 0.5 (no clamp: (max - min) * id rounds to at most 31.0), bit 4 to qh.
+inline void quantize_row_q5_1(const float* x, BlockQ5_1* out, std::int64_t n) {  // x: [n]
+    if (n % QK5_1 != 0) fail("quantize_row_q5_1: row length must be a multiple of ", QK5_1, ", got ", n);
+    for (std::int64_t b = 0; b < n / QK5_1; ++b, x += QK5_1) {
+        float min = x[0], max = x[0];
+        for (int j = 1; j < QK5_1; ++j) {
+            min = std::min(min, x[j]);
+            max = std::max(max, x[j]);
+        }
+        const float d = (max - min) / 31.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        out[b].d = f32_to_fp16(d);
+        out[b].m = f32_to_fp16(min);
+        std::uint32_t qh = 0;
+        for (int j = 0; j < QK5_1 / 2; ++j) {
+            const int lo = int((x[j] - min) * id + 0.5f), hi = int((x[j + QK5_1 / 2] - min) * id + 0.5f);
+            out[b].qs[j] = std::uint8_t((lo & 0x0f) | ((hi & 0x0f) << 4));
+            qh |= std::uint32_t((lo >> 4) & 1) << j;
+            qh |= std::uint32_t((hi >> 4) & 1) << (j + QK5_1 / 2);
+        }
+        std::memcpy(out[b].qh, &qh, sizeof(qh));
+    }
+}
+
 // The float formats: plain conversions (round to nearest even).
 inline void quantize_row_f32(const float* x, float* out, std::int64_t n) {
     std::memcpy(out, x, std::size_t(n) * sizeof(float));

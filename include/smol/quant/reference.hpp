@@ -229,8 +229,10 @@ inline void dequantize_row_q4_1(const BlockQ4_1* blocks, float* out, std::int64_
     }
 }
 
-// The 32 quants of a Q5_0 block, 0..31 (value q - 16), in weight order.
-inline void q5_0_unpack_quants(const BlockQ5_0& block, std::uint8_t* q) {  // q: [QK5_0]
+// The 32 five-bit quants of a Q5_0 or Q5_1 block, 0..31, in weight order (Q5_0's value is
+// q - 16, Q5_1's d * q + m).
+template <class Block>
+inline void q5_unpack_quants(const Block& block, std::uint8_t* q) {  // q: [QK5_0]
     std::uint32_t qh;
     std::memcpy(&qh, block.qh, sizeof(qh));
     for (int l = 0; l < QK5_0 / 2; ++l) {
@@ -243,8 +245,56 @@ inline void dequantize_row_q5_0(const BlockQ5_0* blocks, float* out, std::int64_
     for (std::int64_t b = 0; b < n / QK5_0; ++b, out += QK5_0) {
         const float d = fp16_to_f32(blocks[b].d);
         std::uint8_t q[QK5_0];
-        q5_0_unpack_quants(blocks[b], q);
+        q5_unpack_quants(blocks[b], q);
         for (int l = 0; l < QK5_0; ++l) out[l] = d * float(int(q[l]) - 16);
+    }
+}
+
+// value = d * q + m, exact before the add as Q4_1's: ggml's `x0*d + m` bit for bit.
+inline void dequantize_row_q5_1(const BlockQ5_1* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK5_1; ++b, out += QK5_1) {
+        const float d = fp16_to_f32(blocks[b].d), m = fp16_to_f32(blocks[b].m);
+        std::uint8_t q[QK5_1];
+        q5_unpack_quants(blocks[b], q);
+        for (int l = 0; l < QK5_1; ++l) out[l] = float(q[l]) * d + m;
+    }
+}
+
+inline void dequantize_row_iq4_nl(const BlockIQ4NL* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK4_NL; ++b, out += QK4_NL) {
+        const float d = fp16_to_f32(blocks[b].d);
+        for (int l = 0; l < QK4_NL / 2; ++l) {
+            out[l] = d * float(kIq4nlValues[blocks[b].qs[l] & 0x0f]);
+            out[l + QK4_NL / 2] = d * float(kIq4nlValues[blocks[b].qs[l] >> 4]);
+        }
+    }
+}
+
+// The eight sub-block scales of an IQ4_XS block, -32..31 (the stored 6-bit value less 32).
+inline void iq4xs_unpack_scales(const BlockIQ4XS& block, std::int8_t* out) {  // out: [8]
+    for (int j = 0; j < QK_K / 32; ++j) {
+        const int low = (block.scales_l[j / 2] >> (4 * (j % 2))) & 0x0f, high = (block.scales_h >> (2 * j)) & 3;
+        out[j] = std::int8_t((low | (high << 4)) - 32);
+    }
+}
+
+// The signed values (kIq4nlValues) of an IQ4_XS block's 256 weights, in weight order.
+inline void iq4xs_unpack_values(const BlockIQ4XS& block, std::int8_t* v) {  // v: [QK_K]
+    for (int j = 0; j < QK_K / 32; ++j)
+        for (int l = 0; l < 16; ++l) {
+            v[32 * j + l] = kIq4nlValues[block.qs[16 * j + l] & 0x0f];
+            v[32 * j + l + 16] = kIq4nlValues[block.qs[16 * j + l] >> 4];
+        }
+}
+
+// ggml's order: the sub-block's scale d * (s - 32) first, then times the value.
+inline void dequantize_row_iq4_xs(const BlockIQ4XS* blocks, float* out, std::int64_t n) {  // out: [n]
+    for (std::int64_t b = 0; b < n / QK_K; ++b, out += QK_K) {
+        const float d = fp16_to_f32(blocks[b].d);
+        std::int8_t scales[QK_K / 32], v[QK_K];
+        iq4xs_unpack_scales(blocks[b], scales);
+        iq4xs_unpack_values(blocks[b], v);
+        for (int l = 0; l < QK_K; ++l) out[l] = (d * float(scales[l / 32])) * float(v[l]);
     }
 }
 
@@ -480,6 +530,25 @@ inline float dot_q6k_q8k(std::int64_t n, const BlockQ6K* w, const BlockQ8K* a) {
     return kquant_dot<q6k_q8k_block_sum>(n, w, a);
 }
 
+// IQ4_XS against Q8_K (as ggml pairs them): sum_j (s_j - 32) * (values . q8 over sub-block j of
+// 32), exact (at most 8 * 32 * 32 * 127 * 128 in magnitude), then Q6_K's float step d * ad * total.
+inline std::int32_t iq4xs_q8k_block_sum(const BlockIQ4XS& w, const BlockQ8K& a) {
+    std::int8_t scales[QK_K / 32], v[QK_K];
+    iq4xs_unpack_scales(w, scales);
+    iq4xs_unpack_values(w, v);
+    std::int32_t total = 0;
+    for (int j = 0; j < QK_K / 32; ++j) {
+        std::int32_t sub = 0;
+        for (int l = 32 * j; l < 32 * j + 32; ++l) sub += std::int32_t(v[l]) * a.qs[l];
+        total += std::int32_t(scales[j]) * sub;
+    }
+    return total;
+}
+
+inline float dot_iq4xs_q8k(std::int64_t n, const BlockIQ4XS* w, const BlockQ8K* a) {
+    return kquant_dot<iq4xs_q8k_block_sum>(n, w, a);
+}
+
 inline float dot_q8_0_q8_0(std::int64_t n, const BlockQ8_0* w, const BlockQ8_0* a) {
     float sum = 0.0f;
     for (std::int64_t b = 0; b < n / QK8_0; ++b) {
@@ -566,7 +635,7 @@ inline float dot_q4_1_q8_0(std::int64_t n, const BlockQ4_1* w, const BlockQ8_0* 
 // sum over the block of (q - 16) * a, exact.
 inline std::int32_t q5_0_q8_0_block_dot(const BlockQ5_0& w, const BlockQ8_0& a) {
     std::uint8_t q[QK5_0];
-    q5_0_unpack_quants(w, q);
+    q5_unpack_quants(w, q);
     std::int32_t dot = 0;
     for (int l = 0; l < QK5_0; ++l) dot += (std::int32_t(q[l]) - 16) * a.qs[l];
     return dot;
@@ -574,6 +643,33 @@ inline std::int32_t q5_0_q8_0_block_dot(const BlockQ5_0& w, const BlockQ8_0& a) 
 
 inline float dot_q5_0_q8_0(std::int64_t n, const BlockQ5_0* w, const BlockQ8_0* a) {
     return block32_dot<q5_0_q8_0_block_dot>(n, w, a);
+}
+
+// Q5_1 takes Q4_1's two steps: d * d_a * (q . a) with unsigned q, then m * d_a * (sum of a).
+inline std::int32_t q5_1_q8_0_block_dot(const BlockQ5_1& w, const BlockQ8_0& a) {
+    std::uint8_t q[QK5_1];
+    q5_unpack_quants(w, q);
+    std::int32_t dot = 0;
+    for (int l = 0; l < QK5_1; ++l) dot += std::int32_t(q[l]) * a.qs[l];
+    return dot;
+}
+
+inline float dot_q5_1_q8_0(std::int64_t n, const BlockQ5_1* w, const BlockQ8_0* a) {
+    return block32_dot<q5_1_q8_0_block_dot>(n, w, a);
+}
+
+// sum over the block of kIq4nlValues[q] * a, exact. (ggml pairs IQ4_NL with Q8_0 too.)
+inline std::int32_t iq4_nl_q8_0_block_dot(const BlockIQ4NL& w, const BlockQ8_0& a) {
+    std::int32_t dot = 0;
+    for (int l = 0; l < QK4_NL / 2; ++l) {
+        dot += std::int32_t(kIq4nlValues[w.qs[l] & 0x0f]) * a.qs[l];
+        dot += std::int32_t(kIq4nlValues[w.qs[l] >> 4]) * a.qs[l + QK4_NL / 2];
+    }
+    return dot;
+}
+
+inline float dot_iq4_nl_q8_0(std::int64_t n, const BlockIQ4NL* w, const BlockQ8_0* a) {
+    return block32_dot<iq4_nl_q8_0_block_dot>(n, w, a);
 }
 
 // Float weights against float activations; accumulated in double so the reference is the

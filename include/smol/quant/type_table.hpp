@@ -124,9 +124,9 @@ template <TensorType T, class Block, void (*ToFloat)(const Block*, float*, std::
 constexpr TypeRow row(TensorType activations, std::array<DotTileFn, kIsaCount> tiles = {},
                       std::array<GemmTileFn, kIsaCount> gemms = {}, RowGroupLayout row_groups = {}) {
     static_assert(sizeof(Block) == traits_of(T).block_bytes, "block struct size differs from ggml's block size");
-    constexpr FromFloatFn reference = from_float<Block, FromFloat>;
-    std::array<FromFloatFn, kIsaCount> from_floats{};
-    for (FromFloatFn& f : from_floats) f = reference;
+    std::array<FromFloatFn, kIsaCount> from_floats{};  // nullptr: smol reads the type, never writes it
+    if constexpr (FromFloat != nullptr)
+        for (FromFloatFn& f : from_floats) f = from_float<Block, FromFloat>;
     return TypeRow{T,
                    traits_of(T).block_elements,
                    sizeof(Block),
@@ -280,6 +280,14 @@ inline constexpr TypeRow kTypeTable[] = {
         TensorType::Q8_0, SMOL_VNNI_TILES(q5_0_q8_0)),
     type_table_detail::row<TensorType::Q4_1, BlockQ4_1, dequantize_row_q4_1, quantize_row_q4_1>(
         TensorType::Q8_0, SMOL_VNNI_TILES(q4_1_q8_0)),
+    type_table_detail::row<TensorType::Q5_1, BlockQ5_1, dequantize_row_q5_1, quantize_row_q5_1>(
+        TensorType::Q8_0, SMOL_VNNI_TILES(q5_1_q8_0)),
+    // The non-linear 4-bit types: smol has no quantizer for them (llama.cpp's searches scales per
+    // block), it runs the files people make with llama-quantize.
+    type_table_detail::row<TensorType::IQ4_NL, BlockIQ4NL, dequantize_row_iq4_nl, nullptr>(
+        TensorType::Q8_0, SMOL_VNNI_TILES(iq4_nl_q8_0)),
+    type_table_detail::row<TensorType::IQ4_XS, BlockIQ4XS, dequantize_row_iq4_xs, nullptr>(
+        TensorType::Q8_K, SMOL_TILES(iq4xs_q8k)),
     type_table_detail::row<TensorType::F32, float, dequantize_row_f32, quantize_row_f32>(TensorType::F32,
                                                                                           SMOL_FLOAT_TILES(f32)),
     type_table_detail::row<TensorType::F16, std::uint16_t, dequantize_row_f16, quantize_row_f16>(TensorType::F32,
@@ -336,11 +344,12 @@ inline bool is_weight_type(TensorType type) {
     return r != nullptr && r->is_weight();
 }
 
-// "Q4_K, Q6_K, ...": the weight types the table holds, for error messages.
-inline std::string supported_weight_types() {
+// "Q4_K, Q6_K, ...": the weight types the table holds (writable: only those smol can also
+// quantize to), for error messages.
+inline std::string supported_weight_types(bool writable = false) {
     std::string names;
     for (const TypeRow& r : kTypeTable) {
-        if (!r.is_weight()) continue;
+        if (!r.is_weight() || (writable && r.from_float[0] == nullptr)) continue;
         if (!names.empty()) names += ", ";
         names += type_name(r.type);
     }
@@ -366,6 +375,8 @@ inline void dequantize_row(TensorType type, const void* row, float* out, std::in
 // Quantizes one row of n floats into `type` blocks with the reference quantizer.
 inline void quantize_row(TensorType type, const float* x, void* out, std::int64_t n) {
     const TypeRow& r = type_row(type, "quantize_row");
+    if (r.from_float[0] == nullptr)
+        fail("quantize_row: smol cannot write ", type_name(type), " (it writes ", supported_weight_types(true), ")");
     const std::size_t block = r.block_elements;
     if (n < 0 || n % std::int64_t(block) != 0)
         fail("quantize_row: ", type_name(type), " row length must be a multiple of ", block, ", got ", n);
