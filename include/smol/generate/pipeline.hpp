@@ -98,6 +98,7 @@ struct GenerationUsage {
     int prompt_tokens = 0;      // the whole prompt
     int cached_tokens = 0;      // prompt tokens reused from the KV cache, not run again
     int completion_tokens = 0;  // tokens sampled, counting a final end-of-generation token
+    int reasoning_tokens = 0;   // of those, the model's inside think blocks (ThinkingBudget)
     double queue_ms = 0.0;      // from the request to the start of its prompt (waiting for a slot)
     double prompt_ms = 0.0;     // from the start of the prompt to the first sampled token
     double generation_ms = 0.0;  // from the first to the last sampled token
@@ -205,6 +206,7 @@ public:
         sampler_.accept(token);
         budget_.picked(token, forced, thinking, /*complete_close=*/grammar_waits_for_answer());
         if (!forced) grammar_accept(token, thinking);
+        usage_.reasoning_tokens = budget_.thinking_tokens();
         think_may_open_ = false;
         if (logprobs_ >= 0) last_logprob_ = token_logprob(raw_logits_, token, logprobs_);
         const auto now = Clock::now();
