@@ -28,15 +28,15 @@ inline constexpr int kMaxReasoningBudget = 1 << 30;
 class ThinkingBudget {
 public:
     // budget: thinking tokens at most, -1 for no limit. Throws smol::Error for a budget out of
-    // range or a vocabulary that does not hold </think> as one token.
+    // range. A vocabulary without a </think> token still gets the close written (as its text's
+    // tokens), but a close the model writes itself is then left to the ThinkingParser alone.
     ThinkingBudget(const text::Tokenizer& tokenizer, int budget)
         : close_(tokenizer.encode(ThinkingParser::template_close, /*parse_special=*/false)), budget_(budget) {
         if (budget < -1 || budget > kMaxReasoningBudget)
             fail("generation: the reasoning budget must be -1 (no limit) to ", kMaxReasoningBudget, " tokens, found ",
                  budget);
-        if (close_.empty() || tokenizer.token_bytes(close_.front()) != ThinkingParser::close_tag)
-            fail("generation: expected \"", ThinkingParser::close_tag, "\" to be one token of the vocabulary, found it ",
-                 close_.empty() ? "encodes to nothing" : "split into several tokens");
+        if (close_.empty()) fail("generation: \"", ThinkingParser::template_close, "\" encodes to no tokens");
+        close_is_token_ = tokenizer.token_bytes(close_.front()) == ThinkingParser::close_tag;
     }
 
     // The token the pipeline writes next instead of sampling, or -1 when the model picks.
@@ -56,7 +56,7 @@ public:
             return;
         }
         if (!in_reasoning) return;
-        if (token != close_.front()) ++thinking_tokens_;
+        if (!close_is_token_ || token != close_.front()) ++thinking_tokens_;
         else if (complete_close && close_.size() > 1) next_close_ = 2;
     }
 
@@ -71,6 +71,7 @@ private:
     bool spent() const { return budget_ >= 0 && thinking_tokens_ >= budget_; }
 
     std::vector<std::int32_t> close_;  // ThinkingParser::template_close as tokens, </think> first
+    bool close_is_token_ = false;      // close_.front() is the </think> token
     int budget_;
     int thinking_tokens_ = 0;
     std::size_t next_close_ = 0;  // k > 0: close_[k - 1] is written next; 0: not closing
