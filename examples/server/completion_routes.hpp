@@ -148,7 +148,8 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
 inline void count_message_tokens(ServerState& server, const httplib::Request& req, httplib::Response& res) {
     smol::Scheduler& scheduler = server.model.require_scheduler();
     const ApiRequest request = parse_messages_request(parse_json_body(req.body), scheduler.tokenizer(),
-                                                      scheduler.context(), MessagesEndpoint::count_tokens);
+                                                      scheduler.context(), MessagesEndpoint::count_tokens,
+                                                      {server.options.reasoning_budget});
     res.set_content(to_wire(json{{"input_tokens", request.prompt_tokens}}), "application/json");
 }
 
@@ -156,7 +157,8 @@ inline void count_message_tokens(ServerState& server, const httplib::Request& re
 inline void count_response_tokens(ServerState& server, const httplib::Request& req, httplib::Response& res) {
     smol::Scheduler& scheduler = server.model.require_scheduler();
     const ApiRequest request = parse_responses_request(parse_json_body(req.body), scheduler.tokenizer(),
-                                                       scheduler.context(), ResponsesEndpoint::input_tokens);
+                                                       scheduler.context(), ResponsesEndpoint::input_tokens,
+                                                       {server.options.reasoning_budget});
     res.set_content(to_wire(json{{"object", "response.input_tokens"}, {"input_tokens", request.prompt_tokens}}),
                     "application/json");
 }
