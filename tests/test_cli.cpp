@@ -144,7 +144,8 @@ TEST_CASE("cli: --grammar and --grammar-file make even the random-weight model a
     const Run bad = run(base + "--grammar 'root ::= [a' 2>&1");
     CHECK(bad.status != 0);
     CHECK(bad.out.find("expected a closing ']'") != std::string::npos);
-    CHECK(run(base + "--grammar json --think 2>&1").status == 2);
+    CHECK(run(base + "--reasoning-budget 0 --think 2>&1").status == 2);
+    CHECK(run(base + "--reasoning-budget -2 2>&1").status == 2);
     CHECK(run(base + "--grammar json --grammar-file " + quote(file) + " 2>&1").status == 2);
 }
 

@@ -128,7 +128,8 @@ TEST_CASE("a Messages request becomes the same request the chat route builds for
     CHECK(p.sampling.top_k == 20);
     CHECK(p.stop == std::vector<std::string>{"END", "STOP"});
     CHECK(p.parse_tool_calls);
-    CHECK(a.grammar.empty());
+    CHECK(a.grammar == o.grammar);  // tool_choice auto: the same lazy call grammar
+    CHECK(p.grammar_trigger == o.generation.params.grammar_trigger);
     CHECK_FALSE(a.stream);
     CHECK(parse(with(hello(), "stream", true)).stream);
 }
@@ -148,6 +149,16 @@ TEST_CASE("thinking: off unless enabled, on with {\"type\": \"enabled\"}, as the
     CHECK(refusal(with(hello(), "thinking", {{"type", "enabled"}, {"budget_tokens", 0}})).code == "invalid_value");
     // "adaptive" (Claude Code's): the model decides how long to think, so reasoning is on.
     CHECK(parse(with(hello(), "thinking", {{"type", "adaptive"}})).generation.prompt == on.generation.prompt);
+    // budget_tokens is the reasoning budget; "adaptive" leaves it to the server's --reasoning-budget.
+    CHECK(on.generation.params.reasoning_budget == 2048);
+    CHECK(parse(with(hello(), "thinking", {{"type", "adaptive"}})).generation.params.reasoning_budget == -1);
+    const json adaptive = with(hello(), "thinking", {{"type", "adaptive"}});
+    CHECK(smol_server::parse_messages_request(adaptive, tokenizer(), 4096, smol_server::MessagesEndpoint::create, {300})
+              .generation.params.reasoning_budget == 300);
+    const ApiError too_big =
+        refusal(with(hello(), "thinking", {{"type", "enabled"}, {"budget_tokens", smol::kMaxReasoningBudget + 1LL}}));
+    CHECK(too_big.code == "invalid_value");
+    CHECK(too_big.message.find("budget_tokens") != std::string::npos);
     const ApiError other = refusal(with(hello(), "thinking", {{"type", "interleaved"}}));
     CHECK(other.code == "unsupported_parameter");
     CHECK(other.message.find("thinking.type") != std::string::npos);
@@ -196,11 +207,14 @@ TEST_CASE("tool_choice any and tool force one call through the chat route's gram
     chat.erase("model");
     chat["tools"] = chat_weather_tools;
     CHECK(parse(tooled).generation.prompt == parse_chat(chat).generation.prompt);
-    CHECK(parse(tooled).grammar.empty());
 
     const smol_server::ApiRequest any = parse(with(tooled, "tool_choice", {{"type", "any"}}));
     CHECK(any.grammar == parse_chat(with(chat, "tool_choice", "required")).grammar);
     CHECK_FALSE(any.grammar.empty());
+    // "auto" (the default): the same call grammar, started by the model's <tool_call>.
+    CHECK(parse(tooled).grammar == any.grammar);
+    CHECK(parse(tooled).generation.params.grammar_trigger == "<tool_call>");
+    CHECK(any.generation.params.grammar_trigger.empty());
     const smol_server::ApiRequest named = parse(with(tooled, "tool_choice", {{"type", "tool"}, {"name", "get_weather"}}));
     CHECK(named.grammar ==
           parse_chat(with(chat, "tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}})).grammar);
@@ -218,9 +232,13 @@ TEST_CASE("tool_choice any and tool force one call through the chat route's gram
     CHECK(refusal(with(hello(), "tool_choice", {{"type", "any"}})).message.find("'tools' is empty") != std::string::npos);
     const ApiError parallel = refusal(with(tooled, "tool_choice", {{"type", "auto"}, {"disable_parallel_tool_use", true}}));
     CHECK(parallel.message.find("tool_choice.disable_parallel_tool_use") != std::string::npos);
+    // Reasoning comes first, then the forced call.
     json thinking_forced = with(tooled, "tool_choice", {{"type", "any"}});
     thinking_forced["thinking"] = {{"type", "enabled"}, {"budget_tokens", 1024}};
-    CHECK(refusal(thinking_forced).message.find("'thinking'") != std::string::npos);
+    const smol_server::ApiRequest reasoned = parse(thinking_forced);
+    CHECK(reasoned.grammar == any.grammar);
+    CHECK(reasoned.generation.params.reasoning_budget == 1024);
+    CHECK(reasoned.generation.assistant_prefix.empty());
 
     // Server tools run on Anthropic's side; only client tools exist here.
     const ApiError server_tool =

@@ -151,10 +151,10 @@ TEST_CASE("ollama: streaming is on unless stream is false; think and format choo
     check_refused(refusal(with(hello(), "think", "high")), "unsupported_parameter", "'think'");
     check_refused(refusal(with(hello(), "think", 1)), "invalid_type", "'think'");
 
-    // format: "json" is the json_object grammar, a schema the json_schema one, reasoning off.
+    // format: "json" is the json_object grammar, a schema the json_schema one, after any reasoning.
     const json schema = {{"type", "object"}, {"properties", {{"age", {{"type", "integer"}}}}}, {"required", {"age"}}};
     const smol_server::ApiRequest json_mode = parse(with(hello(), "format", "json"));
-    const smol_server::ApiRequest chat_json = parse_chat(with(no_think, "response_format", {{"type", "json_object"}}));
+    const smol_server::ApiRequest chat_json = parse_chat(with(plain_chat, "response_format", {{"type", "json_object"}}));
     CHECK(json_mode.grammar == chat_json.grammar);
     CHECK(json_mode.generation.prompt == chat_json.generation.prompt);
     const smol_server::ApiRequest schema_mode = parse(with(hello(), "format", schema));
@@ -163,7 +163,13 @@ TEST_CASE("ollama: streaming is on unless stream is false; think and format choo
     CHECK(parse(with(hello(), "format", "")).grammar.empty());
     check_refused(refusal(with(hello(), "format", "yaml")), "invalid_value", "'format'");
     check_refused(refusal(with(hello(), "format", 3)), "invalid_type", "'format'");
-    check_refused(refusal(with(with(hello(), "format", "json"), "think", true)), "invalid_value", "\"think\": true");
+    CHECK(parse(with(with(hello(), "format", "json"), "think", true)).grammar == json_mode.grammar);
+    // The server's --reasoning-budget applies; 0 turns thinking off unless think is true.
+    CHECK(smol_server::parse_ollama_chat_request(hello(), tokenizer(), 4096, {64}).generation.params.reasoning_budget == 64);
+    CHECK(smol_server::parse_ollama_chat_request(hello(), tokenizer(), 4096, {0}).generation.prompt ==
+          parse(with(hello(), "think", false)).generation.prompt);
+    CHECK(smol_server::parse_ollama_chat_request(with(hello(), "think", true), tokenizer(), 4096, {0}).generation.prompt ==
+          parse(hello()).generation.prompt);
     check_refused(refusal(with(hello(), "format", {{"type", "object"}, {"patternProperties", json::object()}})),
                   "unsupported_parameter", "'format'");
 }

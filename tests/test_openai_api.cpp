@@ -121,7 +121,6 @@ TEST_CASE("every field smol-server does not implement is a 400 unsupported_param
         {"parallel_tool_calls", false},
         {"audio", {{"voice", "alloy"}}},
         {"modalities", json::array({"text", "audio"})},
-        {"reasoning_effort", "high"},
         {"prediction", {{"type", "content"}, {"content", "x"}}},
         {"web_search_options", json::object()},
         {"functions", json::array()},
@@ -282,13 +281,13 @@ TEST_CASE("a text completion continues its prompt as given: a string or token id
     CHECK(smol_server::text_completion_json(ids_, "", nullptr)["choices"][0]["finish_reason"].is_null());
 }
 
-TEST_CASE("response_format json_object and grammar give the output a grammar, and the answer no think block") {
+TEST_CASE("response_format json_object and grammar give the answer a grammar, after the reasoning") {
     CHECK(parse(hello()).grammar.empty());
     const smol_server::ApiRequest json_reply = parse(with(hello(), "response_format", {{"type", "json_object"}}));
     CHECK(json_reply.grammar == smol::text::kJsonObjectGrammar);
-    smol::ChatOptions no_thinking;
-    no_thinking.enable_thinking = false;
-    CHECK(json_reply.generation.prompt == tokenizer().encode(smol::render_chat(hello()["messages"], no_thinking).text, true));
+    CHECK(json_reply.generation.params.grammar_trigger.empty());  // it holds the whole answer
+    // The template's thinking mode stays: the pipeline starts the grammar after </think>.
+    CHECK(json_reply.generation.prompt == parse(hello()).generation.prompt);
     CHECK(parse(with(hello(), "response_format", {{"type", "text"}})).grammar.empty());
 
     const smol_server::ApiRequest gbnf = parse(with(hello(), "grammar", "root ::= \"yes\" | \"no\""));
@@ -298,7 +297,7 @@ TEST_CASE("response_format json_object and grammar give the output a grammar, an
     CHECK(refusal(both).code == "invalid_value");
     json thinking = with(hello(), "response_format", {{"type", "json_object"}});
     thinking["chat_template_kwargs"] = {{"enable_thinking", true}};
-    CHECK(refusal(thinking).code == "invalid_value");
+    CHECK(parse(thinking).grammar == smol::text::kJsonObjectGrammar);
     CHECK(refusal(with(hello(), "grammar", 5)).code == "invalid_type");
     CHECK(refusal(with(hello(), "grammar", "")).code == "invalid_value");
     CHECK(refusal(with(hello(), "response_format", {{"type", "xml"}})).code == "invalid_value");
@@ -360,6 +359,56 @@ TEST_CASE("response_format json_schema and forced tool calls become grammars; wh
     json both = required;
     both["response_format"] = {{"type", "json_object"}};
     CHECK(refusal(both).code == "invalid_value");
+    CHECK(forced.generation.params.grammar_trigger.empty());  // a forced call holds the whole answer
+
+    // Under "auto" the same call grammar is lazy: <tool_call> starts it, the text before is free.
+    for (const json& choice : {json("auto"), json()}) {
+        const smol_server::ApiRequest lazy = parse(with(with(hello(), "tools", tools), "tool_choice", choice));
+        CHECK(lazy.grammar == forced.grammar);
+        CHECK(lazy.generation.params.grammar_trigger == "<tool_call>");
+    }
+    const smol_server::ApiRequest none = parse(with(with(hello(), "tools", tools), "tool_choice", "none"));
+    CHECK(none.grammar.empty());
+    // With a response_format the format holds the answer, and calls are not constrained.
+    const smol_server::ApiRequest formatted =
+        parse(with(with(hello(), "tools", tools), "response_format", {{"type", "json_object"}}));
+    CHECK(formatted.grammar == smol::text::kJsonObjectGrammar);
+    CHECK(formatted.generation.params.grammar_trigger.empty());
+}
+
+TEST_CASE("reasoning_effort names a thinking budget; none and minimal turn thinking off") {
+    CHECK(parse(hello()).generation.params.reasoning_budget == -1);
+    const std::pair<const char*, int> efforts[] = {{"low", smol_server::kLowEffortBudget},
+                                                   {"medium", smol_server::kMediumEffortBudget},
+                                                   {"high", smol_server::kHighEffortBudget}};
+    for (const auto& [effort, budget] : efforts) {
+        CAPTURE(effort);
+        const smol_server::ApiRequest r = parse(with(hello(), "reasoning_effort", effort));
+        CHECK(r.generation.params.reasoning_budget == budget);
+        CHECK(r.generation.prompt == parse(hello()).generation.prompt);
+    }
+    smol::ChatOptions no_thinking;
+    no_thinking.enable_thinking = false;
+    const auto off_prompt = tokenizer().encode(smol::render_chat(hello()["messages"], no_thinking).text, true);
+    for (const char* effort : {"none", "minimal"}) {
+        CAPTURE(effort);
+        const smol_server::ApiRequest r = parse(with(hello(), "reasoning_effort", effort));
+        CHECK(r.generation.params.reasoning_budget == 0);
+        CHECK(r.generation.prompt == off_prompt);
+    }
+    const ApiError bad = refusal(with(hello(), "reasoning_effort", "extreme"));
+    CHECK(bad.code == "invalid_value");
+    CHECK(bad.message.find("reasoning_effort") != std::string::npos);
+    CHECK(refusal(with(hello(), "reasoning_effort", 3)).message.find("reasoning_effort") != std::string::npos);
+    json both = with(hello(), "reasoning_effort", "none");
+    both["chat_template_kwargs"] = {{"enable_thinking", true}};
+    CHECK(refusal(both).message.find("reasoning_effort") != std::string::npos);
+    // The server's --reasoning-budget for requests that name none: 0 renders the no-think prompt.
+    CHECK(smol_server::parse_chat_request(hello(), tokenizer(), 4096, {77}).generation.params.reasoning_budget == 77);
+    const smol_server::ApiRequest server_off = smol_server::parse_chat_request(hello(), tokenizer(), 4096, {0});
+    CHECK(server_off.generation.prompt == off_prompt);
+    CHECK(smol_server::parse_chat_request(with(hello(), "reasoning_effort", "low"), tokenizer(), 4096, {0})
+              .generation.params.reasoning_budget == smol_server::kLowEffortBudget);
 }
 
 TEST_CASE("malformed chat requests get a 400 that says what was expected and found") {

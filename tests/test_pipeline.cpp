@@ -18,6 +18,7 @@
 
 #include "smol/generate/pipeline.hpp"
 #include "smol/gguf/reader.hpp"
+#include "smol/text/json_schema.hpp"
 #include "smol/text/tokenizer.hpp"
 
 using smol::FinishReason;
@@ -381,11 +382,14 @@ std::shared_ptr<const smol::TokenGrammar> token_grammar(std::string_view gbnf) {
     return std::make_shared<const smol::TokenGrammar>(smol::text::Grammar::parse(gbnf), trie);
 }
 
+// The prompt's end in no-think mode: the answer starts at once (a grammar holds all of it).
+constexpr std::string_view kNoThinkPrefix = "<think>\n\n</think>\n";
+
 // Samples from random logits (a model that knows nothing) under `params` until the pipeline
 // ends; returns the text.
 TextDelta random_model(GenerationParams params, std::uint32_t seed, long room = 1 << 20) {
     const auto prompt = tokens("<|im_start|>user\nJSON please<|im_end|>\n<|im_start|>assistant\n");
-    GenerationPipeline pipeline(tokenizer(), params, prompt, "");
+    GenerationPipeline pipeline(tokenizer(), params, prompt, kNoThinkPrefix);
     pipeline.begin_prompt(0);
     std::mt19937 rng(seed);
     std::normal_distribution<float> noise(0.0f, 4.0f);
@@ -449,7 +453,7 @@ TEST_CASE("pipeline: constrained decoding's work per token stays far inside its 
     params.sampling.seed = 3;
     params.max_tokens = 400;
     params.grammar = fresh;
-    GenerationPipeline pipeline(tokenizer(), params, prompt, "");
+    GenerationPipeline pipeline(tokenizer(), params, prompt, kNoThinkPrefix);
     pipeline.begin_prompt(0);
     std::mt19937 rng(3);
     std::normal_distribution<float> noise(0.0f, 4.0f);
@@ -500,4 +504,210 @@ TEST_CASE("grammar constraint: a reply's matching has a total budget, and passin
     CHECK_THROWS_WITH_AS(bounded.accept(vocab.encode("{", false).at(0)), doctest::Contains("total budget of"),
                          smol::text::GrammarTooComplex);
     CHECK(smol::kGrammarRequestBudget >= 16 * smol::kGrammarStepBudget);
+}
+
+// ---- reasoning budgets and grammars after reasoning or a trigger ------------------------------
+
+namespace {
+
+// One generation from random logits (seeded), token by token: what each step showed and which
+// token it picked. `edit` may change a step's logits before sampling (forcing a token, say).
+struct Steps {
+    std::vector<std::int32_t> picked;
+    std::vector<TextDelta> deltas;  // one per token; the last also holds what finish() showed
+    TextDelta text;                 // all of them
+    int thinking_tokens = 0;
+    FinishReason reason = FinishReason::error;
+};
+
+Steps random_steps(const GenerationParams& params, std::string_view assistant_prefix, std::uint32_t seed,
+                   const std::function<void(int step, std::vector<float>&)>& edit = {}) {
+    const auto prompt = tokens("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    GenerationPipeline pipeline(tokenizer(), params, prompt, assistant_prefix);
+    pipeline.begin_prompt(0);
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> noise(0.0f, 4.0f);
+    Steps out;
+    for (int step = 0; step < 2000; ++step) {
+        std::vector<float> logits(tokenizer().n_vocab());
+        for (float& x : logits) x = noise(rng);
+        if (edit) edit(step, logits);
+        const std::int32_t token = pipeline.sample(logits);
+        out.picked.push_back(token);
+        TextDelta delta;
+        const bool ended = pipeline.push(token, true, delta);
+        out.deltas.push_back(delta);
+        out.text.append(delta);
+        if (ended) break;
+    }
+    REQUIRE(pipeline.finished());
+    out.thinking_tokens = pipeline.thinking_tokens();
+    out.reason = pipeline.finish_reason();
+    return out;
+}
+
+// Keeps the model from ending the reply or closing its think block itself.
+void never_ends_or_closes(int, std::vector<float>& logits) {
+    for (std::int32_t id : tokenizer().end_of_generation_ids()) logits[std::size_t(id)] = -1e9f;
+    logits[std::size_t(*tokenizer().find("</think>"))] = -1e9f;
+}
+
+// Whether every delta before the first shown answer text holds no answer, and none after it
+// holds reasoning: a stream splits the two channels in order.
+bool reasoning_then_content(const Steps& steps) {
+    bool answered = false;
+    for (const TextDelta& d : steps.deltas) {
+        if (answered && !d.reasoning.empty()) return false;
+        answered = answered || !d.content.empty();
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: a reasoning budget closes the think block itself after exactly that many tokens") {
+    const std::int32_t close = *tokenizer().find("</think>");
+    const std::vector<std::int32_t> close_tail = tokens("\n");
+    REQUIRE(close_tail.size() == 1);
+    for (const int budget : {0, 1, 5, 23}) {
+        for (const std::string_view prefix : {"<think>\n", ""}) {
+            CAPTURE(budget);
+            CAPTURE(prefix);
+            GenerationParams params;
+            params.sampling.temperature = 1.0f;
+            params.sampling.seed = 7;
+            params.reasoning_budget = budget;
+            params.max_tokens = budget + 12;
+            const std::int32_t open = *tokenizer().find("<think>");
+            // Forced into thinking: by the prefix, or by a first token that opens the block.
+            const int first = prefix.empty() ? 1 : 0;
+            const Steps steps = random_steps(params, prefix, 11, [&](int step, std::vector<float>& logits) {
+                never_ends_or_closes(step, logits);
+                if (prefix.empty() && step == 0) logits[std::size_t(open)] = 1e9f;
+            });
+            REQUIRE(steps.picked.size() == std::size_t(params.max_tokens));
+            CHECK(steps.thinking_tokens == budget);
+            for (int i = first; i < first + budget; ++i) CHECK(steps.picked[std::size_t(i)] != close);
+            CHECK(steps.picked[std::size_t(first + budget)] == close);
+            CHECK(steps.picked[std::size_t(first + budget + 1)] == close_tail[0]);
+            CHECK(steps.reason == FinishReason::max_tokens);
+            CHECK(!steps.text.content.empty());
+            CHECK(steps.text.reasoning.empty() == (budget == 0));
+            CHECK(reasoning_then_content(steps));
+        }
+    }
+    // Without a budget the same model thinks on to max_tokens.
+    GenerationParams unlimited;
+    unlimited.sampling.temperature = 1.0f;
+    unlimited.max_tokens = 30;
+    const Steps free_thinking = random_steps(unlimited, "<think>\n", 11, never_ends_or_closes);
+    CHECK(free_thinking.thinking_tokens == 30);
+    CHECK(free_thinking.text.content.empty());
+    // Out of range: refused before anything runs.
+    for (const int bad : {-2, smol::kMaxReasoningBudget + 1}) {
+        unlimited.reasoning_budget = bad;
+        CHECK_THROWS_WITH_AS(GenerationPipeline(tokenizer(), unlimited, tokens("Hi"), ""),
+                             doctest::Contains("reasoning budget"), smol::Error);
+    }
+}
+
+TEST_CASE("pipeline: reasoning comes before a grammar, which holds the answer after </think>") {
+    const auto json_object = token_grammar(smol::text::kJsonObjectGrammar);
+    for (std::uint32_t seed = 1; seed <= 6; ++seed) {
+        for (const int max_tokens : {6, 20, 60}) {
+            CAPTURE(seed);
+            CAPTURE(max_tokens);
+            GenerationParams params;
+            params.sampling.temperature = 1.0f;
+            params.sampling.seed = seed;
+            params.max_tokens = max_tokens;
+            params.grammar = json_object;
+            params.reasoning_budget = 8;
+            // The model thinks (it never closes the block itself): the budget, or the room the
+            // grammar needs, closes it; the answer is then a complete JSON object.
+            const Steps steps = random_steps(params, "<think>\n", seed, [&](int, std::vector<float>& logits) {
+                logits[std::size_t(*tokenizer().find("</think>"))] = -1e9f;
+            });
+            CAPTURE(steps.text.content);
+            CHECK(steps.thinking_tokens > 0);
+            CHECK(steps.thinking_tokens <= 8);
+            CHECK(!steps.text.reasoning.empty());
+            CHECK(nlohmann::json::parse(steps.text.content, nullptr, false).is_object());
+            CHECK(reasoning_then_content(steps));
+        }
+    }
+    // In thinking mode (no think block in the prompt) the answer's first token may open one.
+    GenerationParams params;
+    params.sampling.temperature = 1.0f;
+    params.max_tokens = 40;
+    params.grammar = json_object;
+    params.reasoning_budget = 4;
+    const Steps opened = random_steps(params, "", 5, [&](int step, std::vector<float>& logits) {
+        if (step == 0) logits[std::size_t(*tokenizer().find("<think>"))] = 1e9f;
+    });
+    CHECK(opened.thinking_tokens == 4);
+    CHECK(nlohmann::json::parse(opened.text.content, nullptr, false).is_object());
+    // After the no-think block it may not: the grammar holds the first token.
+    const Steps closed = random_steps(params, kNoThinkPrefix, 5, [&](int step, std::vector<float>& logits) {
+        if (step == 0) logits[std::size_t(*tokenizer().find("<think>"))] = 1e9f;
+    });
+    CHECK(closed.thinking_tokens == 0);
+    CHECK(closed.text.reasoning.empty());
+    CHECK(nlohmann::json::parse(closed.text.content, nullptr, false).is_object());
+}
+
+TEST_CASE("pipeline: a lazy grammar leaves text free until its trigger, then holds the tool call to its schema") {
+    const nlohmann::ordered_json schema = {
+        {"type", "object"},
+        {"properties", {{"name", {{"const", "get_weather"}}},
+                        {"arguments", {{"type", "object"},
+                                       {"properties", {{"city", {{"type", "string"}}}, {"days", {{"type", "integer"}}}}},
+                                       {"required", {"city", "days"}}}}}},
+        {"required", {"name", "arguments"}}};
+    const std::string call = smol::text::json_schema_to_gbnf(schema);
+    const auto call_grammar =
+        token_grammar("root ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\ncall" + call.substr(4));
+    const std::int32_t trigger = *tokenizer().find("<tool_call>");
+    for (std::uint32_t seed = 1; seed <= 6; ++seed) {
+        CAPTURE(seed);
+        GenerationParams params;
+        params.sampling.temperature = 1.0f;
+        params.sampling.seed = seed;
+        params.max_tokens = 120;
+        params.parse_tool_calls = true;
+        params.grammar = call_grammar;
+        params.grammar_trigger = "<tool_call>";
+        const int trigger_at = 10;
+        const auto force_trigger = [&](int step, std::vector<float>& logits) {
+            never_ends_or_closes(step, logits);
+            logits[std::size_t(trigger)] = step == trigger_at ? 1e9f : -1e9f;
+        };
+        const Steps lazy = random_steps(params, kNoThinkPrefix, seed, force_trigger);
+        REQUIRE(lazy.text.tool_calls.size() >= 1);
+        const smol::ToolCall& got = lazy.text.tool_calls.front();
+        CHECK(got.name == "get_weather");
+        const auto arguments = nlohmann::json::parse(got.arguments, nullptr, false);
+        CAPTURE(got.arguments);
+        CHECK(arguments.is_object());
+        CHECK(arguments.contains("city"));
+        CHECK(arguments.value("city", nlohmann::json()).is_string());
+        CHECK(arguments.value("days", nlohmann::json()).is_number_integer());
+
+        // Before the trigger the text is free: the same tokens as with no grammar at all.
+        GenerationParams free_params = params;
+        free_params.grammar = nullptr;
+        free_params.grammar_trigger.clear();
+        const Steps unconstrained = random_steps(free_params, kNoThinkPrefix, seed, force_trigger);
+        for (int i = 0; i <= trigger_at; ++i) CHECK(lazy.picked[std::size_t(i)] == unconstrained.picked[std::size_t(i)]);
+        CHECK(!lazy.text.content.empty());
+    }
+    // A trigger that is not one token, or without a grammar, is refused.
+    GenerationParams bad;
+    bad.grammar = call_grammar;
+    bad.grammar_trigger = "<tool_call> and more";
+    CHECK_THROWS_WITH_AS(GenerationPipeline(tokenizer(), bad, tokens("Hi"), ""), doctest::Contains("one token"), smol::Error);
+    bad.grammar = nullptr;
+    bad.grammar_trigger = "<tool_call>";
+    CHECK_THROWS_WITH_AS(GenerationPipeline(tokenizer(), bad, tokens("Hi"), ""), doctest::Contains("needs a grammar"),
+                         smol::Error);
 }

@@ -140,7 +140,8 @@ TEST_CASE("a Responses request becomes the same request the chat route builds fo
     CHECK(p.sampling.temperature == doctest::Approx(0.5));
     CHECK(p.sampling.top_p == doctest::Approx(0.9));
     CHECK(p.parse_tool_calls);
-    CHECK(r.grammar.empty());
+    CHECK(r.grammar == c.grammar);  // tool_choice auto: the same lazy call grammar
+    CHECK(p.grammar_trigger == c.generation.params.grammar_trigger);
     CHECK_FALSE(r.stream);
     CHECK(parse(with(hello(), "stream", true)).stream);
 
@@ -178,20 +179,26 @@ TEST_CASE("reasoning.effort: none and minimal turn thinking off, low to high on,
         CAPTURE(effort);
         CHECK(parse(with(hello(), "reasoning", {{"effort", effort}})).generation.assistant_prefix == off_prefix);
     }
-    for (const char* effort : {"low", "medium", "high"}) {
+    const std::pair<const char*, int> efforts[] = {{"low", smol_server::kLowEffortBudget},
+                                                   {"medium", smol_server::kMediumEffortBudget},
+                                                   {"high", smol_server::kHighEffortBudget}};
+    for (const auto& [effort, budget] : efforts) {
         CAPTURE(effort);
-        CHECK(parse(with(hello(), "reasoning", {{"effort", effort}, {"summary", "auto"}})).generation.assistant_prefix ==
-              parse(hello()).generation.assistant_prefix);
+        const smol_server::ApiRequest r = parse(with(hello(), "reasoning", {{"effort", effort}, {"summary", "auto"}}));
+        CHECK(r.generation.assistant_prefix == parse(hello()).generation.assistant_prefix);
+        CHECK(r.generation.params.reasoning_budget == budget);
     }
+    CHECK(parse(hello()).generation.params.reasoning_budget == -1);
     CHECK(refusal(with(hello(), "reasoning", {{"effort", "xhigh"}})).message.find("reasoning.effort") != std::string::npos);
     CHECK(refusal(with(hello(), "reasoning", {{"generate_summary", "auto"}})).message.find("reasoning.generate_summary") !=
           std::string::npos);
-    // A JSON format holds the whole reply: thinking goes off, and asking for it is a 400.
+    // A JSON format holds the answer after the reasoning: thinking stays as asked.
     const json json_format = {{"format", {{"type", "json_object"}}}};
-    CHECK(parse(with(hello(), "text", json_format)).generation.assistant_prefix == off_prefix);
+    CHECK(parse(with(hello(), "text", json_format)).generation.assistant_prefix == parse(hello()).generation.assistant_prefix);
     json both = with(hello(), "text", json_format);
     both["reasoning"] = {{"effort", "high"}};
-    CHECK(refusal(both).message.find("reasoning.effort") != std::string::npos);
+    CHECK(parse(both).generation.params.reasoning_budget == smol_server::kHighEffortBudget);
+    CHECK_FALSE(parse(both).grammar.empty());
 }
 
 TEST_CASE("tool_choice required and a named function force one call through the chat route's grammar") {

@@ -939,6 +939,50 @@ TEST_CASE("smol-server: a follow-up turn reuses the cached conversation") {
     CHECK(tooled["usage"]["prompt_tokens"].get<int>() > untooled["usage"]["prompt_tokens"].get<int>() + 10);
 }
 
+TEST_CASE("smol-server: --reasoning-budget closes the think block after that many tokens, and the answer follows") {
+    ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "1", "--reasoning-budget", "4"});
+    const int port = server.port();
+    // Forced into thinking by a prefill; the budget, not the model, ends the block.
+    json thinking = chat("Think about it", 14, true);
+    thinking["temperature"] = 1.0;
+    thinking["seed"] = 3;
+    thinking["stream_options"] = {{"include_usage", true}};
+    thinking["messages"].push_back({{"role", "assistant"}, {"content", "<think>\n"}});
+    const Response r = http(port, "POST", "/v1/chat/completions", thinking.dump());
+    REQUIRE(r.status == 200);
+    std::string reasoning, content;
+    bool reasoning_after_content = false;
+    json usage;
+    for (const auto& e : sse_data(r.body)) {
+        if (e == "[DONE]") continue;
+        const json chunk = json::parse(e);
+        if (chunk.contains("usage") && chunk["usage"].is_object()) usage = chunk["usage"];
+        if (chunk["choices"].empty()) continue;
+        const json delta = chunk["choices"][0]["delta"];
+        if (delta.contains("reasoning_content")) {
+            reasoning += delta["reasoning_content"].get<std::string>();
+            reasoning_after_content = reasoning_after_content || !content.empty();
+        }
+        if (delta.contains("content") && delta["content"].is_string()) content += delta["content"].get<std::string>();
+    }
+    CAPTURE(reasoning);
+    CAPTURE(content);
+    CHECK(!reasoning.empty());
+    CHECK(!content.empty());
+    CHECK_FALSE(reasoning_after_content);
+    CHECK(usage["completion_tokens_details"]["reasoning_tokens"] == 4);
+    // A request's own budget wins over the server's; out of range is a 400 naming the field.
+    json own = thinking;
+    own["reasoning_effort"] = "low";
+    own["stream"] = false;
+    const json low = http(port, "POST", "/v1/chat/completions", own.dump()).json_body();
+    CHECK(low["usage"]["completion_tokens_details"]["reasoning_tokens"].get<int>() > 4);
+    own["reasoning_effort"] = "max";
+    const Response bad = http(port, "POST", "/v1/chat/completions", own.dump());
+    check_error(bad, 400, "invalid_value");
+    CHECK(bad.body.find("reasoning_effort") != std::string::npos);
+}
+
 TEST_CASE("smol-server: reasoning is streamed as reasoning_content, the answer as content") {
     ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "1"});
     const int port = server.port();

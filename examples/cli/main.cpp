@@ -86,6 +86,8 @@ constexpr const char* kUsage =
     "  --repeat-last-n N          tokens the penalty looks back over (default 64)\n"
     "  -r, --reverse-prompt TEXT  stop before TEXT (repeatable; also --stop)\n"
     "  --think / --no-think       reasoning mode on (default) or off\n"
+    "  --reasoning-budget N       thinking tokens at most, then the think block is closed and the answer\n"
+    "                             follows (-1: no limit, the default; 0: reasoning off)\n"
     "  --show-thinking            one-shot mode: print the reasoning before the answer\n"
     "  --date \"21 November 2026\"  date written into the system block (default: today)\n"
     "  --tools FILE               JSON array of OpenAI-style tools [{\"type\": \"function\", \"function\":\n"
@@ -95,8 +97,8 @@ constexpr const char* kUsage =
     "  --python-tools FILE        JSON array of tool definitions (Python tool-calling section)\n"
     "  --grammar GBNF             the reply must be a sentence of this GBNF grammar (llama.cpp's notation)\n"
     "  --grammar-file FILE        the same, read from FILE; --grammar json: any JSON object\n"
-    "  --json-schema FILE         the reply must be JSON valid under this JSON schema. Reasoning is off\n"
-    "                             with a grammar or a schema (it holds the whole reply)\n"
+    "  --json-schema FILE         the reply must be JSON valid under this JSON schema. A grammar or a\n"
+    "                             schema holds the answer after the reasoning (--no-think: no reasoning)\n"
     "  --spec none|ngram          speculative decoding: ngram drafts the next tokens from the context (the\n"
     "                             longest earlier match of its tail) and checks them in one forward pass;\n"
     "                             the reply is the same either way, only faster where it repeats what came\n"
@@ -140,6 +142,7 @@ struct Options {
     smol::SpeculationParams speculation{.type = smol::SpeculationType::ngram};
     std::vector<std::string> stops;
     std::optional<bool> think;
+    int reasoning_budget = -1;  // --reasoning-budget
     bool show_thinking = false;
     bool interactive = false;
     bool tokenize = false;
@@ -177,6 +180,7 @@ Options parse_args(int argc, char** argv) {
         else if (args.is("-r", "--reverse-prompt") || args.is("--stop")) o.stops.push_back(args.value());
         else if (args.is("--think")) o.think = true;
         else if (args.is("--no-think")) o.think = false;
+        else if (args.is("--reasoning-budget")) o.reasoning_budget = args.integer<int>(-1, smol::kMaxReasoningBudget);
         else if (args.is("--show-thinking")) o.show_thinking = true;
         else if (args.is("-i", "--interactive")) o.interactive = true;
         else if (args.is("--tokenize")) o.tokenize = true;
@@ -200,8 +204,8 @@ Options parse_args(int argc, char** argv) {
     if (o.prompt && o.prompt_file) throw UsageError("give -p or -f, not both");
     if (int(o.grammar.has_value()) + int(o.grammar_file.has_value()) + int(o.json_schema_file.has_value()) > 1)
         throw UsageError("give one of --grammar, --grammar-file and --json-schema");
-    if ((o.grammar || o.grammar_file || o.json_schema_file) && o.think.value_or(false))
-        throw UsageError("a grammar holds the whole reply, so it cannot be combined with --think");
+    if (o.think == true && o.reasoning_budget == 0)
+        throw UsageError("--reasoning-budget 0 turns reasoning off, so it cannot be combined with --think");
     if (o.tokenize && o.print_prompt) throw UsageError("give --tokenize or --print-prompt, not both");
     if (!o.tools_file.empty() && !o.xml_tools_file.empty())
         throw UsageError("give --tools (OpenAI's shape) or --xml-tools (the template's), not both");
@@ -250,7 +254,7 @@ std::string prompt_text(const Options& o) {
 
 smol::ChatOptions template_options(const Options& o) {
     smol::ChatOptions chat;
-    chat.enable_thinking = o.think.value_or(!o.grammar && !o.grammar_file && !o.json_schema_file);
+    chat.enable_thinking = o.think.value_or(o.reasoning_budget != 0);
     chat.add_generation_prompt = o.generation_prompt;
     chat.date = o.date;
     if (!o.tools_file.empty())
@@ -586,6 +590,7 @@ int run_chat(const Options& o) {
     params.max_tokens = o.n_predict;
     params.stop = o.stops;
     params.speculation = o.speculation;
+    params.reasoning_budget = o.reasoning_budget;
     if (o.grammar || o.grammar_file) {
         const std::string text = o.grammar_file ? read_file(*o.grammar_file, "--grammar-file") : *o.grammar;
         params.grammar = engine.compile_grammar(text == "json" ? smol::text::kJsonObjectGrammar : std::string_view(text));

@@ -36,13 +36,14 @@ private:
 
 // Any API's body as the one request model.
 inline ApiRequest parse_api_request(Endpoint endpoint, const json& body, const smol::text::Tokenizer& tokenizer,
-                                    int context) {
+                                    int context, const RequestDefaults& defaults = {}) {
     switch (endpoint) {
-        case Endpoint::messages: return parse_messages_request(body, tokenizer, context);
-        case Endpoint::responses: return parse_responses_request(body, tokenizer, context);
-        case Endpoint::ollama_chat: return parse_ollama_chat_request(body, tokenizer, context);
-        case Endpoint::ollama_generate: return parse_ollama_generate_request(body, tokenizer, context);
-        case Endpoint::chat: return parse_chat_request(body, tokenizer, context);
+        case Endpoint::messages: return parse_messages_request(body, tokenizer, context, MessagesEndpoint::create, defaults);
+        case Endpoint::responses:
+            return parse_responses_request(body, tokenizer, context, ResponsesEndpoint::create, defaults);
+        case Endpoint::ollama_chat: return parse_ollama_chat_request(body, tokenizer, context, defaults);
+        case Endpoint::ollama_generate: return parse_ollama_generate_request(body, tokenizer, context, defaults);
+        case Endpoint::chat: return parse_chat_request(body, tokenizer, context, defaults);
         default: return parse_text_request(body, tokenizer, context);
     }
 }
@@ -94,7 +95,8 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
         return;
     }
     const smol::text::Tokenizer& tokenizer = scheduler.tokenizer();
-    ApiRequest request = parse_api_request(endpoint, body, tokenizer, scheduler.context());
+    ApiRequest request =
+        parse_api_request(endpoint, body, tokenizer, scheduler.context(), {server.options.reasoning_budget});
     request.generation.cache_partition = cache_partition(server.options, req, body);
     if (!request.grammar.empty())
         request.generation.params.grammar = server.grammars.get(request.grammar, scheduler.engine());
@@ -146,7 +148,8 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
 inline void count_message_tokens(ServerState& server, const httplib::Request& req, httplib::Response& res) {
     smol::Scheduler& scheduler = server.model.require_scheduler();
     const ApiRequest request = parse_messages_request(parse_json_body(req.body), scheduler.tokenizer(),
-                                                      scheduler.context(), MessagesEndpoint::count_tokens);
+                                                      scheduler.context(), MessagesEndpoint::count_tokens,
+                                                      {server.options.reasoning_budget});
     res.set_content(to_wire(json{{"input_tokens", request.prompt_tokens}}), "application/json");
 }
 
@@ -154,7 +157,8 @@ inline void count_message_tokens(ServerState& server, const httplib::Request& re
 inline void count_response_tokens(ServerState& server, const httplib::Request& req, httplib::Response& res) {
     smol::Scheduler& scheduler = server.model.require_scheduler();
     const ApiRequest request = parse_responses_request(parse_json_body(req.body), scheduler.tokenizer(),
-                                                       scheduler.context(), ResponsesEndpoint::input_tokens);
+                                                       scheduler.context(), ResponsesEndpoint::input_tokens,
+                                                       {server.options.reasoning_budget});
     res.set_content(to_wire(json{{"object", "response.input_tokens"}, {"input_tokens", request.prompt_tokens}}),
                     "application/json");
 }

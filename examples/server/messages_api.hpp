@@ -12,11 +12,15 @@
 //   tool_result blocks (user)            -> "tool" turns, in the order they come
 //   thinking blocks handed back          -> dropped, as the template drops past reasoning
 //   tools [{name, description, input_schema}] and tool_choice auto/any/tool/none
-//                                        -> the chat route's tools and forced-call grammar
-//   thinking {"type":"enabled"}          -> enable_thinking; off when absent or "disabled"
+//                                        -> the chat route's tools and call grammar (forced, or
+//                                           under "auto" started by the model's <tool_call>)
+//   thinking {"type":"enabled", "budget_tokens": N}
+//                                        -> enable_thinking, at most N thinking tokens; off when
+//                                           absent or "disabled"; "adaptive": --reasoning-budget
 
 #include <cstddef>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -174,7 +178,8 @@ inline void append_anthropic_message(const json& message, std::size_t index, jso
 
 // `tools` ([{name, description, input_schema}]) and `tool_choice` into the template's tool list;
 // returns the grammar of a forced call, else "".
-inline std::string read_anthropic_tools(const json& body, smol::ChatOptions& chat) {
+// `offered` receives the tools a call may name under "auto".
+inline std::string read_anthropic_tools(const json& body, smol::ChatOptions& chat, json& offered) {
     json functions = json::array();
     if (const auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
         if (!tools->is_array())
@@ -228,16 +233,24 @@ inline std::string read_anthropic_tools(const json& body, smol::ChatOptions& cha
                             "as true is supported only with tool_choice \"any\" or \"tool\", which force exactly one call");
         }
     }
+    if (choice == ToolChoice::automatic) offered = functions;
     return tools_into_template(functions, choice, forced_name, "tools[].input_schema", chat);
 }
 
-// `thinking`: {"type": "enabled", "budget_tokens": N} or {"type": "adaptive"} (the model decides
-// how long to think, as Claude Code asks) turns SmolLM3's reasoning on, {"type": "disabled"}
-// (or no field, as in Anthropic's API) off. SmolLM3 has no separate budget for reasoning;
-// max_tokens bounds reasoning and answer together.
-inline bool read_thinking(const json& body) {
+// What `thinking` asks for: reasoning on or off, and its budget in tokens.
+struct ThinkingAsk {
+    bool enabled = false;
+    std::optional<int> budget_tokens;  // unset: the server's --reasoning-budget
+};
+
+// `thinking`: {"type": "enabled", "budget_tokens": N} turns SmolLM3's reasoning on for at most
+// N tokens (then the engine closes the think block and the answer follows), {"type":
+// "adaptive"} (the model decides how long to think, as Claude Code asks) on under the server's
+// --reasoning-budget, {"type": "disabled"} (or no field, as in Anthropic's API) off. max_tokens
+// bounds reasoning and answer together.
+inline ThinkingAsk read_thinking(const json& body) {
     const auto it = body.find("thinking");
-    if (it == body.end() || it->is_null()) return false;
+    if (it == body.end() || it->is_null()) return {};
     if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
         reject(400,
                "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N}, {\"type\": \"adaptive\"} or "
@@ -246,14 +259,13 @@ inline bool read_thinking(const json& body) {
     const std::string& type = (*it)["type"].get_ref<const std::string&>();
     if (type == "disabled" || type == "adaptive") {
         check_block_fields(*it, {}, "thinking");
-        return type == "adaptive";
+        return {type == "adaptive", std::nullopt};
     }
     if (type != "enabled")
         unsupported("thinking.type", "\"" + type + "\" is not supported: use \"enabled\", \"adaptive\" or \"disabled\"");
     check_block_fields(*it, {"budget_tokens"}, "thinking");
     if (!it->contains("budget_tokens")) reject(400, "'thinking.budget_tokens' is required with \"enabled\"", "invalid_value");
-    integer_field(*it, "budget_tokens", 1, 1 << 30);
-    return true;
+    return {true, int(*integer_field(*it, "budget_tokens", 1, smol::kMaxReasoningBudget))};
 }
 
 // `metadata`: Anthropic defines only user_id (an opaque id for abuse monitoring, as OpenAI's
@@ -317,7 +329,8 @@ enum class MessagesEndpoint { create, count_tokens };
 // count_tokens only the prompt is built and counted, and a prompt longer than the context is
 // still counted.
 inline ApiRequest parse_messages_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
-                                         MessagesEndpoint endpoint = MessagesEndpoint::create) {
+                                         MessagesEndpoint endpoint = MessagesEndpoint::create,
+                                         const RequestDefaults& defaults = {}) {
     const bool create = endpoint == MessagesEndpoint::create;
     reject_unlisted_fields(body, {create ? FieldNames(kMessagesFields) : FieldNames(kCountTokensFields)}, "",
                            "smol-server's Messages API");
@@ -363,17 +376,15 @@ inline ApiRequest parse_messages_request(const json& body, const smol::text::Tok
     const json messages = system.before(std::move(turns));
 
     smol::ChatOptions chat;
-    chat.enable_thinking = read_thinking(body);
+    const ThinkingAsk thinking = read_thinking(body);
+    chat.enable_thinking = thinking.enabled;
     read_output_config(body);
     read_context_management(body);
-    const std::string forced_call = read_anthropic_tools(body, chat);
-    if (!forced_call.empty()) {
-        // The grammar holds the whole reply, so there is no room for a think block first.
-        if (chat.enable_thinking)
-            reject(400, "'thinking' cannot be enabled when 'tool_choice' forces a call (\"any\" or \"tool\")",
-                   "invalid_value");
-        out.grammar = forced_call;
-    }
+    json offered;
+    // A forced call's grammar holds the reply after any reasoning; under "auto", each call.
+    out.grammar = read_anthropic_tools(body, chat, offered);
+    lazy_call_grammar(offered, "tools[].input_schema", out);
+    if (thinking.enabled) apply_reasoning_budget(thinking.budget_tokens, defaults.reasoning_budget, true, chat, out);
     smol::GenerationParams& params = out.generation.params;
     params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
 

@@ -302,30 +302,30 @@ inline void read_ollama_common(const json& body, ApiRequest& out, std::optional<
     out.prompt_tokens = int(out.generation.prompt.size());
 }
 
-// The output grammar and the thinking mode together: a grammar holds the whole reply, so a
-// request with `format` cannot also ask for reasoning first (as on the chat route).
-inline void settle_format_and_think(const json& body, ApiRequest& out, smol::ChatOptions& chat) {
+// The output grammar and the thinking mode together: `think` as asked (absent: the template's
+// default, on, unless --reasoning-budget is 0), the server's --reasoning-budget over the
+// reasoning, and a `format` grammar holding the answer after it (as on the chat route).
+inline void settle_format_and_think(const json& body, ApiRequest& out, smol::ChatOptions& chat,
+                                    const RequestDefaults& defaults) {
     const std::optional<bool> think = read_think(body);
     if (think) chat.enable_thinking = *think;
     out.grammar = read_ollama_format(body);
-    if (out.grammar.empty()) return;
-    if (think == true)
-        reject(400, "'format' cannot be combined with \"think\": true: the format holds the whole reply, leaving no room "
-                    "for reasoning first",
-               "invalid_value");
-    chat.enable_thinking = false;
+    apply_reasoning_budget(std::nullopt, defaults.reasoning_budget, think == true, chat, out);
 }
 
 // A /api/chat body as the request the scheduler runs.
-inline ApiRequest parse_ollama_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
+inline ApiRequest parse_ollama_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
+                                            const RequestDefaults& defaults = {}) {
     reject_unlisted_fields(body, {kOllamaChatFields}, "", kOllamaReader);
     optional_string(body, "model");
     check_keep_alive(body);
     ApiRequest out;
     const json messages = ollama_messages(body);
     smol::ChatOptions chat;
-    read_tools(body, chat);  // ollama has no tool_choice: the model calls a tool or answers
-    settle_format_and_think(body, out, chat);
+    json offered;
+    read_tools(body, chat, &offered);  // ollama has no tool_choice: the model calls a tool or answers
+    settle_format_and_think(body, out, chat, defaults);
+    lazy_call_grammar(offered, "tools[].function.parameters", out);  // each call follows its schema
     out.generation.params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
     const std::optional<int> num_ctx = read_ollama_options(body, out, tokenizer.n_vocab(), context);
     render_prompt(messages, chat, tokenizer, out);
@@ -337,7 +337,8 @@ inline ApiRequest parse_ollama_chat_request(const json& body, const smol::text::
 // A /api/generate body as the request the scheduler runs: `system` and `prompt` through the chat
 // template, or with raw: true the prompt continued as it is (its special tokens parsed, as
 // /v1/completions does, since the client wrote the whole template).
-inline ApiRequest parse_ollama_generate_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
+inline ApiRequest parse_ollama_generate_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
+                                                const RequestDefaults& defaults = {}) {
     reject_unlisted_fields(body, {kOllamaGenerateFields}, "", kOllamaReader);
     optional_string(body, "model");
     check_keep_alive(body);
@@ -367,7 +368,7 @@ inline ApiRequest parse_ollama_generate_request(const json& body, const smol::te
         out.generation.prompt = tokenizer.encode(*prompt, /*parse_special=*/true);
     } else {
         smol::ChatOptions chat;
-        settle_format_and_think(body, out, chat);
+        settle_format_and_think(body, out, chat, defaults);
         num_ctx = read_ollama_options(body, out, tokenizer.n_vocab(), context);
         SystemText system_text;
         if (system) system_text.add(*system);

@@ -189,7 +189,7 @@ inline constexpr std::string_view kSamplingFields[] = {
     "grammar", "speculative", "cache_salt"};
 inline constexpr std::string_view kChatFields[] = {
     "messages", "max_completion_tokens", "tools", "tool_choice", "chat_template_kwargs", "store",
-    "parallel_tool_calls", "response_format", "top_logprobs", "metadata"};
+    "parallel_tool_calls", "response_format", "top_logprobs", "metadata", "reasoning_effort"};
 inline constexpr std::string_view kTextFields[] = {"prompt", "echo", "suffix", "best_of"};
 // llama-server's own names that both OpenAI endpoints take (read_llama_server_fields).
 inline constexpr std::string_view kLlamaServerFields[] = {"n_predict", "n_probs", "id_slot", "ignore_eos",
@@ -285,6 +285,11 @@ struct ApiRequest {
     bool stream = false;
     bool include_usage = false;
     int prompt_tokens = 0;
+};
+
+// What smol-server's flags set for the requests that do not say otherwise.
+struct RequestDefaults {
+    int reasoning_budget = -1;  // --reasoning-budget: thinking tokens at most, -1 no limit, 0 thinking off
 };
 
 // OpenAI's logit_bias: {"token id": bias in [-100, 100], ...}.
@@ -582,6 +587,51 @@ inline std::string tools_into_template(const json& functions, ToolChoice choice,
     return "root ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\ncall" + call.substr(std::string_view("root").size());
 }
 
+// The tag that starts a call in SmolLM3's replies (one token): under tool_choice "auto" the call
+// grammar starts there (GenerationParams::grammar_trigger), and the text before it is free.
+inline constexpr std::string_view kToolCallTrigger = "<tool_call>";
+
+// Under tool_choice "auto" with `functions` offered and nothing else holding the reply: the
+// grammar of one call of one of them, which the model's <tool_call> starts (each call it makes).
+inline void lazy_call_grammar(const json& functions, const std::string& schema_field, ApiRequest& out) {
+    if (!out.grammar.empty() || !functions.is_array() || functions.empty()) return;
+    smol::ChatOptions scratch;
+    out.grammar = tools_into_template(functions, ToolChoice::any, json(), schema_field, scratch);
+    out.generation.params.grammar_trigger = std::string(kToolCallTrigger);
+}
+
+// ---- reasoning budgets ------------------------------------------------------------------------
+
+// The thinking budgets the named efforts stand for (chat completions' reasoning_effort, the
+// Responses API's reasoning.effort); "none" and "minimal" turn thinking off.
+inline constexpr int kLowEffortBudget = 1024;
+inline constexpr int kMediumEffortBudget = 4096;
+inline constexpr int kHighEffortBudget = 16384;
+
+// The budget an effort names, in `field`'s terms; nullopt when absent or null.
+inline std::optional<int> effort_budget(const json& object, const char* name, const std::string& field) {
+    const auto it = object.find(name);
+    if (it == object.end() || it->is_null()) return std::nullopt;
+    const std::string effort = it->is_string() ? it->get<std::string>() : "";
+    if (effort == "none" || effort == "minimal") return 0;
+    if (effort == "low") return kLowEffortBudget;
+    if (effort == "medium") return kMediumEffortBudget;
+    if (effort == "high") return kHighEffortBudget;
+    reject(400, "'" + field + "' must be \"none\", \"minimal\", \"low\", \"medium\" or \"high\", found " +
+                    it->dump().substr(0, 64),
+           "invalid_value");
+}
+
+// A request's reasoning budget (its own, else the server's --reasoning-budget) into its
+// generation; budget 0 renders the no-think prompt, as llama.cpp does, unless the request turned
+// thinking on itself (then the engine closes the block at once).
+inline void apply_reasoning_budget(std::optional<int> asked, int server_default, bool thinking_asked,
+                                   smol::ChatOptions& chat, ApiRequest& out) {
+    const int budget = asked.value_or(server_default);
+    out.generation.params.reasoning_budget = budget;
+    if (budget == 0 && !thinking_asked) chat.enable_thinking = false;
+}
+
 // A tool's name as the template and the call grammar can carry it; `where` names it in errors.
 inline void check_tool_name(const json& name, const std::string& where) {
     if (!name.is_string() || name.get_ref<const std::string&>().empty())
@@ -596,8 +646,8 @@ inline void check_tool_name(const json& name, const std::string& where) {
 // OpenAI's `tools` ([{"type": "function", "function": {name, description, parameters}}]) and
 // `tool_choice`. SmolLM3's template lists the function objects themselves (its xml_tools).
 // Returns the grammar that forces a call when tool_choice is "required" or names a function,
-// else "".
-inline std::string read_tools(const json& body, smol::ChatOptions& chat) {
+// else "". `offered` (when given) receives the functions a call may name under "auto".
+inline std::string read_tools(const json& body, smol::ChatOptions& chat, json* offered = nullptr) {
     json functions = json::array();
     if (const auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
         if (!tools->is_array())
@@ -644,6 +694,7 @@ inline std::string read_tools(const json& body, smol::ChatOptions& chat) {
                                    : choice == "required" ? ToolChoice::any
                                    : choice == "function" ? ToolChoice::named
                                                           : ToolChoice::automatic;
+    if (offered && tool_choice == ToolChoice::automatic) *offered = functions;
     return tools_into_template(functions, tool_choice, forced_name, "tools[].function.parameters", chat);
 }
 
@@ -686,7 +737,8 @@ inline json apply_template(const json& body) {
     return json{{"prompt", render_chat_text(messages, chat).text}};
 }
 
-inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
+inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
+                                     const RequestDefaults& defaults = {}) {
     reject_unlisted_fields(body, {kSamplingFields, kChatFields, kLlamaServerFields});
     reject_unsupported_values(body);
     ApiRequest out;
@@ -694,19 +746,21 @@ inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokeniz
 
     smol::ChatOptions chat;
     const bool thinking_asked = read_template_kwargs(body, chat);
-    const std::string forced_call = read_tools(body, chat);
-    // The grammar holds the whole reply, so the model answers without a think block first.
+    json offered;  // the tools a call may name under tool_choice "auto"
+    const std::string forced_call = read_tools(body, chat, &offered);
+    // A grammar holds the answer (or, under "auto", each call), after any reasoning.
     out.grammar = read_output_grammar(body);
     if (!forced_call.empty()) {
         if (!out.grammar.empty()) reject(400, "a forced tool call cannot be combined with response_format or grammar", "invalid_value");
         out.grammar = forced_call;
     }
-    if (!out.grammar.empty()) {
-        if (thinking_asked)
-            reject(400, "structured output (response_format or grammar) cannot be combined with enable_thinking: true",
-                   "invalid_value");
-        chat.enable_thinking = false;
-    }
+    lazy_call_grammar(offered, "tools[].function.parameters", out);
+    const std::optional<int> effort = effort_budget(body, "reasoning_effort", "reasoning_effort");
+    if (effort == 0 && thinking_asked)
+        reject(400, "'reasoning_effort' \"" + body["reasoning_effort"].get<std::string>() +
+                        "\" turns thinking off, but 'chat_template_kwargs.enable_thinking' is true",
+               "invalid_value");
+    apply_reasoning_budget(effort, defaults.reasoning_budget, thinking_asked, chat, out);
     smol::GenerationParams& params = out.generation.params;
     // Calls are looked for whenever the template listed tools (here or in chat_template_kwargs).
     params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
@@ -785,6 +839,7 @@ inline json usage_json(const smol::GenerationUsage& u) {
     return json{{"prompt_tokens", u.prompt_tokens},
                 {"completion_tokens", u.completion_tokens},
                 {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}},
                 {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 

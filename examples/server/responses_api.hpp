@@ -14,11 +14,13 @@
 //   function_call_output items   -> "tool" turns, in the order they come
 //   reasoning items handed back  -> dropped, as the template drops past reasoning
 //   tools [{type: "function", name, description, parameters, strict}] and tool_choice
-//                                -> the chat route's tools and forced-call grammar
+//                                -> the chat route's tools and call grammar (forced, or under
+//                                "auto" started by the model's <tool_call>)
 //   text.format json_object / json_schema -> the answer's grammar; with tools (tool_choice
 //                                "auto") the reply is that JSON or one call
-//   reasoning.effort "none"/"minimal" -> thinking off; "low"/"medium"/"high" -> on;
-//                                absent -> the template's default (on)
+//   reasoning.effort "none"/"minimal" -> thinking off; "low"/"medium"/"high" -> on, with the
+//                                budgets of openai_api.hpp's effort_budget; absent -> the
+//                                template's default (on) under --reasoning-budget
 
 #include <algorithm>
 #include <cstddef>
@@ -279,8 +281,9 @@ inline std::string read_text_format(const json& body) {
     return schema_grammar(*schema, "text.format.schema");
 }
 
-// `reasoning`: {effort, summary}. nullopt when no effort was given (the template's default).
-inline std::optional<bool> read_reasoning(const json& body) {
+// `reasoning`: {effort, summary}: the thinking budget the effort names (0: thinking off);
+// nullopt when no effort was given (the template's default).
+inline std::optional<int> read_reasoning(const json& body) {
     const auto it = body.find("reasoning");
     if (it == body.end() || it->is_null()) return std::nullopt;
     if (!it->is_object()) reject(400, std::string("'reasoning' must be an object, found ") + it->type_name(), "invalid_type");
@@ -291,8 +294,8 @@ inline std::optional<bool> read_reasoning(const json& body) {
         reject(400, "'reasoning.summary' must be \"auto\", \"concise\" or \"detailed\", found " + s->dump(), "invalid_value");
     const auto effort = it->find("effort");
     if (effort == it->end() || effort->is_null()) return std::nullopt;
-    if (*effort == "none" || *effort == "minimal") return false;
-    if (*effort == "low" || *effort == "medium" || *effort == "high") return true;
+    if (*effort == "none" || *effort == "minimal" || *effort == "low" || *effort == "medium" || *effort == "high")
+        return effort_budget(*it, "effort", "reasoning.effort");
     unsupported("reasoning.effort", "is " + effort->dump() + ": use \"none\", \"minimal\", \"low\", \"medium\" or \"high\"");
 }
 
@@ -380,7 +383,8 @@ enum class ResponsesEndpoint { create, input_tokens };
 // input_tokens only the prompt is built and counted, and a prompt longer than the context is
 // still counted.
 inline ApiRequest parse_responses_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
-                                          ResponsesEndpoint endpoint = ResponsesEndpoint::create) {
+                                          ResponsesEndpoint endpoint = ResponsesEndpoint::create,
+                                          const RequestDefaults& defaults = {}) {
     const bool create = endpoint == ResponsesEndpoint::create;
     reject_unlisted_fields(body, {create ? FieldNames(kResponsesFields) : FieldNames(kInputTokensFields)}, "",
                            "smol-server's Responses API");
@@ -394,7 +398,7 @@ inline ApiRequest parse_responses_request(const json& body, const smol::text::To
     const json messages = response_messages(body);
 
     smol::ChatOptions chat;
-    const std::optional<bool> thinking = read_reasoning(body);
+    const std::optional<int> effort = read_reasoning(body);
     json functions;
     const std::string forced_call = read_response_tools(body, chat, functions);
     const std::string format = read_text_format(body);
@@ -404,17 +408,12 @@ inline ApiRequest parse_responses_request(const json& body, const smol::text::To
     else if (!format.empty() && chat.xml_tools.is_array() && !chat.xml_tools.empty())
         out.grammar = answer_or_call_grammar(format, functions);
     else out.grammar = format;
-    if (!out.grammar.empty()) {
-        // The grammar holds the whole reply, so there is no room for reasoning first.
-        if (thinking.value_or(false))
-            reject(400, "'reasoning.effort' other than \"none\" or \"minimal\" cannot be combined with a JSON text.format "
-                        "or a forced tool call",
-                   "invalid_value");
-        chat.enable_thinking = false;
-    } else if (thinking) {
-        chat.enable_thinking = *thinking;
-    }
-    out.generation.params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
+    const bool offered = chat.xml_tools.is_array() && !chat.xml_tools.empty();
+    // Otherwise, under "auto", each call the model starts with <tool_call> follows its schema.
+    if (offered) lazy_call_grammar(functions, "tools[].parameters", out);
+    // Reasoning comes before any of these grammars.
+    apply_reasoning_budget(effort, defaults.reasoning_budget, /*thinking_asked=*/false, chat, out);
+    out.generation.params.parse_tool_calls = offered;
 
     render_prompt(messages, chat, tokenizer, out);
     if (create) check_prompt_fits(out, context);

@@ -48,6 +48,7 @@ struct ServerOptions {
     smol::KvCacheTypes cache_types;         // -ctk, -ctv
     bool repack = true;                     // -nr
     smol::SpeculationParams speculation;    // --spec, --draft-max, --draft-min: every request's default
+    int reasoning_budget = -1;  // --reasoning-budget: thinking tokens of a request that names none; -1 no limit
     // The connection gate's limits (see connection_gate.hpp).
     int max_connections = 2048;
     int header_timeout_s = 10;
@@ -127,6 +128,9 @@ inline std::string host_name() {
                  "      --drain-timeout S   on SIGTERM, seconds running replies may take to finish while new\n"
                  "                          requests and /health get 503; then they are cancelled (default 25;\n"
                  "                          0 cancels at once, as SIGINT always does)\n"
+                 "      --reasoning-budget N  thinking tokens a reply may use before the server closes its\n"
+                 "                          think block and the answer follows, for requests that give no budget\n"
+                 "                          of their own (default -1: no limit; 0: thinking off)\n"
                  "      --log-prompts       also log the body of each completion request (prompts are private:\n"
                  "                          off by default; the API key is never logged)\n"
                  "%s%s%s%s"
@@ -183,6 +187,7 @@ inline ServerOptions parse_options(int argc, char** argv) {
             else if (args.is("--keep-alive-timeout")) o.keep_alive_timeout_s = args.integer<int>(0, 3600);
             else if (args.is("--max-buffered")) o.max_buffered_mib = args.integer<std::size_t>(1, 1 << 20);
             else if (args.is("--log-prompts")) o.log_prompts = true;
+            else if (args.is("--reasoning-budget")) o.reasoning_budget = args.integer<int>(-1, smol::kMaxReasoningBudget);
             else if (args.is("--replica-name")) {
                 o.replica_name = args.value();
                 if (!valid_replica_name(o.replica_name))

@@ -237,6 +237,17 @@ public:
 
     bool complete() const { return matcher_.accepting(state_); }
 
+    // The fewest characters that complete the text from here (no more tokens than that are
+    // needed: every character can be written by some token).
+    std::uint32_t chars_to_finish() { return matcher_.chars_to_finish(state_); }
+
+    // Back to the grammar's start for another sentence (a lazy grammar's next trigger); the work
+    // counted so far stays, so every sentence of one reply draws on the same request budget.
+    void restart() {
+        state_ = start(matcher_);
+        text_.clear();
+    }
+
 private:
     static text::GrammarState start(text::GrammarMatcher& matcher) {
         matcher.set_budget(kGrammarStepBudget);

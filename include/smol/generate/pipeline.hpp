@@ -4,8 +4,10 @@
 // GenerationPipeline, so the text, the finish reason, the usage and the sampling rules cannot
 // drift apart between them.
 //
-//   logits -> Sampler (penalties seeded with the prompt's tail, as llama-server does)
-//          (a grammar, when given, masks the tokens that would leave it: grammar_constraint.hpp)
+//   logits -> ThinkingBudget (a spent reasoning budget: the pipeline writes "</think>\n" itself)
+//          -> Sampler (penalties seeded with the prompt's tail, as llama-server does)
+//          (a grammar, when given, masks the tokens that would leave it: grammar_constraint.hpp;
+//          not inside a think block, and with a trigger only from the trigger token on)
 //          -> end of generation? max_tokens? room in the context?
 //          -> StreamDecoder (whole UTF-8 characters)
 //          -> ThinkingParser (reasoning / answer; primed with the assistant prefix)
@@ -34,6 +36,7 @@
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/speculation.hpp"
 #include "smol/generate/stop_strings.hpp"
+#include "smol/generate/thinking_budget.hpp"
 #include "smol/text/thinking.hpp"
 #include "smol/text/tool_calls.hpp"
 #include "smol/text/tokenizer.hpp"
@@ -49,9 +52,18 @@ struct GenerationParams {
     // Negative: no log-probabilities. 0..kMaxTopLogprobs: each generated token's (end of
     // generation excepted) with this many most likely alternatives.
     int logprobs = -1;
-    // When set, the output is a sentence of this grammar (Engine::compile_grammar); generation
+    // When set, the answer is a sentence of this grammar (Engine::compile_grammar); generation
     // can end only once it is complete, and it completes within max_tokens and the context.
+    // Reasoning may come first (split_reasoning): the grammar starts after </think>, and a think
+    // block is closed early when the tokens left are what the grammar needs to complete.
     std::shared_ptr<const TokenGrammar> grammar;
+    // A lazy grammar (tool_choice "auto"): text is free until the model writes this token
+    // (e.g. "<tool_call>", one token of the vocabulary), which starts a sentence of the grammar;
+    // once that is complete text is free again until the next. Empty: the grammar holds the answer.
+    std::string grammar_trigger;
+    // Tokens the model may think (inside <think>...</think>) before the pipeline closes the
+    // block itself and the answer follows (ThinkingBudget); -1: no limit, 0: closed at once.
+    int reasoning_budget = -1;
     // Draft-free speculative decoding (generate/speculation.hpp): more tokens per forward pass
     // where the text repeats its context, the same tokens either way. Off by default.
     SpeculationParams speculation;
@@ -86,6 +98,7 @@ struct GenerationUsage {
     int prompt_tokens = 0;      // the whole prompt
     int cached_tokens = 0;      // prompt tokens reused from the KV cache, not run again
     int completion_tokens = 0;  // tokens sampled, counting a final end-of-generation token
+    int reasoning_tokens = 0;   // of those, the model's inside think blocks (ThinkingBudget)
     double queue_ms = 0.0;      // from the request to the start of its prompt (waiting for a slot)
     double prompt_ms = 0.0;     // from the start of the prompt to the first sampled token
     double generation_ms = 0.0;  // from the first to the last sampled token
@@ -134,6 +147,7 @@ public:
           stops_(params.stop),
           decoder_(tokenizer),
           thinking_(/*thinking_enabled=*/true),
+          budget_(tokenizer, params.reasoning_budget),
           parse_tool_calls_(params.parse_tool_calls),
           split_reasoning_(params.split_reasoning),
           logprobs_(params.logprobs),
@@ -143,6 +157,7 @@ public:
         if (prompt.empty()) fail("generation: the prompt is empty; at least one token is needed to continue from");
         speculation_.validate();
         if (params.grammar) constraint_.emplace(params.grammar, tokenizer);
+        set_grammar_trigger(params.grammar_trigger);
         if (logprobs_ > kMaxTopLogprobs)
             fail("generation: at most ", kMaxTopLogprobs, " alternatives per token, asked for ", logprobs_);
         usage_.prompt_tokens = int(prompt.size());
@@ -151,6 +166,10 @@ public:
         const ThinkingPiece prefix =
             split_reasoning_ ? thinking_.push(assistant_prefix) : ThinkingPiece{{}, std::string(assistant_prefix)};
         if (parse_tool_calls_) (void)tools_.push(prefix.answer);
+        // The model may open a think block first only where the prompt has none (thinking mode).
+        think_may_open_ = split_reasoning_ && assistant_prefix.find(ThinkingParser::open_tag) == std::string_view::npos;
+        think_open_ = tokenizer.find(ThinkingParser::open_tag).value_or(-1);
+        grammar_active_ = constraint_ && trigger_ < 0 && !in_reasoning() && !think_may_open_;
         const std::size_t window = std::min(std::size_t(params.sampling.penalty_last_n), prompt.size());
         for (std::int32_t token : prompt.last(window)) sampler_.accept(token);
     }
@@ -175,14 +194,20 @@ public:
     // tokens the context still holds after the current ones (a grammar completes within it).
     std::int32_t sample(std::span<float> logits, long room = std::numeric_limits<long>::max()) {
         if (logprobs_ >= 0) raw_logits_.assign(logits.begin(), logits.end());  // the sampler edits logits
-        if (constraint_) {
-            long budget = room;
-            if (max_tokens_ >= 0) budget = std::min<long>(budget, max_tokens_ - usage_.completion_tokens);
-            constraint_->apply(logits, budget);
+        long budget = room;  // tokens that may still be generated, this one included
+        if (max_tokens_ >= 0) budget = std::min<long>(budget, max_tokens_ - usage_.completion_tokens);
+        const bool thinking = in_reasoning();
+        std::int32_t token = budget_.forced(thinking, thinking && answer_needs(budget));
+        const bool forced = token >= 0;
+        if (!forced) {
+            constrain(logits, budget, thinking);
+            token = sampler_.sample(logits);
         }
-        const std::int32_t token = sampler_.sample(logits);
         sampler_.accept(token);
-        if (constraint_) constraint_->accept(token);
+        budget_.picked(token, forced, thinking, /*complete_close=*/grammar_waits_for_answer());
+        if (!forced) grammar_accept(token, thinking);
+        usage_.reasoning_tokens = budget_.thinking_tokens();
+        think_may_open_ = false;
         if (logprobs_ >= 0) last_logprob_ = token_logprob(raw_logits_, token, logprobs_);
         const auto now = Clock::now();
         if (usage_.completion_tokens++ == 0) {
@@ -254,6 +279,8 @@ public:
     }
 
     const SpeculationParams& speculation() const { return speculation_; }
+    // Tokens the model picked inside think blocks so far (ThinkingBudget).
+    int thinking_tokens() const { return budget_.thinking_tokens(); }
     // A verify step checked `drafted` drafted tokens and the model picked `accepted` of them.
     void count_draft(int drafted, int accepted) {
         usage_.drafted_tokens += drafted;
@@ -263,6 +290,66 @@ public:
 private:
     static double ms_between(Clock::time_point a, Clock::time_point b) {
         return std::chrono::duration<double, std::milli>(b - a).count();
+    }
+
+    bool in_reasoning() const { return split_reasoning_ && thinking_.in_reasoning(); }
+
+    // The trigger of a lazy grammar as a token id; -1 for none.
+    void set_grammar_trigger(const std::string& trigger) {
+        if (trigger.empty()) return;
+        if (!constraint_) fail("generation: a grammar trigger (\"", trigger, "\") needs a grammar");
+        const std::optional<std::int32_t> id = tokenizer_->find(trigger);
+        if (!id) fail("generation: expected the grammar trigger \"", trigger, "\" to be one token of the vocabulary");
+        trigger_ = *id;
+    }
+
+    // A grammar that holds the whole answer and has not started: the model is still reasoning.
+    bool grammar_waits_for_answer() const { return constraint_ && trigger_ < 0 && !grammar_active_; }
+
+    // Whether a think block must close now so that a waiting grammar can still complete in the
+    // `budget` tokens left: the close's tokens, then a token per character the grammar needs.
+    bool answer_needs(long budget) {
+        return grammar_waits_for_answer() && budget <= budget_.close_length() + long(constraint_->chars_to_finish());
+    }
+
+    // Masks the logits for the grammar, when it applies to this token. Before a grammar that
+    // holds the answer, reasoning may not end the reply; at the answer's start <think> may
+    // still open a block (thinking mode), which then comes first.
+    void constrain(std::span<float> logits, long budget, bool thinking) {
+        if (!constraint_) return;
+        if (!grammar_active_ && trigger_ < 0 && !thinking && !budget_.closing() && !think_may_open_)
+            grammar_active_ = true;  // the think block (and its close) is over: the answer starts
+        if (!grammar_active_) {
+            if (thinking && trigger_ < 0)
+                for (std::int32_t id : tokenizer_->end_of_generation_ids())
+                    logits[std::size_t(id)] = -std::numeric_limits<float>::infinity();
+            if (!think_may_open_ || trigger_ >= 0) return;
+        }
+        // A block opens only with room for it, its close and the grammar's shortest sentence.
+        const bool keep_open = think_may_open_ && think_open_ >= 0 &&
+                               budget > 1 + budget_.close_length() + long(constraint_->chars_to_finish());
+        const float open_logit = keep_open ? logits[std::size_t(think_open_)] : 0.0f;
+        constraint_->apply(logits, budget);
+        if (keep_open) logits[std::size_t(think_open_)] = open_logit;
+    }
+
+    // Moves the grammar on by a token the model picked: a trigger starts a lazy grammar's
+    // sentence, a complete one waits for the next trigger.
+    void grammar_accept(std::int32_t token, bool thinking) {
+        if (!constraint_) return;
+        if (think_may_open_ && trigger_ < 0) {
+            if (token == think_open_) return;  // a think block first; the grammar starts after it
+            grammar_active_ = true;            // the answer starts with this token
+        }
+        if (!grammar_active_) {
+            if (trigger_ < 0 || thinking || token != trigger_) return;
+            grammar_active_ = true;
+        }
+        constraint_->accept(token);
+        if (trigger_ >= 0 && constraint_->complete()) {
+            constraint_->restart();
+            grammar_active_ = false;
+        }
     }
 
     void show(std::string_view text, TextDelta& out) {
@@ -288,6 +375,11 @@ private:
     StopStringMatcher stops_;
     text::StreamDecoder decoder_;
     ThinkingParser thinking_;
+    ThinkingBudget budget_;
+    std::int32_t think_open_ = -1;  // the <think> token
+    bool think_may_open_ = false;   // the next token may open a think block (the answer has not started)
+    std::int32_t trigger_ = -1;     // GenerationParams::grammar_trigger's token; -1: none
+    bool grammar_active_ = false;   // the grammar constrains the next token
     ToolCallParser tools_;
     bool parse_tool_calls_;
     bool split_reasoning_;

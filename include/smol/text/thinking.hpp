@@ -26,6 +26,9 @@ class ThinkingParser {
 public:
     static constexpr std::string_view open_tag = "<think>";
     static constexpr std::string_view close_tag = "</think>";
+    // How SmolLM3's chat template ends a think block before the answer (its no-think prefix is
+    // "<think>\n\n</think>\n"): what the engine writes when it closes a block itself.
+    static constexpr std::string_view template_close = "</think>\n";
 
     // thinking_enabled = false means the prompt already ended with the empty
     // "<think>\n\n</think>\n" block, so the answer starts right after a closing tag and its
