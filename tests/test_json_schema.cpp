@@ -169,7 +169,7 @@ TEST_CASE("JSON schema: what cannot be expressed is refused by name, malformed s
                 "additionalProperties false");
     unsupported(R"({"type": "number", "minimum": 0.5})", "not a whole number");
     unsupported(R"({"$ref": "https://example.com/schema.json"})", "https://example.com/schema.json");
-    unsupported(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "(?!x)"}}})", "#/properties/a/pattern");
+    unsupported(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "(?!x)y"}}})", "#/properties/a/pattern");
     const auto malformed = [](const char* schema) {
         CAPTURE(schema);
         CHECK_THROWS_AS(smol::text::json_schema_to_gbnf(ordered_json::parse(schema)), smol::Error);
