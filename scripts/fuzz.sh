@@ -231,6 +231,16 @@ chat = [{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 
 for extra in [{'tools': [tool], 'tool_choice': 'required'}, {'tools': [tool], 'tool_choice': {'type': 'function', 'function': {'name': 'f'}}},
               {'response_format': {'type': 'json_object'}},
               {'response_format': {'type': 'json_schema', 'json_schema': {'schema': {'type': 'object', 'properties': {'a': {'type': 'array', 'items': {'enum': [1, 'b']}, 'maxItems': 3}}, 'required': ['a']}}}},
+              # pattern, format, oneOf and allOf: the pattern compiler (text/json_schema_pattern.hpp) reached from a request
+              {'response_format': {'type': 'json_schema', 'json_schema': {'schema': {'type': 'object', 'properties': {
+                  'code': {'type': 'string', 'pattern': '^[A-Z]{2}-\\d{3,5}(?:[a-z]|\\.x)?$'},
+                  'note': {'type': 'string', 'pattern': '(?<w>\\w+)\\s[^"\\\\]*'},
+                  'when': {'type': 'string', 'format': 'date-time'}, 'ip': {'format': 'ipv4'}},
+                  'required': ['code']}}}},
+              {'response_format': {'type': 'json_schema', 'json_schema': {'schema': {
+                  '$defs': {'Base': {'type': 'object', 'properties': {'id': {'type': 'string', 'format': 'uuid'}}, 'required': ['id']}},
+                  'oneOf': [{'allOf': [{'$ref': '#/$defs/Base'}, {'properties': {'kind': {'const': 'a'}}, 'required': ['kind']}]},
+                            {'type': 'string', 'pattern': '^\\u00e9|[\\x41-\\u{5a}]{1,3}$'}]}}}},
               {'logprobs': True, 'top_logprobs': 3, 'logit_bias': {'15': -100}}, {'stop': ['\n', 'END'], 'seed': 4, 'temperature': 0.2, 'top_k': 5},
               {'grammar': 'root ::= [a-z]+ ("," [a-z]+)*'}, {'chat_template_kwargs': {'enable_thinking': False}},
               {'messages': chat + [{'role': 'assistant', 'content': 'Sure'}]}]:
@@ -289,6 +299,9 @@ bodies += [b'\x00{"tokens": \x01\xff[', b'\x01{"prompt": \x01\xff[\x01\xff]}',
            b'\x00' + user_hi + b'"grammar": "root ::= \x01\x40(\\"a\\"\x01\x40)"}',
            b'\x00' + user_hi + b'"response_format": {"type": "json_schema", "json_schema": {"schema": ' +
            b'{"type": ["object", "object"], "properties": {"a": ' * 20 + b'{}' + b'}}' * 20 + b'}}}']
+# Patterns at their caps: groups nested past the limit, counts multiplied, a long pattern.
+bodies += [b'\x00' + user_hi + b'"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "^' +
+           body + b'$"}}}}' for body in [b'\x01\x02(a\x01\x02)', b'((a{1000}){1000}){1000}', b'[a-z]{999}' * 8, b'\x01\x10a']]
 # JSON inside strings, on every endpoint that reads any: Responses function_call arguments (a
 # million deep once ended the server: the body's caps never saw brackets inside a string), chat
 # history tool_calls arguments, and a wide flat array in each.
@@ -331,6 +344,14 @@ logit_bias="\"logit_bias\""
 stop="\"stop\""
 prompt="\"prompt\""
 anyof="\"anyOf\""
+oneof="\"oneOf\""
+allof="\"allOf\""
+pattern="\"pattern\""
+format="\"format\""
+regex_lookahead="(?="
+regex_group="(?:"
+regex_count="{2,5}"
+regex_class="[^a-z\\\\d]"
 ref="\"$ref\""
 defs="\"$defs\""
 user="\"user\""

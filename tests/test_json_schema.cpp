@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "smol/text/grammar.hpp"
 #include "smol/text/json_schema.hpp"
@@ -150,14 +151,25 @@ TEST_CASE("JSON schema: what cannot be expressed is refused by name, malformed s
             CHECK(std::string(e.what()).find(keyword) != std::string::npos);
         }
     };
-    unsupported(R"({"type": "string", "pattern": "^a+$"})", "'pattern'");
-    unsupported(R"({"type": "string", "format": "date-time"})", "'format'");
-    unsupported(R"({"oneOf": [{"type": "string"}, {"type": "integer"}]})", "'oneOf'");
-    unsupported(R"({"allOf": [{"type": "string"}]})", "'allOf'");
     unsupported(R"({"type": "array", "uniqueItems": true})", "'uniqueItems'");
+    unsupported(R"({"type": "string", "pattern": "^(?=a)b$"})", "lookahead");
+    unsupported(R"({"type": "string", "pattern": "^(a)\\1$"})", "backreference");
+    unsupported(R"({"type": "string", "pattern": "\\bword"})", "word boundary");
+    unsupported(R"({"type": "string", "pattern": "^\\p{L}$"})", "Unicode property");
+    unsupported(R"({"type": "string", "pattern": "a(^b)c"})", "anchor");
+    unsupported(R"({"type": "string", "pattern": "^(a?)*$"})", "can match nothing");
+    unsupported(R"({"type": "string", "format": "hostname"})", "'hostname'");
+    unsupported(R"({"type": "string", "format": "date", "pattern": "^1"})", "'format' beside 'pattern'");
+    unsupported(R"({"type": "string", "pattern": "^a+$", "maxLength": 3})", "minLength or maxLength");
+    unsupported(R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})", "may both match");
+    unsupported(R"({"allOf": [{"type": "string"}, {"type": "integer"}]})", "'type' in an allOf");
+    unsupported(R"({"allOf": [{"properties": {"a": {"type": "string"}}}, {"properties": {"a": {"type": "integer"}}}]})",
+                "different schemas");
+    unsupported(R"({"allOf": [{"properties": {"a": {}}, "additionalProperties": false}, {"properties": {"b": {}}}]})",
+                "additionalProperties false");
     unsupported(R"({"type": "number", "minimum": 0.5})", "not a whole number");
     unsupported(R"({"$ref": "https://example.com/schema.json"})", "https://example.com/schema.json");
-    unsupported(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}})", "#/properties/a/pattern");
+    unsupported(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "(?!x)y"}}})", "#/properties/a/pattern");
     const auto malformed = [](const char* schema) {
         CAPTURE(schema);
         CHECK_THROWS_AS(smol::text::json_schema_to_gbnf(ordered_json::parse(schema)), smol::Error);
@@ -169,6 +181,15 @@ TEST_CASE("JSON schema: what cannot be expressed is refused by name, malformed s
     malformed(R"({"type": "integer", "minimum": 5, "maximum": 1})");
     malformed(R"({"$ref": "#/$defs/missing"})");
     malformed(R"({"type": "string", "maxLength": -1})");
+    malformed(R"({"type": "string", "pattern": "^(ab$"})");
+    malformed(R"({"type": "string", "pattern": "^[a-$"})");
+    malformed(R"({"type": "string", "pattern": "*a"})");
+    malformed(R"({"type": "string", "pattern": "^[z-a]$"})");
+    malformed(R"({"type": "string", "pattern": "^a{2,1}$"})");
+    malformed(R"({"type": "string", "pattern": "\\q"})");
+    malformed(R"({"type": "string", "pattern": 5})");
+    malformed(R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})");
+    malformed(R"({"oneOf": []})");
 }
 
 TEST_CASE("JSON schema: compiling is bounded in depth and in subschemas visited") {
@@ -195,4 +216,181 @@ TEST_CASE("JSON schema: compiling is bounded in depth and in subschemas visited"
     ordered_json deep = {{"type", "string"}};
     for (int i = 0; i < 100; ++i) deep = {{"type", "array"}, {"items", deep}};
     CHECK(refusal(deep).find("nest more than") != std::string::npos);
+}
+
+namespace {
+
+// Whether `value` (a string's decoded value) is accepted as the JSON string of a schema with
+// this pattern: the grammar is matched against the value's JSON text.
+bool pattern_matches(const Grammar& g, const std::string& value) { return matches(g, ordered_json(value).dump()); }
+
+Grammar string_schema(const std::string& keyword, const std::string& value) {
+    return Grammar::parse(smol::text::json_schema_to_gbnf({{"type", "string"}, {keyword, value}}));
+}
+
+}  // namespace
+
+TEST_CASE("JSON schema: pattern takes the strings the regular expression matches") {
+    struct Case {
+        const char* pattern;
+        std::vector<std::string> match, no_match;
+    };
+    const std::vector<Case> cases = {
+        {"^abc$", {"abc"}, {"ab", "abcd", "xabc", ""}},
+        {"abc", {"abc", "xxabcyy", "abcabc"}, {"ab", "acb", ""}},  // unanchored: anywhere
+        {"^ab", {"ab", "abzzz"}, {"zab"}},
+        {"b$", {"b", "aab"}, {"ba"}},
+        {"^a|b$", {"a", "axx", "xxb"}, {"xa", "bx"}},
+        {"^[a-c]+[^a-c]$", {"abz", "c9"}, {"ab", "abc", "z"}},
+        {"^\\d{3}-\\d{2,4}$", {"123-45", "123-4567"}, {"12-45", "123-4", "123-45678", "abc-12"}},
+        {"^\\w+\\s\\W$", {"hi !", "a_1\t."}, {"hi  !", "hi a"}},
+        {"^(?:ab|cd){2,}$", {"abab", "abcdab"}, {"ab", "abc"}},
+        {"^(x)?y*z+$", {"z", "xyyzz", "yz"}, {"xx", "y", ""}},
+        {"^a{3}$", {"aaa"}, {"aa", "aaaa"}},
+        {"^a{2,}?$", {"aa", "aaaaa"}, {"a"}},
+        {"^.$", {"a", "\"", "\\", "\t", "\xC3\xA9"}, {"\n", "ab", ""}},
+        {"^[^\"\\\\]+$", {"plain"}, {"a\"b", "a\\b"}},
+        {"^[\"\\\\\\n]+$", {"\"\\\n"}, {"a"}},
+        {"^\\x41\\u0042\\u{43}\\n\\.\\*$", {"ABC\n.*"}, {"ABC\n.a"}},
+        {"^(?<year>\\d{4})-(?<month>0[1-9]|1[0-2])$", {"2024-01", "1999-12"}, {"2024-13", "2024-1"}},
+        {"^[\\d\\s-]+$", {"1 2-3"}, {"1a"}},
+        {"^[^\\d]$", {"a"}, {"5"}},
+        {"^\\D\\S$", {"ab"}, {"1b", "a "}},
+        {"^\\u00e9+$", {"\xC3\xA9\xC3\xA9"}, {"e"}},
+        {"^[\\b]$", {"\b"}, {"b"}},
+        {"", {"", "anything"}, {}},
+        {"^$", {""}, {"a"}},
+        {"^(a|)b$", {"ab", "b"}, {"aab"}},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.pattern);
+        const Grammar g = string_schema("pattern", c.pattern);
+        for (const std::string& s : c.match) {
+            CAPTURE(s);
+            CHECK(pattern_matches(g, s));
+        }
+        for (const std::string& s : c.no_match) {
+            CAPTURE(s);
+            CHECK_FALSE(pattern_matches(g, s));
+        }
+    }
+    // A pattern whose lengths lie within minLength and maxLength keeps them; a string it does
+    // not match stays out whatever its length.
+    const Grammar sized = compile(R"({"type": "string", "pattern": "^[a-z]{2,4}$", "minLength": 1, "maxLength": 4})");
+    CHECK(pattern_matches(sized, "abc"));
+    CHECK_FALSE(pattern_matches(sized, "abcde"));
+    CHECK_FALSE(pattern_matches(sized, "AB"));
+}
+
+TEST_CASE("JSON schema: formats take their strings and refuse near misses") {
+    struct Case {
+        const char* format;
+        std::vector<std::string> valid, invalid;
+    };
+    const std::vector<Case> cases = {
+        {"date", {"2024-02-29", "2000-02-29", "1999-12-31", "2023-04-30", "0000-02-29"},
+         {"2023-02-29", "1900-02-29", "2024-04-31", "2024-13-01", "2024-00-10", "2024-1-01", "24-01-01", "2024-01-32"}},
+        {"time", {"23:59:59Z", "00:00:00+02:00", "12:30:15.123-11:45"}, {"24:00:00Z", "12:60:00Z", "12:00:00", "12:00Z", "1:00:00Z"}},
+        {"date-time", {"2024-05-06T07:08:09Z", "1999-12-31T23:59:59.5+01:00"}, {"2024-05-06 07:08:09", "2024-05-06T07:08:09", "2024-02-30T00:00:00Z"}},
+        {"email", {"a@b.co", "first.last+tag@mail.example.org", "x_y@a-b.io"}, {"a@b", "@b.co", "a..b@c.de", "a@-b.co", "a b@c.de"}},
+        {"uuid", {"123e4567-e89b-12d3-a456-426614174000", "ABCDEF01-2345-6789-ABCD-EF0123456789"},
+         {"123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400", "g23e4567-e89b-12d3-a456-426614174000"}},
+        {"uri", {"https://example.com", "http://a.b:8080/path/x?q=1&r=%20#frag", "ftp://host/"},
+         {"example.com", "https://", "http://a b", "http://a/%zz", "1http://a"}},
+        {"ipv4", {"0.0.0.0", "192.168.1.255", "255.255.255.255"}, {"256.1.1.1", "1.2.3", "01.2.3.4", "1.2.3.4.5", "a.b.c.d"}},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.format);
+        const Grammar g = string_schema("format", c.format);
+        for (const std::string& s : c.valid) {
+            CAPTURE(s);
+            CHECK(pattern_matches(g, s));
+        }
+        for (const std::string& s : c.invalid) {
+            CAPTURE(s);
+            CHECK_FALSE(pattern_matches(g, s));
+        }
+    }
+    // Without a type, a format's keywords still make the value a string of that format.
+    const Grammar typeless = compile(R"({"format": "ipv4"})");
+    CHECK(matches(typeless, R"("10.0.0.1")"));
+    CHECK_FALSE(matches(typeless, "3"));
+}
+
+TEST_CASE("JSON schema: oneOf of disjoint branches, allOf merged, $ref through definitions") {
+    // Pydantic's discriminated union: branches told apart by a required const property.
+    const Grammar pets = compile(R"({"$defs": {
+            "Cat": {"type": "object", "properties": {"pet_type": {"const": "cat", "type": "string"}, "lives": {"type": "integer"}},
+                    "required": ["pet_type", "lives"]},
+            "Dog": {"type": "object", "properties": {"pet_type": {"enum": ["dog", "wolf"]}, "barks": {"type": "boolean"}},
+                    "required": ["pet_type", "barks"]}},
+        "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/definitions/Dog"}, {"type": "null"}],
+        "definitions": {"Dog": {"$ref": "#/$defs/Dog"}},
+        "discriminator": {"propertyName": "pet_type"}})");
+    CHECK(matches(pets, R"({"pet_type": "cat", "lives": 9})"));
+    CHECK(matches(pets, R"({"pet_type": "wolf", "barks": false})"));
+    CHECK(matches(pets, "null"));
+    CHECK_FALSE(matches(pets, R"({"pet_type": "cat", "barks": true})"));
+    CHECK_FALSE(matches(pets, R"({"pet_type": "dog", "lives": 1})"));
+    const Grammar kinds = compile(R"({"oneOf": [{"type": "string", "format": "uuid"}, {"type": "integer"}, {"enum": [true]}]})");
+    CHECK(matches(kinds, "12"));
+    CHECK(matches(kinds, "true"));
+    CHECK_FALSE(matches(kinds, "false"));
+    CHECK_FALSE(matches(kinds, R"("not-a-uuid")"));
+
+    // allOf: a model inheriting another's fields, with the schema's own properties beside it.
+    const Grammar merged = compile(R"({"$defs": {"Base": {"type": "object", "properties": {"id": {"type": "integer"}},
+                                                           "required": ["id"]}},
+        "type": "object", "properties": {"name": {"type": "string", "pattern": "^[A-Z]"}}, "required": ["name"],
+        "allOf": [{"$ref": "#/$defs/Base"}, {"properties": {"tag": {"enum": ["a", "b"]}}, "description": "extra"}]})");
+    CHECK(matches(merged, R"({"name": "Ann", "id": 1})"));
+    CHECK(matches(merged, R"({"name": "Ann", "id": 1, "tag": "b"})"));
+    CHECK_FALSE(matches(merged, R"({"name": "Ann"})"));
+    CHECK_FALSE(matches(merged, R"({"id": 1})"));
+    CHECK_FALSE(matches(merged, R"({"name": "ann", "id": 1})"));
+    CHECK_FALSE(matches(merged, R"({"name": "Ann", "id": 1, "tag": "c"})"));
+    // A single part, as Pydantic writes a field with a description around a $ref.
+    const Grammar single = compile(R"({"$defs": {"Color": {"enum": ["red", "blue"]}},
+        "type": "object", "properties": {"c": {"allOf": [{"$ref": "#/$defs/Color"}], "description": "the color"}}, "required": ["c"]})");
+    CHECK(matches(single, R"({"c": "red"})"));
+    CHECK_FALSE(matches(single, R"({"c": "green"})"));
+}
+
+TEST_CASE("JSON schema: hostile patterns are refused with a clear error, never a crash") {
+    const auto refusal = [](const ordered_json& schema) -> std::string {
+        try {
+            (void)Grammar::parse(smol::text::json_schema_to_gbnf(schema));
+        } catch (const smol::text::GrammarTooComplex& e) {
+            return e.what();
+        }
+        return "";
+    };
+    const auto with_pattern = [](const std::string& p) { return ordered_json{{"type", "string"}, {"pattern", p}}; };
+    CHECK(refusal(with_pattern(std::string(5000, 'a'))).find("bytes long") != std::string::npos);
+    CHECK(refusal(with_pattern("^" + std::string(40, '(') + "a" + std::string(40, ')') + "$")).find("nest more than") != std::string::npos);
+    CHECK(refusal(with_pattern("^a{1001}$")).find("above 1000") != std::string::npos);
+    CHECK(refusal(with_pattern("^((a{1000}){1000}){1000}$")).find("grammar elements") != std::string::npos);
+    CHECK(refusal(with_pattern("^(((a|b){100}){100}){100}$")).find("grammar elements") != std::string::npos);
+    // Just within the caps: compiles, and the grammar is right.
+    const std::string deep = "^" + std::string(30, '(') + "a" + std::string(30, ')') + "$";
+    CHECK(refusal(with_pattern(deep)).empty());
+    CHECK(pattern_matches(string_schema("pattern", deep), "a"));
+    CHECK(refusal(with_pattern("^[0-9a-f]{1000}$")).empty());
+    // A oneOf with too many branches to check pair by pair.
+    ordered_json many = ordered_json::array();
+    for (int i = 0; i < 100; ++i) many.push_back({{"const", i}});
+    CHECK(refusal({{"oneOf", many}}).find("branches") != std::string::npos);
+    // Random bytes as patterns: each compiles to a grammar that parses, or is refused with an error.
+    std::mt19937 rng(11);
+    const std::string alphabet = "ab()[]{}|?*+.^$\\-,0123dwsSDWux:<>=!";
+    for (int i = 0; i < 3000; ++i) {
+        std::string p;
+        const int length = int(rng() % 16);
+        for (int k = 0; k < length; ++k) p += alphabet[rng() % alphabet.size()];
+        CAPTURE(p);
+        try {
+            (void)Grammar::parse(smol::text::json_schema_to_gbnf(with_pattern(p)));
+        } catch (const smol::Error&) {
+        }
+    }
 }

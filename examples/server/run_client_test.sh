@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest wrapper for the official-client tests (openai_client_test.mjs and
+# ctest wrapper for the official-client tests (openai_client_test.mjs, json_schema_client_test.mjs and
 # responses_client_test.mjs with the `openai` npm client and `@openai/agents`,
 # anthropic_client_test.mjs with `@anthropic-ai/sdk`, ollama_client_test.mjs with `ollama`):
 # installs the pinned npm packages into the build folder (npm ci) and runs the test. Exits 77 (ctest SKIP) only when node or npm

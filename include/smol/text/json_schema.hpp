@@ -2,19 +2,25 @@
 // JSON Schema to GBNF (text/grammar.hpp): the grammar of the JSON texts a schema accepts, for
 // response_format json_schema and forced tool calls. Supported: type (one or a list), enum,
 // const, properties with required and additionalProperties, items with minItems/maxItems,
-// string minLength/maxLength, integer minimum/maximum (exclusive too), number minimum/maximum
-// when they are whole numbers, anyOf, and $ref to #/$defs/... or #/definitions/...;
-// annotations (title, description, default, examples, $schema, $id, strict) are ignored.
-// Anything else fails with a message that names the keyword and where it was found, so a
-// schema is never half-enforced.
+// string minLength/maxLength, pattern (text/json_schema_pattern.hpp) and format (date, time,
+// date-time, email, uuid, uri, ipv4), integer minimum/maximum (exclusive too), number
+// minimum/maximum when they are whole numbers, anyOf, oneOf (when its branches cannot both
+// match: different types, or a required property with different const or enum values), allOf
+// (a single schema, or objects, merged: properties and required united), and $ref to
+// #/$defs/... or #/definitions/...; annotations (title, description, default, examples, $schema,
+// $id, strict, discriminator, readOnly, writeOnly, deprecated) are ignored. Anything else fails
+// with a message that names the keyword and where it was found, so a schema is never
+// half-enforced.
 //
 // Properties come out in the schema's order; optional ones may be left out, extra ones only
-// where additionalProperties allows them.
+// where additionalProperties allows them. A format's grammar takes a subset of what the format
+// allows where the whole is not regular (uri: scheme://authority with path, query, fragment).
 //
 // Schemas come from strangers, so compiling one is bounded (GrammarTooComplex past a cap): the
 // schema may nest at most kMaxSchemaDepth subschemas deep, and compiling visits at most
 // kMaxSchemaVisits of them, since a `type` list compiles its subtree once per type (two types
-// a level, twenty levels: a million visits).
+// a level, twenty levels: a million visits); a oneOf has at most kMaxOneOfBranches branches (each
+// pair is checked); patterns have their own caps (text/json_schema_pattern.hpp).
 
 #include <cstdint>
 #include <limits>
@@ -28,15 +34,9 @@
 
 #include "smol/core/error.hpp"
 #include "smol/text/grammar.hpp"
+#include "smol/text/json_schema_pattern.hpp"
 
 namespace smol::text {
-
-// A schema that is valid but asks for something the compiler cannot express (a keyword, a
-// reference, a bound): callers answer it differently from a malformed schema.
-class UnsupportedSchema : public Error {
-public:
-    using Error::Error;
-};
 
 namespace json_schema_detail {
 
@@ -110,6 +110,31 @@ inline std::string uint_from(std::uint64_t lo) {
 
 inline constexpr int kMaxSchemaDepth = 64;
 inline constexpr int kMaxSchemaVisits = 20000;
+inline constexpr std::size_t kMaxOneOfBranches = 64;
+
+// The formats a string may have, as anchored patterns: exact for date (leap years too), time
+// and date-time (RFC 3339, with a time zone), uuid and ipv4; email and uri take the common
+// subset Ajv's ajv-formats accepts too.
+inline const std::map<std::string, std::string, std::less<>>& format_patterns() {
+    static const std::string date =
+        R"((?:\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|02-(?:0[1-9]|1\d|2[0-8]))|)"
+        R"((?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29))";
+    static const std::string time = R"((?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d))";
+    static const std::string uri_char = R"((?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2}))";
+    static const std::string uri_query = R"((?:[A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2}))";
+    static const std::map<std::string, std::string, std::less<>> formats = {
+        {"date", "^" + date + "$"},
+        {"time", "^" + time + "$"},
+        {"date-time", "^" + date + "T" + time + "$"},
+        {"email", R"(^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@)"
+                  R"((?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?$)"},
+        {"uuid", R"(^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$)"},
+        {"uri", R"(^[A-Za-z][A-Za-z0-9+.-]*://(?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})+(?::\d{1,5})?(?:/)" + uri_char +
+                    "*)*(?:\\?" + uri_query + "*)?(?:#" + uri_query + "*)?$"},
+        {"ipv4", R"(^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$)"},
+    };
+    return formats;
+}
 
 class Compiler {
 public:
@@ -126,6 +151,7 @@ private:
     const json& root_;
     std::map<std::string, std::string> rules_;  // name -> body
     std::map<std::string, std::string> refs_;   // $ref -> rule name
+    std::map<std::string, std::string> shared_;  // body -> rule name, for pieces many rules use
     int counter_ = 0;
     int depth_ = 0;   // subschemas open around the one being compiled
     int visits_ = 0;  // subschemas compiled so far
@@ -157,6 +183,12 @@ private:
         const std::string name = fresh(base);
         rules_[name] = std::move(body);
         return name;
+    }
+
+    // A rule with this body, made once however often it is asked for.
+    std::string shared(const std::string& base, const std::string& body) {
+        if (const auto it = shared_.find(body); it != shared_.end()) return it->second;
+        return shared_[body] = add(base, body);
     }
 
     [[noreturn]] static void unsupported(const std::string& where, const std::string& what) {
@@ -199,18 +231,13 @@ private:
             unsupported(where, "the schema false (nothing matches)");
         }
         if (!schema.is_object()) fail("JSON schema: expected an object at ", where, ", found ", schema.type_name());
-        static const std::set<std::string> annotations = {"title", "description", "default", "examples", "$schema",
-                                                          "$id", "$comment", "strict", "$defs", "definitions"};
-        static const std::set<std::string> handled = {
-            "type", "enum", "const", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
-            "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf", "$ref"};
         for (const auto& [key, value] : schema.items())
-            if (!annotations.count(key) && !handled.count(key)) unsupported(where + "/" + key, "the keyword '" + key + "'");
+            if (!annotations().count(key) && !handled().count(key)) unsupported(where + "/" + key, "the keyword '" + key + "'");
 
         if (const auto ref = schema.find("$ref"); ref != schema.end()) {
             if (schema.size() > 1) {
                 for (const auto& [key, value] : schema.items())
-                    if (key != "$ref" && !annotations.count(key))
+                    if (key != "$ref" && !annotations().count(key))
                         unsupported(where + "/" + key, "'" + key + "' beside $ref");
             }
             return reference(*ref, where);
@@ -229,6 +256,11 @@ private:
                 body += (i ? " | " : "") + rule_for((*any)[i], where + "/anyOf/" + std::to_string(i));
             return add("any-of", body);
         }
+        if (const auto one = schema.find("oneOf"); one != schema.end()) return one_of(*one, where);
+        if (const auto all = schema.find("allOf"); all != schema.end()) {
+            const json merged = all_of(schema, where, 0);
+            return rule_for(merged, where + "/allOf");
+        }
         const json* type = only_type;
         if (!type)
             if (const auto it = schema.find("type"); it != schema.end()) type = &*it;
@@ -236,6 +268,9 @@ private:
             // No type: what the other keywords say, or any value.
             if (schema.contains("properties")) return object(schema, where);
             if (schema.contains("items")) return array(schema, where);
+            // A string's keywords without a type: the grammar writes strings (a subset of what
+            // the schema takes, never more).
+            if (schema.contains("pattern") || schema.contains("format")) return string(schema, where);
             return any_value();
         }
         if (type->is_array()) {
@@ -256,24 +291,209 @@ private:
         fail("JSON schema: unknown type '", t, "' at ", where);
     }
 
+    static const std::set<std::string>& annotations() {
+        static const std::set<std::string> keys = {"title",       "description", "default", "examples",  "$schema",
+                                                   "$id",         "$comment",    "strict",  "$defs",     "definitions",
+                                                   "discriminator", "readOnly",  "writeOnly", "deprecated"};
+        return keys;
+    }
+    static const std::set<std::string>& handled() {
+        static const std::set<std::string> keys = {
+            "type",     "enum",      "const",   "properties", "required",         "additionalProperties",
+            "items",    "minItems",  "maxItems", "minLength", "maxLength",        "minimum",
+            "maximum",  "exclusiveMinimum", "exclusiveMaximum", "anyOf", "oneOf", "allOf",
+            "$ref",     "pattern",   "format"};
+        return keys;
+    }
+
+    // The schema a $ref names (following references to references), or `schema` itself.
+    const json& resolved(const json& schema, const std::string& where) const {
+        const json* s = &schema;
+        for (int hops = 0; s->is_object() && s->contains("$ref"); ++hops) {
+            if (hops == kMaxSchemaDepth)
+                fail("JSON schema: '$ref' at ", where, " leads through more than ", kMaxSchemaDepth, " references (a cycle?)");
+            s = &definition((*s)["$ref"], where);
+        }
+        return *s;
+    }
+
+    // The definition `ref` names.
+    const json& definition(const json& ref, const std::string& where) const {
+        if (!ref.is_string()) fail("JSON schema: '$ref' at ", where, " must be a string");
+        const std::string target = ref;
+        for (const std::string key : {"$defs", "definitions"}) {
+            const std::string prefix = "#/" + key + "/";
+            if (target.rfind(prefix, 0) != 0) continue;
+            const std::string name = target.substr(prefix.size());
+            if (!root_.is_object() || !root_.contains(key) || !root_[key].is_object() || !root_[key].contains(name))
+                fail("JSON schema: '$ref' at ", where, " names '", target, "', which the schema does not define");
+            return root_[key][name];
+        }
+        unsupported(where + "/$ref", "the reference '" + target + "' (only #/$defs/... and #/definitions/...)");
+    }
+
     std::string reference(const json& ref, const std::string& where) {
         if (!ref.is_string()) fail("JSON schema: '$ref' at ", where, " must be a string");
         const std::string target = ref;
         if (const auto it = refs_.find(target); it != refs_.end()) return it->second;
-        std::string section;
-        for (const char* prefix : {"#/$defs/", "#/definitions/"})
-            if (target.rfind(prefix, 0) == 0) section = prefix;
-        if (section.empty()) unsupported(where + "/$ref", "the reference '" + target + "' (only #/$defs/... and #/definitions/...)");
-        const std::string name = target.substr(section.size());
-        const std::string key = section == "#/$defs/" ? "$defs" : "definitions";
-        if (!root_.is_object() || !root_.contains(key) || !root_[key].contains(name))
-            fail("JSON schema: '$ref' at ", where, " names '", target, "', which the schema does not define");
+        const json& body = definition(ref, where);
+        // A definition that is only a reference back to itself would be a rule that is itself.
+        (void)resolved(body, target);
         // Named before it is compiled, so a recursive definition refers to itself.
-        const std::string rule = fresh("def-" + name);
+        const std::string rule = fresh("def-" + target.substr(target.rfind('/') + 1));
         refs_[target] = rule;
         rules_[rule] = "";
-        rules_[rule] = rule_for(root_[key][name], target);
+        rules_[rule] = rule_for(body, target);
         return rule;
+    }
+
+    // oneOf: exactly one branch matches. The grammar is the branches' union, which is exact when
+    // no value can match two of them; that is checked, pair by pair, and a oneOf whose branches
+    // may overlap is refused rather than enforced as anyOf.
+    std::string one_of(const json& branches, const std::string& where) {
+        if (!branches.is_array() || branches.empty()) fail("JSON schema: 'oneOf' at ", where, " must be a non-empty array");
+        if (branches.size() > kMaxOneOfBranches)
+            throw GrammarTooComplex("JSON schema: 'oneOf' at " + where + " has " + std::to_string(branches.size()) +
+                                    " branches; the limit is " + std::to_string(kMaxOneOfBranches));
+        // Each branch as the grammar takes it: references followed, allOf merged.
+        std::vector<json> shapes;
+        for (std::size_t i = 0; i < branches.size(); ++i) {
+            const std::string at = where + "/oneOf/" + std::to_string(i);
+            const json& branch = resolved(branches[i], at);
+            shapes.push_back(branch.is_object() && branch.contains("allOf") ? all_of(branch, at, 0) : branch);
+        }
+        for (std::size_t i = 0; i < branches.size(); ++i)
+            for (std::size_t j = i + 1; j < branches.size(); ++j)
+                if (!disjoint(shapes[i], shapes[j], where))
+                    unsupported(where + "/oneOf", "a oneOf whose branches " + std::to_string(i) + " and " + std::to_string(j) +
+                                                      " may both match (give them different types, or a required property "
+                                                      "with different const or enum values; or use anyOf)");
+        std::string body;
+        for (std::size_t i = 0; i < branches.size(); ++i)
+            body += (i ? " | " : "") + rule_for(branches[i], where + "/oneOf/" + std::to_string(i));
+        return add("one-of", body);
+    }
+
+    // The JSON types a schema's values may have ("integer" is a "number"); all seven when it
+    // does not say.
+    static std::set<std::string> kinds(const json& s) {
+        static const std::set<std::string> every = {"object", "array", "string", "number", "boolean", "null"};
+        if (!s.is_object()) return every;
+        const auto kind_of = [](const json& v) -> std::string {
+            if (v.is_number()) return "number";
+            return v.type_name();
+        };
+        if (const auto c = s.find("const"); c != s.end()) return {kind_of(*c)};
+        if (const auto e = s.find("enum"); e != s.end() && e->is_array()) {
+            std::set<std::string> out;
+            for (const json& v : *e) out.insert(kind_of(v));
+            return out;
+        }
+        if (const auto t = s.find("type"); t != s.end()) {
+            std::set<std::string> out;
+            for (const json& name : t->is_array() ? *t : json::array({*t}))
+                if (name.is_string()) out.insert(name == "integer" ? "number" : name.get<std::string>());
+            return out;
+        }
+        if (s.contains("properties")) return {"object"};
+        if (s.contains("items")) return {"array"};
+        if (s.contains("pattern") || s.contains("format")) return {"string"};  // compiled as strings (rule_for)
+        return every;
+    }
+
+    // The values a schema allows when it lists them (const or enum).
+    static std::optional<std::vector<json>> listed_values(const json& s) {
+        if (!s.is_object()) return std::nullopt;
+        if (const auto c = s.find("const"); c != s.end()) return std::vector<json>{*c};
+        if (const auto e = s.find("enum"); e != s.end() && e->is_array()) return std::vector<json>(e->begin(), e->end());
+        return std::nullopt;
+    }
+    static bool values_disjoint(const std::optional<std::vector<json>>& a, const std::optional<std::vector<json>>& b) {
+        if (!a || !b) return false;
+        for (const json& x : *a)
+            for (const json& y : *b)
+                if (x == y) return false;
+        return true;
+    }
+    static bool required_in(const json& s, const std::string& name) {
+        const auto r = s.find("required");
+        return r != s.end() && r->is_array() && std::find(r->begin(), r->end(), json(name)) != r->end();
+    }
+
+    // Whether no value can match both schemas, by what can be seen cheaply: their types, their
+    // listed values, or a property both require with listed values that differ.
+    bool disjoint(const json& a, const json& b, const std::string& where) const {
+        const std::set<std::string> ka = kinds(a), kb = kinds(b);
+        if (std::none_of(ka.begin(), ka.end(), [&](const std::string& k) { return kb.count(k) > 0; })) return true;
+        if (values_disjoint(listed_values(a), listed_values(b))) return true;
+        if (!a.is_object() || !b.is_object() || !a.contains("properties") || !b.contains("properties")) return false;
+        const json& pa = a["properties"];
+        const json& pb = b["properties"];
+        if (!pa.is_object() || !pb.is_object()) return false;
+        for (const auto& [name, sub] : pa.items())
+            if (pb.contains(name) && required_in(a, name) && required_in(b, name) &&
+                values_disjoint(listed_values(resolved(sub, where)), listed_values(resolved(pb[name], where))))
+                return true;
+        return false;
+    }
+
+    // allOf as one schema: a single part (beside annotations) is that part; parts that are all
+    // objects merge into one object, their properties and required united. A property two
+    // parts give different schemas, a part that forbids another's properties, and parts of
+    // other kinds are refused, so the merged schema takes exactly what every part takes.
+    json all_of(const json& schema, const std::string& where, int depth) const {
+        if (depth > kMaxSchemaDepth) throw GrammarTooComplex("JSON schema: allOf nests more than " + std::to_string(kMaxSchemaDepth) + " deep at " + where);
+        const json& all = schema["allOf"];
+        if (!all.is_array() || all.empty()) fail("JSON schema: 'allOf' at ", where, " must be a non-empty array");
+        std::vector<json> parts;
+        json self = schema;
+        self.erase("allOf");
+        const auto substantive = [](const json& part) {
+            if (!part.is_object()) return !(part.is_boolean() && part.get<bool>());
+            for (const auto& [key, value] : part.items())
+                if (!annotations().count(key)) return true;
+            return false;
+        };
+        if (substantive(self)) parts.push_back(self);
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            const std::string at = where + "/allOf/" + std::to_string(i);
+            const json& part = resolved(all[i], at);
+            if (part.is_object() && part.contains("allOf")) parts.push_back(all_of(part, at, depth + 1));
+            else if (substantive(part)) parts.push_back(part);
+        }
+        if (parts.empty()) return json::object();
+        if (parts.size() == 1) return parts[0];
+        json merged = {{"type", "object"}, {"properties", json::object()}, {"required", json::array()}};
+        for (const json& part : parts) {
+            if (!part.is_object()) unsupported(where + "/allOf", "an allOf with a part that is not an object schema");
+            for (const auto& [key, value] : part.items()) {
+                if (annotations().count(key)) continue;
+                if (key == "type" && value == "object") continue;
+                if (key != "properties" && key != "required" && key != "additionalProperties")
+                    unsupported(where + "/allOf", "'" + key + "' in an allOf of several parts (only objects' properties and required are merged)");
+            }
+            if (const auto p = part.find("properties"); p != part.end() && p->is_object())
+                for (const auto& [name, sub] : p->items()) {
+                    if (merged["properties"].contains(name) && merged["properties"][name] != sub)
+                        unsupported(where + "/allOf", "the property '" + name + "' with different schemas in two parts of an allOf");
+                    merged["properties"][name] = sub;
+                }
+            if (const auto r = part.find("required"); r != part.end() && r->is_array())
+                for (const json& name : *r)
+                    if (std::find(merged["required"].begin(), merged["required"].end(), name) == merged["required"].end())
+                        merged["required"].push_back(name);
+        }
+        // A part that allows no other properties forbids every one it does not list.
+        for (const json& part : parts) {
+            const auto extra = part.find("additionalProperties");
+            if (extra == part.end() || !(extra->is_boolean() && !extra->get<bool>())) continue;
+            for (const auto& [name, sub] : merged["properties"].items())
+                if (!part.contains("properties") || !part["properties"].contains(name))
+                    unsupported(where + "/allOf", "the property '" + name + "', which a part with additionalProperties false does not list");
+        }
+        // Extra properties (whatever each part allows of them) are left out: a subset of what
+        // the parts take, never more.
+        return merged;
     }
 
     std::string object(const json& schema, const std::string& where) {
@@ -346,8 +566,37 @@ private:
         const long min = count(schema, "minLength", where, 0);
         const long max = count(schema, "maxLength", where, -1);
         if (max >= 0 && max < min) fail("JSON schema: maxLength < minLength at ", where);
+        if (schema.contains("pattern") || schema.contains("format")) return patterned_string(schema, where, min, max);
         if (min == 0 && max < 0) return "string";
         return add("string", "\"\\\"\" char{" + std::to_string(min) + "," + (max >= 0 ? std::to_string(max) : "") + "} \"\\\"\"");
+    }
+
+    // A string whose text follows a pattern or a format. Lengths beside them are kept only when
+    // the pattern's own lengths already lie within them (the grammar cannot intersect the two).
+    std::string patterned_string(const json& schema, const std::string& where, long min, long max) {
+        const auto p = schema.find("pattern");
+        const auto f = schema.find("format");
+        if (p != schema.end() && f != schema.end())
+            unsupported(where + "/format", "'format' beside 'pattern' (give one)");
+        std::string pattern, at;
+        if (p != schema.end()) {
+            if (!p->is_string()) fail("JSON schema: 'pattern' at ", where, " must be a string, found ", p->type_name());
+            pattern = p->get<std::string>();
+            at = where + "/pattern";
+        } else {
+            if (!f->is_string()) fail("JSON schema: 'format' at ", where, " must be a string, found ", f->type_name());
+            const auto known = format_patterns().find(f->get<std::string>());
+            if (known == format_patterns().end())
+                unsupported(where + "/format", "the format '" + f->get<std::string>() +
+                                                   "' (supported: date, time, date-time, email, uuid, uri, ipv4)");
+            pattern = known->second;
+            at = where + "/format";
+        }
+        pattern_detail::PatternCompiler compiler(pattern, at, [this](const std::string& body) { return shared("pattern-char", body); });
+        const pattern_detail::Piece piece = compiler.compile();
+        if (std::uint64_t(min) > piece.min_chars || (max >= 0 && piece.max_chars > std::uint64_t(max)))
+            unsupported(where, "minLength or maxLength beside a pattern or format whose lengths they narrow");
+        return add("pattern", "\"\\\"\" " + piece.gbnf + " \"\\\"\"");
     }
 
     static long count(const json& schema, const char* key, const std::string& where, long absent) {
