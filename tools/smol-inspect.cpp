@@ -93,7 +93,8 @@ smol::args::FlagTable flag_table(std::string& path, std::string& tokenizer_json_
         .add({{"--hf-tokenizer"}, "OUT.json",
               "write the file's tokenizer as a Hugging Face tokenizer.json instead (Llama 3 layout, for cross-checks "
               "with Hugging Face's tokenizers)",
-              text_value(tokenizer_json_path)})
+              FlagValue{[&tokenizer_json_path](const std::string&, const std::string& out) { tokenizer_json_path = out; },
+                        "an output path", ""}})
         .add({{"--no-control-tokens"}, "", "with --hf-tokenizer: leave the CONTROL tokens out, as when special tokens "
               "are not parsed", switch_value(with_control_tokens, false)})
         .add(help_flag(help))
