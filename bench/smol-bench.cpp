@@ -34,61 +34,6 @@
 
 namespace {
 
-void usage(std::FILE* out) {
-    std::fprintf(out,
-                 "usage: smol-bench [-m MODEL | -hf REPO[:QUANT]] [options]\n"
-                 "  Measures prompt processing (ppN: one forward of N random tokens, last logits only) and\n"
-                 "  generation (tgN: N single-token forwards after a 1-token start) like llama-bench.\n"
-                 "options (lists are comma-separated; every combination is run):\n"
-                 "  -m, --model FILE[,FILE]    model(s) to benchmark\n"
-                 "  -hf, --hf-repo REPO[:QUANT] a model from the Hugging Face Hub, downloaded into the cache when\n"
-                 "                             missing; without -m or -hf the cached default model\n"
-                 "                             ggml-org/SmolLM3-3B-GGUF:Q4_K_M\n"
-                 "  --hf-file NAME             with -hf: the file in the repository\n"
-                 "  -p, --n-prompt N[,N]       prompt lengths (default 512; 0 skips pp)\n"
-                 "  -n, --n-gen N[,N]          generated tokens (default 128; 0 skips tg)\n"
-                 "  -d, --n-depth N[,N]        tokens already in the context when a test runs (default 0), as\n"
-                 "                             llama-bench's -d: pp512 @ d4096 is 512 more after 4096\n"
-                 "  -t, --threads N[,N]        thread counts (default %d)\n"
-                 "  -r, --repetitions N        repetitions per test (default 5)\n"
-                 "  -b, --batch-size N         tokens per forward chunk (default 512)\n"
-                 "  --no-warmup                skip the untimed warm-up run before each test\n"
-                 "  --no-bandwidth             skip measuring the machine's read limit\n"
-                 "  --no-int8-peak             skip measuring the kernel set's int8 multiply-add peak\n"
-                 "  --spec-steps K[,K]         also run stepK tests: N decode steps each carrying K tokens (a\n"
-                 "                             speculative verify step: the picked token and K-1 drafted, every\n"
-                 "                             row's logits) whose drafts are all rejected (the cache rolls back\n"
-                 "                             K-1 positions), their repetitions interleaved; t/s is steps/s, and\n"
-                 "                             a table of each step's cost against a one-token step follows (K=1\n"
-                 "                             always runs)\n"
-                 "  --spec none|ngram          with ngram, also run genN and genN+spec for each tg test: N tokens\n"
-                 "                             picked greedily after a prompt that repeats a block of random\n"
-                 "                             tokens, without and with speculative decoding (--draft-max N,\n"
-                 "                             default 16; --draft-min N, default 1); the drafts accepted follow\n"
-                 "  --spec-accept P[,P]        with --spec, also run genN+spec@P%%: drafts right with chance P%%\n"
-                 "                             per token (the plain run's tokens, found first, untimed): the\n"
-                 "                             speed at the acceptance a model copying text would give\n"
-                 "  --grammar json|FILE        also run each tg test as tgN+grammar: tokens picked greedily under\n"
-                 "                             a GBNF grammar (json: any JSON object), to show what the\n"
-                 "                             constraint costs beside the free tg\n"
-                 "  -o, --output md|json       output format (default md)\n"
-                 "%s%s%s"
-                 "GB/s is the bytes one generated token reads (every weight matrix, LM head included, plus the\n"
-                 "KV cache rows it attends over at its test's depth) times tokens/s; it is printed for tg only,\n"
-                 "where each token streams all of them from memory. The last column is a test's share of the\n"
-                 "machine's limit for it, measured first: tg's GB/s against the memory read limit (\"read\"), pp's\n"
-                 "int8 multiply-adds per second (the weight matrices' rows x cols per token, the LM head once)\n"
-                 "against the int8 peak of the kernel set that runs, timed on as many threads (\"int8\").\n",
-                 omp_get_max_threads(), smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage,
-                 smol::args::kRepackUsage);
-}
-
-// The list flags' values as ints; no token count or thread count comes near the cap.
-std::vector<int> int_list(smol::args::ArgReader& args, int min_value) {
-    const auto values = args.int_list(min_value, 1'000'000);
-    return {values.begin(), values.end()};
-}
-
 // llama.cpp's names for general.file_type; for files without one, the type holding most bytes.
 std::string ftype_name(const smol::gguf::File& file) {
     if (const auto* v = file.find("general.file_type"); v && v->as_int()) {
@@ -443,44 +388,87 @@ struct Options {
     bool any_tg() const { return std::any_of(gens.begin(), gens.end(), [](int n) { return n > 0; }); }
 };
 
+// The flags that pick the tests.
+std::vector<smol::args::Flag> test_flags(Options& o) {
+    using namespace smol::args;
+    const auto grammar = [&o](const std::string&, const std::string& g) {
+        o.grammar = g == "json" ? std::string(smol::text::kJsonObjectGrammar) : read_text_file(g);
+    };
+    return {
+        {{"-p", "--n-prompt"}, "N,...", "prompt lengths; 0 skips pp", int_list_value(o.prompts, 0, 1'000'000)},
+        {{"-n", "--n-gen"}, "N,...", "generated tokens; 0 skips tg", int_list_value(o.gens, 0, 1'000'000)},
+        {{"-d", "--n-depth"}, "N,...",
+         "tokens already in the context when a test runs, as llama-bench's -d: pp512 @ d4096 is 512 more after 4096",
+         int_list_value(o.depths, 0, 1'000'000)},
+        threads_list_flag(o.threads),
+        {{"-r", "--repetitions"}, "N", "repetitions per test", integer_value(o.repetitions, 1, 1'000'000)},
+        {{"-b", "--batch-size"}, "N", "tokens per forward chunk", integer_value(o.batch, 1, 1'000'000)},
+        {{"--no-warmup"}, "", "skip the untimed warm-up run before each test", switch_value(o.warmup, false)},
+        {{"--no-bandwidth"}, "", "skip measuring the machine's read limit", switch_value(o.bandwidth, false)},
+        {{"--no-int8-peak"}, "", "skip measuring the kernel set's int8 multiply-add peak", switch_value(o.int8_peak, false)},
+        {{"--spec-steps"}, "K,...",
+         "also run stepK tests: N decode steps each carrying K tokens (a speculative verify step: the picked token "
+         "and K-1 drafted, every row's logits) whose drafts are all rejected (the cache rolls back K-1 positions), "
+         "their repetitions interleaved; t/s is steps/s, and a table of each step's cost against a one-token step "
+         "follows (K=1 always runs)",
+         int_list_value(o.step_sizes, 1, smol::SpeculationParams::kMaxDraft + 1)},  // kWidestStep
+        {{"--spec-accept"}, "P,...",
+         "with --spec ngram, also run genN+spec@P%: drafts right with chance P% per token (the plain run's tokens, "
+         "found first, untimed): the speed at the acceptance a model copying text would give",
+         int_list_value(o.accept_percents, 0, 100, "percents")},
+        {{"--grammar"}, "json|FILE",
+         "also run each tg test as tgN+grammar: tokens picked greedily under a GBNF grammar (json: any JSON "
+         "object), to show what the constraint costs beside the free tg",
+         text_reader(grammar)},
+        {{"-o", "--output"}, "md|json", "output format", choice_value(o.format, {"md", "json"})},
+    };
+}
+
+// smol-bench's one table of flags: parsing, checking and --help all read it.
+smol::args::FlagTable flag_table(Options& o, bool& help) {
+    using namespace smol::args;
+    FlagTable table("usage: smol-bench [-m MODEL | -hf REPO[:QUANT]] [options]\n"
+                    "  Measures prompt processing (ppN: one forward of N random tokens, last logits only) and\n"
+                    "  generation (tgN: N single-token forwards after a 1-token start) like llama-bench.\n"
+                    "options (lists are comma-separated; every combination is run):");
+    table.add({{"-m", "--model"}, "FILE,...", "model(s) to benchmark", comma_list_value(o.models)})
+        .add(hub_flags(o.hf.hf_repo, o.hf.hf_file))
+        .add(test_flags(o))
+        .add(rope_scaling_flags(o.rope_scaling))
+        .add(kv_cache_type_flags(o.cache_types))
+        .add(repack_flag(o.repack))
+        .add(speculation_flags(o.speculation))
+        .note("  (with --spec ngram, also run genN and genN+spec for each tg test: N tokens picked greedily after a\n"
+              "  prompt that repeats a block of random tokens, without and with speculative decoding)")
+        .add(help_flag(help))
+        .note("GB/s is the bytes one generated token reads (every weight matrix, LM head included, plus the\n"
+              "KV cache rows it attends over at its test's depth) times tokens/s; it is printed for tg only,\n"
+              "where each token streams all of them from memory. The last column is a test's share of the\n"
+              "machine's limit for it, measured first: tg's GB/s against the memory read limit (\"read\"), pp's\n"
+              "int8 multiply-adds per second (the weight matrices' rows x cols per token, the LM head once)\n"
+              "against the int8 peak of the kernel set that runs, timed on as many threads (\"int8\").");
+    return table;
+}
+
+void usage(std::FILE* out) {
+    Options o;
+    bool help = false;
+    std::fputs(flag_table(o, help).help().c_str(), out);
+}
+
 // Reads argv into `options`; returns the exit status when the program should end here (--help,
 // a bad flag).
 std::optional<int> parse_options(int argc, char** argv, Options& o) {
     try {
-        smol::args::ArgReader args(argc, argv);
-        while (args.next()) {
-            if (read_rope_scaling_flag(args, o.rope_scaling) || read_kv_cache_type_flag(args, o.cache_types) ||
-                read_repack_flag(args, o.repack) || read_speculation_flag(args, o.speculation))
-                continue;
-            if (args.is("-m", "--model")) o.models = args.list();
-            else if (args.is("-hf", "--hf-repo")) o.hf.hf_repo = args.value();
-            else if (args.is("--hf-file")) o.hf.hf_file = args.value();
-            else if (args.is("-p", "--n-prompt")) o.prompts = int_list(args, 0);
-            else if (args.is("-n", "--n-gen")) o.gens = int_list(args, 0);
-            else if (args.is("-d", "--n-depth")) o.depths = int_list(args, 0);
-            else if (args.is("-t", "--threads")) o.threads = int_list(args, 1);
-            else if (args.is("-r", "--repetitions")) o.repetitions = args.integer<int>(1, 1'000'000);
-            else if (args.is("-b", "--batch-size")) o.batch = args.integer<int>(1, 1'000'000);
-            else if (args.is("--spec-steps")) {
-                const auto sizes = args.int_list(1, smol::SpeculationParams::kMaxDraft + 1);  // kWidestStep
-                o.step_sizes.assign(sizes.begin(), sizes.end());
-                if (std::find(o.step_sizes.begin(), o.step_sizes.end(), 1) == o.step_sizes.end())
-                    o.step_sizes.insert(o.step_sizes.begin(), 1);  // the step every other is compared with
-            } else if (args.is("--spec-accept")) {
-                const auto percents = args.int_list(0, 100);
-                o.accept_percents.assign(percents.begin(), percents.end());
-            } else if (args.is("--no-warmup")) o.warmup = false;
-            else if (args.is("--no-bandwidth")) o.bandwidth = false;
-            else if (args.is("--no-int8-peak")) o.int8_peak = false;
-            else if (args.is("--grammar")) {
-                const std::string g = args.value();
-                o.grammar = g == "json" ? std::string(smol::text::kJsonObjectGrammar) : read_text_file(g);
-            } else if (args.is("-o", "--output")) o.format = args.choice({"md", "json"});
-            else if (args.is("-h", "--help")) {
-                usage(stdout);
-                return 0;
-            } else args.unknown();
+        bool help = false;
+        flag_table(o, help).parse(argc, argv);
+        if (help) {
+            usage(stdout);
+            return 0;
         }
+        if (!o.step_sizes.empty() && std::find(o.step_sizes.begin(), o.step_sizes.end(), 1) == o.step_sizes.end())
+            o.step_sizes.insert(o.step_sizes.begin(), 1);  // the step every other is compared with
+        for (int& t : o.threads) t = smol::thread_team(t);  // 0: OpenMP's default, named as the count it is
         o.speculation.validate();  // --draft-min against --draft-max
     } catch (const std::exception& e) {
         std::fprintf(stderr, "smol-bench: %s\n", e.what());
@@ -756,7 +744,7 @@ void bench_model(const std::string& path, const Options& o, const MachineLimits&
     std::vector<Sample> interleaved(tests.size());
     for (std::size_t index = 0; index < tests.size(); ++index) {
         const Test& test = tests[index];
-        omp_set_num_threads(test.threads);
+        engine.set_threads(test.threads);
         runner.prepare(test);
         const Sample sample = run_test(runner, tests, index, o, interleaved);
         const Figures f = figures_of(test, sample, model, limits);

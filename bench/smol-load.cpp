@@ -50,28 +50,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 
-void usage(std::FILE* out) {
-    std::fprintf(out,
-                 "usage: smol-load --url http://HOST:PORT [options]\n"
-                 "  Streams chat completions from N concurrent users for T seconds and reports requests/s,\n"
-                 "  generated tokens/s, time to first token and between tokens (p50/p99), errors and RSS.\n"
-                 "options (lists are comma-separated; each user count is one run):\n"
-                 "  --url URL               the server (http only)\n"
-                 "  -u, --users N[,N]       concurrent users (default 1,4,16)\n"
-                 "  -d, --duration S        seconds per run (default 60)\n"
-                 "  --max-tokens N          tokens per reply at most (default 128)\n"
-                 "  --prompt-words N[,N]    prompt lengths in words, drawn at random per request (default 16,128,512)\n"
-                 "  --hang-up F             share of requests that leave after a few tokens (default 0.05)\n"
-                 "  --ban-tokens ID[,ID]    logit_bias -100 on these ids (end-of-turn tokens: fixed-length replies)\n"
-                 "  --api-key KEY           sent as 'Authorization: Bearer KEY'\n"
-                 "  --model NAME            the request's model field (default 'default')\n"
-                 "  --endpoint chat|completions  /v1/chat/completions (default) or /v1/completions with the bare\n"
-                 "                          prompt\n"
-                 "  --pid PID               the server's process, for its RSS over time (/proc/PID/status)\n"
-                 "  --seed N                request seeds and prompt choice (default 1)\n"
-                 "  -o, --output md|json    output format (default md)\n");
-}
-
 struct Options {
     std::string host = "127.0.0.1";
     int port = 8080;
@@ -398,33 +376,62 @@ json run(const Options& o, int users) {
             {"server_rss", rss}};
 }
 
+// smol-load's one table of flags: parsing, checking and --help all read it.
+smol::args::FlagTable flag_table(Options& o, bool& have_url, bool& help) {
+    using namespace smol::args;
+    const auto url = [&o, &have_url](const std::string&, const std::string& text) {
+        parse_url(text, o);
+        have_url = true;
+    };
+    const auto endpoint = [&o](const std::string& text) {
+        if (text != "chat" && text != "completions") return false;
+        o.chat = text == "chat";
+        return true;
+    };
+    FlagTable table("usage: smol-load --url http://HOST:PORT [options]\n"
+                    "  Streams chat completions from N concurrent users for T seconds and reports requests/s,\n"
+                    "  generated tokens/s, time to first token and between tokens (p50/p99), errors and RSS.\n"
+                    "options (lists are comma-separated; each user count is one run):");
+    table.add({{"--url"}, "URL", "the server (http only; required)", text_reader(url)})
+        .add({{"-u", "--users"}, "N,...", "concurrent users", int_list_value(o.users, std::int64_t(1), std::int64_t(4096))})
+        .add({{"-d", "--duration"}, "S", "seconds per run", integer_value(o.duration_s, 1, 86400)})
+        .add({{"--max-tokens"}, "N", "tokens per reply at most", integer_value(o.max_tokens, 1, 1 << 20)})
+        .add({{"--prompt-words"}, "N,...", "prompt lengths in words, drawn at random per request",
+              int_list_value(o.prompt_words, std::int64_t(1), std::int64_t(1) << 20)})
+        .add({{"--hang-up"}, "F", "share of requests that leave after a few tokens", number_value(o.hang_up, 0.0, 1.0)})
+        .add({{"--ban-tokens"}, "ID,...", "logit_bias -100 on these ids (end-of-turn tokens: fixed-length replies)",
+              int_list_value(o.ban_tokens, std::int64_t(0), std::int64_t(1) << 30, "token ids")})
+        .add({{"--api-key"}, "KEY", "sent as 'Authorization: Bearer KEY'", text_value(o.api_key)})
+        .add({{"--model"}, "NAME", "the request's model field", text_value(o.model)})
+        .add({{"--endpoint"}, "chat|completions",
+              "/v1/chat/completions, or /v1/completions with the bare prompt",
+              checked_value("chat or completions", "chat", endpoint)})
+        .add({{"--pid"}, "PID", "the server's process, for its RSS over time (/proc/PID/status)",
+              with_default(integer_value(o.pid, 1, 1 << 30), "none")})
+        .add({{"--seed"}, "N", "request seeds and prompt choice",
+              integer_value(o.seed, std::uint64_t(0), std::uint64_t(1) << 40)})
+        .add({{"-o", "--output"}, "md|json", "output format", choice_value(o.format, {"md", "json"})})
+        .add(help_flag(help));
+    return table;
+}
+
+void usage(std::FILE* out) {
+    Options o;
+    bool have_url = false, help = false;
+    std::fputs(flag_table(o, have_url, help).help().c_str(), out);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     Options o;
     bool have_url = false;
     try {
-        smol::args::ArgReader args(argc, argv);
-        while (args.next()) {
-            if (args.is("--url")) {
-                parse_url(args.value(), o);
-                have_url = true;
-            } else if (args.is("-u", "--users")) o.users = args.int_list(1, 4096);
-            else if (args.is("-d", "--duration")) o.duration_s = args.integer<int>(1, 86400);
-            else if (args.is("--max-tokens")) o.max_tokens = args.integer<int>(1, 1 << 20);
-            else if (args.is("--prompt-words")) o.prompt_words = args.int_list(1, 1 << 20);
-            else if (args.is("--ban-tokens")) o.ban_tokens = args.int_list(0, 1 << 30, "token ids");
-            else if (args.is("--api-key")) o.api_key = args.value();
-            else if (args.is("--model")) o.model = args.value();
-            else if (args.is("--endpoint")) o.chat = args.choice({"chat", "completions"}) == "chat";
-            else if (args.is("--pid")) o.pid = args.integer<int>(1, 1 << 30);
-            else if (args.is("--seed")) o.seed = args.integer<std::uint64_t>(0, std::uint64_t(1) << 40);
-            else if (args.is("--hang-up")) o.hang_up = args.number(0.0, 1.0);
-            else if (args.is("-o", "--output")) o.format = args.choice({"md", "json"});
-            else if (args.is("-h", "--help")) {
-                usage(stdout);
-                return 0;
-            } else args.unknown();
+        bool help = false;
+        flag_table(o, have_url, help).parse(argc, argv);
+        if (help) {
+            usage(stdout);
+            return 0;
         }
         if (!have_url) throw smol::args::UsageError("--url is required");
     } catch (const std::exception& e) {

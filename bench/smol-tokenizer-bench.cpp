@@ -19,44 +19,52 @@
 
 namespace {
 
-void usage(std::FILE* out) {
-    std::fprintf(out,
-                 "usage: smol-tokenizer-bench -m MODEL.gguf -f TEXT [-r N] [--parse-special] [-o md|json]\n"
-                 "  Encodes the whole text N times (default 5) with the model's tokenizer and reports the best\n"
-                 "  run: bytes, tokens, MB/s and tokens/s. Any GGUF with a tokenizer works, vocabulary-only\n"
-                 "  files too. --parse-special turns special-token text into special tokens.\n");
-}
-
 std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) smol::fail("cannot open text file ", path);
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// What the flags set.
+struct Flags {
     std::string model_path, text_path, format = "md";
     int repetitions = 5;
     bool parse_special = false;
+    bool help = false;
+};
+
+// smol-tokenizer-bench's one table of flags: parsing, checking and --help all read it.
+smol::args::FlagTable flag_table(Flags& f) {
+    using namespace smol::args;
+    FlagTable table("usage: smol-tokenizer-bench -m MODEL.gguf -f TEXT [options]\n"
+                    "  Encodes the whole text N times with the model's tokenizer and reports the best run: bytes,\n"
+                    "  tokens, MB/s and tokens/s. Any GGUF with a tokenizer works, vocabulary-only files too.");
+    table.add(model_flag(f.model_path))
+        .add({{"-f", "--file"}, "TEXT", "the text to encode (required)", text_value(f.text_path)})
+        .add({{"-r", "--repetitions"}, "N", "runs", integer_value(f.repetitions, 1, 1000)})
+        .add({{"--parse-special"}, "", "turn special-token text into special tokens", switch_value(f.parse_special, true)})
+        .add({{"-o", "--output"}, "md|json", "output format", choice_value(f.format, {"md", "json"})})
+        .add(help_flag(f.help));
+    return table;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Flags f;
+    const smol::args::FlagTable table = flag_table(f);
+    auto& [model_path, text_path, format, repetitions, parse_special, help] = f;
     try {
-        smol::args::ArgReader args(argc, argv);
-        while (args.next()) {
-            if (args.is("-m", "--model")) model_path = args.value();
-            else if (args.is("-f", "--file")) text_path = args.value();
-            else if (args.is("-r", "--repetitions")) repetitions = args.integer<int>(1, 1000);
-            else if (args.is("--parse-special")) parse_special = true;
-            else if (args.is("-o", "--output")) format = args.choice({"md", "json"});
-            else if (args.is("-h", "--help")) {
-                usage(stdout);
-                return 0;
-            } else args.unknown();
+        table.parse(argc, argv);
+        if (help) {
+            std::fputs(table.help().c_str(), stdout);
+            return 0;
         }
         if (model_path.empty() || text_path.empty())
             throw smol::args::UsageError("both -m MODEL and -f TEXT are required");
     } catch (const std::exception& e) {
         std::fprintf(stderr, "smol-tokenizer-bench: %s\n", e.what());
-        usage(stderr);
+        std::fputs(table.help().c_str(), stderr);
         return 2;
     }
 

@@ -1,36 +1,43 @@
 #pragma once
-// The programs' command lines (smol-cli, smol-server, bench/ and tools/): one reader for flags
-// and their values, so every program rejects the same mistakes with the same words, plus the
-// flag groups several programs share (RoPE scaling, KV cache types) with their help text. Not
-// part of the library: the library takes the parsed values (smol::RopeScalingRequest,
-// smol::KvCacheTypes), never argv.
+// The programs' command lines (smol-cli, smol-server, bench/ and tools/). Each program declares
+// its flags in one FlagTable: names, value kind and range, default and help text per row, bound
+// to the option it sets. Parsing, validation and --help all read that table, so the help cannot
+// drift from what is accepted. The flags several programs share (model, threads, context, RoPE,
+// KV cache types, sampling, speculation) are defined once below as groups that the tables
+// include, with one meaning and range everywhere (llama.cpp's names and conventions). Not part
+// of the library: the library takes the parsed values (smol::RopeScalingRequest,
+// smol::KvCacheTypes, smol::SamplerParams), never argv.
 //
-//   smol::args::ArgReader args(argc, argv);
-//   while (args.next()) {
-//       if (read_rope_scaling_flag(args, rope_scaling)) continue;
-//       if (args.is("-m", "--model")) model = args.value();
-//       else if (args.is("-t", "--threads")) threads = args.integer<int>(1, 1024);
-//       else if (args.is("-p", "--n-prompt")) prompts = args.int_list(0, 1'000'000);
-//       else args.unknown();
-//   }
+//   Options o;
+//   smol::args::FlagTable table("usage: prog -m MODEL [options]");
+//   table.add({{"-m", "--model"}, "FILE", "GGUF model file", text_value(o.model)})
+//        .add(threads_flags(o.threads))
+//        .add({{"-p", "--n-prompt"}, "N,...", "prompt lengths", int_list_value(o.prompts, 0, 1'000'000)});
+//   table.parse(argc, argv);        // throws UsageError
+//   std::fputs(table.help().c_str(), stdout);
 //
 // Every mistake throws UsageError, whose message names the flag, what it expected (the range
 // included) and the text it found; the program prints it with its usage and exits with 2.
+// Adding a flag to a shared group (a sampling flag, say) is one row there: every program that
+// includes the group parses it, validates it and lists it in its help.
 
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <concepts>
+#include <functional>
 #include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
 #include <limits>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "smol/smol.hpp"
@@ -205,91 +212,405 @@ private:
     std::string current_;
 };
 
-// --- Flag groups several programs share ----------------------------------------------------
+// --- One table of flags --------------------------------------------------------------------
+
+// What a flag's value is: how the text after the flag becomes its option, the words errors and
+// the help use for what it takes, and the default the help shows.
+struct FlagValue {
+    // Reads the text given after `flag` into the option; a switch gets "". Throws UsageError.
+    std::function<void(const std::string& flag, const std::string& text)> read;
+    std::string expected;      // "an integer from 0 to 1024"; "" when any text is taken
+    std::string default_text;  // the option's value before any flag; "" shows none
+    bool takes_value = true;   // false: a switch
+};
+
+// One row of a program's table: every spelling, the value's placeholder, what it does, its value.
+struct Flag {
+    std::vector<std::string> names;  // {"-t", "--threads"}: the help lists them in this order
+    std::string placeholder;         // "N" in "-t, --threads N"; "" for a switch
+    std::string help;                // what it does; "[range; default: X]" is added from `value`
+    FlagValue value;
+};
+
+// --- Values a row can take ---
+
+// A switch: the flag alone sets `target` to `value`.
+template <class T, class V>
+FlagValue switch_value(T& target, V value) {
+    return {[&target, value](const std::string&, const std::string&) { target = value; }, "", "", false};
+}
+
+inline FlagValue text_value(std::string& target) {
+    return {[&target](const std::string&, const std::string& text) { target = text; }, "", target};
+}
+
+inline FlagValue text_value(std::optional<std::string>& target) {
+    return {[&target](const std::string&, const std::string& text) { target = text; }, "", ""};
+}
+
+// Repeatable: each use adds its text.
+inline FlagValue repeated_text_value(std::vector<std::string>& target) {
+    return {[&target](const std::string&, const std::string& text) { target.push_back(text); }, "", ""};
+}
+
+// Comma-separated items, empty ones kept (split_commas).
+inline FlagValue comma_list_value(std::vector<std::string>& target) {
+    return {[&target](const std::string&, const std::string& text) { target = split_commas(text); }, "", ""};
+}
+
+// The text as the program's own reader takes it (a file of keys, say): `read` throws its own error.
+inline FlagValue text_reader(std::function<void(const std::string& flag, const std::string& text)> read) {
+    return {std::move(read), "", ""};
+}
+
+template <std::integral Int>
+FlagValue integer_value(Int& target, Int min_value, Int max_value = std::numeric_limits<Int>::max()) {
+    return {[&target, min_value, max_value](const std::string& flag, const std::string& text) {
+                target = parse_integer<Int>(flag, text, min_value, max_value);
+            },
+            integer_range(min_value, max_value), std::to_string(target)};
+}
+
+template <std::floating_point Float>
+FlagValue number_value(Float& target, Float min_value = -std::numeric_limits<Float>::infinity(),
+                       Float max_value = std::numeric_limits<Float>::infinity()) {
+    const bool bounded = !std::isinf(min_value) || !std::isinf(max_value);
+    return {[&target, min_value, max_value](const std::string& flag, const std::string& text) {
+                target = parse_number<Float>(flag, text, min_value, max_value);
+            },
+            bounded ? "a number from " + smol::concat(min_value) + " to " + smol::concat(max_value) : "a number",
+            smol::concat(target)};
+}
+
+// A value that `accept` checks and stores, returning false when the text is not `expected`: the
+// error then reads "FLAG: expected EXPECTED, found 'TEXT'".
+inline FlagValue checked_value(std::string expected, std::string default_text, std::function<bool(const std::string&)> accept) {
+    return {[expected, accept = std::move(accept)](const std::string& flag, const std::string& text) {
+                if (!accept(text)) throw UsageError(flag + ": expected " + expected + ", found '" + text + "'");
+            },
+            expected, std::move(default_text)};
+}
+
+// Comma-separated integers in [min_value, max_value] (parse_int_list), e.g. "512,1024".
+template <std::integral Int>
+FlagValue int_list_value(std::vector<Int>& target, Int min_value, Int max_value, std::string items = "integers") {
+    std::string defaults;
+    for (const Int v : target) {
+        if (!defaults.empty()) defaults += ',';
+        defaults += std::to_string(v);
+    }
+    // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "literal" + std::string&& here.
+    std::string expected = "comma-separated ";
+    expected.append(items).append(" from ").append(std::to_string(min_value)).append(" to ").append(std::to_string(max_value));
+    return {[&target, min_value, max_value, items](const std::string& flag, const std::string& text) {
+                const std::vector<std::int64_t> values = parse_int_list(flag, text, min_value, max_value, items);
+                target.assign(values.begin(), values.end());
+            },
+            expected, defaults};
+}
+
+// One of `choices`: "FLAG: expected md or json, found 'TEXT'".
+inline FlagValue choice_value(std::string& target, std::vector<std::string> choices) {
+    std::string expected;
+    for (std::size_t i = 0; i < choices.size(); ++i)
+        expected += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+    return checked_value(expected, target, [&target, choices](const std::string& text) {
+        for (const std::string& c : choices)
+            if (text == c) return target = text, true;
+        return false;
+    });
+}
+
+// The same value with the help's default said in words ("all cores", "the host name").
+inline FlagValue with_default(FlagValue value, std::string default_text) {
+    value.default_text = std::move(default_text);
+    return value;
+}
+
+// --- The table ---
+
+// A program's flags, in the order its help lists them, with headings and notes between them.
+class FlagTable {
+public:
+    // `usage` is the help's first line ("usage: smol-cli [-m MODEL] [options]").
+    explicit FlagTable(std::string usage) { lines_.push_back({kNoFlag, std::move(usage)}); }
+
+    // A row; a name given twice in one table is a programming error.
+    FlagTable& add(Flag flag) {
+        for (const std::string& name : flag.names)
+            if (!names_.insert(name).second) throw std::logic_error("flag " + name + " is in the table twice");
+        lines_.push_back({flags_.size(), {}});
+        flags_.push_back(std::move(flag));
+        return *this;
+    }
+    FlagTable& add(std::vector<Flag> group) {
+        for (Flag& flag : group) add(std::move(flag));
+        return *this;
+    }
+    // Text the help prints as it is between rows ("\nModes:" or a paragraph), newline added.
+    FlagTable& note(std::string text) {
+        lines_.push_back({kNoFlag, std::move(text)});
+        return *this;
+    }
+    // Where arguments that are not flags go; without it they are errors.
+    FlagTable& positional(std::function<void(const std::string&)> read) {
+        positional_ = std::move(read);
+        return *this;
+    }
+
+    // The row one of whose names is `name`, or null.
+    const Flag* find(std::string_view name) const {
+        for (const Flag& flag : flags_)
+            for (const std::string& n : flag.names)
+                if (n == name) return &flag;
+        return nullptr;
+    }
+
+    // Reads argv[first] onwards into the options the rows are bound to; throws UsageError.
+    void parse(int argc, const char* const* argv, int first = 1) const {
+        ArgReader args(argc, argv, first);
+        while (args.next()) {
+            const Flag* flag = args.is_flag() ? find(args.arg()) : nullptr;
+            if (!flag) {
+                if (args.is_flag() || !positional_) args.unknown();
+                positional_(args.arg());
+                continue;
+            }
+            const std::string name = args.arg();
+            const std::string what = flag->value.expected.empty() ? "a value" : flag->value.expected;
+            flag->value.read(name, flag->value.takes_value ? args.value(what) : std::string());
+        }
+    }
+
+    std::string help() const {
+        std::string text;
+        for (const Line& line : lines_)
+            text += line.flag == kNoFlag ? line.text + "\n" : help_row(flags_[line.flag]);
+        return text;
+    }
+
+    const std::vector<Flag>& flags() const { return flags_; }
+
+    static constexpr std::size_t kHelpColumn = 28;  // where the help text of each row starts
+    static constexpr std::size_t kHelpWidth = 104;  // lines are wrapped before this column
+
+    // One row of the help: names and placeholder, then what it does, the range and the default.
+    static std::string help_row(const Flag& flag) {
+        std::string left = "  ";
+        for (std::size_t i = 0; i < flag.names.size(); ++i) left += (i ? ", " : "") + flag.names[i];
+        if (!flag.placeholder.empty()) left += " " + flag.placeholder;
+        std::string about = flag.help;
+        std::string facts = flag.value.expected;
+        if (!flag.value.default_text.empty()) facts += (facts.empty() ? "default: " : "; default: ") + flag.value.default_text;
+        if (!facts.empty()) about += " [" + facts + "]";
+        std::string text = left;
+        if (left.size() + 1 > kHelpColumn) text += "\n" + std::string(kHelpColumn, ' ');
+        else text += std::string(kHelpColumn - left.size(), ' ');
+        return text + wrap(about) + "\n";
+    }
+
+private:
+    static constexpr std::size_t kNoFlag = std::size_t(-1);
+
+    // `about` broken at spaces so that no line passes kHelpWidth, continuation lines indented to
+    // kHelpColumn.
+    static std::string wrap(const std::string& about) {
+        std::string out;
+        std::size_t column = kHelpColumn;
+        for (const std::string& word : words(about)) {
+            if (column > kHelpColumn && column + 1 + word.size() > kHelpWidth) {
+                out += "\n" + std::string(kHelpColumn, ' ');
+                column = kHelpColumn;
+            } else if (column > kHelpColumn) {
+                out += ' ';
+                ++column;
+            }
+            out += word;
+            column += word.size();
+        }
+        return out;
+    }
+
+    static std::vector<std::string> words(const std::string& text) {
+        std::vector<std::string> out;
+        std::size_t at = 0;
+        while (at < text.size()) {
+            const std::size_t space = text.find(' ', at);
+            const std::size_t end = space == std::string::npos ? text.size() : space;
+            if (end > at) out.push_back(text.substr(at, end - at));
+            at = end + 1;
+        }
+        return out;
+    }
+
+    struct Line {
+        std::size_t flag;  // index into flags_, or kNoFlag for a note
+        std::string text;
+    };
+    std::vector<Flag> flags_;
+    std::vector<Line> lines_;
+    std::set<std::string, std::less<>> names_;
+    std::function<void(const std::string&)> positional_;
+};
+
+// --- Flag groups the programs share: one meaning and range everywhere ----------------------
+
+inline constexpr int kMaxThreads = 1024;
+inline constexpr int kMaxContext = 1 << 20;
+
+inline Flag help_flag(bool& help) {
+    return {{"-h", "--help"}, "", "show this help and exit", switch_value(help, true)};
+}
+
+// -m: one model file. (smol-bench's -m takes a comma list of them, as llama-bench's does.)
+inline Flag model_flag(std::string& model) {
+    return {{"-m", "--model"}, "FILE", "GGUF model file", text_value(model)};
+}
+
+// -hf and --hf-file: a model from the Hugging Face Hub (smol/hub.hpp resolves them).
+inline std::vector<Flag> hub_flags(std::string& hf_repo, std::string& hf_file) {
+    return {{{"-hf", "--hf-repo"}, "REPO[:QUANT]",
+             "model from the Hugging Face Hub, downloaded into the cache when missing (default quant Q4_K_M), "
+             "e.g. ggml-org/SmolLM3-3B-GGUF; without -m or -hf the cached default ggml-org/SmolLM3-3B-GGUF:Q4_K_M",
+             text_value(hf_repo)},
+            {{"--hf-file"}, "NAME", "with -hf: the file in the repository to use", text_value(hf_file)}};
+}
+
+inline constexpr const char* kThreadsHelp =
+    "CPU threads the computation runs on; 0: OpenMP's default (OMP_NUM_THREADS when set, else every core)";
+
+// -t: the threads a program's computation runs on, passed with the work (LoadOptions::threads,
+// SchedulerOptions::threads), never set process-wide.
+inline Flag threads_flag(int& threads) {
+    return {{"-t", "--threads"}, "N", kThreadsHelp, integer_value(threads, 0, kMaxThreads)};
+}
+
+// -t as a list, for smol-bench (llama-bench's "-t 1,2,4"): each item as -t's value.
+inline Flag threads_list_flag(std::vector<int>& threads) {
+    return {{"-t", "--threads"}, "N,...", kThreadsHelp, int_list_value(threads, 0, kMaxThreads)};
+}
+
+// -c: tokens of context per conversation (per slot in smol-server).
+inline Flag context_flag(int& context) {
+    return {{"-c", "--ctx-size"}, "N",
+            "context size in tokens, per conversation (smol-server: per slot); 0: 4096; past the trained 65536 "
+            "YaRN turns on (up to 131072)",
+            integer_value(context, 0, kMaxContext)};
+}
 
 // RoPE scaling, llama.cpp's flags and semantics (see docs/long-contexts.md, "Contexts past 64K: YaRN").
-inline constexpr const char* kRopeScalingUsage =
-    "  --rope-scaling none|yarn RoPE frequency scaling (default: YaRN when -c is past the trained context)\n"
-    "  --rope-scale F           YaRN context factor (default: context / original context)\n"
-    "  --yarn-orig-ctx N        YaRN: the context the model was trained at (default: the model's)\n";
-
-// Reads the current flag into `request` when it is one of the RoPE flags; false otherwise.
-inline bool read_rope_scaling_flag(ArgReader& args, smol::RopeScalingRequest& request) {
-    if (args.is("--rope-scaling")) {
-        const std::string v = args.value();
+inline std::vector<Flag> rope_scaling_flags(smol::RopeScalingRequest& request) {
+    const auto scaling = [&request](const std::string& v) {
         if (v == "none") request.type = smol::RopeScaling::Type::none;
         else if (v == "yarn") request.type = smol::RopeScaling::Type::yarn;
-        else throw UsageError("--rope-scaling: expected none or yarn (linear scaling is not supported), found '" + v + "'");
-    } else if (args.is("--rope-scale")) {
-        const std::string v = args.value();
+        else return false;
+        return true;
+    };
+    const auto factor = [&request](const std::string& v) {
         char* end = nullptr;
         const double f = std::strtod(v.c_str(), &end);
-        if (v.empty() || *end != '\0' || !(f >= 1.0) || !std::isfinite(f))
-            throw UsageError("--rope-scale: expected a factor of at least 1, found '" + v + "'");
+        if (v.empty() || *end != '\0' || !(f >= 1.0) || !std::isfinite(f)) return false;
         request.factor = f;
-    } else if (args.is("--yarn-orig-ctx")) {
-        request.original_context = args.integer<int>(1, 1 << 24);
-    } else {
-        return false;
-    }
-    return true;
+        return true;
+    };
+    return {{{"--rope-scaling"}, "none|yarn", "RoPE frequency scaling",
+             checked_value("none or yarn (linear scaling is not supported)", "YaRN when -c is past the trained context",
+                           scaling)},
+            {{"--rope-scale"}, "F", "YaRN context factor",
+             checked_value("a factor of at least 1", "context / original context", factor)},
+            {{"--yarn-orig-ctx"}, "N", "YaRN: the context the model was trained at",
+             with_default(integer_value(request.original_context, 1, 1 << 24), "the model's")}};
 }
 
 // KV cache types, llama.cpp's flags.
-inline constexpr const char* kKvCacheTypeUsage =
-    "  -ctk, --cache-type-k T   KV cache type for keys: f16 (default), q8_0, q4_0\n"
-    "  -ctv, --cache-type-v T   KV cache type for values: f16 (default), q8_0, q4_0\n";
-
-// Reads the current flag into `types` when it is -ctk or -ctv; false otherwise.
-inline bool read_kv_cache_type_flag(ArgReader& args, smol::KvCacheTypes& types) {
-    const bool keys = args.is("-ctk", "--cache-type-k");
-    if (!keys && !args.is("-ctv", "--cache-type-v")) return false;
-    const std::string v = args.value();
-    const std::optional<smol::KvType> type = smol::parse_kv_type(v);
-    if (!type) throw UsageError(args.arg() + ": expected f16, q8_0 or q4_0, found '" + v + "'");
-    (keys ? types.keys : types.values) = *type;
-    return true;
+inline std::vector<Flag> kv_cache_type_flags(smol::KvCacheTypes& types) {
+    const auto type_of = [](smol::KvType& target) {
+        return checked_value("f16, q8_0 or q4_0", "f16", [&target](const std::string& v) {
+            const std::optional<smol::KvType> type = smol::parse_kv_type(v);
+            if (type) target = *type;
+            return type.has_value();
+        });
+    };
+    return {{{"-ctk", "--cache-type-k"}, "T", "KV cache type for keys", type_of(types.keys)},
+            {{"-ctv", "--cache-type-v"}, "T", "KV cache type for values", type_of(types.values)}};
 }
 
 // Weight repacking, llama.cpp's flag: smol regroups the k-quant matrices for decode at load
 // (smol/quant/row_groups.hpp) unless told not to.
-inline constexpr const char* kRepackUsage =
-    "  -nr, --no-repack         keep the weights as the file lays them out: slower decode, but no\n"
-    "                           copy of the Q4_K matrices in memory (the output is the same)\n";
-
-// Reads the current flag into `repack` when it is -nr; false otherwise.
-inline bool read_repack_flag(ArgReader& args, bool& repack) {
-    if (!args.is("-nr", "--no-repack")) return false;
-    repack = false;
-    return true;
+inline Flag repack_flag(bool& repack) {
+    return {{"-nr", "--no-repack"}, "",
+            "keep the weights as the file lays them out: slower decode, but no copy of the Q4_K matrices in "
+            "memory (the output is the same)",
+            switch_value(repack, false)};
 }
 
-// Speculative decoding, llama.cpp's flags (--spec-type there; --spec here, --spec-type too).
-inline constexpr const char* kSpeculationUsage =
-    "  --spec none|ngram        speculative decoding: ngram drafts the next tokens from the context (the\n"
-    "                           longest earlier match of its tail) and checks them in one forward pass;\n"
-    "                           the output is the same either way, only faster where the text repeats\n"
-    "                           what came before (default: ngram in smol-cli, none in smol-server and\n"
-    "                           smol-bench); the draft length follows what drafts the model takes\n"
-    "  --draft-max N            tokens drafted per step at most, 1..64 (default 16)\n"
-    "  --draft-min N            a shorter draft is not checked (default 1)\n";
-
-// Reads the current flag into `params` when it is one of the speculation flags; false otherwise.
-// The pair draft-min <= draft-max is checked once all flags are read (SpeculationParams::validate).
-inline bool read_speculation_flag(ArgReader& args, smol::SpeculationParams& params) {
-    if (args.is("--spec", "--spec-type")) {
-        const std::string flag = args.arg();
-        const std::string v = args.value();
-        if (v != "none" && v != "ngram") throw UsageError(flag + ": expected none or ngram, found '" + v + "'");
+// Speculative decoding, llama.cpp's flags (--spec-type there; --spec here, --spec-type too). The
+// pair draft-min <= draft-max is checked once all flags are read (SpeculationParams::validate).
+inline std::vector<Flag> speculation_flags(smol::SpeculationParams& params) {
+    const auto type = [&params](const std::string& v) {
+        if (v != "none" && v != "ngram") return false;
         params.type = smol::parse_speculation_type(v);
-    } else if (args.is("--draft-max", "--spec-draft-n-max")) {
-        params.draft_max = args.integer<int>(1, smol::SpeculationParams::kMaxDraft);
-    } else if (args.is("--draft-min", "--spec-draft-n-min")) {
-        params.draft_min = args.integer<int>(0, smol::SpeculationParams::kMaxDraft);
-    } else {
-        return false;
-    }
-    return true;
+        return true;
+    };
+    return {{{"--spec", "--spec-type"}, "none|ngram",
+             "speculative decoding: ngram drafts the next tokens from the context (the longest earlier match of its "
+             "tail) and checks them in one forward pass; the output is the same either way, only faster where the "
+             "text repeats what came before; the draft length follows what drafts the model takes",
+             checked_value("none or ngram", params.type == smol::SpeculationType::ngram ? "ngram" : "none", type)},
+            {{"--draft-max", "--spec-draft-n-max"}, "N", "with --spec ngram: tokens drafted per step at most",
+             integer_value(params.draft_max, 1, smol::SpeculationParams::kMaxDraft)},
+            {{"--draft-min", "--spec-draft-n-min"}, "N", "with --spec ngram: a shorter draft is not checked",
+             integer_value(params.draft_min, 0, smol::SpeculationParams::kMaxDraft)}};
+}
+
+// llama.cpp's --reasoning-budget: the thinking tokens a reply may use before the engine closes its
+// think block and the answer follows.
+inline Flag reasoning_budget_flag(int& budget) {
+    return {{"--reasoning-budget"}, "N",
+            "thinking tokens a reply may use before its think block is closed and the answer follows, for "
+            "replies that give no budget of their own; -1: no limit, 0: thinking off",
+            integer_value(budget, -1, smol::kMaxReasoningBudget)};
+}
+
+// A number `accept` holds to, stored in `target`: for the ranges parse_number cannot say
+// (open ends, "finite").
+inline FlagValue float_where(float& target, std::string expected, bool (*accept)(float)) {
+    return checked_value(std::move(expected), smol::concat(target), [&target, accept](const std::string& v) {
+        char* end = nullptr;
+        errno = 0;
+        const float f = std::strtof(v.c_str(), &end);
+        if (v.empty() || end != v.c_str() + v.size() || errno == ERANGE || !accept(f)) return false;
+        target = f;
+        return true;
+    });
+}
+
+// Sampling, llama.cpp's flags, in the ranges smol::Sampler accepts. A new sampling flag is one
+// row here: every program with sampling flags then reads, checks and lists it.
+inline std::vector<Flag> sampling_flags(smol::SamplerParams& p) {
+    const auto seed = [&p](const std::string& v) {
+        long long s = 0;
+        const auto [stop, error] = std::from_chars(v.data(), v.data() + v.size(), s);
+        if (v.empty() || error != std::errc() || stop != v.data() + v.size() || s < -1) return false;
+        p.seed = s == -1 ? SMOL_DEFAULT_SEED : std::uint64_t(s);
+        return true;
+    };
+    return {
+        {{"-s", "--seed"}, "N", "sampling seed; -1: random", checked_value("-1 or an integer >= 0", "-1", seed)},
+        {{"--temp"}, "T", "temperature; 0 or less: greedy",
+         float_where(p.temperature, "a number", [](float f) { return !std::isnan(f); })},
+        {{"--top-k"}, "N", "top-k; 0: off", integer_value(p.top_k, 0)},
+        {{"--top-p"}, "P", "top-p; 1: off",
+         float_where(p.top_p, "a number above 0 and at most 1", [](float f) { return f > 0 && f <= 1; })},
+        {{"--min-p"}, "P", "min-p; 0: off", number_value(p.min_p, 0.0f, 1.0f)},
+        {{"--repeat-penalty"}, "R", "repeat penalty; 1: off",
+         float_where(p.repeat_penalty, "a finite number above 0", [](float f) { return std::isfinite(f) && f > 0; })},
+        {{"--presence-penalty"}, "F", "presence penalty (OpenAI's); 0: off",
+         float_where(p.presence_penalty, "a finite number", [](float f) { return std::isfinite(f); })},
+        {{"--frequency-penalty"}, "F", "frequency penalty (OpenAI's); 0: off",
+         float_where(p.frequency_penalty, "a finite number", [](float f) { return std::isfinite(f); })},
+        {{"--repeat-last-n"}, "N", "tokens the penalties look back over; 0: off", integer_value(p.penalty_last_n, 0)},
+    };
 }
 
 }  // namespace smol::args

@@ -1,7 +1,7 @@
 // The programs' command-line reader (examples/program_args.hpp): values, missing values, bad
-// numbers, comma lists, and the flag groups several programs share. Every mistake must be a
-// UsageError (the programs exit with 2 on it) whose message names the flag, what was expected
-// and the text found.
+// numbers, comma lists, the flag table every program declares its flags in, and the flag groups
+// several programs share. Every mistake must be a UsageError (the programs exit with 2 on it)
+// whose message names the flag, what was expected and the text found.
 
 #include <doctest/doctest.h>
 
@@ -32,6 +32,7 @@ public:
     Argv(const Argv&) = delete;  // the pointers point into this object's strings
     Argv& operator=(const Argv&) = delete;
     ArgReader reader() const { return ArgReader(int(pointers_.size()), pointers_.data()); }
+    void parse(const smol::args::FlagTable& table) const { table.parse(int(pointers_.size()), pointers_.data()); }
 
 private:
     Strings strings_;
@@ -54,6 +55,12 @@ std::string flag_error(const Strings& args, const std::function<void(ArgReader&)
     ArgReader reader = argv.reader();
     REQUIRE(reader.next());
     return usage_error([&] { read(reader); });
+}
+
+// The message of the UsageError parsing `args` through `table` throws, or "" when it parses.
+std::string table_error(const smol::args::FlagTable& table, const Strings& args) {
+    const Argv argv(args);
+    return usage_error([&] { argv.parse(table); });
 }
 
 // The message parse_int_list gives for `text` as -p's value, or "" when it parses.
@@ -230,115 +237,219 @@ TEST_CASE("choice takes one of the listed words and lists them all when it is no
     CHECK(flag_error({"--mode", "x"}, [](ArgReader& a) { a.choice({"a", "b", "c"}); }) == "--mode: expected a, b or c, found 'x'");
 }
 
+TEST_CASE("a flag table parses, checks and describes its rows from one declaration") {
+    using namespace smol::args;
+    int count = 3;
+    bool verbose = false;
+    std::string name = "smol";
+    std::vector<std::string> files;
+    FlagTable table("usage: prog [options] FILE...");
+    table.add({{"-n", "--count"}, "N", "how many", integer_value(count, 1, 8)})
+        .add({{"-v", "--verbose"}, "", "say more", switch_value(verbose, true)})
+        .note("Naming:")
+        .add({{"--name"}, "TEXT", "what to call it", text_value(name)})
+        .positional([&files](const std::string& file) { files.push_back(file); });
+
+    Argv({"a.txt", "--count", "5", "-v", "--name", "", "b.txt", "-n", "2"}).parse(table);
+    CHECK(count == 2);  // the last one wins
+    CHECK(verbose);
+    CHECK(name.empty());
+    CHECK(files == Strings{"a.txt", "b.txt"});
+
+    CHECK(table_error(table, {"-n", "9"}) == "-n: expected an integer from 1 to 8, found '9'");
+    CHECK(table_error(table, {"--count"}) == "--count needs an integer from 1 to 8");
+    CHECK(table_error(table, {"--name"}) == "--name needs a value");
+    CHECK(table_error(table, {"--frobnicate"}) == "unknown argument '--frobnicate'");
+    CHECK(table_error(table, {"-v=1"}) == "unknown argument '-v=1'");
+
+    // The help is made from the rows: names, placeholder, text, range and the default each row
+    // had when the table was made (count is 2 by now, so it is a new table's default that shows).
+    int fresh_count = 3;
+    bool fresh_verbose = false;
+    std::string fresh_name = "smol";
+    FlagTable fresh("usage: prog [options] FILE...");
+    fresh.add({{"-n", "--count"}, "N", "how many", integer_value(fresh_count, 1, 8)})
+        .add({{"-v", "--verbose"}, "", "say more", switch_value(fresh_verbose, true)})
+        .note("Naming:")
+        .add({{"--name"}, "TEXT", "what to call it", text_value(fresh_name)});
+    CHECK(fresh.help() ==
+          "usage: prog [options] FILE...\n"
+          "  -n, --count N             how many [an integer from 1 to 8; default: 3]\n"
+          "  -v, --verbose             say more\n"
+          "Naming:\n"
+          "  --name TEXT               what to call it [default: smol]\n");
+
+    // Without a positional reader, a bare argument is an error; a name twice is a programming error.
+    FlagTable strict("usage: strict");
+    strict.add({{"-v"}, "", "say more", switch_value(verbose, true)});
+    CHECK(table_error(strict, {"file.txt"}) == "unknown argument 'file.txt'");
+    CHECK_THROWS_AS(strict.add({{"--verbose", "-v"}, "", "again", switch_value(verbose, false)}), std::logic_error);
+}
+
+TEST_CASE("help rows wrap at the help width, under the help column") {
+    using namespace smol::args;
+    std::string text;
+    std::string long_help;
+    for (int i = 0; i < 40; ++i) long_help += "word ";
+    const std::string row = FlagTable::help_row({{"--a-rather-long-flag-name"}, "PLACEHOLDER", long_help, text_value(text)});
+    std::size_t start = 0, lines = 0;
+    while (start < row.size()) {
+        const std::size_t end = row.find('\n', start);
+        const std::string line = row.substr(start, end - start);
+        CHECK(line.size() <= FlagTable::kHelpWidth);
+        if (lines > 0) CHECK(line.rfind(std::string(FlagTable::kHelpColumn, ' '), 0) == 0);
+        start = end + 1;
+        ++lines;
+    }
+    CHECK(lines >= 3);  // the names alone pass the column, so the text starts on the next line
+    CHECK(row.rfind("  --a-rather-long-flag-name PLACEHOLDER\n", 0) == 0);
+}
+
+// Every row of the shared groups, in one table, as a program that includes them all has them.
+struct SharedFlags {
+    std::string model, hf_repo, hf_file;
+    int threads = 0, context = 0;
+    smol::RopeScalingRequest rope;
+    smol::KvCacheTypes cache;
+    bool repack = true;
+    smol::SpeculationParams speculation;
+    smol::SamplerParams sampling;
+    smol::args::FlagTable table{"usage: prog"};
+    SharedFlags() {
+        using namespace smol::args;
+        table.add(model_flag(model))
+            .add(hub_flags(hf_repo, hf_file))
+            .add(threads_flag(threads))
+            .add(context_flag(context))
+            .add(rope_scaling_flags(rope))
+            .add(kv_cache_type_flags(cache))
+            .add(repack_flag(repack))
+            .add(speculation_flags(speculation))
+            .add(sampling_flags(sampling));
+    }
+    std::string error(const Strings& args) const { return table_error(table, args); }
+};
+
+TEST_CASE("the shared groups: llama.cpp's names, one range each, listed in the help") {
+    SharedFlags f;
+    Argv({"-m", "m.gguf", "-hf", "org/repo:Q8_0", "--hf-file", "x.gguf", "-t", "0", "-c", "0"}).parse(f.table);
+    CHECK(f.model == "m.gguf");
+    CHECK(f.hf_repo == "org/repo:Q8_0");
+    CHECK(f.hf_file == "x.gguf");
+    CHECK(f.threads == 0);
+    CHECK(f.context == 0);
+    Argv({"--threads", "1024", "--ctx-size", "1048576"}).parse(f.table);
+    CHECK(f.threads == 1024);
+    CHECK(f.context == 1 << 20);
+    CHECK(f.error({"-t", "-1"}) == "-t: expected an integer from 0 to 1024, found '-1'");
+    CHECK(f.error({"-t", "1025"}) == "-t: expected an integer from 0 to 1024, found '1025'");
+    CHECK(f.error({"-c", "-1"}) == "-c: expected an integer from 0 to 1048576, found '-1'");
+
+    const std::string help = f.table.help();
+    for (const smol::args::Flag& flag : f.table.flags())
+        for (const std::string& name : flag.names) CHECK_MESSAGE(help.find(name) != std::string::npos, name);
+    CHECK(help.find("  -t, --threads N ") != std::string::npos);
+    CHECK(help.find("an integer from 0 to 1024; default: 0]") != std::string::npos);
+}
+
 TEST_CASE("the RoPE flags read llama.cpp's names and values into a RopeScalingRequest") {
-    const Argv argv({"--rope-scaling", "yarn", "--rope-scale", "4", "--yarn-orig-ctx", "64", "-c", "512",
-                     "--rope-scaling", "none"});
-    ArgReader args = argv.reader();
-    smol::RopeScalingRequest request;
-    REQUIRE(args.next());
-    CHECK(read_rope_scaling_flag(args, request));
-    CHECK(request.type == smol::RopeScaling::Type::yarn);
-    REQUIRE(args.next());
-    CHECK(read_rope_scaling_flag(args, request));
-    CHECK(request.factor == 4.0);
-    REQUIRE(args.next());
-    CHECK(read_rope_scaling_flag(args, request));
-    CHECK(request.original_context == 64);
-    REQUIRE(args.next());
-    CHECK_FALSE(read_rope_scaling_flag(args, request));  // not the group's: left for the program, value unread
-    CHECK(args.is("-c"));
-    CHECK(args.value() == "512");
-    REQUIRE(args.next());
-    CHECK(read_rope_scaling_flag(args, request));
-    CHECK(request.type == smol::RopeScaling::Type::none);
-    CHECK_FALSE(args.next());
+    SharedFlags f;
+    Argv({"--rope-scaling", "yarn", "--rope-scale", "4", "--yarn-orig-ctx", "64"}).parse(f.table);
+    CHECK(f.rope.type == smol::RopeScaling::Type::yarn);
+    CHECK(f.rope.factor == 4.0);
+    CHECK(f.rope.original_context == 64);
+    Argv({"--rope-scaling", "none"}).parse(f.table);
+    CHECK(f.rope.type == smol::RopeScaling::Type::none);
 
-    auto error = [](const Strings& flag_and_value) {
-        smol::RopeScalingRequest r;
-        return flag_error(flag_and_value, [&](ArgReader& a) { read_rope_scaling_flag(a, r); });
-    };
-    CHECK(error({"--rope-scaling", "linear"}) ==
+    CHECK(f.error({"--rope-scaling", "linear"}) ==
           "--rope-scaling: expected none or yarn (linear scaling is not supported), found 'linear'");
-    CHECK(error({"--rope-scale", "0.5"}) == "--rope-scale: expected a factor of at least 1, found '0.5'");
-    CHECK(error({"--rope-scale", "inf"}) == "--rope-scale: expected a factor of at least 1, found 'inf'");
-    CHECK(error({"--rope-scale", "2x"}) == "--rope-scale: expected a factor of at least 1, found '2x'");
-    CHECK(error({"--rope-scale", ""}) == "--rope-scale: expected a factor of at least 1, found ''");
-    CHECK(error({"--yarn-orig-ctx", "0"}) == "--yarn-orig-ctx: expected an integer from 1 to 16777216, found '0'");
-    CHECK(error({"--yarn-orig-ctx", "64k"}) == "--yarn-orig-ctx: expected an integer from 1 to 16777216, found '64k'");
-    CHECK(error({"--rope-scale"}) == "--rope-scale needs a value");
+    CHECK(f.error({"--rope-scale", "0.5"}) == "--rope-scale: expected a factor of at least 1, found '0.5'");
+    CHECK(f.error({"--rope-scale", "inf"}) == "--rope-scale: expected a factor of at least 1, found 'inf'");
+    CHECK(f.error({"--rope-scale", "2x"}) == "--rope-scale: expected a factor of at least 1, found '2x'");
+    CHECK(f.error({"--rope-scale", ""}) == "--rope-scale: expected a factor of at least 1, found ''");
+    CHECK(f.error({"--yarn-orig-ctx", "0"}) == "--yarn-orig-ctx: expected an integer from 1 to 16777216, found '0'");
+    CHECK(f.error({"--yarn-orig-ctx", "64k"}) == "--yarn-orig-ctx: expected an integer from 1 to 16777216, found '64k'");
+    CHECK(f.error({"--rope-scale"}) == "--rope-scale needs a factor of at least 1");
 
-    const std::string usage = smol::args::kRopeScalingUsage;
+    const std::string help = f.table.help();
     for (const char* flag : {"--rope-scaling none|yarn", "--rope-scale F", "--yarn-orig-ctx N"})
-        CHECK(usage.find(std::string("  ") + flag + " ") != std::string::npos);
+        CHECK(help.find(std::string("  ") + flag + " ") != std::string::npos);
 }
 
 TEST_CASE("-nr / --no-repack turns weight regrouping off, as llama.cpp's flag does") {
     for (const char* flag : {"-nr", "--no-repack"}) {
-        const Argv argv({flag, "-nrx"});
-        ArgReader args = argv.reader();
-        bool repack = true;
-        REQUIRE(args.next());
-        CHECK(read_repack_flag(args, repack));
-        CHECK_FALSE(repack);
-        REQUIRE(args.next());
-        repack = true;
-        CHECK_FALSE(read_repack_flag(args, repack));  // another flag: not read, nothing changed
-        CHECK(repack);
+        SharedFlags f;
+        Argv({flag}).parse(f.table);
+        CHECK_FALSE(f.repack);
+        CHECK(f.error({"-nrx"}) == "unknown argument '-nrx'");
     }
-    CHECK(std::string(smol::args::kRepackUsage).find("  -nr, --no-repack ") != std::string::npos);
+    CHECK(SharedFlags().table.help().find("  -nr, --no-repack ") != std::string::npos);
 }
 
 TEST_CASE("the cache-type flags take llama.cpp's names and values") {
-    const Argv argv({"-ctk", "q8_0", "--cache-type-v", "q4_0", "-ct", "q8_0"});
-    ArgReader args = argv.reader();
-    smol::KvCacheTypes types;
-    REQUIRE(args.next());
-    CHECK(read_kv_cache_type_flag(args, types));
-    REQUIRE(args.next());
-    CHECK(read_kv_cache_type_flag(args, types));
-    CHECK(types == smol::KvCacheTypes{smol::KvType::q8_0, smol::KvType::q4_0});
-    REQUIRE(args.next());
-    CHECK_FALSE(read_kv_cache_type_flag(args, types));
-    CHECK(args.arg() == "-ct");
+    SharedFlags f;
+    Argv({"-ctk", "q8_0", "--cache-type-v", "q4_0"}).parse(f.table);
+    CHECK(f.cache == smol::KvCacheTypes{smol::KvType::q8_0, smol::KvType::q4_0});
+    CHECK(f.error({"-ct", "q8_0"}) == "unknown argument '-ct'");
+    CHECK(f.error({"-ctv", "q5_1"}) == "-ctv: expected f16, q8_0 or q4_0, found 'q5_1'");
+    CHECK(f.error({"--cache-type-k", "F16"}) == "--cache-type-k: expected f16, q8_0 or q4_0, found 'F16'");
+    CHECK(f.cache == smol::KvCacheTypes{smol::KvType::q8_0, smol::KvType::q4_0});  // a bad value changes nothing
 
-    smol::KvCacheTypes kept{smol::KvType::q8_0, smol::KvType::q4_0};
-    CHECK(flag_error({"-ctv", "q5_1"}, [&](ArgReader& a) { read_kv_cache_type_flag(a, kept); }) ==
-          "-ctv: expected f16, q8_0 or q4_0, found 'q5_1'");
-    CHECK(flag_error({"--cache-type-k", "F16"}, [&](ArgReader& a) { read_kv_cache_type_flag(a, kept); }) ==
-          "--cache-type-k: expected f16, q8_0 or q4_0, found 'F16'");
-    CHECK(kept == smol::KvCacheTypes{smol::KvType::q8_0, smol::KvType::q4_0});  // a bad value changes nothing
-
-    const std::string usage = smol::args::kKvCacheTypeUsage;
-    CHECK(usage.find("  -ctk, --cache-type-k T ") != std::string::npos);
-    CHECK(usage.find("  -ctv, --cache-type-v T ") != std::string::npos);
+    const std::string help = f.table.help();
+    CHECK(help.find("  -ctk, --cache-type-k T ") != std::string::npos);
+    CHECK(help.find("  -ctv, --cache-type-v T ") != std::string::npos);
 }
 
 TEST_CASE("the speculation flags take llama.cpp's names, bounded") {
-    const Argv argv({"--spec", "ngram", "--draft-max", "8", "--draft-min", "2", "--spec-type", "none", "-n", "3"});
-    ArgReader args = argv.reader();
-    smol::SpeculationParams params;
-    for (int i = 0; i < 4; ++i) {
-        REQUIRE(args.next());
-        CHECK(read_speculation_flag(args, params));
-        if (i == 0) CHECK(params.type == smol::SpeculationType::ngram);
-    }
-    CHECK(params.type == smol::SpeculationType::none);  // the last --spec-type wins
-    CHECK(params.draft_max == 8);
-    CHECK(params.draft_min == 2);
-    REQUIRE(args.next());
-    CHECK_FALSE(read_speculation_flag(args, params));
-    CHECK(args.arg() == "-n");
+    SharedFlags f;
+    Argv({"--spec", "ngram", "--draft-max", "8", "--draft-min", "2"}).parse(f.table);
+    CHECK(f.speculation.type == smol::SpeculationType::ngram);
+    Argv({"--spec-type", "none"}).parse(f.table);
+    CHECK(f.speculation.type == smol::SpeculationType::none);  // the last one wins
+    CHECK(f.speculation.draft_max == 8);
+    CHECK(f.speculation.draft_min == 2);
 
-    smol::SpeculationParams kept;
-    CHECK(flag_error({"--spec", "eagle"}, [&](ArgReader& a) { read_speculation_flag(a, kept); }) ==
-          "--spec: expected none or ngram, found 'eagle'");
-    CHECK(flag_error({"--draft-max", "65"}, [&](ArgReader& a) { read_speculation_flag(a, kept); }).find("--draft-max") ==
-          0);
-    CHECK(flag_error({"--draft-min", "-1"}, [&](ArgReader& a) { read_speculation_flag(a, kept); }).find("--draft-min") ==
-          0);
-    CHECK(kept.type == smol::SpeculationType::none);
+    CHECK(f.error({"--spec", "eagle"}) == "--spec: expected none or ngram, found 'eagle'");
+    CHECK(f.error({"--draft-max", "65"}) == "--draft-max: expected an integer from 1 to 64, found '65'");
+    CHECK(f.error({"--draft-min", "-1"}) == "--draft-min: expected an integer from 0 to 64, found '-1'");
+    CHECK(f.speculation.type == smol::SpeculationType::none);
 
-    const std::string usage = smol::args::kSpeculationUsage;
-    for (const char* flag : {"--spec none|ngram", "--draft-max N", "--draft-min N"})
-        CHECK(usage.find(std::string("  ") + flag + " ") != std::string::npos);
+    const std::string help = f.table.help();
+    for (const char* flag : {"--spec, --spec-type none|ngram", "--draft-max, --spec-draft-n-max N", "--draft-min, --spec-draft-n-min N"})
+        CHECK(help.find(std::string("  ") + flag) != std::string::npos);
+}
+
+TEST_CASE("the sampling flags take llama.cpp's names, in the ranges the sampler accepts") {
+    SharedFlags f;
+    Argv({"-s", "7", "--temp", "0.25", "--top-k", "0", "--top-p", "1", "--min-p", "0", "--repeat-penalty", "1.5",
+          "--repeat-last-n", "0", "--presence-penalty", "-0.5", "--frequency-penalty", "2"})
+        .parse(f.table);
+    CHECK(f.sampling.seed == 7);
+    CHECK(f.sampling.temperature == 0.25f);
+    CHECK(f.sampling.top_k == 0);
+    CHECK(f.sampling.top_p == 1.0f);
+    CHECK(f.sampling.min_p == 0.0f);
+    CHECK(f.sampling.repeat_penalty == 1.5f);
+    CHECK(f.sampling.penalty_last_n == 0);
+    CHECK(f.sampling.presence_penalty == -0.5f);
+    CHECK(f.sampling.frequency_penalty == 2.0f);
+    Argv({"--seed", "-1"}).parse(f.table);
+    CHECK(f.sampling.seed == SMOL_DEFAULT_SEED);
+    smol::Sampler accepted(f.sampling, 8);  // whatever the flags accept, the sampler does
+
+    CHECK(f.error({"-s", "-2"}) == "-s: expected -1 or an integer >= 0, found '-2'");
+    CHECK(f.error({"--temp", "nan"}) == "--temp: expected a number, found 'nan'");
+    CHECK(f.error({"--top-k", "-1"}) == "--top-k: expected an integer >= 0, found '-1'");
+    CHECK(f.error({"--top-p", "0"}) == "--top-p: expected a number above 0 and at most 1, found '0'");
+    CHECK(f.error({"--top-p", "1.5"}) == "--top-p: expected a number above 0 and at most 1, found '1.5'");
+    CHECK(f.error({"--min-p", "2"}) == "--min-p: expected a number from 0 to 1, found '2'");
+    CHECK(f.error({"--repeat-penalty", "0"}) == "--repeat-penalty: expected a finite number above 0, found '0'");
+    CHECK(f.error({"--presence-penalty", "inf"}) == "--presence-penalty: expected a finite number, found 'inf'");
+    CHECK(f.error({"--repeat-last-n", "-1"}) == "--repeat-last-n: expected an integer >= 0, found '-1'");
+
+    // Defaults come from SamplerParams, so the help cannot disagree with the sampler.
+    const std::string help = SharedFlags().table.help();
+    CHECK(help.find("  --temp T ") != std::string::npos);
+    CHECK(help.find("default: 0.6]") != std::string::npos);
+    CHECK(help.find("default: 0.95]") != std::string::npos);
 }

@@ -294,8 +294,10 @@ TEST_CASE("a plain stream keeps at least half its solo speed beside a grammar at
     smol::SchedulerOptions options;
     options.slots = 2;
     options.context = 1024;
-    options.threads = 1;  // one core: the rates then depend on the scheduling, not on the host's other work
-    smol::Scheduler scheduler(smol_test::quantized_engine(), options);
+    smol::LoadOptions one_core;
+    one_core.threads = 1;  // the rates then depend on the scheduling, not on the host's other work
+    smol::Engine engine(smol_test::kTinyQuantizedModel, one_core);
+    smol::Scheduler scheduler(engine, options);
     const smol::text::Tokenizer& tokenizer = scheduler.tokenizer();
     // 300 plain tokens: the end of generation is biased away, so every run is as long.
     smol::GenerationRequest plain = request_for(tokenizer.encode("Tell me a long story", true), 300);

@@ -187,12 +187,13 @@ inline std::uint64_t row_key(std::uint64_t seed, std::size_t tensor, std::int64_
 }
 
 // Tensor bytes: every row drawn and quantized independently, rows split among the threads.
-inline std::vector<std::uint8_t> produce_tensor(const PlannedTensor& t, std::size_t index, std::uint64_t seed) {
+inline std::vector<std::uint8_t> produce_tensor(const PlannedTensor& t, std::size_t index, std::uint64_t seed,
+                                                int threads) {
     const std::int64_t n = t.row_length(), rows = t.rows();
     const std::uint64_t row_bytes = t.row_bytes();
     std::vector<std::uint8_t> bytes(t.n_bytes());  // [rows, row_bytes]
     const float mean = t.init == Init::Norm ? 1.0f : 0.0f;
-#pragma omp parallel
+#pragma omp parallel num_threads(thread_team(threads))
     {
         std::vector<float> row(static_cast<std::size_t>(n));  // [n]
 #pragma omp for schedule(dynamic, 16)
@@ -284,6 +285,7 @@ struct Options {
     bool require_vocab_file = false;
     std::string name;  // general.name; empty: described from the shape
     std::optional<TensorType> matrix_type;  // every matrix of this type; empty: the Q4_K_M recipe
+    int threads = 0;  // threads quantizing the rows; 0: OpenMP's default (smol::thread_team)
 };
 
 struct Progress {
@@ -414,7 +416,7 @@ inline Result write_model(const std::filesystem::path& out, const Options& optio
     for (std::size_t i = 0; i < plan.size(); ++i) {
         const PlannedTensor& t = plan[i];
         writer.add_tensor(t.name, t.type, t.shape, [&t, i, &options, &progress, &on_progress, start] {
-            auto bytes = detail::produce_tensor(t, i, options.seed);
+            auto bytes = detail::produce_tensor(t, i, options.seed, options.threads);
             progress.tensors_done += 1;
             progress.bytes_done += bytes.size();
             progress.current = t.name;

@@ -19,17 +19,6 @@ namespace {
 constexpr std::size_t kMaxString = 80;     // characters of a string value shown
 constexpr std::size_t kArrayPreview = 6;   // elements of a long array shown
 
-void usage(std::FILE* out) {
-    std::fprintf(out,
-                 "usage: smol-inspect FILE [--tensors | --no-tensors]\n"
-                 "       smol-inspect FILE --hf-tokenizer OUT.json [--no-control-tokens]\n"
-                 "  Prints a GGUF's metadata, tensor table (name, type, shape, offset), counts per type, size\n"
-                 "  and bits per weight, and whether the file matches a model config compiled into smol.\n"
-                 "  --hf-tokenizer writes the file's tokenizer as a Hugging Face tokenizer.json instead (Llama 3\n"
-                 "  layout, for cross-checks with Hugging Face's tokenizers); --no-control-tokens leaves the\n"
-                 "  CONTROL tokens out, as when special tokens are not parsed.\n");
-}
-
 // Quoted, with control characters escaped and the tail cut off past `limit` characters.
 std::string quote(std::string_view s, std::size_t limit = kMaxString) {
     std::string out = "\"";
@@ -91,30 +80,49 @@ std::string human_bytes(std::uint64_t bytes) {
     return buf;
 }
 
+// smol-inspect's one table of flags: parsing, checking and --help all read it.
+smol::args::FlagTable flag_table(std::string& path, std::string& tokenizer_json_path, bool& show_tensors,
+                                 bool& with_control_tokens, bool& help) {
+    using namespace smol::args;
+    FlagTable table("usage: smol-inspect FILE [--tensors | --no-tensors]\n"
+                    "       smol-inspect FILE --hf-tokenizer OUT.json [--no-control-tokens]\n"
+                    "  Prints a GGUF's metadata, tensor table (name, type, shape, offset), counts per type, size\n"
+                    "  and bits per weight, and whether the file matches a model config compiled into smol.");
+    table.add({{"--tensors"}, "", "list the tensors (the default)", switch_value(show_tensors, true)})
+        .add({{"--no-tensors"}, "", "leave the tensor table out", switch_value(show_tensors, false)})
+        .add({{"--hf-tokenizer"}, "OUT.json",
+              "write the file's tokenizer as a Hugging Face tokenizer.json instead (Llama 3 layout, for cross-checks "
+              "with Hugging Face's tokenizers)",
+              FlagValue{[&tokenizer_json_path](const std::string&, const std::string& out) { tokenizer_json_path = out; },
+                        "an output path", ""}})
+        .add({{"--no-control-tokens"}, "", "with --hf-tokenizer: leave the CONTROL tokens out, as when special tokens "
+              "are not parsed", switch_value(with_control_tokens, false)})
+        .add(help_flag(help))
+        .positional([&path](const std::string& arg) {
+            if (!path.empty()) throw smol::args::UsageError("expected one file, found '" + path + "' and '" + arg + "'");
+            path = arg;
+        });
+    return table;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::string path, tokenizer_json_path;
     bool show_tensors = true;
     bool with_control_tokens = true;
+    bool help = false;
+    const smol::args::FlagTable table = flag_table(path, tokenizer_json_path, show_tensors, with_control_tokens, help);
     try {
-        smol::args::ArgReader args(argc, argv);
-        while (args.next()) {
-            if (args.is("--tensors")) show_tensors = true;
-            else if (args.is("--no-tensors")) show_tensors = false;
-            else if (args.is("--no-control-tokens")) with_control_tokens = false;
-            else if (args.is("--hf-tokenizer")) tokenizer_json_path = args.value("an output path");
-            else if (args.is("-h", "--help")) {
-                usage(stdout);
-                return 0;
-            } else if (args.is_flag()) args.unknown();
-            else if (path.empty()) path = args.arg();
-            else throw smol::args::UsageError("expected one file, found '" + path + "' and '" + args.arg() + "'");
+        table.parse(argc, argv);
+        if (help) {
+            std::fputs(table.help().c_str(), stdout);
+            return 0;
         }
         if (path.empty()) throw smol::args::UsageError("expected a GGUF file");
     } catch (const smol::args::UsageError& e) {
         std::fprintf(stderr, "smol-inspect: %s\n", e.what());
-        usage(stderr);
+        std::fputs(table.help().c_str(), stderr);
         return 2;
     }
     try {

@@ -3,8 +3,6 @@
 //
 //   smol-logits -m MODEL --tokens 1,2,3 [-o out.f32] [-t THREADS]
 
-#include <omp.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -18,48 +16,55 @@
 
 namespace {
 
-void usage(std::FILE* out) {
-    std::fprintf(out,
-                 "usage: smol-logits -m MODEL --tokens ID,ID,... [-o OUT.f32] [-t THREADS] [--batch N] [RoPE flags] [-ctk T] [-ctv T]\n"
-                 "  Runs the tokens through the model in one batch and writes the logits of every position\n"
-                 "  as little-endian float32 [n_tokens][n_vocab] to OUT (default: print the top tokens).\n"
-                 "%s%s",
-                 smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage);
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
+// What the flags set.
+struct Flags {
     std::string model_path, out_path;
     std::vector<std::int32_t> tokens;
     int threads = 0, batch = 512;
     smol::RopeScalingRequest rope_scaling;
     smol::KvCacheTypes cache_types;
+    bool help = false;
+};
+
+// smol-logits' one table of flags: parsing, checking and --help all read it.
+smol::args::FlagTable flag_table(Flags& f) {
+    using namespace smol::args;
+    FlagTable table("usage: smol-logits -m MODEL --tokens ID,ID,... [options]\n"
+                    "  Runs the tokens through the model in one batch and writes the logits of every position\n"
+                    "  as little-endian float32 [n_tokens][n_vocab] to OUT (default: print the top tokens).");
+    table.add(model_flag(f.model_path))
+        .add({{"--tokens"}, "ID,...", "the token ids to run (required)",
+              int_list_value(f.tokens, 0, INT32_MAX, "token ids")})
+        .add({{"-o", "--output"}, "FILE", "where to write the logits", text_value(f.out_path)})
+        .add(threads_flag(f.threads))
+        .add({{"--batch"}, "N", "tokens per forward chunk", integer_value(f.batch, 1, 1 << 20)})
+        .add(rope_scaling_flags(f.rope_scaling))
+        .add(kv_cache_type_flags(f.cache_types))
+        .add(help_flag(f.help));
+    return table;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Flags f;
+    const smol::args::FlagTable table = flag_table(f);
     try {
-        smol::args::ArgReader args(argc, argv);
-        while (args.next()) {
-            if (read_rope_scaling_flag(args, rope_scaling) || read_kv_cache_type_flag(args, cache_types)) continue;
-            if (args.is("-m", "--model")) model_path = args.value();
-            else if (args.is("--tokens")) {
-                const auto ids = args.int_list(0, INT32_MAX, "token ids");
-                tokens.assign(ids.begin(), ids.end());
-            } else if (args.is("-o", "--output")) out_path = args.value();
-            else if (args.is("-t", "--threads")) threads = args.integer<int>(0, 1024);
-            else if (args.is("--batch")) batch = args.integer<int>(1, 1 << 20);
-            else if (args.is("-h", "--help")) {
-                usage(stdout);
-                return 0;
-            } else args.unknown();
+        table.parse(argc, argv);
+        if (f.help) {
+            std::fputs(table.help().c_str(), stdout);
+            return 0;
         }
-        if (model_path.empty() || tokens.empty()) throw smol::args::UsageError("both -m MODEL and --tokens ID,... are required");
+        if (f.model_path.empty() || f.tokens.empty()) throw smol::args::UsageError("both -m MODEL and --tokens ID,... are required");
     } catch (const smol::args::UsageError& e) {
         std::fprintf(stderr, "smol-logits: %s\n", e.what());
-        usage(stderr);
+        std::fputs(table.help().c_str(), stderr);
         return 2;
     }
+    const auto& [model_path, out_path, tokens, threads, batch, rope_scaling, cache_types, help] = f;
     try {
-        if (threads > 0) omp_set_num_threads(threads);
         smol::LoadOptions options;
+        options.threads = threads;
         options.max_batch = batch;
         options.rope_scaling = rope_scaling;
         options.cache_types = cache_types;

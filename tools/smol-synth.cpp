@@ -5,7 +5,6 @@
 //   smol-synth -o OUT.gguf [--preset 3b|tiny] [--type T] [--seed N] [-t THREADS] [--vocab FILE]
 //              [--layers N --dim N --ffn N --heads N --kv-heads N --head-dim N --vocab-size N]
 
-#include <omp.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -18,31 +17,6 @@
 #include "program_args.hpp"
 
 namespace {
-
-void usage(std::FILE* out) {
-    std::fprintf(out,
-                 "usage: smol-synth -o OUT.gguf [options]\n"
-                 "  Writes a SmolLM3-architecture GGUF with llama.cpp's Q4_K_M tensor types (or --type) and\n"
-                 "  seeded random weights (std 0.02, norms ~1), for benchmarks.\n"
-                 "options:\n"
-                 "  -o, --output FILE   where to write (required)\n"
-                 "  --preset NAME       3b (SmolLM3-3B, default, ~1.9 GB) or tiny (the test fixture's shape)\n"
-                 "  --type T            Q4_K_M (default: llama.cpp's mix of Q4_K and Q6_K), or every matrix of\n"
-                 "                      type T (as llama-quantize --pure): Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0,\n"
-                 "                      Q4_0, Q4_1, Q5_0, Q5_1\n"
-                 "  --seed N            random seed (default 42); the file depends only on the seed and shape\n"
-                 "  -t, --threads N     quantization threads (default: all)\n"
-                 "  --vocab FILE        copy the tokenizer (tokenizer.* keys, chat template) from this GGUF;\n"
-                 "                      its vocabulary must have exactly the model's token count. Default: the\n"
-                 "                      repository's SmolLM3 vocab (3b) or tiny fixture (tiny) when present and\n"
-                 "                      of the right size, else a synthesized byte-level vocabulary\n"
-                 "  custom sizes, on top of the preset:\n"
-                 "  --layers N --dim N --ffn N --heads N --kv-heads N --head-dim N (default dim/heads)\n"
-                 "  --vocab-size N      (also accepted as --vocab N when N is a number)\n");
-}
-
-// A size or count flag's value: 1 to 2^30.
-int positive(smol::args::ArgReader& args) { return args.integer<int>(1, 1 << 30); }
 
 // --type: Q4_K_M (the default recipe: nullopt) or a tensor type by its ggml name ("Q4_0"), any case.
 std::optional<smol::TensorType> parse_type(const std::string& flag, const std::string& text) {
@@ -72,49 +46,80 @@ std::string megabytes(std::uint64_t bytes) {
     return buf;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// What the flags set.
+struct Flags {
     std::string out_path, preset = "3b", vocab_path;
     std::optional<smol::TensorType> matrix_type;
     std::uint64_t seed = 42;
     int threads = 0;
     int layers = 0, dim = 0, ffn = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab_size = 0;
+    bool help = false;
+};
+
+// smol-synth's one table of flags: parsing, checking and --help all read it.
+smol::args::FlagTable flag_table(Flags& f) {
+    using namespace smol::args;
+    const auto size = [](int& target, std::string help) {
+        return FlagValue(with_default(integer_value(target, 1, 1 << 30), help));
+    };
+    const auto type = [&f](const std::string& flag, const std::string& text) { f.matrix_type = parse_type(flag, text); };
+    const auto vocab = [&f](const std::string& flag, const std::string& v) {
+        // --vocab N sets the size (the spelling); --vocab FILE names a tokenizer source.
+        if (is_number(v)) f.vocab_size = parse_integer<int>(flag, v, 1, 1 << 30);
+        else f.vocab_path = v;
+    };
+    FlagTable table("usage: smol-synth -o OUT.gguf [options]\n"
+                    "  Writes a SmolLM3-architecture GGUF with llama.cpp's Q4_K_M tensor types (or --type) and\n"
+                    "  seeded random weights (std 0.02, norms ~1), for benchmarks.");
+    table.add({{"-o", "--output"}, "FILE", "where to write (required)", text_value(f.out_path)})
+        .add({{"--preset"}, "NAME", "3b (SmolLM3-3B, ~1.9 GB) or tiny (the test fixture's shape)", text_value(f.preset)})
+        .add({{"--type"}, "T",
+              "Q4_K_M (llama.cpp's mix of Q4_K and Q6_K), or every matrix of type T (as llama-quantize --pure): " +
+                  smol::supported_weight_types(),
+              with_default(text_reader(type), "Q4_K_M")})
+        .add({{"--seed"}, "N", "random seed; the file depends only on the seed and shape",
+              integer_value(f.seed, std::uint64_t(0))})
+        .add(threads_flag(f.threads))
+        .add({{"--vocab"}, "FILE|N",
+              "copy the tokenizer (tokenizer.* keys, chat template) from this GGUF; its vocabulary must have exactly "
+              "the model's token count. A number N is --vocab-size N",
+              with_default(text_reader(vocab),
+                           "the repository's SmolLM3 vocab (3b) or tiny fixture (tiny) when present and of the right "
+                           "size, else a synthesized byte-level vocabulary")})
+        .note("  custom sizes, on top of the preset:")
+        .add({{"--layers"}, "N", "layers", size(f.layers, "the preset's")})
+        .add({{"--dim"}, "N", "model width", size(f.dim, "the preset's")})
+        .add({{"--ffn"}, "N", "feed-forward width", size(f.ffn, "the preset's")})
+        .add({{"--heads"}, "N", "query heads", size(f.heads, "the preset's")})
+        .add({{"--kv-heads"}, "N", "key/value heads", size(f.kv_heads, "the preset's")})
+        .add({{"--head-dim"}, "N", "width of a head", size(f.head_dim, "dim / heads")})
+        .add({{"--vocab-size"}, "N", "tokens in the vocabulary", size(f.vocab_size, "the preset's")})
+        .add(help_flag(f.help));
+    return table;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Flags flags;
+    const smol::args::FlagTable table = flag_table(flags);
     try {
-        smol::args::ArgReader args(argc, argv);
-        while (args.next()) {
-            if (args.is("-o", "--output")) out_path = args.value();
-            else if (args.is("--preset")) preset = args.value();
-            else if (args.is("--type")) matrix_type = parse_type("--type", args.value());
-            else if (args.is("--seed")) seed = args.integer<std::uint64_t>();
-            else if (args.is("-t", "--threads")) threads = positive(args);
-            else if (args.is("--vocab")) {
-                // --vocab N sets the size (the spelling); --vocab FILE names a tokenizer source.
-                const std::string v = args.value();
-                if (is_number(v)) vocab_size = smol::args::parse_integer<int>("--vocab", v, 1, 1 << 30);
-                else vocab_path = v;
-            } else if (args.is("--vocab-size")) vocab_size = positive(args);
-            else if (args.is("--layers")) layers = positive(args);
-            else if (args.is("--dim")) dim = positive(args);
-            else if (args.is("--ffn")) ffn = positive(args);
-            else if (args.is("--heads")) heads = positive(args);
-            else if (args.is("--kv-heads")) kv_heads = positive(args);
-            else if (args.is("--head-dim")) head_dim = positive(args);
-            else if (args.is("-h", "--help")) {
-                usage(stdout);
-                return 0;
-            } else args.unknown();
+        table.parse(argc, argv);
+        if (flags.help) {
+            std::fputs(table.help().c_str(), stdout);
+            return 0;
         }
-        if (out_path.empty()) throw smol::args::UsageError("-o OUT is required");
+        if (flags.out_path.empty()) throw smol::args::UsageError("-o OUT is required");
     } catch (const smol::args::UsageError& e) {
         std::fprintf(stderr, "smol-synth: %s\n", e.what());
-        usage(stderr);
+        std::fputs(table.help().c_str(), stderr);
         return 2;
     }
+    const auto& [out_path, preset, vocab_path, matrix_type, seed, threads, layers, dim, ffn, heads, kv_heads, head_dim,
+                 vocab_size, help] = flags;
     try {
-        if (threads > 0) omp_set_num_threads(threads);
-
         smol::synth::Options options;
+        options.threads = threads;
         options.seed = seed;
         options.matrix_type = matrix_type;
         options.shape = smol::synth::preset(preset);
@@ -151,7 +156,7 @@ int main(int argc, char** argv) {
                      "smol-synth: %d layers, dim %d, ffn %d, %d/%d heads of %d, vocab %d: %zu tensors, %s of "
                      "weights, seed %llu, %d threads\n",
                      s.n_layers, s.d_model, s.d_ffn, s.n_heads, s.n_kv_heads, s.head_dim, s.n_vocab, plan.size(),
-                     megabytes(total).c_str(), (unsigned long long)seed, omp_get_max_threads());
+                     megabytes(total).c_str(), (unsigned long long)seed, smol::thread_team(threads));
 
         const bool tty = ::isatty(STDERR_FILENO);
         int last_decile = 0;

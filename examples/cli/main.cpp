@@ -10,7 +10,6 @@
 // chat_input.hpp reads the chat's commands and multi-line messages, line_reader.hpp the
 // terminal (libedit when built with it), ../program_args.hpp the flags.
 
-#include <omp.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -41,77 +40,6 @@
 namespace {
 
 using smol::args::UsageError;
-
-constexpr const char* kUsage =
-    "usage: smol-cli [-m MODEL | -hf REPO[:QUANT]] [options]\n"
-    "\n"
-    "Modes:\n"
-    "  (default)                  interactive chat when stdin is a terminal and no -p/-f is given\n"
-    "  -p, --prompt TEXT          answer TEXT and exit\n"
-    "  -f, --file FILE            answer the contents of FILE and exit\n"
-    "  -i, --interactive          chat even when stdin is not a terminal (e.g. driven through a pipe);\n"
-    "                             with -p/-f that text is the first message\n"
-    "  --messages FILE            OpenAI-style JSON array of {role, content} messages: the conversation to\n"
-    "                             continue (the format /save writes), or with --print-prompt the one to render\n"
-    "  --tokenize                 print the token ids of -p/-f as a JSON array and exit (no BOS is added;\n"
-    "                             -m may be a vocabulary-only GGUF)\n"
-    "  --no-parse-special         with --tokenize: treat control-token text such as <|im_start|> as plain text\n"
-    "  --print-prompt             print the prompt the model would see for --messages and exit\n"
-    "  --no-generation-prompt     with --print-prompt: leave out the assistant header at the end\n"
-    "\n"
-    "Model and generation:\n"
-    "  -m, --model FILE           GGUF model file\n"
-    "  -hf, --hf-repo REPO[:QUANT]  download the model from the Hugging Face Hub into the cache (default\n"
-    "                             quant Q4_K_M), e.g. ggml-org/SmolLM3-3B-GGUF; without -m or -hf the\n"
-    "                             default ggml-org/SmolLM3-3B-GGUF:Q4_K_M is used if it is cached\n"
-    "  --hf-file NAME             with -hf: the file in the repository to use\n"
-    "  -sys, --system-prompt TEXT system message\n"
-    "  -n, --n-predict N          tokens to generate at most (-1: until the model ends its turn; default -1)\n"
-    "  -c, --ctx-size N           context size in tokens (0: 4096; default 0); past the trained 65536\n"
-    "                             YaRN turns on (up to 131072)\n"
-    "  --rope-scaling none|yarn   RoPE frequency scaling (default: YaRN when -c is past the trained context)\n"
-    "  --rope-scale F             YaRN context factor (default: context / original context)\n"
-    "  --yarn-orig-ctx N          YaRN: the context the model was trained at (default: the model's)\n"
-    "  -ctk, --cache-type-k T     KV cache type for keys: f16 (default), q8_0, q4_0\n"
-    "  -ctv, --cache-type-v T     KV cache type for values: f16 (default), q8_0, q4_0\n"
-    "  -nr, --no-repack           keep the weights as the file lays them out: slower decode, but no\n"
-    "                             copy of the Q4_K matrices in memory (the output is the same)\n"
-    "  -t, --threads N            CPU threads (default: OpenMP's choice)\n"
-    "  -s, --seed N               sampling seed (-1: random; default -1)\n"
-    "  --temp T                   temperature, 0 = greedy (default 0.6)\n"
-    "  --top-k N                  top-k, 0 = off (default 40)\n"
-    "  --top-p P                  top-p, 1 = off (default 0.95)\n"
-    "  --min-p P                  min-p, 0 = off (default 0.05)\n"
-    "  --repeat-penalty R         repeat penalty, 1 = off (default 1.0)\n"
-    "  --repeat-last-n N          tokens the penalty looks back over (default 64)\n"
-    "  -r, --reverse-prompt TEXT  stop before TEXT (repeatable; also --stop)\n"
-    "  --think / --no-think       reasoning mode on (default) or off\n"
-    "  --reasoning-budget N       thinking tokens at most, then the think block is closed and the answer\n"
-    "                             follows (-1: no limit, the default; 0: reasoning off)\n"
-    "  --show-thinking            one-shot mode: print the reasoning before the answer\n"
-    "  --date \"21 November 2026\"  date written into the system block (default: today)\n"
-    "  --tools FILE               JSON array of OpenAI-style tools [{\"type\": \"function\", \"function\":\n"
-    "                             {name, description, parameters}}]; the model's calls are shown as\n"
-    "                             [ tool call: NAME ARGUMENTS ], and /tool RESULT answers them in a chat\n"
-    "  --xml-tools FILE           JSON array of tool definitions (XML tool-calling section)\n"
-    "  --python-tools FILE        JSON array of tool definitions (Python tool-calling section)\n"
-    "  --grammar GBNF             the reply must be a sentence of this GBNF grammar (llama.cpp's notation)\n"
-    "  --grammar-file FILE        the same, read from FILE; --grammar json: any JSON object\n"
-    "  --json-schema FILE         the reply must be JSON valid under this JSON schema. A grammar or a\n"
-    "                             schema holds the answer after the reasoning (--no-think: no reasoning)\n"
-    "  --spec none|ngram          speculative decoding: ngram drafts the next tokens from the context (the\n"
-    "                             longest earlier match of its tail) and checks them in one forward pass;\n"
-    "                             the reply is the same either way, only faster where it repeats what came\n"
-    "                             before (default none)\n"
-    "  --draft-max N              with --spec ngram: tokens drafted per step at most, 1..64 (default 16)\n"
-    "  --draft-min N              with --spec ngram: a shorter draft is not checked (default 1)\n"
-    "  --prompt-cache FILE        KV cache file (llama-cli's): read at start when it exists, so the prompt\n"
-    "                             runs only past the prefix it shares with the file; written after the\n"
-    "                             first reply\n"
-    "  -h, --help                 show this help\n"
-    "\n"
-    "Chat commands (/help lists them): /clear, /regen, /save FILE, /load FILE, /tool RESULT, /think,\n"
-    "/no_think, /exit. A line ending in \\ continues on the next line. Ctrl-C stops a reply.\n";
 
 struct Options {
     std::string model;
@@ -152,55 +80,97 @@ struct Options {
     bool help = false;
 };
 
-Options parse_args(int argc, char** argv) {
-    Options o;
-    smol::args::ArgReader args(argc, argv);
-    while (args.next()) {
-        if (read_rope_scaling_flag(args, o.rope_scaling) || read_kv_cache_type_flag(args, o.cache_types) ||
-            read_repack_flag(args, o.repack) || read_speculation_flag(args, o.speculation))
-            continue;
-        if (args.is("-m", "--model")) o.model = args.value();
-        else if (args.is("-hf", "--hf-repo")) o.hf_repo = args.value();
-        else if (args.is("--hf-file")) o.hf_file = args.value();
-        else if (args.is("-p", "--prompt")) o.prompt = args.value();
-        else if (args.is("-f", "--file")) o.prompt_file = args.value();
-        else if (args.is("-sys", "--system-prompt")) o.system_prompt = args.value();
-        else if (args.is("-n", "--n-predict")) o.n_predict = args.integer<int>();
-        else if (args.is("-c", "--ctx-size")) o.context = args.integer<int>(0);
-        else if (args.is("-t", "--threads")) o.threads = args.integer<int>(0);
-        else if (args.is("-s", "--seed")) {
-            const long long seed = args.integer<long long>(-1);
-            o.sampling.seed = seed == -1 ? SMOL_DEFAULT_SEED : std::uint64_t(seed);
-        } else if (args.is("--temp")) o.sampling.temperature = args.number<float>();
-        else if (args.is("--top-k")) o.sampling.top_k = args.integer<int>();
-        else if (args.is("--top-p")) o.sampling.top_p = args.number<float>();
-        else if (args.is("--min-p")) o.sampling.min_p = args.number<float>();
-        else if (args.is("--repeat-penalty")) o.sampling.repeat_penalty = args.number<float>();
-        else if (args.is("--repeat-last-n")) o.sampling.penalty_last_n = args.integer<int>();
-        else if (args.is("-r", "--reverse-prompt") || args.is("--stop")) o.stops.push_back(args.value());
-        else if (args.is("--think")) o.think = true;
-        else if (args.is("--no-think")) o.think = false;
-        else if (args.is("--reasoning-budget")) o.reasoning_budget = args.integer<int>(-1, smol::kMaxReasoningBudget);
-        else if (args.is("--show-thinking")) o.show_thinking = true;
-        else if (args.is("-i", "--interactive")) o.interactive = true;
-        else if (args.is("--tokenize")) o.tokenize = true;
-        else if (args.is("--no-parse-special")) o.parse_special = false;
-        else if (args.is("--print-prompt")) o.print_prompt = true;
-        else if (args.is("--messages")) o.messages_file = args.value();
-        else if (args.is("--no-generation-prompt")) o.generation_prompt = false;
-        else if (args.is("--date")) o.date = args.value();
-        else if (args.is("--tools")) o.tools_file = args.value();
-        else if (args.is("--xml-tools")) o.xml_tools_file = args.value();
-        else if (args.is("--python-tools")) o.python_tools_file = args.value();
-        else if (args.is("--grammar")) o.grammar = args.value();
-        else if (args.is("--grammar-file")) o.grammar_file = args.value();
-        else if (args.is("--json-schema")) o.json_schema_file = args.value();
-        else if (args.is("--prompt-cache")) o.prompt_cache = args.value();
-        else if (args.is("-h", "--help")) o.help = true;
-        else args.unknown();
-    }
+// The flags that pick what smol-cli does.
+std::vector<smol::args::Flag> mode_flags(Options& o) {
+    using namespace smol::args;
+    return {
+        {{"-p", "--prompt"}, "TEXT", "answer TEXT and exit", text_value(o.prompt)},
+        {{"-f", "--file"}, "FILE", "answer the contents of FILE and exit", text_value(o.prompt_file)},
+        {{"-i", "--interactive"}, "",
+         "chat even when stdin is not a terminal (e.g. driven through a pipe); with -p/-f that text is the first message",
+         switch_value(o.interactive, true)},
+        {{"--messages"}, "FILE",
+         "OpenAI-style JSON array of {role, content} messages: the conversation to continue (the format /save "
+         "writes), or with --print-prompt the one to render",
+         text_value(o.messages_file)},
+        {{"--tokenize"}, "",
+         "print the token ids of -p/-f as a JSON array and exit (no BOS is added; -m may be a vocabulary-only GGUF)",
+         switch_value(o.tokenize, true)},
+        {{"--no-parse-special"}, "", "with --tokenize: treat control-token text such as <|im_start|> as plain text",
+         switch_value(o.parse_special, false)},
+        {{"--print-prompt"}, "", "print the prompt the model would see for --messages and exit",
+         switch_value(o.print_prompt, true)},
+        {{"--no-generation-prompt"}, "", "with --print-prompt: leave out the assistant header at the end",
+         switch_value(o.generation_prompt, false)},
+    };
+}
 
-    if (o.help) return o;
+// The flags that shape the conversation: system prompt, reasoning, tools, grammars, stops.
+std::vector<smol::args::Flag> conversation_flags(Options& o) {
+    using namespace smol::args;
+    return {
+        {{"-sys", "--system-prompt"}, "TEXT", "system message", text_value(o.system_prompt)},
+        {{"-n", "--n-predict"}, "N", "tokens to generate at most; -1: until the model ends its turn",
+         integer_value(o.n_predict, -1)},
+        {{"-r", "--reverse-prompt", "--stop"}, "TEXT", "stop before TEXT (repeatable)", repeated_text_value(o.stops)},
+        {{"--think"}, "", "reasoning mode on (the default)", switch_value(o.think, true)},
+        {{"--no-think"}, "", "reasoning mode off", switch_value(o.think, false)},
+        reasoning_budget_flag(o.reasoning_budget),
+        {{"--show-thinking"}, "", "one-shot mode: print the reasoning before the answer", switch_value(o.show_thinking, true)},
+        {{"--date"}, "\"21 November 2026\"", "date written into the system block", with_default(text_value(o.date), "today")},
+        {{"--tools"}, "FILE",
+         "JSON array of OpenAI-style tools [{\"type\": \"function\", \"function\": {name, description, parameters}}]; "
+         "the model's calls are shown as [ tool call: NAME ARGUMENTS ], and /tool RESULT answers them in a chat",
+         text_value(o.tools_file)},
+        {{"--xml-tools"}, "FILE", "JSON array of tool definitions (XML tool-calling section)", text_value(o.xml_tools_file)},
+        {{"--python-tools"}, "FILE", "JSON array of tool definitions (Python tool-calling section)",
+         text_value(o.python_tools_file)},
+        {{"--grammar"}, "GBNF", "the reply must be a sentence of this GBNF grammar (llama.cpp's notation)",
+         text_value(o.grammar)},
+        {{"--grammar-file"}, "FILE", "the same, read from FILE; --grammar json: any JSON object", text_value(o.grammar_file)},
+        {{"--json-schema"}, "FILE",
+         "the reply must be JSON valid under this JSON schema. A grammar or a schema holds the answer after the "
+         "reasoning (--no-think: no reasoning)",
+         text_value(o.json_schema_file)},
+        {{"--prompt-cache"}, "FILE",
+         "KV cache file (llama-cli's): read at start when it exists, so the prompt runs only past the prefix it "
+         "shares with the file; written after the first reply",
+         text_value(o.prompt_cache)},
+    };
+}
+
+// smol-cli's one table of flags: parsing, checking and --help all read it.
+smol::args::FlagTable flag_table(Options& o) {
+    using namespace smol::args;
+    FlagTable table("usage: smol-cli [-m MODEL | -hf REPO[:QUANT]] [options]");
+    table.note("\nModes:")
+        .note("  (default)                 interactive chat when stdin is a terminal and no -p/-f is given")
+        .add(mode_flags(o))
+        .note("\nModel:")
+        .add(model_flag(o.model))
+        .add(hub_flags(o.hf_repo, o.hf_file))
+        .add(context_flag(o.context))
+        .add(rope_scaling_flags(o.rope_scaling))
+        .add(kv_cache_type_flags(o.cache_types))
+        .add(repack_flag(o.repack))
+        .add(threads_flag(o.threads))
+        .note("\nConversation:")
+        .add(conversation_flags(o))
+        .note("\nSampling:")
+        .add(sampling_flags(o.sampling))
+        .note("\nSpeculative decoding (on by default here: in one conversation the draft length follows what the\n"
+              "text repeats, so it costs little when nothing repeats):")
+        .add(speculation_flags(o.speculation))
+        .add(help_flag(o.help))
+        .note("\nChat commands (/help lists them): /clear, /regen, /save FILE, /load FILE, /tool RESULT, /think,\n"
+              "/no_think, /exit. A line ending in \\ continues on the next line. Ctrl-C stops a reply.");
+    return table;
+}
+
+// Reads argv into `o` through the table, then checks what no single flag can: combinations and files.
+void parse_args(int argc, char** argv, Options& o, const smol::args::FlagTable& table) {
+    table.parse(argc, argv);
+    if (o.help) return;
     if (o.prompt && o.prompt_file) throw UsageError("give -p or -f, not both");
     if (int(o.grammar.has_value()) + int(o.grammar_file.has_value()) + int(o.json_schema_file.has_value()) > 1)
         throw UsageError("give one of --grammar, --grammar-file and --json-schema");
@@ -223,12 +193,11 @@ Options parse_args(int argc, char** argv) {
     for (const auto& stop : o.stops)
         if (stop.empty()) throw UsageError("-r/--stop: a stop string cannot be empty");
     try {
-        smol::Sampler check(o.sampling, 1);  // validates every sampling flag before the model loads
+        smol::Sampler check(o.sampling, 1);  // the sampling flags together, before the model loads
         o.speculation.validate();            // --draft-min against --draft-max
     } catch (const smol::Error& e) {
         throw UsageError(e.what());
     }
-    return o;
 }
 
 std::string read_file(const std::string& path, const char* what) {
@@ -561,13 +530,13 @@ int run_chat(const Options& o) {
     const std::string first_message = prompt_text(o);
     const smol::ChatOptions chat = template_options(o);
 
-    if (o.threads > 0) omp_set_num_threads(o.threads);
     const auto load_start = std::chrono::steady_clock::now();
     smol::LoadOptions load;
     load.context = o.context;
     load.rope_scaling = o.rope_scaling;
     load.cache_types = o.cache_types;
     load.repack = o.repack;
+    load.threads = o.threads;
     if (::isatty(STDERR_FILENO))  // a bar while the weights are read; the line below reports the load otherwise
         load.on_progress = smol::stderr_load_progress(std::filesystem::path(o.model).filename().string());
     smol::Engine engine(o.model, load);
@@ -618,17 +587,18 @@ int run_chat(const Options& o) {
 int main(int argc, char** argv) {
     smol::use_short_openmp_spin(argv);  // see smol/core/threads.hpp: no long spins on a busy machine
     Options options;
+    const smol::args::FlagTable table = flag_table(options);
     try {
-        options = parse_args(argc, argv);
+        parse_args(argc, argv, options, table);
         if (options.help) {
-            write_out(kUsage);
+            write_out(table.help());
             return 0;
         }
         if (options.tokenize) return run_tokenize(options);
         if (options.print_prompt) return run_print_prompt(options);
         return run_chat(options);
     } catch (const UsageError& e) {
-        std::fprintf(stderr, "smol-cli: %s\n\n%s", e.what(), kUsage);
+        std::fprintf(stderr, "smol-cli: %s\n\n%s", e.what(), table.help().c_str());
         return 2;
     } catch (const std::exception& e) {
         std::fflush(stdout);

@@ -3,8 +3,6 @@
 // request on it. It loads on a thread of its own while the server already listens (the main
 // thread stays free to answer a signal); until it is ready the API answers 503 model_loading.
 
-#include <omp.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -36,7 +34,7 @@ public:
                          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                          s.engine().info().config_name.c_str(), s.options().slots, s.context(),
                          double(s.cache_bytes_per_slot()) / (1 << 20),
-                         options.threads > 0 ? options.threads : omp_get_max_threads());
+                         s.engine().model().thread_team());
             loaded = true;
         } catch (const std::exception& e) {
             std::fprintf(stderr, "smol-server: cannot load the model: %s\n", e.what());
@@ -64,7 +62,6 @@ private:
         smol::SchedulerOptions so;
         so.slots = options.parallel;
         so.context = options.context;
-        so.threads = options.threads;
         so.max_queue = options.max_queue;
         so.cache_budget_bytes = options.cache_budget_mib << 20;
         so.speculation = options.speculation;
@@ -74,6 +71,7 @@ private:
         load.rope_scaling = options.rope_scaling;
         load.cache_types = options.cache_types;
         load.repack = options.repack;
+        load.threads = options.threads;
         auto engine = std::make_unique<smol::Engine>(options.model_path, load);
         const smol::ModelInfo& info = engine->info();
         if (info.rope_scaling.yarn())

@@ -79,68 +79,6 @@ inline std::string host_name() {
     return name;
 }
 
-[[noreturn]] inline void usage(int code) {
-    std::fprintf(code ? stderr : stdout,
-                 "usage: smol-server [-m MODEL | -hf REPO[:QUANT]] [options]\n"
-                 "  -m, --model PATH        SmolLM3 GGUF file\n"
-                 "  -hf, --hf-repo REPO[:QUANT]  model from the Hugging Face Hub, downloaded into the cache when\n"
-                 "                          missing (default quant Q4_K_M); without -m or -hf the cached\n"
-                 "                          default ggml-org/SmolLM3-3B-GGUF:Q4_K_M\n"
-                 "      --hf-file NAME      with -hf: the file in the repository\n"
-                 "      --host HOST         address to listen on (default 127.0.0.1)\n"
-                 "      --port PORT         port (default 8080; 0 picks a free one)\n"
-                 "  -c, --ctx-size N        context per conversation slot in tokens (default 4096)\n"
-                 "  -t, --threads N         compute threads (default: all cores)\n"
-                 "  -np, --parallel N       requests generating at once (default 4)\n"
-                 "      --queue N           requests waiting for a slot before 503 (default 32)\n"
-                 "      --api-key KEY       require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on everything but\n"
-                 "                          the page and /health; repeat it for several keys. The SMOL_API_KEY\n"
-                 "                          environment variable adds one more (safer: argv is visible to\n"
-                 "                          other users of the machine)\n"
-                 "      --api-key-file FILE the keys in FILE, one a line ('#' comments and blank lines skipped);\n"
-                 "                          repeatable, and combined with --api-key and SMOL_API_KEY\n"
-                 "      --cache-share-keys  let requests under different keys reuse each other's cached prompt\n"
-                 "                          prefixes (off: a key never sees another's cache, whose reuse shows\n"
-                 "                          in cached_tokens and in timing; a request's cache_salt separates\n"
-                 "                          caches the same way)\n"
-                 "      --alias NAME        the model's id in the API (default: the file name)\n"
-                 "      --cors ORIGINS      comma-separated origins whose pages may call the API (* for any)\n"
-                 "      --allowed-hosts HOSTS  comma-separated Host names accepted besides localhost, 127.0.0.1 and\n"
-                 "                          [::1] when listening on a loopback address (* for any): a reverse\n"
-                 "                          proxy's name; others get 403, which stops DNS rebinding\n"
-                 "      --max-body BYTES    largest accepted request body (default 4 MiB)\n"
-                 "      --max-tokenize N    most tokens /tokenize returns or /detokenize takes (default: -c)\n"
-                 "      --max-connections N open client connections at most; more get 503 (default 2048)\n"
-                 "      --header-timeout S  seconds for a whole request header to arrive, else 408 (default 10)\n"
-                 "      --body-timeout S    seconds for a whole request body to arrive after its header (default 60)\n"
-                 "      --keep-alive-timeout S  seconds an idle kept-alive connection waits for its next request\n"
-                 "                          (default 5; 0 closes each connection after its reply)\n"
-                 "      --max-buffered MIB  request bytes held at once, all connections together; past it requests\n"
-                 "                          wait unread, up to --header-timeout, then get 503 (default 256)\n"
-                 "      --cache-budget MIB  memory for KV caches kept between requests, counted in the\n"
-                 "                          cache types (default: one per slot)\n"
-                 "      --cache-ram MIB     llama-server's name for --cache-budget: -1 no limit (the default),\n"
-                 "                          0 the least (one cache)\n"
-                 "      --slot-save-path DIR  folder where POST /slots/{id}?action=save|restore keep prompt\n"
-                 "                          caches (llama-server's); without it those actions are a 501\n"
-                 "      --replica-name NAME behind a load balancer, the name sent in each reply's X-Smol-Replica\n"
-                 "                          header and in /metrics (default: the host name)\n"
-                 "      --drain-timeout S   on SIGTERM, seconds running replies may take to finish while new\n"
-                 "                          requests and /health get 503; then they are cancelled (default 25;\n"
-                 "                          0 cancels at once, as SIGINT always does)\n"
-                 "      --reasoning-budget N  thinking tokens a reply may use before the server closes its\n"
-                 "                          think block and the answer follows, for requests that give no budget\n"
-                 "                          of their own (default -1: no limit; 0: thinking off)\n"
-                 "      --log-prompts       also log the body of each completion request (prompts are private:\n"
-                 "                          off by default; the API key is never logged)\n"
-                 "%s%s%s%s"
-                 "  With --spec ngram, the drafts of all generating slots share 8 rows per step with their own\n"
-                 "  tokens: a full batch drafts nothing. /metrics counts drafted and accepted tokens.\n",
-                 smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage, smol::args::kRepackUsage,
-                 smol::args::kSpeculationUsage);
-    std::exit(code);
-}
-
 // llama-server's --cache-ram in --cache-budget's unit (MiB, 0: no limit): -1 is no limit; 0,
 // which turns llama-server's prompt cache off, is the least budget here (one cache: smol always
 // reuses a slot's own prefix).
@@ -154,53 +92,132 @@ inline std::string checked_slot_save_path(const std::string& path) {
     return path;
 }
 
+// What the server listens on and who may call it.
+inline std::vector<smol::args::Flag> access_flags(ServerOptions& o) {
+    using namespace smol::args;
+    const auto add_key = [&o](const std::string& flag, const std::string& key) { o.api_keys.push_back(checked_api_key(key, flag)); };
+    const auto add_key_file = [&o](const std::string&, const std::string& path) {
+        for (std::string& key : read_api_key_file(path)) o.api_keys.push_back(std::move(key));
+    };
+    return {
+        {{"--host"}, "HOST", "address to listen on", text_value(o.host)},
+        {{"--port"}, "PORT", "port; 0 picks a free one", integer_value(o.port, 0, 65535)},
+        {{"--api-key"}, "KEY",
+         "require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on everything but the page and /health; repeat "
+         "it for several keys. The SMOL_API_KEY environment variable adds one more (safer: argv is visible to other "
+         "users of the machine)",
+         text_reader(add_key)},
+        {{"--api-key-file"}, "FILE",
+         "the keys in FILE, one a line ('#' comments and blank lines skipped); repeatable, and combined with "
+         "--api-key and SMOL_API_KEY",
+         text_reader(add_key_file)},
+        {{"--cache-share-keys"}, "",
+         "let requests under different keys reuse each other's cached prompt prefixes (off: a key never sees "
+         "another's cache, whose reuse shows in cached_tokens and in timing; a request's cache_salt separates caches "
+         "the same way)",
+         switch_value(o.cache_share_keys, true)},
+        {{"--alias"}, "NAME", "the model's id in the API", with_default(text_value(o.alias), "the file name")},
+        {{"--cors"}, "ORIGINS", "comma-separated origins whose pages may call the API (* for any)",
+         comma_list_value(o.cors_origins)},
+        {{"--allowed-hosts"}, "HOSTS",
+         "comma-separated Host names accepted besides localhost, 127.0.0.1 and [::1] when listening on a loopback "
+         "address (* for any): a reverse proxy's name; others get 403, which stops DNS rebinding",
+         comma_list_value(o.allowed_hosts)},
+        {{"--log-prompts"}, "",
+         "also log the body of each completion request (prompts are private: off by default; the API key is never "
+         "logged)",
+         switch_value(o.log_prompts, true)},
+    };
+}
+
+// How much the server takes on: slots, queue, request sizes, the connection gate's limits.
+inline std::vector<smol::args::Flag> limit_flags(ServerOptions& o) {
+    using namespace smol::args;
+    return {
+        {{"-np", "--parallel"}, "N", "requests generating at once", integer_value(o.parallel, 1, 256)},
+        {{"--queue"}, "N", "requests waiting for a slot before 503", integer_value(o.max_queue, 0, 100000)},
+        {{"--max-body"}, "BYTES", "largest accepted request body",
+         integer_value(o.max_body_bytes, std::size_t(1024), std::size_t(1) << 32)},
+        {{"--max-tokenize"}, "N", "most tokens /tokenize returns or /detokenize takes",
+         with_default(integer_value(o.max_tokenize, 1, 1 << 24), "-c")},
+        {{"--max-connections"}, "N", "open client connections at most; more get 503",
+         integer_value(o.max_connections, 1, 1 << 20)},
+        {{"--header-timeout"}, "S", "seconds for a whole request header to arrive, else 408",
+         integer_value(o.header_timeout_s, 1, 3600)},
+        {{"--body-timeout"}, "S", "seconds for a whole request body to arrive after its header",
+         integer_value(o.body_timeout_s, 1, 3600)},
+        {{"--keep-alive-timeout"}, "S",
+         "seconds an idle kept-alive connection waits for its next request; 0 closes each connection after its reply",
+         integer_value(o.keep_alive_timeout_s, 0, 3600)},
+        {{"--max-buffered"}, "MIB",
+         "request bytes held at once, all connections together; past it requests wait unread, up to "
+         "--header-timeout, then get 503",
+         integer_value(o.max_buffered_mib, std::size_t(1), std::size_t(1) << 20)},
+        {{"--cache-budget"}, "MIB", "memory for KV caches kept between requests, counted in the cache types",
+         with_default(integer_value(o.cache_budget_mib, std::size_t(0), std::size_t(1) << 24), "one per slot")},
+        {{"--cache-ram"}, "MIB", "llama-server's name for --cache-budget: -1 no limit, 0 the least (one cache)",
+         FlagValue{[&o](const std::string& flag, const std::string& text) {
+                       o.cache_budget_mib = cache_ram_mib(parse_integer<long long>(flag, text, -1, 1 << 24));
+                   },
+                   integer_range(-1LL, 1LL << 24), ""}},
+        {{"--slot-save-path"}, "DIR",
+         "folder where POST /slots/{id}?action=save|restore keep prompt caches (llama-server's); without it those "
+         "actions are a 501",
+         text_reader([&o](const std::string&, const std::string& path) { o.slot_save_path = checked_slot_save_path(path); })},
+    };
+}
+
+// Running behind a load balancer (deploy/README.md).
+inline std::vector<smol::args::Flag> replica_flags(ServerOptions& o) {
+    using namespace smol::args;
+    const auto name = [&o](const std::string& text) { return valid_replica_name(text) && (o.replica_name = text, true); };
+    return {
+        {{"--replica-name"}, "NAME",
+         "behind a load balancer, the name sent in each reply's X-Smol-Replica header and in /metrics",
+         checked_value("1 to 128 letters, digits and '-_.:'", "the host name", name)},
+        {{"--drain-timeout"}, "S",
+         "on SIGTERM, seconds running replies may take to finish while new requests and /health get 503; then they "
+         "are cancelled (0 cancels at once, as SIGINT always does)",
+         integer_value(o.drain_timeout_s, 0, 3600)},
+    };
+}
+
+// smol-server's one table of flags: parsing, checking and --help all read it.
+inline smol::args::FlagTable flag_table(ServerOptions& o, bool& help) {
+    using namespace smol::args;
+    FlagTable table("usage: smol-server [-m MODEL | -hf REPO[:QUANT]] [options]");
+    table.add(model_flag(o.model_path))
+        .add(hub_flags(o.hf_repo, o.hf_file))
+        .add(context_flag(o.context))
+        .add(threads_flag(o.threads))
+        .add(rope_scaling_flags(o.rope_scaling))
+        .add(kv_cache_type_flags(o.cache_types))
+        .add(repack_flag(o.repack))
+        .add(speculation_flags(o.speculation))
+        .add(reasoning_budget_flag(o.reasoning_budget))
+        .note("  With --spec ngram, the drafts of all generating slots share 8 rows per step with their own\n"
+              "  tokens: a full batch drafts nothing. /metrics counts drafted and accepted tokens.")
+        .add(access_flags(o))
+        .add(limit_flags(o))
+        .add(replica_flags(o))
+        .add(help_flag(help));
+    return table;
+}
+
+// The help on stdout (status 0) or, after a mistake, on stderr; then exits with `code`.
+[[noreturn]] inline void usage(int code) {
+    ServerOptions o;
+    bool help = false;
+    std::fputs(flag_table(o, help).help().c_str(), code ? stderr : stdout);
+    std::exit(code);
+}
+
 inline ServerOptions parse_options(int argc, char** argv) {
     ServerOptions o;
     try {
-        smol::args::ArgReader args(argc, argv);
-        while (args.next()) {
-            if (read_rope_scaling_flag(args, o.rope_scaling) || read_kv_cache_type_flag(args, o.cache_types) ||
-                read_repack_flag(args, o.repack) || read_speculation_flag(args, o.speculation))
-                continue;
-            if (args.is("-m", "--model")) o.model_path = args.value();
-            else if (args.is("-hf", "--hf-repo")) o.hf_repo = args.value();
-            else if (args.is("--hf-file")) o.hf_file = args.value();
-            else if (args.is("--host")) o.host = args.value();
-            else if (args.is("--port")) o.port = args.integer<int>(0, 65535);
-            else if (args.is("-c", "--ctx-size")) o.context = args.integer<int>(16, 1 << 20);
-            else if (args.is("-t", "--threads")) o.threads = args.integer<int>(1, 1024);
-            else if (args.is("-np", "--parallel")) o.parallel = args.integer<int>(1, 256);
-            else if (args.is("--queue")) o.max_queue = args.integer<int>(0, 100000);
-            else if (args.is("--api-key")) o.api_keys.push_back(checked_api_key(args.value("a key"), "--api-key"));
-            else if (args.is("--api-key-file")) {
-                for (std::string& key : read_api_key_file(args.value("a file"))) o.api_keys.push_back(std::move(key));
-            }
-            else if (args.is("--cache-share-keys")) o.cache_share_keys = true;
-            else if (args.is("--alias")) o.alias = args.value();
-            else if (args.is("--cors")) o.cors_origins = args.list();
-            else if (args.is("--allowed-hosts")) o.allowed_hosts = args.list();
-            else if (args.is("--max-body")) o.max_body_bytes = args.integer<std::size_t>(1024, std::size_t(1) << 32);
-            else if (args.is("--max-tokenize")) o.max_tokenize = args.integer<int>(1, 1 << 24);
-            else if (args.is("--max-connections")) o.max_connections = args.integer<int>(1, 1 << 20);
-            else if (args.is("--header-timeout")) o.header_timeout_s = args.integer<int>(1, 3600);
-            else if (args.is("--body-timeout")) o.body_timeout_s = args.integer<int>(1, 3600);
-            else if (args.is("--keep-alive-timeout")) o.keep_alive_timeout_s = args.integer<int>(0, 3600);
-            else if (args.is("--max-buffered")) o.max_buffered_mib = args.integer<std::size_t>(1, 1 << 20);
-            else if (args.is("--log-prompts")) o.log_prompts = true;
-            else if (args.is("--reasoning-budget")) o.reasoning_budget = args.integer<int>(-1, smol::kMaxReasoningBudget);
-            else if (args.is("--replica-name")) {
-                o.replica_name = args.value();
-                if (!valid_replica_name(o.replica_name))
-                    throw smol::args::UsageError("--replica-name: expected 1 to 128 letters, digits and '-_.:', found '" +
-                                                 o.replica_name + "'");
-            }
-            else if (args.is("--drain-timeout")) o.drain_timeout_s = args.integer<int>(0, 3600);
-            else if (args.is("--cache-budget")) o.cache_budget_mib = args.integer<std::size_t>(0, std::size_t(1) << 24);
-            else if (args.is("--cache-ram")) o.cache_budget_mib = cache_ram_mib(args.integer<long long>(-1, 1 << 24));
-            else if (args.is("--slot-save-path")) o.slot_save_path = checked_slot_save_path(args.value("a folder"));
-            else if (args.is("-h", "--help")) usage(0);
-            else args.unknown();
-        }
+        bool help = false;
+        flag_table(o, help).parse(argc, argv);
+        if (help) usage(0);
         // As llama-server reads LLAMA_API_KEY: a key kept out of argv (a Kubernetes Secret).
         if (const char* key = std::getenv("SMOL_API_KEY"))
             o.api_keys.push_back(checked_api_key(key, "the SMOL_API_KEY environment variable"));
@@ -213,6 +230,7 @@ inline ServerOptions parse_options(int argc, char** argv) {
         std::fprintf(stderr, "smol-server: %s\n", e.what());
         usage(2);
     }
+    if (o.context == 0) o.context = smol::kDefaultContext;  // -c 0 means the default, as in every program
     if (o.replica_name.empty()) o.replica_name = host_name();
     if (o.model_path.empty()) {
         // -hf downloads (with progress) when needed; no flag at all takes the cached default.

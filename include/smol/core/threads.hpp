@@ -12,6 +12,8 @@
 // with the short spin set. It never overrides what the user chose (OMP_WAIT_POLICY,
 // GOMP_SPINCOUNT, KMP_BLOCKTIME), and SMOL_KEEP_OPENMP_WAIT=1 turns it off.
 
+#include <omp.h>
+
 #include <cstdlib>
 
 #include "smol/core/platform.hpp"
@@ -28,5 +30,12 @@ inline void use_short_openmp_spin(char** argv) {
     ::setenv("KMP_BLOCKTIME", "1", 0);       // libomp (clang): milliseconds
     platform::restart_self(argv);
 }
+
+// The team size of a parallel region for a thread count carried with the work (LoadOptions::
+// threads, SchedulerOptions::threads, the programs' -t): 0 means OpenMP's default, which is
+// OMP_NUM_THREADS when set and every core otherwise. Regions say num_threads(thread_team(n))
+// instead of the process calling omp_set_num_threads, so two pieces of work in one process
+// can run on different counts and nothing outlives the work that asked for it.
+inline int thread_team(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
 
 }  // namespace smol

@@ -47,6 +47,15 @@ public:
     const LoadOptions& load_options() const { return options_; }
     int n_vocab() const { return model_->n_vocab(); }
 
+    // The threads forward passes run on (LoadOptions::threads; 0: OpenMP's default). Changing
+    // it waits for a running pass, so each pass runs on one count throughout.
+    int threads() const { return model_->threads(); }
+    void set_threads(int threads) {
+        std::lock_guard lock(forward_mutex_);
+        model_->set_threads(threads);
+        options_.threads = threads;
+    }
+
     KvCache make_cache(int context) const { return model_->make_cache(context); }
 
     // A GBNF grammar (text/grammar.hpp) ready to constrain this model's output

@@ -36,8 +36,6 @@
 #include <utility>
 #include <vector>
 
-#include <omp.h>
-
 #include "smol/core/error.hpp"
 #include "smol/generate/engine.hpp"
 #include "smol/generate/pipeline.hpp"
@@ -75,7 +73,6 @@ struct SchedulerOptions {
     // says `speculative = true` drafts by prompt lookup with this draft_max and draft_min even
     // when this type is none.
     SpeculationParams speculation;
-    int threads = 0;           // OpenMP threads of the worker; 0: the OpenMP default
     // Memory the slots' KV caches may take together; 0: every slot may hold one. Idle caches
     // (finished requests kept for prefix reuse) are freed, least recently used first, when a
     // new request needs memory. A budget below one cache still allows one.
@@ -519,7 +516,6 @@ private:
     // The worker: waits for work, builds a step from every running slot, runs it and records
     // it; at shutdown it ends every stream.
     void run() {
-        if (options_.threads > 0) omp_set_num_threads(options_.threads);
         StepBatch step;
         double recent_tokens = 0, recent_seconds = 0;
         while (wait_for_work()) {

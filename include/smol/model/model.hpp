@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/core/threads.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/model/config.hpp"
 #include "smol/model/kv_cache.hpp"
@@ -38,6 +39,9 @@ struct LoadOptions {
     // Regroup the k-quant matrices for decode at load (quant/row_groups.hpp): faster decode, the
     // same logits, those weights copied out of the mapped file. false: --no-repack.
     bool repack = true;
+    // Threads every parallel region of the load and of each forward pass runs on (the programs'
+    // -t); 0: OpenMP's default (smol::thread_team). Model::set_threads changes it between passes.
+    int threads = 0;
     // When set, the weights are paged in at load and this hears how far (model/load_progress.hpp).
     std::function<void(std::uint64_t done, std::uint64_t total)> on_progress;
 };
@@ -118,6 +122,15 @@ public:
     const gguf::File& file() const { return file_; }
     int n_vocab() const { return info_.hp.n_vocab; }
 
+    // The threads forward passes run on (LoadOptions::threads; 0: OpenMP's default), and the
+    // team that gives (thread_team). Not to be changed during a forward pass.
+    int threads() const { return threads_; }
+    int thread_team() const { return smol::thread_team(threads_); }
+    void set_threads(int threads) {
+        if (threads < 0) fail("Model::set_threads: expected 0 (OpenMP's default) or more threads, found ", threads);
+        threads_ = threads;
+    }
+
     // A KV cache for `context` tokens (0: the default, 4096), in the types the model was
     // loaded with or in `types`.
     KvCache make_cache(int context) const { return make_cache(context, info_.cache_types); }
@@ -135,9 +148,10 @@ public:
     }
 
 protected:
-    explicit Model(gguf::File file) : file_(std::move(file)) {}
+    Model(gguf::File file, int threads) : file_(std::move(file)) { set_threads(threads); }
     gguf::File file_;
     ModelInfo info_;
+    int threads_ = 0;
 };
 
 template <class Config>

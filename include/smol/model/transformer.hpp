@@ -30,7 +30,9 @@ template <class Config>
 class Transformer final : public Model {
 public:
     Transformer(gguf::File file, const LoadOptions& options)
-        : Model(std::move(file)), weights_(bind_weights<Config>(this->file(), options.repack)), max_batch_(options.max_batch) {
+        : Model(std::move(file), options.threads),
+          weights_(bind_weights<Config>(this->file(), options.repack, options.threads)),
+          max_batch_(options.max_batch) {
         if (max_batch_ <= 0) fail("load options: expected a positive batch size, found ", max_batch_);
         info_ = describe<Config>(this->file(), weights_.matrix_bytes, {weights_.layer_int8_macs, weights_.head_int8_macs});
         info_.rope_scaling = resolve_rope_scaling(Config::hp, options.rope_scaling, options.context,
@@ -145,8 +147,9 @@ private:
             t += n;
         }
         if (n_wanted == 0) return logits;
-        rmsnorm(logit_rows_.data(), weights_.output_norm.data(), logit_rows_.data(), n_wanted, d, Config::hp.norm_eps);
-        matmul(weights_.token_embd, logit_rows_.data(), n_wanted, logits, scratch_);  // [n_wanted, n_vocab]
+        rmsnorm(logit_rows_.data(), weights_.output_norm.data(), logit_rows_.data(), n_wanted, d, Config::hp.norm_eps,
+                threads_);
+        matmul(weights_.token_embd, logit_rows_.data(), n_wanted, logits, scratch_, threads_);  // [n_wanted, n_vocab]
         return logits + n_wanted * Config::n_vocab;
     }
 
@@ -157,30 +160,31 @@ private:
         const LayerWeights& w = weights_.layers[std::size_t(il)];
         const float eps = Config::hp.norm_eps;
 
-        rmsnorm(x_.data(), w.attn_norm.data(), xn_.data(), n_tokens, d, eps);  // xn: [n_tokens, d_model]
+        rmsnorm(x_.data(), w.attn_norm.data(), xn_.data(), n_tokens, d, eps, threads_);  // xn: [n_tokens, d_model]
         project(xn_.data(), n_tokens, {{&w.attn_q, q_.data()},    // q: [n_tokens, n_heads * head_dim]
                                        {&w.attn_k, k_.data()},    // k: [n_tokens, n_kv_heads * head_dim]
                                        {&w.attn_v, v_.data()}});  // v: [n_tokens, n_kv_heads * head_dim]
         if constexpr (kRope) {
-            apply_rope(q_.data(), n_tokens, Config::n_heads, Config::head_dim, rope_);
-            apply_rope(k_.data(), n_tokens, Config::n_kv_heads, Config::head_dim, rope_);
+            apply_rope(q_.data(), n_tokens, Config::n_heads, Config::head_dim, rope_, threads_);
+            apply_rope(k_.data(), n_tokens, Config::n_kv_heads, Config::head_dim, rope_, threads_);
         }
         std::int64_t t = 0;
         for (const auto& s : segments) {  // att: [n_tokens, n_heads * head_dim]
             const std::int64_t n = std::int64_t(s.tokens.size());
             const int first = s.cache->size();
-            kv_store(s.cache->layer(il), first, k_.data() + t * Config::d_kv, v_.data() + t * Config::d_kv, n);
-            attention(s.cache->layer(il), first, q_.data() + t * Config::d_q, att_.data() + t * Config::d_q, n, Config::n_heads);
+            kv_store(s.cache->layer(il), first, k_.data() + t * Config::d_kv, v_.data() + t * Config::d_kv, n, threads_);
+            attention(s.cache->layer(il), first, q_.data() + t * Config::d_q, att_.data() + t * Config::d_q, n, Config::n_heads,
+                      kv_kernels::attention_kernels(), threads_);
             t += n;
         }
-        matmul(w.attn_output, att_.data(), n_tokens, xn_.data(), scratch_);  // xn: [n_tokens, d_model]
+        matmul(w.attn_output, att_.data(), n_tokens, xn_.data(), scratch_, threads_);  // xn: [n_tokens, d_model]
         add_in_place(x_.data(), xn_.data(), std::int64_t(n_tokens) * d);
 
-        rmsnorm(x_.data(), w.ffn_norm.data(), xn_.data(), n_tokens, d, eps);  // xn: [n_tokens, d_model]
+        rmsnorm(x_.data(), w.ffn_norm.data(), xn_.data(), n_tokens, d, eps, threads_);  // xn: [n_tokens, d_model]
         project(xn_.data(), n_tokens, {{&w.ffn_gate, gate_.data()},   // gate: [n_tokens, d_ffn]
                                        {&w.ffn_up, up_.data()}});      // up: [n_tokens, d_ffn]
-        swiglu(gate_.data(), up_.data(), gate_.data(), std::int64_t(n_tokens) * Config::d_ffn);
-        matmul(w.ffn_down, gate_.data(), n_tokens, xn_.data(), scratch_);     // xn: [n_tokens, d_model]
+        swiglu(gate_.data(), up_.data(), gate_.data(), std::int64_t(n_tokens) * Config::d_ffn, threads_);
+        matmul(w.ffn_down, gate_.data(), n_tokens, xn_.data(), scratch_, threads_);  // xn: [n_tokens, d_model]
         add_in_place(x_.data(), xn_.data(), std::int64_t(n_tokens) * d);
     }
 
@@ -190,8 +194,9 @@ private:
         bool same_format = true;
         for (const auto& t : targets)
             same_format &= weight_row(t.w->type).activations == weight_row(targets.begin()->w->type).activations;
-        if (same_format) return matmul(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, scratch_);
-        for (const auto& t : targets) matmul(*t.w, x, n_tokens, t.y, scratch_);
+        if (same_format)
+            return matmul(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, scratch_, threads_);
+        for (const auto& t : targets) matmul(*t.w, x, n_tokens, t.y, scratch_, threads_);
     }
 
     static void add_in_place(float* x, const float* y, std::int64_t n) {

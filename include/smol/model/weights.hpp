@@ -11,6 +11,7 @@
 
 #include "smol/core/aligned_buffer.hpp"
 #include "smol/core/error.hpp"
+#include "smol/core/threads.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/model/config.hpp"
 #include "smol/ops/matmul.hpp"
@@ -82,8 +83,9 @@ inline std::vector<float> vector(const gguf::File& file, const std::string& name
 // Regroups every matrix whose type has a row-group layout, whose rows come in whole groups and
 // whose type the running kernel set decodes in groups with a kernel of its own (all x86 sets; no
 // ARM set yet) into w.row_groups, points its view there, and tells the kernel its mapped pages
-// will not be read again (matmul reads only the groups), so the weights are held once.
-inline void make_row_groups(ModelWeights& w, const gguf::File& file) {
+// will not be read again (matmul reads only the groups), so the weights are held once. The copy
+// runs on `threads` (thread_team).
+inline void make_row_groups(ModelWeights& w, const gguf::File& file, int threads = 0) {
     std::vector<MatrixView*> grouped;
     const auto consider = [&grouped](MatrixView* m) {
         if (weight_row(m->type).row_groups.exists() && kernels().has_own_row_group_kernel(m->type) &&
@@ -109,7 +111,7 @@ inline void make_row_groups(ModelWeights& w, const gguf::File& file) {
         const std::int64_t blocks = m.cols / std::int64_t(row.block_elements);
         const std::size_t group_bytes = m.group_bytes();
         std::uint8_t* groups = w.row_groups.data() + offset[i];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(thread_team(threads))
         for (std::int64_t g = 0; g < m.rows / kGroupRows; ++g)
             row.row_groups.interleave(m.data + std::size_t(g * kGroupRows) * m.row_bytes, m.row_bytes, blocks,
                                       groups + std::size_t(g) * group_bytes);
@@ -118,9 +120,9 @@ inline void make_row_groups(ModelWeights& w, const gguf::File& file) {
     }
 }
 
-// group_rows: regroup the matrices that have a row-group layout (make_row_groups).
+// group_rows: regroup the matrices that have a row-group layout (make_row_groups), on `threads`.
 template <class Config>
-ModelWeights bind_weights(const gguf::File& file, bool group_rows = true) {
+ModelWeights bind_weights(const gguf::File& file, bool group_rows = true, int threads = 0) {
     ModelWeights w;
     w.token_embd = detail::matrix(file, "token_embd.weight", Config::n_vocab, Config::d_model);
     if (file.find_tensor("output.weight"))
@@ -146,7 +148,7 @@ ModelWeights bind_weights(const gguf::File& file, bool group_rows = true) {
         }
         w.layers.push_back(std::move(l));
     }
-    if (group_rows) make_row_groups(w, file);
+    if (group_rows) make_row_groups(w, file, threads);
     return w;
 }
 

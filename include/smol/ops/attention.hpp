@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "smol/core/threads.hpp"
 #include "smol/ops/kv_kernels.hpp"
 #include "smol/ops/kv_layout.hpp"
 
@@ -28,9 +29,11 @@ inline constexpr int kInPlaceRows = 4;          // query rows up to which cache 
 
 // Writes the keys and values of `n_tokens` new tokens at positions first..first+n-1.
 // k, v: [n_tokens, n_kv_heads * head_dim]
-inline void kv_store(const KvLayer& cache, int first, const float* k, const float* v, std::int64_t n_tokens) {
+// `threads`: the work's thread count (thread_team).
+inline void kv_store(const KvLayer& cache, int first, const float* k, const float* v, std::int64_t n_tokens,
+                     int threads = 0) {
     const int n_kv = cache.n_kv_heads, hd = cache.head_dim;
-#pragma omp parallel for collapse(2) schedule(static) if (n_tokens > 1)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(thread_team(threads)) if (n_tokens > 1)
     for (std::int64_t t = 0; t < n_tokens; ++t)
         for (int g = 0; g < n_kv; ++g) {
             kv_kernels::store_row(cache.key_type, k + (t * n_kv + g) * hd, cache.key_row(g, first + int(t)), hd);
@@ -147,6 +150,7 @@ struct AttentionCall {
     std::int64_t n_tokens;
     int n_heads;
     const kv_kernels::AttentionKernels& k;
+    int team;  // threads of each parallel region (thread_team)
     int n_kv = cache.n_kv_heads, hd = cache.head_dim;
     int group = n_heads / n_kv;  // query heads per KV head: rows that share every cache read
     float scale = 1.0f / std::sqrt(float(hd));
@@ -160,7 +164,7 @@ struct AttentionCall {
     // Prompt: each (block of tokens, KV head) walks its chunks, merging as it goes.
     void prompt() const {
         const std::int64_t n_blocks = (n_tokens + kAttentionTokenBlock - 1) / kAttentionTokenBlock;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(team)
         for (std::int64_t b = 0; b < n_blocks; ++b)
             for (int g = 0; g < n_kv; ++g) {
                 Scratch& s = thread_scratch();
@@ -215,7 +219,7 @@ struct AttentionCall {
         if (int8_keys) quantized.quantize(q, int(n_tokens) * n_heads, hd);
         const kv_kernels::QueryBlocks all_q8 = quantized.view();  // this thread's buffer, which the team reads
 
-    #pragma omp parallel
+    #pragma omp parallel num_threads(team)
         {
             Scratch& s = thread_scratch();
             s.fit(group, hd);
@@ -254,13 +258,14 @@ struct AttentionCall {
 
 // out[t, h] = softmax_j(q[t, h] . K[g, j] * scale) . V[g, j] for j <= first + t, g = h / (n_heads / n_kv_heads).
 // q, out: [n_tokens, n_heads * head_dim]. The new tokens' keys and values must already be stored.
-// `kernels`: this CPU's set unless a test asks for another.
+// `kernels`: this CPU's set unless a test asks for another; `threads`: the work's thread count
+// (thread_team).
 inline void attention(const KvLayer& cache, int first, const float* q, float* out, std::int64_t n_tokens, int n_heads,
-                      const kv_kernels::AttentionKernels& kernels = kv_kernels::attention_kernels()) {
+                      const kv_kernels::AttentionKernels& kernels = kv_kernels::attention_kernels(), int threads = 0) {
     using namespace attention_detail;
     const kv_kernels::AttentionKernels& k =
         cache.head_dim % 32 == 0 ? kernels : *kv_kernels::attention_kernels_for(Isa::scalar);
-    const AttentionCall call{cache, first, q, out, n_tokens, n_heads, k};
+    const AttentionCall call{cache, first, q, out, n_tokens, n_heads, k, thread_team(threads)};
     if (n_tokens >= kAttentionTokenBlock) call.prompt();
     else call.decode();
 }

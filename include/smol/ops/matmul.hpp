@@ -26,6 +26,7 @@
 #include "smol/core/aligned_buffer.hpp"
 #include "smol/core/error.hpp"
 #include "smol/core/tensor_types.hpp"
+#include "smol/core/threads.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dispatch.hpp"
 #include "smol/quant/packing.hpp"
@@ -97,12 +98,12 @@ inline void check_view(const MatrixView& w, std::int64_t n_tokens) {
 }
 
 // Quantizes x ([n_tokens, cols]) to one row of blocks per token in `out` (rows of `stride`
-// bytes), in parallel when there is enough of it to pay for waking the threads.
+// bytes), in parallel on `team` threads when there is enough of it to pay for waking them.
 inline void quantize_activations(FromFloatFn quantize, std::int64_t block_elements, std::size_t block_bytes,
-                                 const float* x, std::int64_t n_tokens, std::int64_t cols, std::uint8_t* out) {
+                                 const float* x, std::int64_t n_tokens, std::int64_t cols, std::uint8_t* out, int team) {
     const std::int64_t per_token = cols / block_elements;
     const std::int64_t total = n_tokens * per_token;
-#pragma omp parallel for schedule(static) if (total >= kParallelQuantizeBlocks)
+#pragma omp parallel for schedule(static) num_threads(team) if (total >= kParallelQuantizeBlocks)
     for (std::int64_t i = 0; i < total; ++i) {
         const std::int64_t t = i / per_token, b = i % per_token;
         quantize(x + t * cols + b * block_elements, out + std::size_t(i) * block_bytes, block_elements);
@@ -130,7 +131,8 @@ inline std::size_t round_up_64(std::size_t bytes) { return (bytes + 63) / 64 * 6
 // Quantizes x once into the activation format `format` (F32: x as it is), and packs Q8_K
 // activations 16 tokens to a block when `pack` (for GEMM kernels).
 inline Activations prepare_activations(const KernelSet& kernels, TensorType format, const float* x,
-                                       std::int64_t n_tokens, std::int64_t cols, bool pack, MatmulScratch& scratch) {
+                                       std::int64_t n_tokens, std::int64_t cols, bool pack, MatmulScratch& scratch,
+                                       int team) {
     if (format == TensorType::F32) return {reinterpret_cast<const std::uint8_t*>(x), std::size_t(cols) * sizeof(float), nullptr};
     const TypeRow& blocks = type_row(format, "matmul activations");
     const std::int64_t per_token = cols / std::int64_t(blocks.block_elements);
@@ -140,11 +142,11 @@ inline Activations prepare_activations(const KernelSet& kernels, TensorType form
     const std::size_t packed_bytes = pack ? groups * std::size_t(per_token) * sizeof(BlockQ8Kx16) : 0;
     std::uint8_t* buffer = scratch.bytes(rows_bytes + packed_bytes);
     quantize_activations(kernels.quantizer(format), std::int64_t(blocks.block_elements), blocks.block_bytes, x,
-                         n_tokens, cols, buffer);
+                         n_tokens, cols, buffer, team);
     BlockQ8Kx16* packed = nullptr;
     if (pack) {  // only the Q8_K GEMMs read packed activations
         packed = reinterpret_cast<BlockQ8Kx16*>(buffer + rows_bytes);
-        pack_q8k_x16(reinterpret_cast<const BlockQ8K*>(buffer), n_tokens, per_token, packed);
+        pack_q8k_x16(reinterpret_cast<const BlockQ8K*>(buffer), n_tokens, per_token, packed, team);
     }
     return {buffer, stride, packed};
 }
@@ -300,16 +302,18 @@ struct MatmulRun {
 // y_i = W_i x for every target, with the given kernel set: the targets share one input, so it
 // is quantized once and all their rows are split among the threads in one parallel region
 // (fewer barriers, better balance than one call per matrix). Every W_i must have the same
-// number of columns and the same activation format. x: [n_tokens, cols].
+// number of columns and the same activation format. x: [n_tokens, cols]. `threads`: the work's
+// thread count (thread_team), which every parallel region here runs on.
 inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targets, const float* x,
-                   std::int64_t n_tokens, MatmulScratch& scratch) {
+                   std::int64_t n_tokens, MatmulScratch& scratch, int threads = 0) {
     using namespace matmul_detail;
     if (targets.empty()) return;
     const MatmulPlan plan = plan_matmul(kernels, targets, n_tokens);
     if (plan.total_groups == 0 || n_tokens == 0) return;
     const std::int64_t cols = targets[0].w->cols;
-    const Activations acts = prepare_activations(kernels, plan.format, x, n_tokens, cols, plan.use_gemm, scratch);
-    const std::size_t slots = plan.restore_once ? 1 : std::size_t(omp_get_max_threads());
+    const int team = thread_team(threads);
+    const Activations acts = prepare_activations(kernels, plan.format, x, n_tokens, cols, plan.use_gemm, scratch, team);
+    const std::size_t slots = plan.restore_once ? 1 : std::size_t(team);
     std::uint8_t* restored = plan.restored_bytes ? scratch.restored_rows(plan.restored_bytes * slots) : nullptr;
     const MatmulRun run{plan, targets, acts, restored};
     const std::int64_t total_groups = plan.total_groups;
@@ -319,12 +323,12 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
         // thread is often slowed by a neighbour, and with static halves the other one waits at
         // the barrier. Runs stay long enough for the prefetcher. (On a busy host dynamic runs
         // decoded faster than static halves; figures in docs/performance.md.)
-        const std::int64_t chunk = std::max<std::int64_t>(1, total_groups / (kDecodeRunsPerThread * omp_get_max_threads()));
-#pragma omp parallel for schedule(dynamic, chunk)
+        const std::int64_t chunk = std::max<std::int64_t>(1, total_groups / (kDecodeRunsPerThread * team));
+#pragma omp parallel for schedule(dynamic, chunk) num_threads(team)
         for (std::int64_t g = 0; g < total_groups; ++g) run.item(g, 0, 1);
         return;
     }
-#pragma omp parallel
+#pragma omp parallel num_threads(team)
     {
         // Static and nowait: every token block gives a thread the same rows (OpenMP assigns the
         // iterations of equal static loops in one region alike), so its weights are still in its
@@ -340,17 +344,19 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
 // y[t * rows + r] = sum_c W[r][c] * x[t * cols + c] for t in [0, n_tokens), with the given
 // kernel set. x: [n_tokens, cols], y: [n_tokens, rows]; y must not overlap x or W.
 inline void matmul(const KernelSet& kernels, const MatrixView& w, const float* x, std::int64_t n_tokens, float* y,
-                   MatmulScratch& scratch) {
+                   MatmulScratch& scratch, int threads = 0) {
     const MatmulTarget target{&w, y};
-    matmul(kernels, std::span<const MatmulTarget>(&target, 1), x, n_tokens, scratch);
+    matmul(kernels, std::span<const MatmulTarget>(&target, 1), x, n_tokens, scratch, threads);
 }
 
 // The same with the process-wide kernel set (kernels() in dispatch.hpp).
-inline void matmul(const MatrixView& w, const float* x, std::int64_t n_tokens, float* y, MatmulScratch& scratch) {
-    matmul(kernels(), w, x, n_tokens, y, scratch);
+inline void matmul(const MatrixView& w, const float* x, std::int64_t n_tokens, float* y, MatmulScratch& scratch,
+                   int threads = 0) {
+    matmul(kernels(), w, x, n_tokens, y, scratch, threads);
 }
-inline void matmul(std::span<const MatmulTarget> targets, const float* x, std::int64_t n_tokens, MatmulScratch& scratch) {
-    matmul(kernels(), targets, x, n_tokens, scratch);
+inline void matmul(std::span<const MatmulTarget> targets, const float* x, std::int64_t n_tokens, MatmulScratch& scratch,
+                   int threads = 0) {
+    matmul(kernels(), targets, x, n_tokens, scratch, threads);
 }
 
 }  // namespace smol

@@ -4,11 +4,14 @@
 #include <cmath>
 #include <cstdint>
 
+#include "smol/core/threads.hpp"
+
 namespace smol {
 
-// x, y: [n_rows, dim]; weight: [dim]. y may alias x.
-inline void rmsnorm(const float* x, const float* weight, float* y, std::int64_t n_rows, int dim, float eps) {
-#pragma omp parallel for schedule(static) if (n_rows > 1)
+// x, y: [n_rows, dim]; weight: [dim]. y may alias x. `threads`: the work's thread count (thread_team).
+inline void rmsnorm(const float* x, const float* weight, float* y, std::int64_t n_rows, int dim, float eps,
+                    int threads = 0) {
+#pragma omp parallel for schedule(static) num_threads(thread_team(threads)) if (n_rows > 1)
     for (std::int64_t r = 0; r < n_rows; ++r) {
         const float* xr = x + r * dim;
         float* yr = y + r * dim;

@@ -16,6 +16,8 @@
 #include <numbers>
 #include <vector>
 
+#include "smol/core/threads.hpp"
+
 namespace smol {
 
 struct RopeScaling {
@@ -77,9 +79,10 @@ private:
     std::vector<float> sin_;  // [n_tokens, head_dim / 2]
 };
 
-// x: [n_tokens, n_heads * head_dim], rotated in place.
-inline void apply_rope(float* x, std::int64_t n_tokens, int n_heads, int head_dim, const RopeTable& table) {
-#pragma omp parallel for schedule(static) if (n_tokens > 1)
+// x: [n_tokens, n_heads * head_dim], rotated in place. `threads`: the work's thread count (thread_team).
+inline void apply_rope(float* x, std::int64_t n_tokens, int n_heads, int head_dim, const RopeTable& table,
+                       int threads = 0) {
+#pragma omp parallel for schedule(static) num_threads(thread_team(threads)) if (n_tokens > 1)
     for (std::int64_t t = 0; t < n_tokens; ++t) {
         const float* c = table.cos(t);
         const float* s = table.sin(t);

@@ -5,15 +5,18 @@
 #include <cstdint>
 #include <cstring>
 
+#include "smol/core/threads.hpp"
 #include "smol/quant/blocks.hpp"
 
 namespace smol {
 
 // rows: [n_tokens][blocks] Q8_K; out: [ceil(n_tokens / 16)][blocks]. Tokens past n_tokens in the
 // last group are zero, so they contribute nothing and their lanes are never stored.
-inline void pack_q8k_x16(const BlockQ8K* rows, std::int64_t n_tokens, std::int64_t blocks, BlockQ8Kx16* out) {
+// `threads`: the work's thread count (thread_team).
+inline void pack_q8k_x16(const BlockQ8K* rows, std::int64_t n_tokens, std::int64_t blocks, BlockQ8Kx16* out,
+                         int threads = 0) {
     const std::int64_t groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
-#pragma omp parallel for schedule(static) if (groups * blocks >= 32)
+#pragma omp parallel for schedule(static) num_threads(thread_team(threads)) if (groups * blocks >= 32)
     for (std::int64_t i = 0; i < groups * blocks; ++i) {
         const std::int64_t group = i / blocks, b = i % blocks;
         BlockQ8Kx16& packed = out[i];
