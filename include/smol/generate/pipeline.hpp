@@ -4,7 +4,7 @@
 // GenerationPipeline, so the text, the finish reason, the usage and the sampling rules cannot
 // drift apart between them.
 //
-//   logits -> Sampler (penalties seeded with the prompt's tail, as llama-server does)
+//   logits -> Sampler (penalties and DRY seeded with the prompt's tail, as llama-server does)
 //          (a grammar, when given, masks the tokens that would leave it: grammar_constraint.hpp)
 //          -> end of generation? max_tokens? room in the context?
 //          -> StreamDecoder (whole UTF-8 characters)
@@ -130,7 +130,7 @@ public:
     GenerationPipeline(const text::Tokenizer& tokenizer, const GenerationParams& params,
                        std::span<const std::int32_t> prompt, std::string_view assistant_prefix)
         : tokenizer_(&tokenizer),
-          sampler_(params.sampling, int(tokenizer.n_vocab())),
+          sampler_(params.sampling, int(tokenizer.n_vocab()), dry_breakers(params.sampling, tokenizer)),
           stops_(params.stop),
           decoder_(tokenizer),
           thinking_(/*thinking_enabled=*/true),
@@ -151,7 +151,7 @@ public:
         const ThinkingPiece prefix =
             split_reasoning_ ? thinking_.push(assistant_prefix) : ThinkingPiece{{}, std::string(assistant_prefix)};
         if (parse_tool_calls_) (void)tools_.push(prefix.answer);
-        const std::size_t window = std::min(std::size_t(params.sampling.penalty_last_n), prompt.size());
+        const std::size_t window = std::min(std::size_t(params.sampling.history_window()), prompt.size());
         for (std::int32_t token : prompt.last(window)) sampler_.accept(token);
     }
 
@@ -284,6 +284,15 @@ private:
     }
 
     const text::Tokenizer* tokenizer_;
+    // DRY's sequence breakers in this vocabulary's tokens; nothing to build while DRY is off.
+    static DryBreakers dry_breakers(const SamplerParams& params, const text::Tokenizer& tokenizer) {
+        if (params.dry_window() == 0) return {};
+        return build_dry_breakers(
+            params.dry_sequence_breakers, int(tokenizer.n_vocab()),
+            [&](std::int32_t id) { return std::string_view(tokenizer.token_bytes(id)); },
+            [&](std::string_view text) { return tokenizer.encode(text, /*parse_special=*/false); });
+    }
+
     Sampler sampler_;
     StopStringMatcher stops_;
     text::StreamDecoder decoder_;
