@@ -292,4 +292,102 @@ inline bool read_speculation_flag(ArgReader& args, smol::SpeculationParams& para
     return true;
 }
 
+// --samplers "dry;top_k;...": names (and llama.cpp's other spellings) joined by ';'.
+inline std::vector<smol::SamplerStage> parse_sampler_names(const std::string& flag, std::string_view text) {
+    std::vector<smol::SamplerStage> order;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const std::size_t end = std::min(text.find(';', start), text.size());
+        const std::string_view name = text.substr(start, end - start);
+        const auto stage = smol::parse_sampler_stage(name, /*alternative_names=*/true);
+        if (!stage)
+            throw UsageError(flag + ": expected sampler names joined by ';' (dry, top_k, typ_p, top_p, min_p, xtc, "
+                                    "temperature, top_n_sigma, penalties), found '" + std::string(name) + "'");
+        order.push_back(*stage);
+        if (order.size() > std::size_t(smol::SamplerParams::kMaxStages))
+            throw UsageError(flag + ": at most " + std::to_string(smol::SamplerParams::kMaxStages) + " samplers");
+        start = end + 1;
+    }
+    return order;
+}
+
+// --sampling-seq "edskypmxt": one letter a sampler.
+inline std::vector<smol::SamplerStage> parse_sampler_letters(const std::string& flag, std::string_view text) {
+    std::vector<smol::SamplerStage> order;
+    for (const char letter : text) {
+        const auto stage = smol::parse_sampler_stage_letter(letter);
+        if (!stage)
+            throw UsageError(flag + ": expected the letters e d s k y p m x t, found '" + std::string(text) + "'");
+        order.push_back(*stage);
+    }
+    if (order.size() > std::size_t(smol::SamplerParams::kMaxStages))
+        throw UsageError(flag + ": at most " + std::to_string(smol::SamplerParams::kMaxStages) + " samplers");
+    return order;
+}
+
+// The samplers past top-k/top-p/min-p, llama.cpp's flags and semantics (docs/cli.md, "Sampling").
+inline constexpr const char* kSamplingUsage =
+    "  --typical P              locally typical sampling, 1 = off (default 1.0)\n"
+    "  --top-nsigma N           keep logits within N standard deviations of the top, <= 0 = off (default -1)\n"
+    "  --xtc-probability P      XTC: how often the top choices are cut, 0 = off (default 0.0)\n"
+    "  --xtc-threshold P        XTC: the probability a top choice needs, > 0.5 = off (default 0.1)\n"
+    "  --dry-multiplier N       DRY: penalty for extending a repeat, 0 = off (default 0.0)\n"
+    "  --dry-base N             DRY: penalty growth per repeated token past the allowed length (default 1.75)\n"
+    "  --dry-allowed-length N   DRY: repeats this long go unpenalised (default 2)\n"
+    "  --dry-penalty-last-n N   DRY: tokens looked back over, -1 = 65536, 0 = off (default -1)\n"
+    "  --dry-sequence-breaker S DRY: a repeat never reaches back across S (repeatable; the first replaces the\n"
+    "                           defaults '\\n', ':', '\"', '*'; 'none' leaves none; \\n and \\t are read)\n"
+    "  --mirostat N             0 = off, 1 = Mirostat, 2 = Mirostat 2.0 (replaces the sampler chain; default 0)\n"
+    "  --mirostat-lr N          Mirostat learning rate eta (default 0.1)\n"
+    "  --mirostat-ent N         Mirostat target entropy tau (default 5.0)\n"
+    "  --samplers LIST          the chain's order, names joined by ';' (default\n"
+    "                           penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)\n"
+    "  --sampling-seq LETTERS   the same by letters: e d s k y p m x t (default edskypmxt)\n";
+
+// A flag value with llama.cpp's escapes read: \n, \t, \\, \", \'.
+inline std::string unescape_flag_value(std::string_view text) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] != '\\' || i + 1 == text.size()) {
+            out += text[i];
+            continue;
+        }
+        const char next = text[++i];
+        out += next == 'n' ? '\n' : next == 't' ? '\t' : next;
+    }
+    return out;
+}
+
+// Reads the current flag into `params` when it is one of kSamplingUsage's; false otherwise.
+// `breakers_given` records that --dry-sequence-breaker replaced the defaults already.
+inline bool read_sampling_flag(ArgReader& args, smol::SamplerParams& params, bool& breakers_given) {
+    using Limits = smol::SamplerParams;
+    if (args.is("--typical")) params.typical_p = args.number<float>(0.0f, 1.0f);
+    else if (args.is("--top-nsigma", "--top-n-sigma")) params.top_n_sigma = args.number<float>(-1.0f, 100.0f);
+    else if (args.is("--xtc-probability")) params.xtc_probability = args.number<float>(0.0f, 1.0f);
+    else if (args.is("--xtc-threshold")) params.xtc_threshold = args.number<float>(0.0f, 1.0f);
+    else if (args.is("--dry-multiplier")) params.dry_multiplier = args.number<float>(0.0f, 100.0f);
+    else if (args.is("--dry-base")) params.dry_base = args.number<float>(1.0f, 100.0f);
+    else if (args.is("--dry-allowed-length")) params.dry_allowed_length = args.integer<int>(1, Limits::kMaxDryWindow);
+    else if (args.is("--dry-penalty-last-n")) params.dry_penalty_last_n = args.integer<int>(-1, Limits::kMaxDryWindow);
+    else if (args.is("--dry-sequence-breaker")) {
+        const std::string value = unescape_flag_value(args.value("a string"));
+        if (!breakers_given) params.dry_sequence_breakers.clear();
+        breakers_given = true;
+        if (value == "none") params.dry_sequence_breakers.clear();
+        else if (value.empty() || value.size() > Limits::kMaxDryBreakerBytes)
+            throw UsageError("--dry-sequence-breaker: expected 1 to " + std::to_string(Limits::kMaxDryBreakerBytes) +
+                             " bytes, found '" + value + "'");
+        else if (params.dry_sequence_breakers.size() == std::size_t(Limits::kMaxDryBreakers))
+            throw UsageError("--dry-sequence-breaker: at most " + std::to_string(Limits::kMaxDryBreakers) + " breakers");
+        else params.dry_sequence_breakers.push_back(value);
+    } else if (args.is("--mirostat")) params.mirostat = args.integer<int>(0, 2);
+    else if (args.is("--mirostat-lr")) params.mirostat_eta = args.number<float>(0.0f, 10.0f);
+    else if (args.is("--mirostat-ent")) params.mirostat_tau = args.number<float>(0.0f, 100.0f);
+    else if (args.is("--samplers")) params.samplers = parse_sampler_names(args.arg(), args.value());
+    else if (args.is("--sampling-seq", "--sampler-seq")) params.samplers = parse_sampler_letters(args.arg(), args.value());
+    else return false;
+    return true;
+}
+
 }  // namespace smol::args

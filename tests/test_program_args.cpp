@@ -342,3 +342,71 @@ TEST_CASE("the speculation flags take llama.cpp's names, bounded") {
     for (const char* flag : {"--spec none|ngram", "--draft-max N", "--draft-min N"})
         CHECK(usage.find(std::string("  ") + flag + " ") != std::string::npos);
 }
+
+TEST_CASE("the sampling flags take llama.cpp's names, bounded") {
+    const Argv argv({"--typical", "0.9", "--top-nsigma", "1.5", "--xtc-probability", "0.5", "--xtc-threshold", "0.2",
+                     "--dry-multiplier", "0.8", "--dry-base", "2", "--dry-allowed-length", "3", "--dry-penalty-last-n",
+                     "128", "--dry-sequence-breaker", "\\n", "--dry-sequence-breaker", "User:", "--mirostat", "2",
+                     "--mirostat-lr", "0.2", "--mirostat-ent", "4", "--samplers", "dry;top-k;typical;temp", "-n", "3"});
+    ArgReader args = argv.reader();
+    smol::SamplerParams params;
+    bool breakers_given = false;
+    for (int i = 0; i < 14; ++i) {
+        REQUIRE(args.next());
+        CAPTURE(args.arg());
+        CHECK(read_sampling_flag(args, params, breakers_given));
+    }
+    REQUIRE(args.next());
+    CHECK_FALSE(read_sampling_flag(args, params, breakers_given));
+    CHECK(args.arg() == "-n");
+    CHECK(params.typical_p == doctest::Approx(0.9));
+    CHECK(params.top_n_sigma == doctest::Approx(1.5));
+    CHECK(params.xtc_probability == doctest::Approx(0.5));
+    CHECK(params.xtc_threshold == doctest::Approx(0.2));
+    CHECK(params.dry_multiplier == doctest::Approx(0.8));
+    CHECK(params.dry_base == doctest::Approx(2.0));
+    CHECK(params.dry_allowed_length == 3);
+    CHECK(params.dry_penalty_last_n == 128);
+    CHECK(params.dry_sequence_breakers == std::vector<std::string>{"\n", "User:"});  // the first replaced the defaults
+    CHECK(params.mirostat == 2);
+    CHECK(params.mirostat_eta == doctest::Approx(0.2));
+    CHECK(params.mirostat_tau == doctest::Approx(4.0));
+    using Stage = smol::SamplerStage;
+    CHECK(params.samplers == std::vector<Stage>{Stage::dry, Stage::top_k, Stage::typical_p, Stage::temperature});
+
+    {
+        const Argv seq({"--sampling-seq", "kxt", "--dry-sequence-breaker", "none"});
+        ArgReader a = seq.reader();
+        smol::SamplerParams p;
+        bool given = false;
+        REQUIRE(a.next());
+        CHECK(read_sampling_flag(a, p, given));
+        CHECK(p.samplers == std::vector<Stage>{Stage::top_k, Stage::xtc, Stage::temperature});
+        REQUIRE(a.next());
+        CHECK(read_sampling_flag(a, p, given));
+        CHECK(p.dry_sequence_breakers.empty());
+    }
+
+    smol::SamplerParams kept;
+    bool given = false;
+    const auto error = [&](std::vector<std::string> words) {
+        return flag_error(std::move(words), [&](ArgReader& a) { read_sampling_flag(a, kept, given); });
+    };
+    CHECK(error({"--samplers", "top_k;bogus"}).find("--samplers: expected sampler names") == 0);
+    CHECK(error({"--samplers", "top_k;bogus"}).find("'bogus'") != std::string::npos);
+    CHECK(error({"--sampling-seq", "kq"}).find("--sampling-seq") == 0);
+    CHECK(error({"--mirostat", "3"}).find("--mirostat") == 0);
+    CHECK(error({"--xtc-probability", "1.5"}).find("--xtc-probability") == 0);
+    CHECK(error({"--dry-base", "0.5"}).find("--dry-base") == 0);
+    CHECK(error({"--dry-penalty-last-n", "-2"}).find("--dry-penalty-last-n") == 0);
+    CHECK(error({"--dry-sequence-breaker", std::string(41, 'a')}).find("--dry-sequence-breaker") == 0);
+    CHECK(error({"--typical", "2"}).find("--typical") == 0);
+
+    const std::string usage = smol::args::kSamplingUsage;
+    for (const char* flag : {"--dry-multiplier", "--dry-base", "--dry-allowed-length", "--dry-penalty-last-n",
+                             "--dry-sequence-breaker", "--xtc-probability", "--xtc-threshold", "--typical",
+                             "--top-nsigma", "--mirostat ", "--mirostat-lr", "--mirostat-ent", "--samplers", "--sampling-seq"}) {
+        CAPTURE(flag);
+        CHECK(usage.find(std::string("  ") + flag) != std::string::npos);
+    }
+}

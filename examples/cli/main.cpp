@@ -84,6 +84,8 @@ constexpr const char* kUsage =
     "  --min-p P                  min-p, 0 = off (default 0.05)\n"
     "  --repeat-penalty R         repeat penalty, 1 = off (default 1.0)\n"
     "  --repeat-last-n N          tokens the penalty looks back over (default 64)\n"
+    "  --dry-multiplier N, --xtc-probability P, --typical P, --top-nsigma N, --mirostat N, --samplers LIST\n"
+    "                             and the others listed at the end of --help: llama.cpp's samplers\n"
     "  -r, --reverse-prompt TEXT  stop before TEXT (repeatable; also --stop)\n"
     "  --think / --no-think       reasoning mode on (default) or off\n"
     "  --show-thinking            one-shot mode: print the reasoning before the answer\n"
@@ -130,6 +132,7 @@ struct Options {
     smol::KvCacheTypes cache_types;
     bool repack = true;  // -nr
     smol::SamplerParams sampling;
+    bool dry_breakers_given = false;  // a --dry-sequence-breaker replaced the defaults
     // --spec, --draft-max, --draft-min. On by default here: one conversation, where the draft
     // length adapts to what the text repeats and costs at most ~1% when it repeats nothing
     // (docs/speculative-decoding.md); the server leaves it to --spec or the request.
@@ -150,7 +153,8 @@ Options parse_args(int argc, char** argv) {
     smol::args::ArgReader args(argc, argv);
     while (args.next()) {
         if (read_rope_scaling_flag(args, o.rope_scaling) || read_kv_cache_type_flag(args, o.cache_types) ||
-            read_repack_flag(args, o.repack) || read_speculation_flag(args, o.speculation))
+            read_repack_flag(args, o.repack) || read_speculation_flag(args, o.speculation) ||
+            read_sampling_flag(args, o.sampling, o.dry_breakers_given))
             continue;
         if (args.is("-m", "--model")) o.model = args.value();
         else if (args.is("-hf", "--hf-repo")) o.hf_repo = args.value();
@@ -596,6 +600,8 @@ int main(int argc, char** argv) {
         options = parse_args(argc, argv);
         if (options.help) {
             write_out(kUsage);
+            write_out("\nMore samplers (llama.cpp's flags):\n");
+            write_out(smol::args::kSamplingUsage);
             return 0;
         }
         if (options.tokenize) return run_tokenize(options);
