@@ -171,6 +171,18 @@ TEST_CASE("llama-server's sampler fields: DRY, XTC, typical-p, top-n-sigma, miro
     }
 }
 
+TEST_CASE("a request starts from the server's sampling defaults (its flags) and its fields win") {
+    smol::SamplerParams defaults;
+    defaults.mirostat = 2;
+    defaults.dry_multiplier = 0.5f;
+    defaults.temperature = 0.3f;
+    const smol::SamplerParams s =
+        smol_server::parse_chat_request(with(hello(), "temperature", 0.9), tokenizer(), 4096, defaults).generation.params.sampling;
+    CHECK(s.mirostat == 2);
+    CHECK(s.dry_multiplier == 0.5f);
+    CHECK(s.temperature == doctest::Approx(0.9));
+}
+
 TEST_CASE("tools become the template's xml_tools and turn on the tool-call parser") {
     const json tool = {{"type", "function"},
                        {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}};

@@ -34,16 +34,17 @@ private:
     httplib::DataSink& sink_;
 };
 
-// Any API's body as the one request model.
+// Any API's body as the one request model; `sampling`: the server's defaults (its flags).
 inline ApiRequest parse_api_request(Endpoint endpoint, const json& body, const smol::text::Tokenizer& tokenizer,
-                                    int context) {
+                                    int context, const smol::SamplerParams& sampling) {
     switch (endpoint) {
-        case Endpoint::messages: return parse_messages_request(body, tokenizer, context);
-        case Endpoint::responses: return parse_responses_request(body, tokenizer, context);
-        case Endpoint::ollama_chat: return parse_ollama_chat_request(body, tokenizer, context);
-        case Endpoint::ollama_generate: return parse_ollama_generate_request(body, tokenizer, context);
-        case Endpoint::chat: return parse_chat_request(body, tokenizer, context);
-        default: return parse_text_request(body, tokenizer, context);
+        case Endpoint::messages: return parse_messages_request(body, tokenizer, context, MessagesEndpoint::create, sampling);
+        case Endpoint::responses:
+            return parse_responses_request(body, tokenizer, context, ResponsesEndpoint::create, sampling);
+        case Endpoint::ollama_chat: return parse_ollama_chat_request(body, tokenizer, context, sampling);
+        case Endpoint::ollama_generate: return parse_ollama_generate_request(body, tokenizer, context, sampling);
+        case Endpoint::chat: return parse_chat_request(body, tokenizer, context, sampling);
+        default: return parse_text_request(body, tokenizer, context, sampling);
     }
 }
 
@@ -94,7 +95,7 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
         return;
     }
     const smol::text::Tokenizer& tokenizer = scheduler.tokenizer();
-    ApiRequest request = parse_api_request(endpoint, body, tokenizer, scheduler.context());
+    ApiRequest request = parse_api_request(endpoint, body, tokenizer, scheduler.context(), server.options.sampling);
     request.generation.cache_partition = cache_partition(server.options, req, body);
     if (!request.grammar.empty())
         request.generation.params.grammar = server.grammars.get(request.grammar, scheduler.engine());

@@ -317,11 +317,13 @@ enum class MessagesEndpoint { create, count_tokens };
 // count_tokens only the prompt is built and counted, and a prompt longer than the context is
 // still counted.
 inline ApiRequest parse_messages_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
-                                         MessagesEndpoint endpoint = MessagesEndpoint::create) {
+                                         MessagesEndpoint endpoint = MessagesEndpoint::create,
+                                         const smol::SamplerParams& sampling = {}) {
     const bool create = endpoint == MessagesEndpoint::create;
     reject_unlisted_fields(body, {create ? FieldNames(kMessagesFields) : FieldNames(kCountTokensFields)}, "",
                            "smol-server's Messages API");
     ApiRequest out;
+    out.generation.params.sampling = sampling;
     if (create) {
         if (!body.contains("max_tokens") || body["max_tokens"].is_null())
             reject(400, "'max_tokens' is required: the most tokens the reply may hold", "missing_max_tokens");

@@ -318,11 +318,13 @@ inline void settle_format_and_think(const json& body, ApiRequest& out, smol::Cha
 }
 
 // A /api/chat body as the request the scheduler runs.
-inline ApiRequest parse_ollama_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
+inline ApiRequest parse_ollama_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
+                                            const smol::SamplerParams& sampling = {}) {
     reject_unlisted_fields(body, {kOllamaChatFields}, "", kOllamaReader);
     optional_string(body, "model");
     check_keep_alive(body);
     ApiRequest out;
+    out.generation.params.sampling = sampling;
     const json messages = ollama_messages(body);
     smol::ChatOptions chat;
     read_tools(body, chat);  // ollama has no tool_choice: the model calls a tool or answers
@@ -338,7 +340,8 @@ inline ApiRequest parse_ollama_chat_request(const json& body, const smol::text::
 // A /api/generate body as the request the scheduler runs: `system` and `prompt` through the chat
 // template, or with raw: true the prompt continued as it is (its special tokens parsed, as
 // /v1/completions does, since the client wrote the whole template).
-inline ApiRequest parse_ollama_generate_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
+inline ApiRequest parse_ollama_generate_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
+                                                const smol::SamplerParams& sampling = {}) {
     reject_unlisted_fields(body, {kOllamaGenerateFields}, "", kOllamaReader);
     optional_string(body, "model");
     check_keep_alive(body);
@@ -353,6 +356,7 @@ inline ApiRequest parse_ollama_generate_request(const json& body, const smol::te
     const std::optional<std::string> system = optional_string(body, "system");
     const bool raw = bool_field(body, "raw").value_or(false);
     ApiRequest out;
+    out.generation.params.sampling = sampling;
     smol::GenerationParams& params = out.generation.params;
     std::optional<int> num_ctx;
     if (raw) {

@@ -685,10 +685,12 @@ inline std::string read_tools(const json& body, smol::ChatOptions& chat) {
     return tools_into_template(functions, tool_choice, forced_name, "tools[].function.parameters", chat);
 }
 
-inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
+inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
+                                     const smol::SamplerParams& sampling = {}) {
     reject_unlisted_fields(body, {kSamplingFields, kChatFields});
     reject_unsupported_values(body);
     ApiRequest out;
+    out.generation.params.sampling = sampling;
     const json messages = normalize_messages(body);
 
     smol::ChatOptions chat;
@@ -746,10 +748,12 @@ inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokeniz
 // A /v1/completions body: `prompt` as a string (special tokens such as <|im_start|> are parsed)
 // or as token ids, continued as it is: no chat template, and <think> blocks stay in the text.
 // `logprobs` is the number of alternatives per token here, as in OpenAI's completions API.
-inline ApiRequest parse_text_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
+inline ApiRequest parse_text_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
+                                     const smol::SamplerParams& sampling = {}) {
     reject_unlisted_fields(body, {kSamplingFields, kTextFields});
     reject_unsupported_values(body);
     ApiRequest out;
+    out.generation.params.sampling = sampling;
     const auto prompt = body.find("prompt");
     if (prompt == body.end() || prompt->is_null())
         reject(400, "'prompt' is required: a string or a list of token ids", "missing_prompt");

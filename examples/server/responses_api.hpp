@@ -380,11 +380,13 @@ enum class ResponsesEndpoint { create, input_tokens };
 // input_tokens only the prompt is built and counted, and a prompt longer than the context is
 // still counted.
 inline ApiRequest parse_responses_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
-                                          ResponsesEndpoint endpoint = ResponsesEndpoint::create) {
+                                          ResponsesEndpoint endpoint = ResponsesEndpoint::create,
+                                          const smol::SamplerParams& sampling = {}) {
     const bool create = endpoint == ResponsesEndpoint::create;
     reject_unlisted_fields(body, {create ? FieldNames(kResponsesFields) : FieldNames(kInputTokensFields)}, "",
                            "smol-server's Responses API");
     ApiRequest out;
+    out.generation.params.sampling = sampling;
     check_response_extras(body);
     bool_field(body, "parallel_tool_calls");
     if (create) {

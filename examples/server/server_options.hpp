@@ -47,6 +47,8 @@ struct ServerOptions {
     smol::KvCacheTypes cache_types;         // -ctk, -ctv
     bool repack = true;                     // -nr
     smol::SpeculationParams speculation;    // --spec, --draft-max, --draft-min: every request's default
+    smol::SamplerParams sampling;           // kSamplingUsage's flags: every request's defaults
+    bool dry_breakers_given = false;        // a --dry-sequence-breaker replaced the defaults
     // The connection gate's limits (see connection_gate.hpp).
     int max_connections = 2048;
     int header_timeout_s = 10;
@@ -125,10 +127,12 @@ inline std::string host_name() {
                  "      --log-prompts       also log the body of each completion request (prompts are private:\n"
                  "                          off by default; the API key is never logged)\n"
                  "%s%s%s%s"
+                 "  Sampling defaults for every request (a request's own fields win), llama.cpp's flags:\n"
+                 "%s"
                  "  With --spec ngram, the drafts of all generating slots share 8 rows per step with their own\n"
                  "  tokens: a full batch drafts nothing. /metrics counts drafted and accepted tokens.\n",
                  smol::args::kRopeScalingUsage, smol::args::kKvCacheTypeUsage, smol::args::kRepackUsage,
-                 smol::args::kSpeculationUsage);
+                 smol::args::kSpeculationUsage, smol::args::kSamplingUsage);
     std::exit(code);
 }
 
@@ -138,7 +142,8 @@ inline ServerOptions parse_options(int argc, char** argv) {
         smol::args::ArgReader args(argc, argv);
         while (args.next()) {
             if (read_rope_scaling_flag(args, o.rope_scaling) || read_kv_cache_type_flag(args, o.cache_types) ||
-                read_repack_flag(args, o.repack) || read_speculation_flag(args, o.speculation))
+                read_repack_flag(args, o.repack) || read_speculation_flag(args, o.speculation) ||
+                read_sampling_flag(args, o.sampling, o.dry_breakers_given))
                 continue;
             if (args.is("-m", "--model")) o.model_path = args.value();
             else if (args.is("-hf", "--hf-repo")) o.hf_repo = args.value();
@@ -180,7 +185,8 @@ inline ServerOptions parse_options(int argc, char** argv) {
         if (const char* key = std::getenv("SMOL_API_KEY"))
             o.api_keys.push_back(checked_api_key(key, "the SMOL_API_KEY environment variable"));
         try {
-            o.speculation.validate();  // --draft-min against --draft-max
+            o.speculation.validate();              // --draft-min against --draft-max
+            smol::Sampler check(o.sampling, 1);  // the sampling flags together, before the model loads
         } catch (const smol::Error& e) {
             throw smol::args::UsageError(e.what());
         }
