@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -585,6 +586,53 @@ inline FlagValue float_where(float& target, std::string expected, bool (*accept)
     });
 }
 
+// --samplers "dry;top_k;...": names (and llama.cpp's other spellings) joined by ';'.
+inline std::vector<smol::SamplerStage> parse_sampler_names(const std::string& flag, std::string_view text) {
+    std::vector<smol::SamplerStage> order;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const std::size_t end = std::min(text.find(';', start), text.size());
+        const std::string_view name = text.substr(start, end - start);
+        const auto stage = smol::parse_sampler_stage(name, /*alternative_names=*/true);
+        if (!stage)
+            throw UsageError(flag + ": expected sampler names joined by ';' (dry, top_k, typ_p, top_p, min_p, xtc, "
+                                    "temperature, top_n_sigma, penalties), found '" + std::string(name) + "'");
+        order.push_back(*stage);
+        if (order.size() > std::size_t(smol::SamplerParams::kMaxStages))
+            throw UsageError(flag + ": at most " + std::to_string(smol::SamplerParams::kMaxStages) + " samplers");
+        start = end + 1;
+    }
+    return order;
+}
+
+// --sampling-seq "edskypmxt": one letter a sampler.
+inline std::vector<smol::SamplerStage> parse_sampler_letters(const std::string& flag, std::string_view text) {
+    std::vector<smol::SamplerStage> order;
+    for (const char letter : text) {
+        const auto stage = smol::parse_sampler_stage_letter(letter);
+        if (!stage)
+            throw UsageError(flag + ": expected the letters e d s k y p m x t, found '" + std::string(text) + "'");
+        order.push_back(*stage);
+    }
+    if (order.size() > std::size_t(smol::SamplerParams::kMaxStages))
+        throw UsageError(flag + ": at most " + std::to_string(smol::SamplerParams::kMaxStages) + " samplers");
+    return order;
+}
+
+// A flag value with llama.cpp's escapes read: \n, \t, \\, \", \'.
+inline std::string unescape_flag_value(std::string_view text) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] != '\\' || i + 1 == text.size()) {
+            out += text[i];
+            continue;
+        }
+        const char next = text[++i];
+        out += next == 'n' ? '\n' : next == 't' ? '\t' : next;
+    }
+    return out;
+}
+
 // Sampling, llama.cpp's flags, in the ranges smol::Sampler accepts. A new sampling flag is one
 // row here: every program with sampling flags then reads, checks and lists it.
 inline std::vector<Flag> sampling_flags(smol::SamplerParams& p) {
@@ -594,6 +642,20 @@ inline std::vector<Flag> sampling_flags(smol::SamplerParams& p) {
         if (v.empty() || error != std::errc() || stop != v.data() + v.size() || s < -1) return false;
         p.seed = s == -1 ? SMOL_DEFAULT_SEED : std::uint64_t(s);
         return true;
+    };
+    using Limits = smol::SamplerParams;
+    // --dry-sequence-breaker: the first use replaces the defaults, each later one adds.
+    const auto breaker = [&p, given = std::make_shared<bool>(false)](const std::string& flag, const std::string& text) {
+        const std::string value = unescape_flag_value(text);
+        if (!*given) p.dry_sequence_breakers.clear();
+        *given = true;
+        if (value == "none") return p.dry_sequence_breakers.clear();
+        if (value.empty() || value.size() > Limits::kMaxDryBreakerBytes)
+            throw UsageError(flag + ": expected 1 to " + std::to_string(Limits::kMaxDryBreakerBytes) + " bytes, found '" +
+                             value + "'");
+        if (p.dry_sequence_breakers.size() == std::size_t(Limits::kMaxDryBreakers))
+            throw UsageError(flag + ": at most " + std::to_string(Limits::kMaxDryBreakers) + " breakers");
+        p.dry_sequence_breakers.push_back(value);
     };
     return {
         {{"-s", "--seed"}, "N", "sampling seed; -1: random", checked_value("-1 or an integer >= 0", "-1", seed)},
@@ -610,7 +672,36 @@ inline std::vector<Flag> sampling_flags(smol::SamplerParams& p) {
         {{"--frequency-penalty"}, "F", "frequency penalty (OpenAI's); 0: off",
          float_where(p.frequency_penalty, "a finite number", [](float f) { return std::isfinite(f); })},
         {{"--repeat-last-n"}, "N", "tokens the penalties look back over; 0: off", integer_value(p.penalty_last_n, 0)},
+        {{"--typical"}, "P", "locally typical sampling; 1: off", number_value(p.typical_p, 0.0f, 1.0f)},
+        {{"--top-nsigma", "--top-n-sigma"}, "N", "keep logits within N standard deviations of the top; <= 0: off",
+         number_value(p.top_n_sigma, -1.0f, 100.0f)},
+        {{"--xtc-probability"}, "P", "XTC: how often the top choices are cut; 0: off",
+         number_value(p.xtc_probability, 0.0f, 1.0f)},
+        {{"--xtc-threshold"}, "P", "XTC: the probability a top choice needs; above 0.5: off",
+         number_value(p.xtc_threshold, 0.0f, 1.0f)},
+        {{"--dry-multiplier"}, "N", "DRY: penalty for extending a repeat; 0: off", number_value(p.dry_multiplier, 0.0f, 100.0f)},
+        {{"--dry-base"}, "N", "DRY: penalty growth per repeated token past the allowed length",
+         number_value(p.dry_base, 1.0f, 100.0f)},
+        {{"--dry-allowed-length"}, "N", "DRY: repeats this long go unpenalised",
+         integer_value(p.dry_allowed_length, 1, Limits::kMaxDryWindow)},
+        {{"--dry-penalty-last-n"}, "N", "DRY: tokens looked back over; -1: " + std::to_string(Limits::kMaxDryWindow) + ", 0: off",
+         integer_value(p.dry_penalty_last_n, -1, Limits::kMaxDryWindow)},
+        {{"--dry-sequence-breaker"}, "S",
+         "DRY: a repeat never reaches back across S (repeatable; the first replaces the defaults '\\n', ':', '\"', "
+         "'*'; 'none' leaves none; \\n and \\t are read)",
+         text_reader(breaker)},
+        {{"--mirostat"}, "N", "0: off, 1: Mirostat, 2: Mirostat 2.0 (replaces the sampler chain)",
+         integer_value(p.mirostat, 0, 2)},
+        {{"--mirostat-lr"}, "N", "Mirostat learning rate eta", number_value(p.mirostat_eta, 0.0f, 10.0f)},
+        {{"--mirostat-ent"}, "N", "Mirostat target entropy tau", number_value(p.mirostat_tau, 0.0f, 100.0f)},
+        {{"--samplers"}, "LIST",
+         "the chain's order, names joined by ';' (default penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;"
+         "temperature)",
+         text_reader([&p](const std::string& flag, const std::string& text) { p.samplers = parse_sampler_names(flag, text); })},
+        {{"--sampling-seq", "--sampler-seq"}, "LETTERS", "the same by letters: e d s k y p m x t (default edskypmxt)",
+         text_reader([&p](const std::string& flag, const std::string& text) { p.samplers = parse_sampler_letters(flag, text); })},
     };
 }
+
 
 }  // namespace smol::args

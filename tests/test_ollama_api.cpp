@@ -197,12 +197,29 @@ TEST_CASE("ollama: options map onto the sampler and limits; every other option i
     check_refused(refusal(with(hello(), "options", {{"stop", json::array({""})}})), "invalid_value", "'stop'");
     check_refused(refusal(with(hello(), "options", "fast")), "invalid_type", "'options'");
 
-    for (const char* option : {"mirostat", "mirostat_tau", "typical_p", "tfs_z", "num_keep", "num_gpu", "num_thread",
+    check_refused(refusal(with(hello(), "options", {{"mirostat", 3}})), "invalid_value", "'mirostat'");
+    check_refused(refusal(with(hello(), "options", {{"typical_p", 0}})), "invalid_value", "'typical_p'");
+
+    for (const char* option : {"tfs_z", "num_keep", "num_gpu", "num_thread",
                                "num_batch", "use_mmap", "penalize_newline", "max_tokens", "stream", "logit_bias"}) {
         CAPTURE(option);
         check_refused(refusal(with(hello(), "options", {{option, 1}})), "unsupported_parameter",
                       std::string("'options.") + option + "'");
     }
+}
+
+TEST_CASE("ollama: mirostat, mirostat_tau, mirostat_eta and typical_p options reach the sampler") {
+    const smol::SamplerParams s =
+        parse(with(hello(), "options",
+                   {{"mirostat", 2}, {"mirostat_tau", 3.5}, {"mirostat_eta", 0.25}, {"typical_p", 0.7}}))
+            .generation.params.sampling;
+    CHECK(s.mirostat == 2);
+    CHECK(s.mirostat_tau == doctest::Approx(3.5));
+    CHECK(s.mirostat_eta == doctest::Approx(0.25));
+    CHECK(s.typical_p == doctest::Approx(0.7));
+    const smol::SamplerParams defaults = parse(hello()).generation.params.sampling;
+    CHECK(defaults.mirostat == 0);
+    CHECK(defaults.typical_p == 1.0f);
 }
 
 TEST_CASE("ollama: fields, messages and values smol-server cannot honour are 400s that name them") {

@@ -95,6 +95,95 @@ TEST_CASE("a chat request becomes the prompt the template renders and the sampli
     CHECK(joined.generation.params.stop == std::vector<std::string>{"x"});
 }
 
+TEST_CASE("llama-server's sampler fields: DRY, XTC, typical-p, top-n-sigma, mirostat and the order") {
+    json body = hello();
+    body["dry_multiplier"] = 0.8;
+    body["dry_base"] = 2.0;
+    body["dry_allowed_length"] = 3;
+    body["dry_penalty_last_n"] = 256;
+    body["dry_sequence_breakers"] = json::array({"\n", "User:"});
+    body["xtc_probability"] = 0.5;
+    body["xtc_threshold"] = 0.2;
+    body["typical_p"] = 0.9;
+    body["top_n_sigma"] = 1.5;
+    body["mirostat"] = 2;
+    body["mirostat_tau"] = 4.0;
+    body["mirostat_eta"] = 0.2;
+    body["samplers"] = json::array({"dry", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"});
+    const smol::SamplerParams s = parse(body).generation.params.sampling;
+    CHECK(s.dry_multiplier == doctest::Approx(0.8));
+    CHECK(s.dry_base == doctest::Approx(2.0));
+    CHECK(s.dry_allowed_length == 3);
+    CHECK(s.dry_penalty_last_n == 256);
+    CHECK(s.dry_sequence_breakers == std::vector<std::string>{"\n", "User:"});
+    CHECK(s.xtc_probability == doctest::Approx(0.5));
+    CHECK(s.xtc_threshold == doctest::Approx(0.2));
+    CHECK(s.typical_p == doctest::Approx(0.9));
+    CHECK(s.top_n_sigma == doctest::Approx(1.5));
+    CHECK(s.mirostat == 2);
+    CHECK(s.mirostat_tau == doctest::Approx(4.0));
+    CHECK(s.mirostat_eta == doctest::Approx(0.2));
+    using Stage = smol::SamplerStage;
+    CHECK(s.samplers == std::vector<Stage>{Stage::dry, Stage::top_k, Stage::typical_p, Stage::top_p, Stage::min_p,
+                                           Stage::xtc, Stage::temperature});
+    // The order as a string of letters, as llama-server also takes it.
+    CHECK(parse(with(hello(), "samplers", "kxt")).generation.params.sampling.samplers ==
+          std::vector<Stage>{Stage::top_k, Stage::xtc, Stage::temperature});
+    // Fields left out keep llama.cpp's defaults (everything new off, its order).
+    const smol::SamplerParams d = parse(hello()).generation.params.sampling;
+    CHECK(d.dry_multiplier == 0.0f);
+    CHECK(d.xtc_probability == 0.0f);
+    CHECK(d.mirostat == 0);
+    CHECK(d.samplers == std::vector<Stage>(std::begin(smol::kDefaultSamplerOrder), std::end(smol::kDefaultSamplerOrder)));
+
+    const std::pair<const char*, json> bad[] = {
+        {"dry_multiplier", -1},
+        {"dry_base", 0.5},
+        {"dry_allowed_length", 0},
+        {"dry_penalty_last_n", -2},
+        {"dry_penalty_last_n", 1 << 20},
+        {"dry_sequence_breakers", json::array()},
+        {"dry_sequence_breakers", json::array({""})},
+        {"dry_sequence_breakers", json::array({std::string(41, 'a')})},
+        {"dry_sequence_breakers", json::array({1})},
+        {"dry_sequence_breakers", json(std::vector<std::string>(17, "a"))},
+        {"dry_sequence_breakers", "\n"},
+        {"xtc_probability", 1.5},
+        {"xtc_threshold", -0.1},
+        {"typical_p", 0},
+        {"top_n_sigma", 101},
+        {"mirostat", 3},
+        {"mirostat_tau", -1},
+        {"mirostat_eta", 11},
+        {"samplers", json::array({"top_k", "bogus"})},
+        {"samplers", json::array({"infill"})},
+        {"samplers", "kq"},
+        {"samplers", json(std::vector<std::string>(17, "top_k"))},
+        {"samplers", 3},
+    };
+    for (const auto& entry : bad) {
+        const char* field = entry.first;
+        const std::string value = entry.second.dump();
+        CAPTURE(field);
+        CAPTURE(value);
+        const ApiError e = refusal(with(hello(), field, entry.second));
+        CHECK(e.status == 400);
+        CHECK(e.message.find(std::string("'") + field + "'") != std::string::npos);
+    }
+}
+
+TEST_CASE("a request starts from the server's sampling defaults (its flags) and its fields win") {
+    smol_server::RequestDefaults defaults;
+    defaults.sampling.mirostat = 2;
+    defaults.sampling.dry_multiplier = 0.5f;
+    defaults.sampling.temperature = 0.3f;
+    const smol::SamplerParams s =
+        smol_server::parse_chat_request(with(hello(), "temperature", 0.9), tokenizer(), 4096, defaults).generation.params.sampling;
+    CHECK(s.mirostat == 2);
+    CHECK(s.dry_multiplier == 0.5f);
+    CHECK(s.temperature == doctest::Approx(0.9));
+}
+
 TEST_CASE("tools become the template's xml_tools and turn on the tool-call parser") {
     const json tool = {{"type", "function"},
                        {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}};
@@ -124,7 +213,7 @@ TEST_CASE("every field smol-server does not implement is a 400 unsupported_param
         {"prediction", {{"type", "content"}, {"content", "x"}}},
         {"web_search_options", json::object()},
         {"functions", json::array()},
-        {"typical_p", 0.9},
+        {"tfs_z", 0.9},
     };
     for (const auto& entry : unsupported) {  // no structured binding: clang 14 cannot CAPTURE one
         const char* field = entry.first;

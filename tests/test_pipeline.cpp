@@ -710,4 +710,34 @@ TEST_CASE("pipeline: a lazy grammar leaves text free until its trigger, then hol
     bad.grammar_trigger = "<tool_call>";
     CHECK_THROWS_WITH_AS(GenerationPipeline(tokenizer(), bad, tokens("Hi"), ""), doctest::Contains("needs a grammar"),
                          smol::Error);
+TEST_CASE("pipeline: DRY sees the prompt's tail and takes its breakers from the vocabulary") {
+    const auto one = [](std::string_view text) {
+        const std::vector<std::int32_t> ids = tokens(text);
+        REQUIRE(ids.size() == 1);
+        return ids[0];
+    };
+    // Four ordinary tokens: none holds a breaker's character.
+    std::vector<std::int32_t> plain;
+    for (std::int32_t id = 300; plain.size() < 4; ++id) {
+        const std::string& text = tokenizer().token_bytes(id);
+        if (!text.empty() && text.find_first_of("\n:\"*") == std::string::npos) plain.push_back(id);
+    }
+    const std::int32_t newline = one("\n"), b = plain[0], c = plain[1], d = plain[2], e = plain[3];
+    // "\n cat dog" ends the prompt and came before, followed by "sun": a repeat of 3 that the
+    // newline (a default breaker) cuts to 2.
+    const std::vector<std::int32_t> prompt = {newline, b, c, d, newline, b, c};
+    const auto pick = [&](std::vector<std::string> breakers) {
+        GenerationParams p = greedy();
+        p.sampling.dry_multiplier = 1.0f;
+        p.sampling.dry_base = 4.0f;
+        p.sampling.dry_allowed_length = 2;
+        p.sampling.dry_sequence_breakers = std::move(breakers);
+        GenerationPipeline pipeline(tokenizer(), p, prompt, "");
+        std::vector<float> logits(tokenizer().n_vocab(), 0.0f);
+        logits[std::size_t(d)] = 2.0f;  // penalty 1 (length 2) leaves it first, 4 (length 3) does not
+        logits[std::size_t(e)] = 0.5f;
+        return pipeline.sample(logits);
+    };
+    CHECK(pick({"\n", ":", "\"", "*"}) == d);
+    CHECK(pick({":"}) == e);
 }

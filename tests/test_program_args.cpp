@@ -453,3 +453,53 @@ TEST_CASE("the sampling flags take llama.cpp's names, in the ranges the sampler 
     CHECK(help.find("default: 0.6]") != std::string::npos);
     CHECK(help.find("default: 0.95]") != std::string::npos);
 }
+
+TEST_CASE("the further sampling flags take llama.cpp's names, bounded") {
+    SharedFlags f;
+    Argv({"--typical", "0.9", "--top-nsigma", "1.5", "--xtc-probability", "0.5", "--xtc-threshold", "0.2",
+          "--dry-multiplier", "0.8", "--dry-base", "2", "--dry-allowed-length", "3", "--dry-penalty-last-n", "128",
+          "--dry-sequence-breaker", "\\n", "--dry-sequence-breaker", "User:", "--mirostat", "2", "--mirostat-lr", "0.2",
+          "--mirostat-ent", "4", "--samplers", "dry;top-k;typical;temp"})
+        .parse(f.table);
+    const smol::SamplerParams& params = f.sampling;
+    CHECK(params.typical_p == doctest::Approx(0.9));
+    CHECK(params.top_n_sigma == doctest::Approx(1.5));
+    CHECK(params.xtc_probability == doctest::Approx(0.5));
+    CHECK(params.xtc_threshold == doctest::Approx(0.2));
+    CHECK(params.dry_multiplier == doctest::Approx(0.8));
+    CHECK(params.dry_base == doctest::Approx(2.0));
+    CHECK(params.dry_allowed_length == 3);
+    CHECK(params.dry_penalty_last_n == 128);
+    CHECK(params.dry_sequence_breakers == std::vector<std::string>{"\n", "User:"});  // the first replaced the defaults
+    CHECK(params.mirostat == 2);
+    CHECK(params.mirostat_eta == doctest::Approx(0.2));
+    CHECK(params.mirostat_tau == doctest::Approx(4.0));
+    using Stage = smol::SamplerStage;
+    CHECK(params.samplers == std::vector<Stage>{Stage::dry, Stage::top_k, Stage::typical_p, Stage::temperature});
+    smol::Sampler accepted(f.sampling, 8);  // whatever the flags accept, the sampler does
+
+    {
+        SharedFlags g;
+        Argv({"--sampling-seq", "kxt", "--dry-sequence-breaker", "none"}).parse(g.table);
+        CHECK(g.sampling.samplers == std::vector<Stage>{Stage::top_k, Stage::xtc, Stage::temperature});
+        CHECK(g.sampling.dry_sequence_breakers.empty());
+    }
+
+    CHECK(f.error({"--samplers", "top_k;bogus"}).find("--samplers: expected sampler names") == 0);
+    CHECK(f.error({"--samplers", "top_k;bogus"}).find("'bogus'") != std::string::npos);
+    CHECK(f.error({"--sampling-seq", "kq"}).find("--sampling-seq") == 0);
+    CHECK(f.error({"--mirostat", "3"}).find("--mirostat") == 0);
+    CHECK(f.error({"--xtc-probability", "1.5"}).find("--xtc-probability") == 0);
+    CHECK(f.error({"--dry-base", "0.5"}).find("--dry-base") == 0);
+    CHECK(f.error({"--dry-penalty-last-n", "-2"}).find("--dry-penalty-last-n") == 0);
+    CHECK(f.error({"--dry-sequence-breaker", std::string(41, 'a')}).find("--dry-sequence-breaker") == 0);
+    CHECK(f.error({"--typical", "2"}).find("--typical") == 0);
+
+    const std::string help = f.table.help();
+    for (const char* flag : {"--dry-multiplier", "--dry-base", "--dry-allowed-length", "--dry-penalty-last-n",
+                             "--dry-sequence-breaker", "--xtc-probability", "--xtc-threshold", "--typical",
+                             "--top-nsigma", "--mirostat ", "--mirostat-lr", "--mirostat-ent", "--samplers", "--sampling-seq"}) {
+        CAPTURE(flag);
+        CHECK(help.find(std::string("  ") + flag) != std::string::npos);
+    }
+}

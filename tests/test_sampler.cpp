@@ -460,3 +460,272 @@ TEST_CASE("the default chain on a full 128256-token vocabulary stays inside the 
         CHECK(logits[static_cast<std::size_t>(token)] >= kth_best);
     }
 }
+
+// ---- the samplers past top-k/top-p/min-p, on hand-made logits ---------------------------------
+
+namespace {
+
+// Logits whose softmax is exactly `probabilities`.
+std::vector<float> logits_of(std::initializer_list<double> probabilities) {
+    std::vector<float> logits;
+    for (const double p : probabilities) logits.push_back(static_cast<float>(std::log(p)));
+    return logits;
+}
+
+// Only the listed stages, temperature 1, the usual filters off.
+smol::SamplerParams chain(std::vector<smol::SamplerStage> order, std::uint64_t seed = 77) {
+    smol::SamplerParams p = plain(1.0f, seed);
+    p.samplers = std::move(order);
+    return p;
+}
+
+using Stage = smol::SamplerStage;
+
+// The logits after DRY on `history`: a greedy chain of DRY alone edits them in place.
+std::vector<float> after_dry(smol::SamplerParams p, const std::vector<int>& history, int n_vocab,
+                             smol::DryBreakers breakers = {}) {
+    p.samplers = {Stage::dry, Stage::temperature};
+    p.temperature = 0.0f;
+    smol::Sampler sampler(p, n_vocab, std::move(breakers));
+    for (const int token : history) sampler.accept(token);
+    std::vector<float> logits(static_cast<std::size_t>(n_vocab), 0.0f);
+    sampler.sample(logits);
+    return logits;
+}
+
+// A vocabulary of one-character tokens: token i is text[i]; tokenizing is one token a character.
+smol::DryBreakers breakers_for(const std::vector<std::string>& breakers, const std::string& text) {
+    return smol::build_dry_breakers(
+        breakers, static_cast<int>(text.size()),
+        [&](std::int32_t id) { return std::string_view(text).substr(static_cast<std::size_t>(id), 1); },
+        [&](std::string_view s) {
+            std::vector<std::int32_t> ids;
+            for (const char c : s) ids.push_back(static_cast<std::int32_t>(text.find(c)));
+            return ids;
+        });
+}
+
+}  // namespace
+
+TEST_CASE("XTC removes every token at or above the threshold but the least likely of them") {
+    const std::vector<float> logits = logits_of({0.4, 0.3, 0.2, 0.1});
+    smol::SamplerParams p = chain({Stage::xtc, Stage::temperature});
+    p.xtc_threshold = 0.15f;  // tokens 0, 1 and 2 are above it: 0 and 1 go, 2 stays
+    p.xtc_probability = 1.0f;
+    check_matches(draw_many(logits, p, 20000), {{2, 0.2 / 0.3}, {3, 0.1 / 0.3}});
+
+    SUBCASE("with probability p, and otherwise the whole distribution") {
+        p.xtc_probability = 0.5f;
+        check_matches(draw_many(logits, p, 20000),
+                      {{0, 0.5 * 0.4}, {1, 0.5 * 0.3}, {2, 0.5 * 0.2 + 0.5 * 0.2 / 0.3}, {3, 0.5 * 0.1 + 0.5 * 0.1 / 0.3}});
+    }
+    SUBCASE("one token above the threshold is left alone") {
+        p.xtc_threshold = 0.35f;
+        check_matches(draw_many(logits, p, 20000), {{0, 0.4}, {1, 0.3}, {2, 0.2}, {3, 0.1}});
+    }
+    SUBCASE("a threshold above 0.5 turns it off") {
+        p.xtc_threshold = 0.6f;
+        check_matches(draw_many(logits, p, 20000), {{0, 0.4}, {1, 0.3}, {2, 0.2}, {3, 0.1}});
+    }
+    SUBCASE("XTC can take the greedy pick away") {
+        p.temperature = 0.0f;
+        smol::Sampler sampler(p, 4);
+        std::vector<float> scratch = logits;
+        CHECK(sampler.sample(scratch) == 2);
+    }
+}
+
+TEST_CASE("DRY penalises the token that would extend a repeat by multiplier * base^(length - allowed)") {
+    smol::SamplerParams p;
+    p.dry_multiplier = 0.8f;
+    p.dry_base = 1.75f;
+    p.dry_allowed_length = 2;
+    // "1 2 3" ends the history and came before, followed by 4: a repeat of 3 that 4 would extend.
+    const std::vector<float> out = after_dry(p, {1, 2, 3, 4, 5, 1, 2, 3}, 8);
+    for (int token = 0; token < 8; ++token) {
+        CAPTURE(token);
+        CHECK(out[std::size_t(token)] == doctest::Approx(token == 4 ? -0.8 * std::pow(1.75, 3 - 2) : 0.0));
+    }
+    SUBCASE("a repeat exactly the allowed length costs the multiplier, a shorter one nothing") {
+        const std::vector<float> two = after_dry(p, {2, 3, 6, 5, 2, 3}, 8);
+        CHECK(two[6] == doctest::Approx(-0.8));
+        p.dry_allowed_length = 3;
+        const std::vector<float> none = after_dry(p, {2, 3, 6, 5, 2, 3}, 8);
+        CHECK(std::all_of(none.begin(), none.end(), [](float v) { return v == 0.0f; }));
+    }
+    SUBCASE("the longest repeat counts when a token follows several") {
+        // 7 follows "3" (length 1) and "1 2 3" (length 3).
+        const std::vector<float> both = after_dry(p, {1, 2, 3, 7, 3, 7, 1, 2, 3}, 8);
+        CHECK(both[7] == doctest::Approx(-0.8 * 1.75));
+    }
+    SUBCASE("only the last dry_penalty_last_n tokens are looked at") {
+        p.dry_penalty_last_n = 4;
+        const std::vector<float> out4 = after_dry(p, {1, 2, 3, 4, 5, 1, 2, 3}, 8);
+        CHECK(out4[4] == 0.0f);
+    }
+    SUBCASE("a multiplier of 0 turns it off") {
+        p.dry_multiplier = 0.0f;
+        const std::vector<float> off = after_dry(p, {1, 2, 3, 4, 5, 1, 2, 3}, 8);
+        CHECK(off[4] == 0.0f);
+    }
+}
+
+TEST_CASE("DRY repeats never reach back across a sequence breaker") {
+    smol::SamplerParams p;
+    p.dry_multiplier = 0.8f;
+    p.dry_allowed_length = 2;
+    const std::string vocabulary = "\nabcdxyz";  // token 0 is a newline, 1 'a', ... 5 'x', 6 'y'
+    // "\n b c" repeats with length 3, but the newline two tokens back limits it to 2.
+    const std::vector<int> history = {0, 2, 3, 4, 0, 2, 3};
+    CHECK(after_dry(p, history, 8)[4] == doctest::Approx(-0.8 * 1.75));
+    CHECK(after_dry(p, history, 8, breakers_for({"\n"}, vocabulary))[4] == doctest::Approx(-0.8));
+
+    // A breaker of two tokens ("xy") counts only as the whole sequence.
+    const smol::DryBreakers xy = breakers_for({"xy"}, vocabulary);
+    REQUIRE(xy.tails.size() == 1);
+    CHECK(xy.tails[0].tokens == std::vector<std::int32_t>{6});
+    CHECK(xy.tails[0].heads == std::vector<std::int32_t>{5});
+    CHECK(after_dry(p, {5, 6, 3, 4, 5, 6, 3}, 8, xy)[4] == 0.0f);  // repeat limited to 1 < allowed
+    CHECK(after_dry(p, {6, 6, 3, 4, 6, 6, 3}, 8, xy)[4] == doctest::Approx(-0.8 * 1.75));  // "y y" is no breaker
+}
+
+TEST_CASE("typical-p keeps the tokens whose surprise is nearest the entropy") {
+    // Entropy 1.75 bits; surprises 1, 2, 3, 3 bits: token 1 is nearest, then token 0.
+    const std::vector<float> logits = logits_of({0.5, 0.25, 0.125, 0.125});
+    smol::SamplerParams p = chain({Stage::typical_p, Stage::temperature});
+    p.typical_p = 0.5f;  // 0.25 is not past it, 0.25 + 0.5 is
+    check_matches(draw_many(logits, p, 20000), {{0, 0.5 / 0.75}, {1, 0.25 / 0.75}});
+    p.typical_p = 0.2f;  // token 1 alone: the most likely token is not typical
+    check_matches(draw_many(logits, p, 2000), {{1, 1.0}});
+    p.temperature = 0.0f;  // greedy after typical-p picks from what it kept
+    smol::Sampler greedy(p, 4);
+    std::vector<float> scratch = logits;
+    CHECK(greedy.sample(scratch) == 1);
+}
+
+TEST_CASE("top-n-sigma keeps the logits within n standard deviations of the best") {
+    const std::vector<float> logits = {10, 9, 0, 0, 0, 0, 0, 0};
+    // mean 19/8, standard deviation sqrt(181/8 - (19/8)^2) = 4.12: 1 sigma keeps 10 and 9.
+    smol::SamplerParams p = chain({Stage::top_n_sigma, Stage::temperature});
+    p.top_n_sigma = 1.0f;
+    const double e = std::exp(-1.0);
+    check_matches(draw_many(logits, p, 20000), {{0, 1.0 / (1.0 + e)}, {1, e / (1.0 + e)}});
+    p.top_n_sigma = 3.0f;  // 10 - 12.4 reaches below 0: everything stays
+    const DrawStats all = draw_many(logits, p, 20000);
+    CHECK(all.counts.size() > 2);
+}
+
+TEST_CASE("mirostat 2 keeps the tokens with surprise at most mu and learns mu from each draw") {
+    const std::vector<float> logits = logits_of({0.5, 0.25, 0.125, 0.125});
+    smol::SamplerParams p = chain({});
+    p.mirostat = 2;
+    p.mirostat_tau = 1.0f;  // mu starts at 2 bits: tokens 0 and 1
+    p.mirostat_eta = 0.5f;
+    std::map<int, int> counts;
+    for (std::uint64_t seed = 1; seed <= 3000; ++seed) {
+        p.seed = seed;
+        smol::Sampler sampler(p, 4);
+        std::vector<float> scratch = logits;
+        const int token = sampler.sample(scratch);
+        ++counts[token];
+        // Renormalised over the two: surprise -log2(2/3) or -log2(1/3).
+        const double surprise = token == 0 ? -std::log2(2.0 / 3.0) : -std::log2(1.0 / 3.0);
+        CHECK(sampler.mirostat_mu() == doctest::Approx(2.0 - 0.5 * (surprise - 1.0)));
+    }
+    DrawStats stats;
+    stats.counts = counts;
+    stats.total = 3000;
+    check_matches(stats, {{0, 2.0 / 3.0}, {1, 1.0 / 3.0}});
+}
+
+TEST_CASE("mirostat 1 and every stage together are deterministic under a seed") {
+    const std::vector<float> logits = random_logits(500, 17, 2.0f);
+    const auto run = [&](smol::SamplerParams p) {
+        smol::Sampler sampler(p, 500);
+        std::vector<int> tokens;
+        for (int i = 0; i < 200; ++i) {
+            std::vector<float> scratch = logits;
+            tokens.push_back(sampler.sample(scratch));
+            sampler.accept(tokens.back());
+        }
+        return tokens;
+    };
+    smol::SamplerParams everything;
+    everything.seed = 5;
+    everything.top_k = 100;
+    everything.typical_p = 0.9f;
+    everything.top_n_sigma = 2.0f;
+    everything.xtc_probability = 0.5f;
+    everything.dry_multiplier = 0.8f;
+    everything.repeat_penalty = 1.1f;
+    smol::SamplerParams mirostat1 = plain(1.0f, 5);
+    mirostat1.mirostat = 1;
+    for (const smol::SamplerParams& p : {everything, mirostat1}) {
+        CAPTURE(p.mirostat);
+        const std::vector<int> first = run(p);
+        CHECK(first == run(p));
+        smol::SamplerParams other = p;
+        other.seed = 6;
+        CHECK(first != run(other));
+        CHECK(std::set<int>(first.begin(), first.end()).size() > 1);
+    }
+}
+
+TEST_CASE("the samplers order changes the result") {
+    const std::vector<float> logits = logits_of({0.4, 0.3, 0.2, 0.1});
+    smol::SamplerParams p = chain({Stage::top_k, Stage::xtc, Stage::temperature});
+    p.top_k = 1;
+    p.xtc_probability = 1.0f;
+    p.xtc_threshold = 0.15f;
+    check_matches(draw_many(logits, p, 1000), {{0, 1.0}});  // XTC sees one token and keeps it
+    p.samplers = {Stage::xtc, Stage::top_k, Stage::temperature};
+    check_matches(draw_many(logits, p, 1000), {{2, 1.0}});  // XTC leaves 2 and 3, top-k keeps 2
+
+    // Without a temperature stage the temperature is not applied (llama.cpp's rule).
+    smol::SamplerParams cold = chain({}, 3);
+    cold.temperature = 0.0f;
+    CHECK(draw_many(logits, cold, 2000).counts.size() == 4);
+}
+
+TEST_CASE("sampler names and letters are llama.cpp's") {
+    for (const Stage stage : smol::kDefaultSamplerOrder)
+        CHECK(smol::parse_sampler_stage(smol::sampler_stage_name(stage), false) == stage);
+    CHECK(smol::parse_sampler_stage("typ_p", false) == Stage::typical_p);
+    CHECK(smol::parse_sampler_stage("typical", false) == std::nullopt);
+    CHECK(smol::parse_sampler_stage("typical", true) == Stage::typical_p);
+    CHECK(smol::parse_sampler_stage("temp", true) == Stage::temperature);
+    CHECK(smol::parse_sampler_stage("infill", true) == std::nullopt);
+    CHECK(smol::parse_sampler_stage_letter('y') == Stage::typical_p);
+    CHECK(smol::parse_sampler_stage_letter('x') == Stage::xtc);
+    CHECK(smol::parse_sampler_stage_letter('q') == std::nullopt);
+}
+
+TEST_CASE("the new parameters are validated with clear errors") {
+    const auto message = [](smol::SamplerParams p) {
+        try {
+            smol::Sampler sampler(p, 10);
+        } catch (const smol::Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    smol::SamplerParams p;
+    p.typical_p = 0.0f;
+    CHECK(message(p).find("typical_p") != std::string::npos);
+    p = {}; p.xtc_probability = 1.5f;
+    CHECK(message(p).find("xtc_probability") != std::string::npos);
+    p = {}; p.dry_base = 0.5f;
+    CHECK(message(p).find("dry_base") != std::string::npos);
+    p = {}; p.dry_penalty_last_n = -2;
+    CHECK(message(p).find("dry_penalty_last_n") != std::string::npos);
+    p = {}; p.dry_sequence_breakers = {std::string(41, 'a')};
+    CHECK(message(p).find("dry_sequence_breakers") != std::string::npos);
+    p = {}; p.dry_sequence_breakers.assign(17, "a");
+    CHECK(message(p).find("dry_sequence_breakers") != std::string::npos);
+    p = {}; p.mirostat = 3;
+    CHECK(message(p).find("mirostat") != std::string::npos);
+    p = {}; p.samplers.assign(17, Stage::top_k);
+    CHECK(message(p).find("samplers") != std::string::npos);
+    p = {}; p.top_n_sigma = std::nanf("");
+    CHECK(message(p).find("top_n_sigma") != std::string::npos);
+}

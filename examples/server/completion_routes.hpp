@@ -34,7 +34,7 @@ private:
     httplib::DataSink& sink_;
 };
 
-// Any API's body as the one request model.
+// Any API's body as the one request model; `sampling`: the server's defaults (its flags).
 inline ApiRequest parse_api_request(Endpoint endpoint, const json& body, const smol::text::Tokenizer& tokenizer,
                                     int context, const RequestDefaults& defaults = {}) {
     switch (endpoint) {
@@ -44,7 +44,7 @@ inline ApiRequest parse_api_request(Endpoint endpoint, const json& body, const s
         case Endpoint::ollama_chat: return parse_ollama_chat_request(body, tokenizer, context, defaults);
         case Endpoint::ollama_generate: return parse_ollama_generate_request(body, tokenizer, context, defaults);
         case Endpoint::chat: return parse_chat_request(body, tokenizer, context, defaults);
-        default: return parse_text_request(body, tokenizer, context);
+        default: return parse_text_request(body, tokenizer, context, defaults);
     }
 }
 
@@ -96,7 +96,7 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
     }
     const smol::text::Tokenizer& tokenizer = scheduler.tokenizer();
     ApiRequest request =
-        parse_api_request(endpoint, body, tokenizer, scheduler.context(), {server.options.reasoning_budget});
+        parse_api_request(endpoint, body, tokenizer, scheduler.context(), {server.options.reasoning_budget, server.options.sampling});
     request.generation.cache_partition = cache_partition(server.options, req, body);
     if (!request.grammar.empty())
         request.generation.params.grammar = server.grammars.get(request.grammar, scheduler.engine());

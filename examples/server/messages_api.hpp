@@ -335,6 +335,7 @@ inline ApiRequest parse_messages_request(const json& body, const smol::text::Tok
     reject_unlisted_fields(body, {create ? FieldNames(kMessagesFields) : FieldNames(kCountTokensFields)}, "",
                            "smol-server's Messages API");
     ApiRequest out;
+    out.generation.params.sampling = defaults.sampling;
     if (create) {
         if (!body.contains("max_tokens") || body["max_tokens"].is_null())
             reject(400, "'max_tokens' is required: the most tokens the reply may hold", "missing_max_tokens");

@@ -68,11 +68,12 @@ inline constexpr std::string_view kOllamaGenerateFields[] = {
     "format", "options",    "stream", "keep_alive",  "think",     "speculative", "cache_salt"};
 // The `options` that map onto smol: the sampler's (read_sampling's names), num_predict (the
 // reply's length), num_ctx (a cap on prompt and reply together, up to the server's context) and
-// repeat_last_n (the penalties' window). The others (mirostat, typical_p, num_gpu, num_thread,
-// ...) are a 400 naming them.
+// repeat_last_n (the penalties' window). The others (tfs_z, num_gpu, num_thread, ...) are a 400
+// naming them.
 inline constexpr std::string_view kOllamaOptions[] = {
     "num_ctx",        "num_predict",      "temperature",       "top_k",        "top_p", "min_p", "seed",
-    "stop",           "repeat_penalty",   "presence_penalty",  "frequency_penalty", "repeat_last_n"};
+    "stop",           "repeat_penalty",   "presence_penalty",  "frequency_penalty", "repeat_last_n",
+    "typical_p",      "mirostat",         "mirostat_tau",      "mirostat_eta"};
 
 inline constexpr const char* kOllamaReader = "smol-server's ollama API";
 
@@ -320,6 +321,7 @@ inline ApiRequest parse_ollama_chat_request(const json& body, const smol::text::
     optional_string(body, "model");
     check_keep_alive(body);
     ApiRequest out;
+    out.generation.params.sampling = defaults.sampling;
     const json messages = ollama_messages(body);
     smol::ChatOptions chat;
     json offered;
@@ -353,6 +355,7 @@ inline ApiRequest parse_ollama_generate_request(const json& body, const smol::te
     const std::optional<std::string> system = optional_string(body, "system");
     const bool raw = bool_field(body, "raw").value_or(false);
     ApiRequest out;
+    out.generation.params.sampling = defaults.sampling;
     smol::GenerationParams& params = out.generation.params;
     std::optional<int> num_ctx;
     if (raw) {

@@ -186,7 +186,9 @@ inline std::optional<bool> bool_field(const json& body, const char* name) {
 inline constexpr std::string_view kSamplingFields[] = {
     "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repeat_penalty",
     "seed", "max_tokens", "stop", "stream", "stream_options", "n", "user", "cache_prompt", "logprobs", "logit_bias",
-    "grammar", "speculative", "cache_salt"};
+    "grammar", "speculative", "cache_salt", "typical_p", "top_n_sigma", "xtc_probability", "xtc_threshold",
+    "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers", "mirostat",
+    "mirostat_tau", "mirostat_eta", "samplers"};
 inline constexpr std::string_view kChatFields[] = {
     "messages", "max_completion_tokens", "tools", "tool_choice", "chat_template_kwargs", "store",
     "parallel_tool_calls", "response_format", "top_logprobs", "metadata", "reasoning_effort"};
@@ -290,6 +292,7 @@ struct ApiRequest {
 // What smol-server's flags set for the requests that do not say otherwise.
 struct RequestDefaults {
     int reasoning_budget = -1;  // --reasoning-budget: thinking tokens at most, -1 no limit, 0 thinking off
+    smol::SamplerParams sampling;  // the sampling flags; a request's own fields win
 };
 
 // OpenAI's logit_bias: {"token id": bias in [-100, 100], ...}.
@@ -331,6 +334,86 @@ inline void check_stop_strings(const std::vector<std::string>& stops, const std:
                    "invalid_value");
 }
 
+// dry_sequence_breakers: a list of 1 to 16 strings of 1 to 40 bytes (llama-server's field).
+inline std::vector<std::string> read_dry_sequence_breakers(const json& value) {
+    using Limits = smol::SamplerParams;
+    if (!value.is_array() || value.empty() || value.size() > std::size_t(Limits::kMaxDryBreakers))
+        reject(400, "'dry_sequence_breakers' must be a list of 1 to " + std::to_string(Limits::kMaxDryBreakers) + " strings",
+               "invalid_value");
+    std::vector<std::string> breakers;
+    for (const json& breaker : value) {
+        if (!breaker.is_string() || breaker.get_ref<const std::string&>().empty() ||
+            breaker.get_ref<const std::string&>().size() > Limits::kMaxDryBreakerBytes)
+            reject(400, "'dry_sequence_breakers' strings must be 1 to " + std::to_string(Limits::kMaxDryBreakerBytes) +
+                            " bytes long, found " + breaker.dump().substr(0, 64),
+                   "invalid_value");
+        breakers.push_back(breaker.get<std::string>());
+    }
+    return breakers;
+}
+
+// samplers: the chain's order, as llama-server takes it: a list of names ("dry", "top_k",
+// "typ_p", "top_p", "min_p", "xtc", "temperature", "top_n_sigma", "penalties") or a string of
+// their letters ("dkypmxt").
+inline std::vector<smol::SamplerStage> read_sampler_order(const json& value) {
+    std::vector<smol::SamplerStage> order;
+    const auto bad = [&](const std::string& what) {
+        reject(400, "'samplers' " + what + "; the names are dry, top_k, typ_p, top_p, min_p, xtc, temperature, "
+                        "top_n_sigma and penalties, the letters d, k, y, p, m, x, t, s and e",
+               "invalid_value");
+    };
+    if (value.is_string()) {
+        for (const char letter : value.get_ref<const std::string&>()) {
+            const auto stage = smol::parse_sampler_stage_letter(letter);
+            if (!stage) bad("has an unknown letter '" + std::string(1, letter) + "'");
+            order.push_back(*stage);
+            if (order.size() > std::size_t(smol::SamplerParams::kMaxStages)) break;
+        }
+    } else if (value.is_array()) {
+        for (const json& name : value) {
+            if (!name.is_string()) bad("must be a list of names, found " + name.dump().substr(0, 64));
+            const auto stage = smol::parse_sampler_stage(name.get_ref<const std::string&>(), /*alternative_names=*/true);
+            if (!stage) bad("names an unknown sampler " + name.dump().substr(0, 64));
+            order.push_back(*stage);
+            if (order.size() > std::size_t(smol::SamplerParams::kMaxStages)) break;
+        }
+    } else {
+        bad(std::string("must be a list of names or a string of letters, found ") + value.type_name());
+    }
+    if (order.size() > std::size_t(smol::SamplerParams::kMaxStages))
+        bad("lists at most " + std::to_string(smol::SamplerParams::kMaxStages) + " samplers");
+    return order;
+}
+
+// The chain's order by llama.cpp's names, as /props shows it.
+inline json sampler_names(const std::vector<smol::SamplerStage>& order) {
+    json names = json::array();
+    for (const smol::SamplerStage stage : order) names.push_back(std::string(smol::sampler_stage_name(stage)));
+    return names;
+}
+
+// llama-server's further samplers: typical-p, top-n-sigma, XTC, DRY, mirostat and the order.
+inline void read_chain_sampling(const json& body, smol::SamplerParams& s) {
+    using Limits = smol::SamplerParams;
+    if (auto v = number_field(body, "typical_p", 0.0, 1.0)) {
+        if (*v <= 0.0) reject(400, "'typical_p' must be above 0 (1 turns it off)", "invalid_value");
+        s.typical_p = float(*v);
+    }
+    if (auto v = number_field(body, "top_n_sigma", -1.0, 100.0)) s.top_n_sigma = float(*v);
+    if (auto v = number_field(body, "xtc_probability", 0.0, 1.0)) s.xtc_probability = float(*v);
+    if (auto v = number_field(body, "xtc_threshold", 0.0, 1.0)) s.xtc_threshold = float(*v);
+    if (auto v = number_field(body, "dry_multiplier", 0.0, 100.0)) s.dry_multiplier = float(*v);
+    if (auto v = number_field(body, "dry_base", 1.0, 100.0)) s.dry_base = float(*v);
+    if (auto v = integer_field(body, "dry_allowed_length", 1, Limits::kMaxDryWindow)) s.dry_allowed_length = int(*v);
+    if (auto v = integer_field(body, "dry_penalty_last_n", -1, Limits::kMaxDryWindow)) s.dry_penalty_last_n = int(*v);
+    if (const auto it = body.find("dry_sequence_breakers"); it != body.end() && !it->is_null())
+        s.dry_sequence_breakers = read_dry_sequence_breakers(*it);
+    if (auto v = integer_field(body, "mirostat", 0, 2)) s.mirostat = int(*v);
+    if (auto v = number_field(body, "mirostat_tau", 0.0, 100.0)) s.mirostat_tau = float(*v);
+    if (auto v = number_field(body, "mirostat_eta", 0.0, 10.0)) s.mirostat_eta = float(*v);
+    if (const auto it = body.find("samplers"); it != body.end() && !it->is_null()) s.samplers = read_sampler_order(*it);
+}
+
 // The sampling, length, stop, streaming and speculation fields every API shares.
 inline void read_sampling(const json& body, ApiRequest& out, std::size_t n_vocab) {
     smol::GenerationParams& params = out.generation.params;
@@ -349,6 +432,7 @@ inline void read_sampling(const json& body, ApiRequest& out, std::size_t n_vocab
         s.seed = *v < 0 ? SMOL_DEFAULT_SEED : std::uint64_t(*v);
     if (auto v = integer_field(body, "max_tokens", 1, 1 << 30)) params.max_tokens = int(*v);
     s.logit_bias = read_logit_bias(body, n_vocab);
+    read_chain_sampling(body, s);
 
     if (const auto stop = body.find("stop"); stop != body.end() && !stop->is_null()) {
         if (stop->is_string()) {
@@ -742,6 +826,7 @@ inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokeniz
     reject_unlisted_fields(body, {kSamplingFields, kChatFields, kLlamaServerFields});
     reject_unsupported_values(body);
     ApiRequest out;
+    out.generation.params.sampling = defaults.sampling;
     const json messages = normalize_messages(body);
 
     smol::ChatOptions chat;
@@ -791,10 +876,12 @@ inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokeniz
 // A /v1/completions body: `prompt` as a string (special tokens such as <|im_start|> are parsed)
 // or as token ids, continued as it is: no chat template, and <think> blocks stay in the text.
 // `logprobs` is the number of alternatives per token here, as in OpenAI's completions API.
-inline ApiRequest parse_text_request(const json& body, const smol::text::Tokenizer& tokenizer, int context) {
+inline ApiRequest parse_text_request(const json& body, const smol::text::Tokenizer& tokenizer, int context,
+                                     const RequestDefaults& defaults = {}) {
     reject_unlisted_fields(body, {kSamplingFields, kTextFields, kLlamaServerFields});
     reject_unsupported_values(body);
     ApiRequest out;
+    out.generation.params.sampling = defaults.sampling;
     const auto prompt = body.find("prompt");
     if (prompt == body.end() || prompt->is_null())
         reject(400, "'prompt' is required: a string or a list of token ids", "missing_prompt");

@@ -389,6 +389,7 @@ inline ApiRequest parse_responses_request(const json& body, const smol::text::To
     reject_unlisted_fields(body, {create ? FieldNames(kResponsesFields) : FieldNames(kInputTokensFields)}, "",
                            "smol-server's Responses API");
     ApiRequest out;
+    out.generation.params.sampling = defaults.sampling;
     check_response_extras(body);
     bool_field(body, "parallel_tool_calls");
     if (create) {

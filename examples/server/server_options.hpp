@@ -49,6 +49,7 @@ struct ServerOptions {
     bool repack = true;                     // -nr
     smol::SpeculationParams speculation;    // --spec, --draft-max, --draft-min: every request's default
     int reasoning_budget = -1;  // --reasoning-budget: thinking tokens of a request that names none; -1 no limit
+    smol::SamplerParams sampling;           // the sampling flags: every request's defaults
     // The connection gate's limits (see connection_gate.hpp).
     int max_connections = 2048;
     int header_timeout_s = 10;
@@ -195,6 +196,8 @@ inline smol::args::FlagTable flag_table(ServerOptions& o, bool& help) {
         .add(repack_flag(o.repack))
         .add(speculation_flags(o.speculation))
         .add(reasoning_budget_flag(o.reasoning_budget))
+        .note("  Sampling defaults for every request (a request's own fields win), llama.cpp's flags:")
+        .add(sampling_flags(o.sampling))
         .note("  With --spec ngram, the drafts of all generating slots share 8 rows per step with their own\n"
               "  tokens: a full batch drafts nothing. /metrics counts drafted and accepted tokens.")
         .add(access_flags(o))
@@ -222,7 +225,8 @@ inline ServerOptions parse_options(int argc, char** argv) {
         if (const char* key = std::getenv("SMOL_API_KEY"))
             o.api_keys.push_back(checked_api_key(key, "the SMOL_API_KEY environment variable"));
         try {
-            o.speculation.validate();  // --draft-min against --draft-max
+            o.speculation.validate();              // --draft-min against --draft-max
+            smol::Sampler check(o.sampling, 1);  // the sampling flags together, before the model loads
         } catch (const smol::Error& e) {
             throw smol::args::UsageError(e.what());
         }

@@ -5,7 +5,7 @@
 // drift apart between them.
 //
 //   logits -> ThinkingBudget (a spent reasoning budget: the pipeline writes "</think>\n" itself)
-//          -> Sampler (penalties seeded with the prompt's tail, as llama-server does)
+//          -> Sampler (penalties and DRY seeded with the prompt's tail, as llama-server does)
 //          (a grammar, when given, masks the tokens that would leave it: grammar_constraint.hpp;
 //          not inside a think block, and with a trigger only from the trigger token on)
 //          -> end of generation? max_tokens? room in the context?
@@ -143,7 +143,7 @@ public:
     GenerationPipeline(const text::Tokenizer& tokenizer, const GenerationParams& params,
                        std::span<const std::int32_t> prompt, std::string_view assistant_prefix)
         : tokenizer_(&tokenizer),
-          sampler_(params.sampling, int(tokenizer.n_vocab())),
+          sampler_(params.sampling, int(tokenizer.n_vocab()), dry_breakers(params.sampling, tokenizer)),
           stops_(params.stop),
           decoder_(tokenizer),
           thinking_(/*thinking_enabled=*/true),
@@ -170,7 +170,7 @@ public:
         think_may_open_ = split_reasoning_ && assistant_prefix.find(ThinkingParser::open_tag) == std::string_view::npos;
         think_open_ = tokenizer.find(ThinkingParser::open_tag).value_or(-1);
         grammar_active_ = constraint_ && trigger_ < 0 && !in_reasoning() && !think_may_open_;
-        const std::size_t window = std::min(std::size_t(params.sampling.penalty_last_n), prompt.size());
+        const std::size_t window = std::min(std::size_t(params.sampling.history_window()), prompt.size());
         for (std::int32_t token : prompt.last(window)) sampler_.accept(token);
     }
 
@@ -371,6 +371,15 @@ private:
     }
 
     const text::Tokenizer* tokenizer_;
+    // DRY's sequence breakers in this vocabulary's tokens; nothing to build while DRY is off.
+    static DryBreakers dry_breakers(const SamplerParams& params, const text::Tokenizer& tokenizer) {
+        if (params.dry_window() == 0) return {};
+        return build_dry_breakers(
+            params.dry_sequence_breakers, int(tokenizer.n_vocab()),
+            [&](std::int32_t id) { return std::string_view(tokenizer.token_bytes(id)); },
+            [&](std::string_view text) { return tokenizer.encode(text, /*parse_special=*/false); });
+    }
+
     Sampler sampler_;
     StopStringMatcher stops_;
     text::StreamDecoder decoder_;
