@@ -710,6 +710,8 @@ TEST_CASE("pipeline: a lazy grammar leaves text free until its trigger, then hol
     bad.grammar_trigger = "<tool_call>";
     CHECK_THROWS_WITH_AS(GenerationPipeline(tokenizer(), bad, tokens("Hi"), ""), doctest::Contains("needs a grammar"),
                          smol::Error);
+}
+
 TEST_CASE("pipeline: DRY sees the prompt's tail and takes its breakers from the vocabulary") {
     const auto one = [](std::string_view text) {
         const std::vector<std::int32_t> ids = tokens(text);
