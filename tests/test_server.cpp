@@ -2072,8 +2072,8 @@ TEST_CASE("smol-server: the ollama API answers as ollama's, NDJSON streamed and 
     CHECK(ps["models"][0]["size_vram"] == 0);
 
     // Errors in ollama's shape, naming what was refused; the key as on every route.
-    check_ollama_error(http(port, "POST", "/api/chat", with_field(hello, "options", {{"mirostat", 2}}).dump()), 400,
-                       "options.mirostat");
+    check_ollama_error(http(port, "POST", "/api/chat", with_field(hello, "options", {{"tfs_z", 0.9}}).dump()), 400,
+                       "options.tfs_z");
     json pictured = hello;
     pictured["messages"][1]["images"] = json::array({"iVBORw0KGgo="});
     check_ollama_error(http(port, "POST", "/api/chat", pictured.dump()), 400, "images");

@@ -98,8 +98,8 @@ try {
   check(generatedStream === text, 'the streamed generate() text is the same');
 
   // Refusals arrive as the client's ResponseError with ollama's error text.
-  const unknown = await refusal(() => ollama.chat({ model, messages, options: { ...options, mirostat: 2 } }));
-  check(unknown?.name === 'ResponseError' && unknown.status_code === 400 && /options\.mirostat/.test(unknown.error),
+  const unknown = await refusal(() => ollama.chat({ model, messages, options: { ...options, tfs_z: 0.9 } }));
+  check(unknown?.name === 'ResponseError' && unknown.status_code === 400 && /options\.tfs_z/.test(unknown.error),
         'an option smol-server does not implement is a 400 naming it');
   const image = await refusal(() => ollama.chat({ model, messages: [{ role: 'user', content: 'what is this?', images: ['iVBORw0KGgo='] }] }));
   check(image?.status_code === 400 && /images/.test(image.error) && /text only/.test(image.error), 'images are refused clearly');
