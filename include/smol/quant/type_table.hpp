@@ -117,16 +117,13 @@ void from_float(const float* x, void* blocks, std::int64_t n) {
     F(x, static_cast<Block*>(blocks), n);
 }
 
-// A row's identity: geometry from core/tensor_types.hpp, checked against the block struct, and
-// the reference conversions (from_float in every column).
-template <TensorType T, class Block, void (*ToFloat)(const Block*, float*, std::int64_t),
-          void (*FromFloat)(const float*, Block*, std::int64_t)>
-constexpr TypeRow row(TensorType activations, std::array<DotTileFn, kIsaCount> tiles = {},
-                      std::array<GemmTileFn, kIsaCount> gemms = {}, RowGroupLayout row_groups = {}) {
+// A row's identity: geometry from core/tensor_types.hpp, checked against the block struct, the
+// reference conversion to floats, and `from_floats` (nullptr where smol never writes the type).
+template <TensorType T, class Block, void (*ToFloat)(const Block*, float*, std::int64_t)>
+constexpr TypeRow row_of(std::array<FromFloatFn, kIsaCount> from_floats, TensorType activations,
+                         std::array<DotTileFn, kIsaCount> tiles, std::array<GemmTileFn, kIsaCount> gemms,
+                         RowGroupLayout row_groups) {
     static_assert(sizeof(Block) == traits_of(T).block_bytes, "block struct size differs from ggml's block size");
-    std::array<FromFloatFn, kIsaCount> from_floats{};  // nullptr: smol reads the type, never writes it
-    if constexpr (FromFloat != nullptr)
-        for (FromFloatFn& f : from_floats) f = from_float<Block, FromFloat>;
     return TypeRow{T,
                    traits_of(T).block_elements,
                    sizeof(Block),
@@ -136,6 +133,25 @@ constexpr TypeRow row(TensorType activations, std::array<DotTileFn, kIsaCount> t
                    tiles,
                    gemms,
                    row_groups};
+}
+
+// A type smol reads and writes: the reference quantizer in every column.
+template <TensorType T, class Block, void (*ToFloat)(const Block*, float*, std::int64_t),
+          void (*FromFloat)(const float*, Block*, std::int64_t)>
+constexpr TypeRow row(TensorType activations, std::array<DotTileFn, kIsaCount> tiles = {},
+                      std::array<GemmTileFn, kIsaCount> gemms = {}, RowGroupLayout row_groups = {}) {
+    std::array<FromFloatFn, kIsaCount> from_floats{};
+    for (FromFloatFn& f : from_floats) f = from_float<Block, FromFloat>;
+    return row_of<T, Block, ToFloat>(from_floats, activations, tiles, gemms, row_groups);
+}
+
+// A type smol reads but never writes (it has no quantizer): from_float is nullptr in every
+// column. A function of its own rather than a null FromFloat, since GCC's sanitizers make a
+// function's address compared with nullptr not a constant expression.
+template <TensorType T, class Block, void (*ToFloat)(const Block*, float*, std::int64_t)>
+constexpr TypeRow read_only_row(TensorType activations, std::array<DotTileFn, kIsaCount> tiles = {},
+                                std::array<GemmTileFn, kIsaCount> gemms = {}, RowGroupLayout row_groups = {}) {
+    return row_of<T, Block, ToFloat>({}, activations, tiles, gemms, row_groups);
 }
 
 // The same row with the AVX2 set's own from-float in its column and those of every set that runs
@@ -284,9 +300,9 @@ inline constexpr TypeRow kTypeTable[] = {
         TensorType::Q8_0, SMOL_VNNI_TILES(q5_1_q8_0)),
     // The non-linear 4-bit types: smol has no quantizer for them (llama.cpp's searches scales per
     // block), it runs the files people make with llama-quantize.
-    type_table_detail::row<TensorType::IQ4_NL, BlockIQ4NL, dequantize_row_iq4_nl, nullptr>(
+    type_table_detail::read_only_row<TensorType::IQ4_NL, BlockIQ4NL, dequantize_row_iq4_nl>(
         TensorType::Q8_0, SMOL_VNNI_TILES(iq4_nl_q8_0)),
-    type_table_detail::row<TensorType::IQ4_XS, BlockIQ4XS, dequantize_row_iq4_xs, nullptr>(
+    type_table_detail::read_only_row<TensorType::IQ4_XS, BlockIQ4XS, dequantize_row_iq4_xs>(
         TensorType::Q8_K, SMOL_TILES(iq4xs_q8k)),
     type_table_detail::row<TensorType::F32, float, dequantize_row_f32, quantize_row_f32>(TensorType::F32,
                                                                                           SMOL_FLOAT_TILES(f32)),
