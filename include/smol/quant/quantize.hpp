@@ -108,6 +108,19 @@ inline float largest_magnitude(int n, const float* x) {
     return max;
 }
 
+// The smallest and largest of x[0..n), n >= 1, compared in ggml's order (from x[0] on).
+struct ValueRange {
+    float min, max;
+};
+inline ValueRange value_range(int n, const float* x) {
+    ValueRange r{x[0], x[0]};
+    for (int j = 1; j < n; ++j) {
+        r.min = std::min(r.min, x[j]);
+        r.max = std::max(r.max, x[j]);
+    }
+    return r;
+}
+
 // Symmetric fit x ~ scale * (L - nmax), L - nmax in [-nmax, nmax-1], weighting by x^2 and
 // trying 18 scales near -nmax/max. Returns the scale (sign chosen so max maps to -nmax).
 inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) {
@@ -425,11 +438,7 @@ inline void quantize_row_q6_k(const float* x, BlockQ6K* out, std::int64_t n) {  
 inline void quantize_row_q4_1(const float* x, BlockQ4_1* out, std::int64_t n) {  // x: [n]
     if (n % QK4_1 != 0) fail("quantize_row_q4_1: row length must be a multiple of ", QK4_1, ", got ", n);
     for (std::int64_t b = 0; b < n / QK4_1; ++b, x += QK4_1) {
-        float min = x[0], max = x[0];
-        for (int j = 1; j < QK4_1; ++j) {
-            min = std::min(min, x[j]);
-            max = std::max(max, x[j]);
-        }
+        const auto [min, max] = quantize_detail::value_range(QK4_1, x);
         const float d = (max - min) / 15.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         out[b].d = f32_to_fp16(d);
@@ -468,11 +477,7 @@ inline void quantize_row_q5_0(const float* x, BlockQ5_0* out, std::int64_t n) { 
 inline void quantize_row_q5_1(const float* x, BlockQ5_1* out, std::int64_t n) {  // x: [n]
     if (n % QK5_1 != 0) fail("quantize_row_q5_1: row length must be a multiple of ", QK5_1, ", got ", n);
     for (std::int64_t b = 0; b < n / QK5_1; ++b, x += QK5_1) {
-        float min = x[0], max = x[0];
-        for (int j = 1; j < QK5_1; ++j) {
-            min = std::min(min, x[j]);
-            max = std::max(max, x[j]);
-        }
+        const auto [min, max] = quantize_detail::value_range(QK5_1, x);
         const float d = (max - min) / 31.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         out[b].d = f32_to_fp16(d);
