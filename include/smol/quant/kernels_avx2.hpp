@@ -364,20 +364,6 @@ inline void quantize_row_q8_k(const float* x, BlockQ8K* out, std::int64_t n) {  
 // The k-quant tiles, built from the pieces above, are in kquant_tiles_avx2.hpp.
 inline constexpr DotTileFn q8_0_q8_0 =
     kernel_detail::by_columns<detail::q8_0_tile<detail::MaddubsQuads, 1>, detail::q8_0_tile<detail::MaddubsQuads, kTileCols>>;
-#if SMOL_HAVE_AVX_VNNI_KERNELS
-namespace detail {
-template <int C>
-SMOL_TARGET_AVX_VNNI __attribute__((flatten)) void q8_0_tile_avx_vnni(std::int64_t n, const std::uint8_t* weights,
-                                                                      std::size_t row_bytes, int n_rows,
-                                                                      const std::uint8_t* acts, std::size_t act_stride,
-                                                                      int n_cols, float* out, std::size_t out_stride) {
-    q8_0_tile<DpbusdQuads<VexDot>, C>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
-}
-}  // namespace detail
-// The AVX-VNNI set's Q8_0 tile: one VEX vpdpbusd per row, column and block.
-inline constexpr DotTileFn q8_0_q8_0_avx_vnni =
-    kernel_detail::by_columns<detail::q8_0_tile_avx_vnni<1>, detail::q8_0_tile_avx_vnni<kTileCols>>;
-#endif
 inline constexpr DotTileFn f32 =
     kernel_detail::by_columns<detail::float_tile<detail::LoadF32, 1>, detail::float_tile<detail::LoadF32, kTileCols>>;
 inline constexpr DotTileFn f16 =

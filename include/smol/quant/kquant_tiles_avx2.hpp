@@ -1,9 +1,10 @@
 #pragma once
 // AVX2 tiles for the k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K weights against Q8_K activations)
-// and IQ4_XS (decode kernel only, at the end),
-// and the two drivers the AVX-512 set runs too (kquant_tiles_avx512.hpp): one for decode (a
-// column), one for prompt GEMMs. A k-quant is written here as two small rows, a Decode kernel
-// (its block's exact integer totals against one activation block) and a Gemm kernel (its block
+// and IQ4_XS (at the end), the set's entry points to the Q4_K and Q6_K row-group decode kernels
+// (row_group_tiles.hpp), and the two drivers the AVX-512 and AVX-VNNI sets run too
+// (kquant_tiles_avx512.hpp, kquant_tiles_avx_vnni.hpp): one for decode (a column), one for
+// prompt GEMMs. A k-quant is written here as two small rows, a Decode kernel (its block's exact
+// integer totals against one activation block) and a Gemm kernel (its block
 // unpacked to unsigned quants plus the factors of its float step); adding one adds these, its
 // AVX-512 Decode kernel and its row of type_table.hpp.
 //
@@ -16,6 +17,7 @@
 
 #include "smol/quant/kernels_avx2.hpp"
 #include "smol/quant/legacy_tiles_avx2.hpp"  // IQ4_XS: IQ4_NL's table and wide products
+#include "smol/quant/row_group_tiles.hpp"    // the Q4_K and Q6_K row-group decode kernels
 
 #if SMOL_HAVE_AVX2_KERNELS
 
@@ -596,25 +598,17 @@ inline constexpr GemmTileFn q4k_q8k_gemm = maddubs_gemm<kquant_detail::Q4KGemm>;
 inline constexpr GemmTileFn q5k_q8k_gemm = maddubs_gemm<kquant_detail::Q5KGemm>;
 inline constexpr GemmTileFn q6k_q8k_gemm = maddubs_gemm<kquant_detail::Q6KGemm>;
 
-#if SMOL_HAVE_AVX_VNNI_KERNELS
-// The AVX-VNNI set's prompt GEMMs: the same driver with vpdpbusd (VEX), compiled for its target
-// with `flatten` (the driver, the unpacking and the products inlined into one function, as the
-// AVX-512 set's entry points do). Its decode and small batches are the row-group kernels'
-// (row_group_tiles.hpp) and the AVX2 tiles'.
-template <class Gemm>
-SMOL_TARGET_AVX_VNNI __attribute__((flatten)) inline void kquant_gemm_vex_dot(std::int64_t n, const std::uint8_t* weights,
-                                                                              std::size_t row_bytes, int n_rows,
-                                                                              const BlockQ8Kx16* acts, int n_tokens,
-                                                                              float* out, std::size_t out_stride) {
-    kquant_detail::kquant_gemm<Gemm, kquant_detail::DpbusdProducts<VexDot>>(n, weights, row_bytes, n_rows, acts, n_tokens,
-                                                                           out, out_stride);
+// The row-group decode kernels (row_group_tiles.hpp) as GroupDotFns: all columns in one pass over
+// the weights. Four columns spill a few of AVX2's 16 registers and still beat two passes of two,
+// which read the weights from DRAM twice.
+inline void q4k_x8_q8k(std::int64_t n, const std::uint8_t* group, const std::uint8_t* acts, std::size_t act_stride,
+                       int n_cols, float* out, std::size_t out_stride) {
+    row_group_tiles::by_column_count<row_group_tiles::Q4KColumns>(n, group, acts, act_stride, n_cols, out, out_stride);
 }
-inline constexpr GemmTileFn q2k_q8k_gemm_avx_vnni = kquant_gemm_vex_dot<kquant_detail::Q2KGemm>;
-inline constexpr GemmTileFn q3k_q8k_gemm_avx_vnni = kquant_gemm_vex_dot<kquant_detail::Q3KGemm>;
-inline constexpr GemmTileFn q4k_q8k_gemm_avx_vnni = kquant_gemm_vex_dot<kquant_detail::Q4KGemm>;
-inline constexpr GemmTileFn q5k_q8k_gemm_avx_vnni = kquant_gemm_vex_dot<kquant_detail::Q5KGemm>;
-inline constexpr GemmTileFn q6k_q8k_gemm_avx_vnni = kquant_gemm_vex_dot<kquant_detail::Q6KGemm>;
-#endif
+inline void q6k_x8_q8k(std::int64_t n, const std::uint8_t* group, const std::uint8_t* acts, std::size_t act_stride,
+                       int n_cols, float* out, std::size_t out_stride) {
+    row_group_tiles::by_column_count<row_group_tiles::Q6KColumns>(n, group, acts, act_stride, n_cols, out, out_stride);
+}
 
 }  // namespace smol::kernels_avx2
 

@@ -1,6 +1,7 @@
 #pragma once
 // AVX-512 (F, BW, VL, DQ) + VNNI tiles for the k-quants against Q8_K activations: the AVX2 set's
-// two drivers (kquant_tiles_avx2.hpp) with this set's Decode kernels and its GEMM core.
+// two drivers (kquant_tiles_avx2.hpp) with this set's Decode kernels and its GEMM core, and the
+// set's entry points to the Q4_K and Q6_K row-group decode kernels (row_group_tiles.hpp).
 //
 // Decode: per 64 weights one vpdpbusd forms 16 sums of 4 products, vpackssdw narrows two such
 // vectors to words (at most 4 * 63 * 128 in magnitude, so nothing saturates) and one vpmaddwd
@@ -19,6 +20,7 @@
 #include "smol/quant/kernels_avx512.hpp"
 #include "smol/quant/kquant_tiles_avx2.hpp"
 #include "smol/quant/legacy_tiles_avx512.hpp"  // IQ4_XS: the block-of-32 products
+#include "smol/quant/row_group_tiles.hpp"       // the Q4_K and Q6_K row-group decode kernels
 
 #if SMOL_HAVE_AVX512_KERNELS
 
@@ -281,6 +283,21 @@ inline constexpr GemmTileFn q3k_q8k_gemm = kquant_detail::kquant_gemm<kernels_av
 inline constexpr GemmTileFn q4k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q4KGemm>;
 inline constexpr GemmTileFn q5k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q5KGemm>;
 inline constexpr GemmTileFn q6k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q6KGemm>;
+
+// The row-group decode kernels (row_group_tiles.hpp) as GroupDotFns, in their VNNI form with EVEX
+// vpdpbusd.
+SMOL_TARGET_AVX512 __attribute__((flatten)) inline void q4k_x8_q8k(std::int64_t n, const std::uint8_t* group,
+                                                                   const std::uint8_t* acts, std::size_t act_stride,
+                                                                   int n_cols, float* out, std::size_t out_stride) {
+    row_group_tiles::by_column_count<row_group_tiles::VnniColumns<EvexDot>::Q4K>(n, group, acts, act_stride, n_cols, out,
+                                                                                 out_stride);
+}
+SMOL_TARGET_AVX512 __attribute__((flatten)) inline void q6k_x8_q8k(std::int64_t n, const std::uint8_t* group,
+                                                                   const std::uint8_t* acts, std::size_t act_stride,
+                                                                   int n_cols, float* out, std::size_t out_stride) {
+    row_group_tiles::by_column_count<row_group_tiles::VnniColumns<EvexDot>::Q6K>(n, group, acts, act_stride, n_cols, out,
+                                                                                 out_stride);
+}
 
 }  // namespace smol::kernels_avx512
 

@@ -124,9 +124,10 @@ struct Avx2Ops {
 };
 
 // The same products with two vpdpbusd per pair (exact in i32) in place of two maddubs, an add and
-// a madd; Dot supplies the instruction (dpbusd.hpp). The AVX-VNNI set runs VnniOps<VexDot>, the
-// AVX-512 set takes its dot_pair with EvexDot (legacy_tiles_avx512.hpp, which keeps its own
-// high-bit step), and the tests run it with the instruction emulated.
+// a madd; Dot supplies the instruction (dpbusd.hpp). The AVX-VNNI set runs VnniOps<VexDot>
+// (legacy_tiles_avx_vnni.hpp), the AVX-512 set takes its dot_pair with EvexDot
+// (legacy_tiles_avx512.hpp, which keeps its own high-bit step), and the tests run it with the
+// instruction emulated.
 template <class Dot>
 struct VnniOps : Avx2Ops {
     SMOL_INLINE_INTO_SET static __m256i dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
@@ -349,27 +350,6 @@ inline constexpr DotTileFn q5_0_q8_0 = legacy_tile<legacy::Q5_0Kind>;
 inline constexpr DotTileFn q4_1_q8_0 = legacy_tile<legacy::Q4_1Kind>;
 inline constexpr DotTileFn q5_1_q8_0 = legacy_tile<legacy::Q5_1Kind>;
 inline constexpr DotTileFn iq4_nl_q8_0 = legacy_tile<legacy::IQ4NLKind>;
-
-#if SMOL_HAVE_AVX_VNNI_KERNELS
-// The AVX-VNNI set's: the same driver with VnniOps<VexDot>.
-namespace legacy {
-template <class Kind, int C>
-SMOL_TARGET_AVX_VNNI __attribute__((flatten)) inline void avx_vnni_tile(std::int64_t n, const std::uint8_t* weights,
-                                                                        std::size_t row_bytes, int n_rows,
-                                                                        const std::uint8_t* acts, std::size_t act_stride,
-                                                                        int n_cols, float* out, std::size_t out_stride) {
-    tile<Kind, VnniOps<VexDot>, C>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
-}
-}  // namespace legacy
-template <class Kind>
-inline constexpr DotTileFn avx_vnni_legacy_tile =
-    kernel_detail::by_columns<legacy::avx_vnni_tile<Kind, 1>, legacy::avx_vnni_tile<Kind, kTileCols>>;
-inline constexpr DotTileFn q4_0_q8_0_avx_vnni = avx_vnni_legacy_tile<legacy::Q4_0Kind>;
-inline constexpr DotTileFn q5_0_q8_0_avx_vnni = avx_vnni_legacy_tile<legacy::Q5_0Kind>;
-inline constexpr DotTileFn q4_1_q8_0_avx_vnni = avx_vnni_legacy_tile<legacy::Q4_1Kind>;
-inline constexpr DotTileFn q5_1_q8_0_avx_vnni = avx_vnni_legacy_tile<legacy::Q5_1Kind>;
-inline constexpr DotTileFn iq4_nl_q8_0_avx_vnni = avx_vnni_legacy_tile<legacy::IQ4NLKind>;
-#endif
 
 }  // namespace smol::kernels_avx2
 

@@ -8,10 +8,11 @@
 // way, and each row's lane takes the reference's float step (q4k_accumulate_block), so the bits
 // are the reference's and the column kernels'.
 //
-// Written once with AVX2 intrinsics. The AVX-512 set (which requires VNNI) runs the VNNI form
-// below, compiled for its target (EVEX encodings, 32 registers) through an entry point with
-// `flatten` as kquant_tiles_avx512.hpp does: vpdpbusd takes a group's 4 products per row in one
-// instruction. It matters when a step carries several tokens (speculative verification): with
+// Written once with AVX2 intrinsics; this file holds the kernels only, each set's entry points
+// (GroupDotFns) are in its kquant_tiles_* file (avx2, avx512, avx_vnni). The AVX-512 set (which
+// requires VNNI) runs the VNNI form below, compiled for its target (EVEX encodings, 32
+// registers) through an entry point with `flatten`: vpdpbusd takes a group's 4 products per row
+// in one instruction. It matters when a step carries several tokens (speculative verification): with
 // 2 to 4 tokens the VNNI form reads the weights faster than the vpmaddubsw form, and a 3B step of
 // 4 tokens costs less against one. Two groups per zmm vpdpbusd (the activation bytes spread by
 // vpermd or a masked broadcast) were slower. (Figures: docs/performance.md, "Design measurements
@@ -343,6 +344,7 @@ inline void by_column_count(std::int64_t n, const std::uint8_t* group, const std
     }
 }
 
+// The vpmaddubsw kernels (the AVX2 set's), as by_column_count's Columns.
 template <int C>
 struct Q4KColumns {
     static void run(std::int64_t n, const std::uint8_t* group, const BlockQ8K* const (&acts)[C], float* out,
@@ -357,17 +359,6 @@ struct Q6KColumns {
         q6k_x8_columns<C>(n, reinterpret_cast<const BlockQ6Kx8*>(group), acts, out, out_stride);
     }
 };
-
-// The GroupDotFns: all columns in one pass over the weights. Four columns spill a few of AVX2's
-// 16 registers and still beat two passes of two, which read the weights from DRAM twice.
-inline void q4k_x8_q8k_avx2(std::int64_t n, const std::uint8_t* group, const std::uint8_t* acts, std::size_t act_stride,
-                            int n_cols, float* out, std::size_t out_stride) {
-    by_column_count<Q4KColumns>(n, group, acts, act_stride, n_cols, out, out_stride);
-}
-inline void q6k_x8_q8k_avx2(std::int64_t n, const std::uint8_t* group, const std::uint8_t* acts, std::size_t act_stride,
-                            int n_cols, float* out, std::size_t out_stride) {
-    by_column_count<Q6KColumns>(n, group, acts, act_stride, n_cols, out, out_stride);
-}
 
 // The VNNI kernels for a Dot, as by_column_count's Columns.
 template <class Dot>
@@ -387,36 +378,6 @@ struct VnniColumns {
         }
     };
 };
-
-#if SMOL_HAVE_AVX512_KERNELS
-SMOL_TARGET_AVX512 __attribute__((flatten)) inline void q4k_x8_q8k_avx512(std::int64_t n, const std::uint8_t* group,
-                                                                          const std::uint8_t* acts, std::size_t act_stride,
-                                                                          int n_cols, float* out, std::size_t out_stride) {
-    by_column_count<VnniColumns<EvexDot>::Q4K>(n, group, acts, act_stride, n_cols, out, out_stride);
-}
-SMOL_TARGET_AVX512 __attribute__((flatten)) inline void q6k_x8_q8k_avx512(std::int64_t n, const std::uint8_t* group,
-                                                                          const std::uint8_t* acts, std::size_t act_stride,
-                                                                          int n_cols, float* out, std::size_t out_stride) {
-    by_column_count<VnniColumns<EvexDot>::Q6K>(n, group, acts, act_stride, n_cols, out, out_stride);
-}
-#endif
-
-#if SMOL_HAVE_AVX_VNNI_KERNELS
-// The AVX-VNNI set's: the same kernels with VEX vpdpbusd and AVX2's 16 registers (Q6_K's four
-// columns keep 16 runs, spilling some, as its vpmaddubsw form does).
-SMOL_TARGET_AVX_VNNI __attribute__((flatten)) inline void q4k_x8_q8k_avx_vnni(std::int64_t n, const std::uint8_t* group,
-                                                                              const std::uint8_t* acts,
-                                                                              std::size_t act_stride, int n_cols,
-                                                                              float* out, std::size_t out_stride) {
-    by_column_count<VnniColumns<VexDot>::Q4K>(n, group, acts, act_stride, n_cols, out, out_stride);
-}
-SMOL_TARGET_AVX_VNNI __attribute__((flatten)) inline void q6k_x8_q8k_avx_vnni(std::int64_t n, const std::uint8_t* group,
-                                                                              const std::uint8_t* acts,
-                                                                              std::size_t act_stride, int n_cols,
-                                                                              float* out, std::size_t out_stride) {
-    by_column_count<VnniColumns<VexDot>::Q6K>(n, group, acts, act_stride, n_cols, out, out_stride);
-}
-#endif
 
 #undef SMOL_UNROLL_GROUPS
 

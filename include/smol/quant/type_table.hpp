@@ -19,16 +19,19 @@
 #include "smol/quant/kernels_amx.hpp"
 #include "smol/quant/kernels_avx2.hpp"
 #include "smol/quant/kernels_avx512.hpp"
+#include "smol/quant/kernels_avx_vnni.hpp"
 #include "smol/quant/kernels_i8mm.hpp"
 #include "smol/quant/kernels_neon.hpp"
 #include "smol/quant/float_tiles_xsimd.hpp"
 #include "smol/quant/kernels_scalar.hpp"
 #include "smol/quant/kquant_tiles_avx2.hpp"
 #include "smol/quant/kquant_tiles_avx512.hpp"
+#include "smol/quant/kquant_tiles_avx_vnni.hpp"
 #include "smol/quant/kquant_gemm_dotprod.hpp"
 #include "smol/quant/kquant_tiles_neon.hpp"
 #include "smol/quant/legacy_tiles_avx2.hpp"
 #include "smol/quant/legacy_tiles_avx512.hpp"
+#include "smol/quant/legacy_tiles_avx_vnni.hpp"
 #include "smol/quant/legacy_tiles_neon.hpp"
 #include "smol/quant/quantize.hpp"
 #include "smol/quant/reference.hpp"
@@ -182,7 +185,7 @@ constexpr TypeRow with_neon_from_float(TypeRow r, FromFloatFn fast) {
 #define SMOL_AVX512_TILE(name) nullptr
 #endif
 #if SMOL_HAVE_AVX_VNNI_KERNELS
-#define SMOL_AVX_VNNI_TILE(name) kernels_avx2::name##_avx_vnni
+#define SMOL_AVX_VNNI_TILE(name) kernels_avx_vnni::name
 #else
 #define SMOL_AVX_VNNI_TILE(name) nullptr
 #endif
@@ -247,32 +250,15 @@ constexpr TypeRow with_neon_from_float(TypeRow r, FromFloatFn fast) {
 // with AVX-512's (its GEMM shape is larger than the AVX-512 GEMMs take).
 #define SMOL_SET_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), nullptr}
 
-#if SMOL_HAVE_AVX2_KERNELS
-#define SMOL_GROUP_DOT_AVX2(name) row_group_tiles::name##_avx2
-#else
-#define SMOL_GROUP_DOT_AVX2(name) nullptr
-#endif
-#if SMOL_HAVE_AVX_VNNI_KERNELS
-#define SMOL_GROUP_DOT_AVX_VNNI(name) row_group_tiles::name##_avx_vnni
-#else
-#define SMOL_GROUP_DOT_AVX_VNNI(name) nullptr
-#endif
-#if SMOL_HAVE_AVX512_KERNELS
-#define SMOL_GROUP_DOT_AVX512(name) row_group_tiles::name##_avx512
-#else
-#define SMOL_GROUP_DOT_AVX512(name) nullptr
-#endif
-#define SMOL_GROUP_DOTS(name)                                                                           \
-    {row_group_detail::name, SMOL_GROUP_DOT_AVX2(name), SMOL_GROUP_DOT_AVX_VNNI(name), SMOL_GROUP_DOT_AVX512(name), \
-     SMOL_GROUP_DOT_AVX512(name)}
+// The row-group decode kernels: each x86 set's own (the AMX set decodes with AVX-512's).
+#define SMOL_GROUP_DOTS(name)                                                                               \
+    {row_group_detail::name, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), \
+     SMOL_AVX512_TILE(name)}
 inline constexpr RowGroupLayout kQ4KRowGroups{sizeof(BlockQ4Kx8), row_group_detail::interleave_q4k,
                                               row_group_detail::deinterleave_q4k, SMOL_GROUP_DOTS(q4k_x8_q8k)};
 inline constexpr RowGroupLayout kQ6KRowGroups{sizeof(BlockQ6Kx8), row_group_detail::interleave_q6k,
                                               row_group_detail::deinterleave_q6k, SMOL_GROUP_DOTS(q6k_x8_q8k)};
 #undef SMOL_GROUP_DOTS
-#undef SMOL_GROUP_DOT_AVX512
-#undef SMOL_GROUP_DOT_AVX_VNNI
-#undef SMOL_GROUP_DOT_AVX2
 
 inline constexpr TypeRow kTypeTable[] = {
     // Weights, in the order error messages list them.
