@@ -336,13 +336,17 @@ TEST_CASE("matmul on llama.cpp-quantized Q4_K and Q6_K tensors agrees with the n
 
 TEST_CASE("matmul on llama.cpp-quantized tensors of every type the table added: the naive reference's values, every set the same bits") {
     // Real blocks from llama.cpp's quantizer (tests/data/tiny-quants: the tiny float model with
-    // every matrix in one type), not ones smol made. Layer 0's matrices and the embedding.
-    const std::int64_t tokens = 5;
+    // every matrix in one type), not ones smol made. Layer 0's matrices and the embedding. 5 tokens
+    // go through the tiles; 21 through the prompt GEMMs of the types that have them (and a
+    // partial group of 16).
+    static_assert(5 < kMinGemmTokens && 21 >= kMinGemmTokens, "5 tokens take the tiles, 21 the GEMMs");
+    for (const std::int64_t tokens : {std::int64_t(5), std::int64_t(21)})
     for (const TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1, TensorType::Q5_K,
                                   TensorType::Q3_K, TensorType::Q2_K, TensorType::Q5_1, TensorType::IQ4_NL,
                                   TensorType::IQ4_XS}) {
         const std::string name(type_name(type));
         CAPTURE(name);
+        CAPTURE(tokens);
         const auto file = gguf::File::open(SMOL_TEST_DATA_DIR "/tiny-quants/smollm3-tiny-" + name + ".gguf");
         int checked = 0;
         for (const gguf::TensorInfo& t : file.tensors()) {

@@ -245,7 +245,7 @@ inline float reference_dot(std::int64_t n, const BlockQ5K* w, const BlockQ8K* a)
 inline float reference_dot(std::int64_t n, const BlockQ6K* w, const BlockQ8K* a) { return dot_q6k_q8k(n, w, a); }
 inline float reference_dot(std::int64_t n, const BlockIQ4XS* w, const BlockQ8K* a) { return dot_iq4xs_q8k(n, w, a); }
 
-// f(Block{}) for the block struct of a k-quant weight type.
+// f(Block{}) for the block struct of a weight type with Q8_K activations (the k-quants, IQ4_XS).
 template <class F>
 decltype(auto) visit_kquant(TensorType type, F&& f) {
     switch (type) {
@@ -254,7 +254,8 @@ decltype(auto) visit_kquant(TensorType type, F&& f) {
         case TensorType::Q4_K: return f(BlockQ4K{});
         case TensorType::Q5_K: return f(BlockQ5K{});
         case TensorType::Q6_K: return f(BlockQ6K{});
-        default: throw std::logic_error("not a k-quant weight type: " + std::string(type_name(type)));
+        case TensorType::IQ4_XS: return f(BlockIQ4XS{});
+        default: throw std::logic_error("not a weight type with Q8_K activations: " + std::string(type_name(type)));
     }
 }
 
@@ -363,15 +364,9 @@ namespace {
 
 #if SMOL_HAVE_AVX2_KERNELS
 // vpdpbusd (acc + the 4 products of unsigned bytes u and signed bytes s in each i32 lane) in plain
-// AVX2, exactly: bytes widened to words (even and odd apart), vpmaddwd adds product pairs in i32.
-// Runs the VNNI kernels written over a Dot on CPUs without VNNI.
-struct EmulatedDot {
-    static __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
-        const __m256i u_even = _mm256_and_si256(u, _mm256_set1_epi16(0x00ff)), u_odd = _mm256_srli_epi16(u, 8);
-        const __m256i s_even = _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8), s_odd = _mm256_srai_epi16(s, 8);
-        return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(u_even, s_even), _mm256_madd_epi16(u_odd, s_odd)));
-    }
-};
+// AVX2, exactly: dpbusd.hpp's MaddubsDot, which the AVX2 set runs for IQ4_XS's GEMM. Runs the
+// VNNI kernels written over a Dot on CPUs without VNNI.
+using EmulatedDot = MaddubsDot;
 
 // The same with its two byte operands swapped: what a kernel passing them in the wrong order computes.
 struct SwappedEmulatedDot {
@@ -522,7 +517,7 @@ namespace {
 using GemmCall = std::function<void(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                                     const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride)>;
 
-// Random k-quant rows against random Q8_K tokens (or, `extreme`, the largest quants against
+// Random rows of a type with Q8_K activations (k-quant or IQ4_XS) against random Q8_K tokens (or, `extreme`, the largest quants against
 // activations of -128 and 127) through `gemm` (which may pick its kernel
 // by the token count, as dispatch does), for every row count up to shape.rows and token counts
 // up to shape.tokens, from the first group and from a later one. Every output must be the
@@ -576,7 +571,7 @@ void check_gemm(TensorType wtype, const GemmShape& shape, const std::function<Ge
 
 }  // namespace
 
-TEST_CASE("k-quant prompt GEMMs give the reference's bits for every row and token count") {
+TEST_CASE("k-quant and IQ4_XS prompt GEMMs give the reference's bits for every row and token count") {
     // Prompts go through the GEMM and decode through the tiles: the same bits from both keep a
     // sequence's logits independent of what shares its batch.
     int sets_with_gemm = 0;
@@ -584,7 +579,8 @@ TEST_CASE("k-quant prompt GEMMs give the reference's bits for every row and toke
         if (!runnable(isa)) continue;
         CAPTURE(isa_name(isa));
         const KernelSet set = kernels_for(isa);
-        for (const TensorType wtype : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
+        for (const TensorType wtype : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
+                                       TensorType::IQ4_XS}) {
             CAPTURE(type_name(wtype));
             const KernelSet::Gemm widest = set.gemm_for_weights(wtype, kGemmShapes[int(isa)].tokens);
             if (widest.fn == nullptr) continue;
@@ -687,6 +683,7 @@ TEST_CASE("the AVX-VNNI set's prompt GEMMs give the reference's bits with vpdpbu
     check_dpbusd_gemms<Q4KGemm>(TensorType::Q4_K, 124);
     check_dpbusd_gemms<Q5KGemm>(TensorType::Q5_K, 126);
     check_dpbusd_gemms<Q6KGemm>(TensorType::Q6_K, 128);
+    check_dpbusd_gemms<IQ4XSGemm>(TensorType::IQ4_XS, 130);
 }
 #endif
 
@@ -1131,6 +1128,8 @@ TEST_CASE("the GEMM self-check (run before the AMX and AVX-VNNI sets' first use)
     const GemmShape vnni_shape = kGemmShapes[int(Isa::avx_vnni)];
     CHECK(gemm_disagreement(TensorType::Q4_K, dpbusd_gemm<Q4KGemm, EmulatedDot>, vnni_shape) == "");
     CHECK(gemm_disagreement(TensorType::Q6_K, dpbusd_gemm<Q6KGemm, EmulatedDot>, vnni_shape) == "");
+    CHECK(gemm_disagreement(TensorType::IQ4_XS, dpbusd_gemm<IQ4XSGemm, EmulatedDot>, vnni_shape) == "");
+    CHECK(gemm_disagreement(TensorType::IQ4_XS, dpbusd_gemm<IQ4XSGemm, SwappedEmulatedDot>, vnni_shape) != "");
     CHECK(gemm_disagreement(TensorType::Q4_K, dpbusd_gemm<Q4KGemm, SwappedEmulatedDot>, vnni_shape) != "");
 #endif
 }

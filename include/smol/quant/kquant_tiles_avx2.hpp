@@ -468,7 +468,8 @@ struct MaddubsProducts {
     }
 };
 
-// DpbusdProducts (AVX-VNNI; AVX-512's VNNI runs it in tests): one vpdpbusd per group and row adds
+// DpbusdProducts (AVX-VNNI; AVX-512's VNNI runs it in tests; AVX2 runs it over MaddubsDot for
+// IQ4_XS, whose quants pass MaddubsProducts' i16 bounds): one vpdpbusd per group and row adds
 // the group's 4 products into i32 runs (a Q4_K sub-block at most 32 * 15 * 128), and one vpmulld
 // per sub-block and row applies the scale: 1 instruction per group where vpmaddubsw + vpaddw took
 // 2. Each row keeps two runs, its even and odd groups: vpdpbusd adds into its accumulator with a
@@ -549,10 +550,21 @@ inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t
 
 // ---------------------------------------------------------------------------------------------
 // IQ4_XS: 8 sub-blocks of 32 with signed scales (-32..31) and IQ4_NL's table values. Its values
-// are used unsigned (table + 128, legacy_tiles_avx2.hpp) through the instruction set's wide
-// products (Ops::wide_dot: no i16 saturation for quants up to 255); the offset comes out once
-// per block as 128 * sum_j scale_j * (bsum_2j + bsum_2j+1), exact. No GEMM: prompts go column
-// by column through this kernel.
+// are used unsigned (table + 128, 1..241: legacy_tiles_avx2.hpp's kIq4nlShifted); the offset comes
+// out once per block as 128 * sum_j scale_j * (bsum_2j + bsum_2j+1), exact, and the block takes
+// Q6_K's float step (the reference's dot_iq4xs_q8k).
+
+// Sub-block j's 32 unsigned values in weight order: the low nibbles of qs[16 j ..] are weights
+// 0-15, their high nibbles weights 16-31, each looked up in the table (vpshufb).
+SMOL_INLINE_INTO_SET inline __m256i iq4xs_sub_block_values(const BlockIQ4XS& wb, int j) {
+    const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(legacy::kIq4nlShifted.bytes));
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.qs + 16 * j));
+    const __m256i nibbles = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), _mm256_set1_epi8(0x0f));
+    return _mm256_shuffle_epi8(table, nibbles);
+}
+
+// Decode, through the instruction set's wide products (Ops::wide_dot: no i16 saturation for
+// quants up to 255).
 template <class Ops>
 struct IQ4XSDecode {
     using Weight = BlockIQ4XS;
@@ -560,19 +572,35 @@ struct IQ4XSDecode {
     SMOL_INLINE_INTO_SET static Sums sums(const BlockIQ4XS& wb, const BlockQ8K& ab) {
         std::int8_t scales[QK_K / 32];
         iq4xs_unpack_scales(wb, scales);
-        const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(legacy::kIq4nlShifted.bytes));
-        const __m256i low4 = _mm256_set1_epi8(0x0f);
         __m256i dots = _mm256_setzero_si256();
         std::int32_t offset = 0;
         for (int j = 0; j < QK_K / 32; ++j) {
-            const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.qs + 16 * j));
-            const __m256i nibbles = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), low4);  // weights 0-31
             const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * j));
-            const __m256i products = Ops::wide_dot(_mm256_shuffle_epi8(table, nibbles), a);
+            const __m256i products = Ops::wide_dot(iq4xs_sub_block_values(wb, j), a);
             dots = _mm256_add_epi32(dots, _mm256_mullo_epi32(products, _mm256_set1_epi32(scales[j])));
             offset += std::int32_t(scales[j]) * (ab.bsums[2 * j] + ab.bsums[2 * j + 1]);
         }
         return {_mm256_sub_epi32(dots, _mm256_setr_epi32(128 * offset, 0, 0, 0, 0, 0, 0, 0))};
+    }
+};
+
+// The prompt GEMMs' Gemm kernel (the k-quants' drivers above and kquant_tiles_avx512.hpp's):
+// values 1..241 need products exact past 127, so the AVX2 set runs it with DpbusdProducts over
+// MaddubsDot (dpbusd.hpp) rather than the i16 runs of MaddubsProducts, the AVX-VNNI and AVX-512
+// sets with their vpdpbusd. Each sub-block's scale serves its two bsums of 16.
+struct IQ4XSGemm {
+    using Weight = BlockIQ4XS;
+    static constexpr int kSubBlocks = 8, kOffsetShift = 7, kMaxQuant = 241;
+    static void unpack(const BlockIQ4XS& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
+        std::int8_t scales[QK_K / 32];
+        iq4xs_unpack_scales(wb, scales);
+        for (int j = 0; j < QK_K / 32; ++j) {
+            f.scales[j] = scales[j];
+            f.bsum_factors[2 * j] = f.bsum_factors[2 * j + 1] = scales[j];
+            _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * j), iq4xs_sub_block_values(wb, j));
+        }
+        f.d = avx2::half_to_float(wb.d);
+        f.dmin = 0.0f;
     }
 };
 
@@ -597,6 +625,8 @@ inline constexpr GemmTileFn q3k_q8k_gemm = maddubs_gemm<kquant_detail::Q3KGemm>;
 inline constexpr GemmTileFn q4k_q8k_gemm = maddubs_gemm<kquant_detail::Q4KGemm>;
 inline constexpr GemmTileFn q5k_q8k_gemm = maddubs_gemm<kquant_detail::Q5KGemm>;
 inline constexpr GemmTileFn q6k_q8k_gemm = maddubs_gemm<kquant_detail::Q6KGemm>;
+inline constexpr GemmTileFn iq4xs_q8k_gemm =
+    kquant_detail::kquant_gemm<kquant_detail::IQ4XSGemm, kquant_detail::DpbusdProducts<MaddubsDot>>;
 
 // The row-group decode kernels (row_group_tiles.hpp) as GroupDotFns: all columns in one pass over
 // the weights. Four columns spill a few of AVX2's 16 registers and still beat two passes of two,

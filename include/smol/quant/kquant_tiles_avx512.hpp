@@ -283,6 +283,7 @@ inline constexpr GemmTileFn q3k_q8k_gemm = kquant_detail::kquant_gemm<kernels_av
 inline constexpr GemmTileFn q4k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q4KGemm>;
 inline constexpr GemmTileFn q5k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q5KGemm>;
 inline constexpr GemmTileFn q6k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q6KGemm>;
+inline constexpr GemmTileFn iq4xs_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::IQ4XSGemm>;
 
 // The row-group decode kernels (row_group_tiles.hpp) as GroupDotFns, in their VNNI form with EVEX
 // vpdpbusd.

@@ -1,6 +1,6 @@
 #pragma once
-// AVX-VNNI kernels for the k-quants against Q8_K activations: the prompt GEMMs (the AVX2 set's
-// GEMM driver, kquant_tiles_avx2.hpp, with DpbusdProducts<VexDot>) and the Q4_K and Q6_K
+// AVX-VNNI kernels for the k-quants and IQ4_XS against Q8_K activations: the prompt GEMMs (the
+// AVX2 set's GEMM driver, kquant_tiles_avx2.hpp, with DpbusdProducts<VexDot>) and the Q4_K and Q6_K
 // row-group decode kernels (row_group_tiles.hpp's VNNI form with VEX vpdpbusd). Entry points as
 // kernels_avx_vnni.hpp describes; the AVX2 set's bits. The k-quants' column decode and small
 // batches take the AVX2 tiles (memory-bound: vpdpbusd would not read the weights faster).
@@ -39,6 +39,7 @@ inline constexpr GemmTileFn q3k_q8k_gemm = kquant_detail::kquant_gemm<kquant_det
 inline constexpr GemmTileFn q4k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::base::Q4KGemm>;
 inline constexpr GemmTileFn q5k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::base::Q5KGemm>;
 inline constexpr GemmTileFn q6k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::base::Q6KGemm>;
+inline constexpr GemmTileFn iq4xs_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::base::IQ4XSGemm>;
 
 // The row-group decode kernels as GroupDotFns, with AVX2's 16 registers (Q6_K's four columns keep
 // 16 runs, spilling some, as its vpmaddubsw form does).

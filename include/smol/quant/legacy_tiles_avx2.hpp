@@ -90,13 +90,9 @@ __attribute__((always_inline)) inline void prepare_group(const BlockQ8_0* a, int
 struct Avx2Ops {
     // dot_pair's products for quants up to 255 (IQ4_NL's table values + 128), where two products in a
     // maddubs i16 would saturate (2 * 241 * 128 > 32767): even and odd bytes each go through their
-    // own maddubs (one product per i16, at most 241 * 128) and madd.
+    // own maddubs (one product per i16) and madd, dpbusd.hpp's MaddubsDot.
     // wide_dot: one vector of such quants against 32 activations, as 8 i32 sums of 4 products.
-    static __m256i wide_dot(__m256i q, __m256i a) {
-        const __m256i even = _mm256_set1_epi16(0x00ff), ones16 = _mm256_set1_epi16(1);
-        return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, even), a), ones16),
-                                _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_andnot_si256(even, q), a), ones16));
-    }
+    static __m256i wide_dot(__m256i q, __m256i a) { return MaddubsDot::dpbusd(_mm256_setzero_si256(), q, a); }
     static __m256i wide_dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
         return _mm256_add_epi32(wide_dot(lo, act_lo), wide_dot(hi, act_hi));
     }

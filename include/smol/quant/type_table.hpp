@@ -246,8 +246,8 @@ constexpr TypeRow with_neon_from_float(TypeRow r, FromFloatFn fast) {
 #define SMOL_GEMMS_AND_DOTPROD(name)                                                                              \
     {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name), nullptr, \
      SMOL_DOTPROD_TILE(name), nullptr}
-// Types with AVX2, AVX-VNNI and AVX-512 GEMMs but no AMX one: the AMX set multiplies their prompts
-// with AVX-512's (its GEMM shape is larger than the AVX-512 GEMMs take).
+// Types with AVX2, AVX-VNNI and AVX-512 GEMMs but no AMX one (Q2_K, Q3_K, Q5_K, IQ4_XS): the AMX
+// set multiplies their prompts with AVX-512's (its GEMM shape is larger than the AVX-512 GEMMs take).
 #define SMOL_SET_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), nullptr}
 
 // The row-group decode kernels: each x86 set's own (the AMX set decodes with AVX-512's).
@@ -289,7 +289,7 @@ inline constexpr TypeRow kTypeTable[] = {
     type_table_detail::read_only_row<TensorType::IQ4_NL, BlockIQ4NL, dequantize_row_iq4_nl>(
         TensorType::Q8_0, SMOL_VNNI_TILES(iq4_nl_q8_0)),
     type_table_detail::read_only_row<TensorType::IQ4_XS, BlockIQ4XS, dequantize_row_iq4_xs>(
-        TensorType::Q8_K, SMOL_TILES(iq4xs_q8k)),
+        TensorType::Q8_K, SMOL_TILES(iq4xs_q8k), SMOL_SET_GEMMS(iq4xs_q8k_gemm)),
     type_table_detail::row<TensorType::F32, float, dequantize_row_f32, quantize_row_f32>(TensorType::F32,
                                                                                           SMOL_FLOAT_TILES(f32)),
     type_table_detail::row<TensorType::F16, std::uint16_t, dequantize_row_f16, quantize_row_f16>(TensorType::F32,
