@@ -144,60 +144,6 @@ inline void nibble_pair(const std::uint8_t* first, const std::uint8_t* second, _
     hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
 }
 
-// What a tile needs to know of one weight format.
-//   Block:    its block struct;
-//   kOffset:  what its unsigned quants exceed the signed values by (value = q - kOffset), or 0;
-//   kHasMin:  whether its blocks carry a min m (value = d * q + m);
-//   pair:     the unsigned quants of two blocks as (lo, hi), with the instruction set's ops.
-struct Q4_0Kind {
-    using Block = BlockQ4_0;
-    static constexpr int kOffset = 8;
-    static constexpr bool kHasMin = false;
-    template <class Ops>
-    static void pair(const Block& first, const Block& second, __m256i& lo, __m256i& hi) {
-        nibble_pair(first.qs, second.qs, lo, hi);
-    }
-};
-
-struct Q4_1Kind {
-    using Block = BlockQ4_1;
-    static constexpr int kOffset = 0;
-    static constexpr bool kHasMin = true;
-    template <class Ops>
-    static void pair(const Block& first, const Block& second, __m256i& lo, __m256i& hi) {
-        nibble_pair(first.qs, second.qs, lo, hi);
-    }
-};
-
-template <class Block>
-inline std::uint32_t high_bits(const Block& b) {
-    std::uint32_t qh;
-    std::memcpy(&qh, b.qh, sizeof(qh));
-    return qh;
-}
-
-struct Q5_0Kind {
-    using Block = BlockQ5_0;
-    static constexpr int kOffset = 16;
-    static constexpr bool kHasMin = false;
-    template <class Ops>
-    static void pair(const Block& first, const Block& second, __m256i& lo, __m256i& hi) {
-        nibble_pair(first.qs, second.qs, lo, hi);
-        Ops::add_high_bits(high_bits(first), high_bits(second), lo, hi);
-    }
-};
-
-struct Q5_1Kind {
-    using Block = BlockQ5_1;
-    static constexpr int kOffset = 0;
-    static constexpr bool kHasMin = true;
-    template <class Ops>
-    static void pair(const Block& first, const Block& second, __m256i& lo, __m256i& hi) {
-        nibble_pair(first.qs, second.qs, lo, hi);
-        Ops::add_high_bits(high_bits(first), high_bits(second), lo, hi);
-    }
-};
-
 // kIq4nlValues + 128 (1..241), twice: a pshufb table for each 128-bit lane.
 struct Iq4nlShiftedTable {
     alignas(32) std::uint8_t bytes[32];
@@ -208,26 +154,54 @@ inline constexpr Iq4nlShiftedTable kIq4nlShifted = [] {
     return t;
 }();
 
-// IQ4_NL: each nibble looks its value up in the table (pshufb), shifted by 128 to be unsigned,
-// so values up to 241 need the products that do not saturate (kWide).
-struct IQ4NLKind {
-    using Block = BlockIQ4NL;
-    static constexpr int kOffset = 128;
-    static constexpr bool kHasMin = false;
-    static constexpr bool kWide = true;
-    template <class Ops>
-    static void pair(const Block& first, const Block& second, __m256i& lo, __m256i& hi) {
-        nibble_pair(first.qs, second.qs, lo, hi);
+// How a format's quants come from its nibbles: as they are (Q4_0, Q4_1), with a fifth bit from
+// the block's qh word (Q5_0, Q5_1), or looked up in IQ4_NL's table, shifted by 128 to be unsigned
+// (pshufb), whose values up to 241 need the products that do not saturate (Ops::wide_dot_pair).
+enum class Quants { nibbles, fifth_bit, table };
+
+// What a tile needs to know of one weight format.
+//   Block:    its block struct;
+//   kOffset:  what its unsigned quants exceed the signed values by (value = q - kOffset), or 0;
+//   kHasMin:  whether its blocks carry a min m (value = d * q + m);
+//   kQuants:  how its quants are formed (unpack_pair).
+template <class BlockType, int Offset, bool HasMin, Quants Form>
+struct Block32Kind {
+    using Block = BlockType;
+    static constexpr int kOffset = Offset;
+    static constexpr bool kHasMin = HasMin;
+    static constexpr Quants kQuants = Form;
+};
+using Q4_0Kind = Block32Kind<BlockQ4_0, 8, false, Quants::nibbles>;
+using Q4_1Kind = Block32Kind<BlockQ4_1, 0, true, Quants::nibbles>;
+using Q5_0Kind = Block32Kind<BlockQ5_0, 16, false, Quants::fifth_bit>;
+using Q5_1Kind = Block32Kind<BlockQ5_1, 0, true, Quants::fifth_bit>;
+using IQ4NLKind = Block32Kind<BlockIQ4NL, 128, false, Quants::table>;
+
+template <class Block>
+inline std::uint32_t high_bits(const Block& b) {
+    std::uint32_t qh;
+    std::memcpy(&qh, b.qh, sizeof(qh));
+    return qh;
+}
+
+// The unsigned quants of two blocks as (lo, hi): the nibbles of every format, then the fifth bits
+// (with the instruction set's ops) or the table lookup where the format has them.
+template <class Kind, class Ops>
+__attribute__((always_inline)) inline void unpack_pair(const typename Kind::Block& first,
+                                                       const typename Kind::Block& second, __m256i& lo, __m256i& hi) {
+    nibble_pair(first.qs, second.qs, lo, hi);
+    if constexpr (Kind::kQuants == Quants::fifth_bit) Ops::add_high_bits(high_bits(first), high_bits(second), lo, hi);
+    if constexpr (Kind::kQuants == Quants::table) {
         const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(kIq4nlShifted.bytes));
         lo = _mm256_shuffle_epi8(table, lo);
         hi = _mm256_shuffle_epi8(table, hi);
     }
-};
+}
 
-// The products of a pair for a Kind: wide where its quants exceed 31 (Kind::kWide).
+// The products of a pair for a Kind: wide where its quants exceed 31 (the table's).
 template <class Kind, class Ops>
 __attribute__((always_inline)) inline __m256i kind_dot_pair(__m256i lo, __m256i hi, __m256i act_lo, __m256i act_hi) {
-    if constexpr (requires { Kind::kWide; }) return Ops::wide_dot_pair(lo, hi, act_lo, act_hi);
+    if constexpr (Kind::kQuants == Quants::table) return Ops::wide_dot_pair(lo, hi, act_lo, act_hi);
     else return Ops::dot_pair(lo, hi, act_lo, act_hi);
 }
 
@@ -264,7 +238,7 @@ __attribute__((always_inline)) inline void row_group(const typename Kind::Block*
                                                      const ActGroup* const (&acts)[C], __m256 (&acc)[C]) {
     __m256i lo[4], hi[4];
     for (int k = 0; k < 4; ++k)
-        Kind::template pair<Ops>(w[member<Partial>(k, last)], w[member<Partial>(k + 4, last)], lo[k], hi[k]);
+        unpack_pair<Kind, Ops>(w[member<Partial>(k, last)], w[member<Partial>(k + 4, last)], lo[k], hi[k]);
     __m256 d, m;
     block_scales<Kind, Partial>(w, last, d, m);
     for (int c = 0; c < C; ++c) {
