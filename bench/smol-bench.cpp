@@ -459,23 +459,15 @@ void usage(std::FILE* out) {
 // Reads argv into `options`; returns the exit status when the program should end here (--help,
 // a bad flag).
 std::optional<int> parse_options(int argc, char** argv, Options& o) {
-    try {
-        bool help = false;
-        flag_table(o, help).parse(argc, argv);
-        if (help) {
-            usage(stdout);
-            return 0;
-        }
+    bool help = false;
+    const smol::args::FlagTable table = flag_table(o, help);
+    // std::exception: --grammar's reader and the speculation check throw smol::Error.
+    return table.parse_or_exit_status<std::exception>(argc, argv, help, "smol-bench", [&] {
         if (!o.step_sizes.empty() && std::find(o.step_sizes.begin(), o.step_sizes.end(), 1) == o.step_sizes.end())
             o.step_sizes.insert(o.step_sizes.begin(), 1);  // the step every other is compared with
         for (int& t : o.threads) t = smol::thread_team(t);  // 0: OpenMP's default, named as the count it is
         o.speculation.validate();  // --draft-min against --draft-max
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "smol-bench: %s\n", e.what());
-        usage(stderr);
-        return 2;
-    }
-    return std::nullopt;
+    });
 }
 
 // Without -m: -hf's model, or the cached default. Returns the exit status when there is none.

@@ -415,30 +415,18 @@ smol::args::FlagTable flag_table(Options& o, bool& have_url, bool& help) {
     return table;
 }
 
-void usage(std::FILE* out) {
-    Options o;
-    bool have_url = false, help = false;
-    std::fputs(flag_table(o, have_url, help).help().c_str(), out);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
     Options o;
     bool have_url = false;
-    try {
-        bool help = false;
-        flag_table(o, have_url, help).parse(argc, argv);
-        if (help) {
-            usage(stdout);
-            return 0;
-        }
-        if (!have_url) throw smol::args::UsageError("--url is required");
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "smol-load: %s\n", e.what());
-        usage(stderr);
-        return 2;
-    }
+    bool help = false;
+    const smol::args::FlagTable table = flag_table(o, have_url, help);
+    // std::exception: whatever reading the command line throws is answered as a usage mistake.
+    if (const auto status = table.parse_or_exit_status<std::exception>(argc, argv, help, "smol-load", [&] {
+            if (!have_url) throw smol::args::UsageError("--url is required");
+        }))
+        return *status;
 
     json runs = json::array();
     if (o.format == "md") {

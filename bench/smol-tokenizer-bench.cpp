@@ -54,19 +54,12 @@ int main(int argc, char** argv) {
     Flags f;
     const smol::args::FlagTable table = flag_table(f);
     auto& [model_path, text_path, format, repetitions, parse_special, help] = f;
-    try {
-        table.parse(argc, argv);
-        if (help) {
-            std::fputs(table.help().c_str(), stdout);
-            return 0;
-        }
-        if (model_path.empty() || text_path.empty())
-            throw smol::args::UsageError("both -m MODEL and -f TEXT are required");
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "smol-tokenizer-bench: %s\n", e.what());
-        std::fputs(table.help().c_str(), stderr);
-        return 2;
-    }
+    // std::exception: whatever reading the command line throws is answered as a usage mistake.
+    if (const auto status = table.parse_or_exit_status<std::exception>(argc, argv, help, "smol-tokenizer-bench", [&] {
+            if (model_path.empty() || text_path.empty())
+                throw smol::args::UsageError("both -m MODEL and -f TEXT are required");
+        }))
+        return *status;
 
     try {
         const auto load_start = std::chrono::steady_clock::now();

@@ -12,12 +12,13 @@
 //   smol::args::FlagTable table("usage: prog -m MODEL [options]");
 //   table.add({{"-m", "--model"}, "FILE", "GGUF model file", text_value(o.model)})
 //        .add(threads_flags(o.threads))
-//        .add({{"-p", "--n-prompt"}, "N,...", "prompt lengths", int_list_value(o.prompts, 0, 1'000'000)});
-//   table.parse(argc, argv);        // throws UsageError
-//   std::fputs(table.help().c_str(), stdout);
+//        .add({{"-p", "--n-prompt"}, "N,...", "prompt lengths", int_list_value(o.prompts, 0, 1'000'000)})
+//        .add(help_flag(o.help));
+//   if (const auto status = table.parse_or_exit_status(argc, argv, o.help, "prog")) return *status;
 //
 // Every mistake throws UsageError, whose message names the flag, what it expected (the range
-// included) and the text it found; the program prints it with its usage and exits with 2.
+// included) and the text it found; parse_or_exit_status prints it with the usage, and the program
+// exits with 2 (0 after --help).
 // Adding a flag to a shared group (a sampling flag, say) is one row there: every program that
 // includes the group parses it, validates it and lists it in its help.
 
@@ -27,6 +28,7 @@
 #include <concepts>
 #include <functional>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
 #include <limits>
@@ -381,6 +383,30 @@ public:
             const std::string what = flag->value.expected.empty() ? "a value" : flag->value.expected;
             flag->value.read(name, flag->value.takes_value ? args.value(what) : std::string());
         }
+    }
+
+    // The start every program's main() shares: reads argv; on --help (`help`, which the table's
+    // help_flag sets) writes the help to `out` and gives 0; else runs `check`, the program's own
+    // rules (a required flag, flags that go together), which throw UsageError. A UsageError from
+    // either (or, with Caught = std::exception, any error: for programs whose flags read files) is
+    // written to `err` as "PROGRAM: message" with the help after it, and gives 2. nullopt: go on.
+    template <class Caught = UsageError>
+    std::optional<int> parse_or_exit_status(int argc, const char* const* argv, const bool& help, std::string_view program,
+                                            const std::function<void()>& check = {}, std::FILE* out = stdout,
+                                            std::FILE* err = stderr) const {
+        try {
+            parse(argc, argv);
+            if (help) {
+                std::fputs(this->help().c_str(), out);
+                return 0;
+            }
+            if (check) check();
+        } catch (const Caught& e) {
+            std::fprintf(err, "%.*s: %s\n", int(program.size()), program.data(), e.what());
+            std::fputs(this->help().c_str(), err);
+            return 2;
+        }
+        return std::nullopt;
     }
 
     std::string help() const {

@@ -28,10 +28,14 @@
 #include <string>
 #include <string_view>
 
+#include "api_request.hpp"
 #include "messages_api.hpp"
-#include "ollama_api.hpp"
-#include "openai_api.hpp"
-#include "responses_api.hpp"
+#include "ollama_replies.hpp"
+#include "ollama_request.hpp"
+#include "openai_chat_request.hpp"
+#include "openai_text_request.hpp"
+#include "responses_replies.hpp"
+#include "responses_request.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/text/grammar.hpp"
 #include "smol/text/tokenizer.hpp"

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "openai_api.hpp"
+#include "api_request.hpp"
 #include "smol/smol.hpp"
 
 namespace smol_test {

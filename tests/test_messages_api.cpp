@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "messages_api.hpp"
+#include "openai_chat_request.hpp"
 #include "server_api_helpers.hpp"
 #include "smol/smol.hpp"
 #include "tiny_fixture.hpp"

@@ -1,4 +1,5 @@
-// smol-server's ollama mapping (examples/server/ollama_api.hpp) without HTTP: what a /api/chat or
+// smol-server's ollama mapping (examples/server/ollama_request.hpp, ollama_replies.hpp and
+// ollama_model_info.hpp) without HTTP: what a /api/chat or
 // /api/generate body turns into (the same request the chat route builds for the same
 // conversation), which bodies are refused and how, the objects a reply is made of, and what
 // /api/show and /api/tags say of a model.
@@ -9,7 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "ollama_api.hpp"
+#include "ollama_model_info.hpp"
+#include "ollama_replies.hpp"
+#include "ollama_request.hpp"
+#include "openai_chat_request.hpp"
 #include "server_api_helpers.hpp"
 #include "smol/smol.hpp"
 #include "tiny_fixture.hpp"

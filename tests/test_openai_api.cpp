@@ -1,4 +1,5 @@
-// smol-server's OpenAI mapping (examples/server/openai_api.hpp) without HTTP: what a request
+// smol-server's OpenAI mapping (examples/server/openai_chat_request.hpp, openai_text_request.hpp,
+// openai_replies.hpp and the api_request.hpp they build on) without HTTP: what a request
 // body turns into, which bodies are refused and how, and the shape of every reply object.
 
 #include <doctest/doctest.h>
@@ -7,7 +8,12 @@
 #include <functional>
 #include <string>
 
-#include "openai_api.hpp"
+#include "api_keys.hpp"
+#include "api_request.hpp"
+#include "openai_chat_request.hpp"
+#include "openai_replies.hpp"
+#include "openai_text_request.hpp"
+#include "reply_ids.hpp"
 #include "server_api_helpers.hpp"
 #include "smol/smol.hpp"
 #include "tiny_fixture.hpp"

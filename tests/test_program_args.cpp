@@ -6,8 +6,11 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <limits>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +36,8 @@ public:
     Argv& operator=(const Argv&) = delete;
     ArgReader reader() const { return ArgReader(int(pointers_.size()), pointers_.data()); }
     void parse(const smol::args::FlagTable& table) const { table.parse(int(pointers_.size()), pointers_.data()); }
+    int argc() const { return int(pointers_.size()); }
+    const char* const* argv() const { return pointers_.data(); }
 
 private:
     Strings strings_;
@@ -66,6 +71,36 @@ std::string table_error(const smol::args::FlagTable& table, const Strings& args)
 // The message parse_int_list gives for `text` as -p's value, or "" when it parses.
 std::string list_error(const std::string& text, std::int64_t min_value = 0, std::int64_t max_value = 100) {
     return usage_error([&] { smol::args::parse_int_list("-p", text, min_value, max_value); });
+}
+
+// What FlagTable::parse_or_exit_status gave and wrote to its two streams.
+struct Outcome {
+    std::optional<int> status;
+    std::string out, err;
+};
+
+// All that was written to `file`, a tmpfile().
+std::string written(std::FILE* file) {
+    std::rewind(file);
+    std::string text;
+    for (int c; (c = std::fgetc(file)) != EOF;) text += char(c);
+    std::fclose(file);
+    return text;
+}
+
+template <class Caught = UsageError>
+Outcome exit_status(const smol::args::FlagTable& table, const Strings& args, const bool& help,
+                    const std::function<void()>& check = {}) {
+    const Argv argv(args);
+    std::FILE* out = std::tmpfile();
+    std::FILE* err = std::tmpfile();
+    REQUIRE(out);
+    REQUIRE(err);
+    Outcome outcome;
+    outcome.status = table.parse_or_exit_status<Caught>(argv.argc(), argv.argv(), help, "prog", check, out, err);
+    outcome.out = written(out);
+    outcome.err = written(err);
+    return outcome;
 }
 
 }  // namespace
@@ -284,6 +319,51 @@ TEST_CASE("a flag table parses, checks and describes its rows from one declarati
     strict.add({{"-v"}, "", "say more", switch_value(verbose, true)});
     CHECK(table_error(strict, {"file.txt"}) == "unknown argument 'file.txt'");
     CHECK_THROWS_AS(strict.add({{"--verbose", "-v"}, "", "again", switch_value(verbose, false)}), std::logic_error);
+}
+
+TEST_CASE("parse_or_exit_status: --help gives 0, a mistake 2 with 'PROGRAM: message' and the help") {
+    using namespace smol::args;
+    int count = 0;
+    bool help = false;
+    FlagTable table("usage: prog -n N");
+    table.add({{"-n", "--count"}, "N", "how many", integer_value(count, 1, 8)}).add(help_flag(help));
+    const auto count_required = [&] {
+        if (count == 0) throw UsageError("-n is required");
+    };
+
+    // --help: the help on the first stream and 0, before the program's own checks run.
+    const Outcome helped = exit_status(table, {"--help"}, help, count_required);
+    CHECK(helped.status == 0);
+    CHECK(helped.out == table.help());
+    CHECK(helped.err.empty());
+    help = false;
+
+    // A flag's mistake, an unknown flag and the program's own check: 2, the message, the help.
+    const Outcome bad_value = exit_status(table, {"-n", "9"}, help, count_required);
+    CHECK(bad_value.status == 2);
+    CHECK(bad_value.out.empty());
+    CHECK(bad_value.err == "prog: -n: expected an integer from 1 to 8, found '9'\n" + table.help());
+    const Outcome unknown = exit_status(table, {"--frobnicate"}, help, count_required);
+    CHECK(unknown.status == 2);
+    CHECK(unknown.err == "prog: unknown argument '--frobnicate'\n" + table.help());
+    count = 0;
+    const Outcome missing = exit_status(table, {}, help, count_required);
+    CHECK(missing.status == 2);
+    CHECK(missing.err == "prog: -n is required\n" + table.help());
+
+    // All well: nothing written, the program goes on with the flags read.
+    const Outcome fine = exit_status(table, {"-n", "3"}, help, count_required);
+    CHECK_FALSE(fine.status.has_value());
+    CHECK(count == 3);
+    CHECK(fine.out.empty());
+    CHECK(fine.err.empty());
+
+    // Only UsageError is a usage mistake unless the program says any error is.
+    const auto failing = [] { throw std::runtime_error("cannot read the grammar"); };
+    CHECK_THROWS_AS(exit_status(table, {"-n", "3"}, help, failing), std::runtime_error);
+    const Outcome any = exit_status<std::exception>(table, {"-n", "3"}, help, failing);
+    CHECK(any.status == 2);
+    CHECK(any.err == "prog: cannot read the grammar\n" + table.help());
 }
 
 TEST_CASE("help rows wrap at the help width, under the help column") {

@@ -1,4 +1,4 @@
-// smol-server's OpenAI Responses mapping (examples/server/responses_api.hpp) without HTTP: what a
+// smol-server's OpenAI Responses mapping (examples/server/responses_request.hpp and responses_replies.hpp) without HTTP: what a
 // /v1/responses body turns into (the same request the chat route builds for the same
 // conversation), which bodies are refused and how, and the Response object and SSE events a
 // generation's events render as.
@@ -12,7 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "responses_api.hpp"
+#include "openai_chat_request.hpp"
+#include "responses_replies.hpp"
+#include "responses_request.hpp"
 #include "server_api_helpers.hpp"
 #include "smol/smol.hpp"
 #include "tiny_fixture.hpp"

@@ -113,18 +113,10 @@ int main(int argc, char** argv) {
     bool with_control_tokens = true;
     bool help = false;
     const smol::args::FlagTable table = flag_table(path, tokenizer_json_path, show_tensors, with_control_tokens, help);
-    try {
-        table.parse(argc, argv);
-        if (help) {
-            std::fputs(table.help().c_str(), stdout);
-            return 0;
-        }
-        if (path.empty()) throw smol::args::UsageError("expected a GGUF file");
-    } catch (const smol::args::UsageError& e) {
-        std::fprintf(stderr, "smol-inspect: %s\n", e.what());
-        std::fputs(table.help().c_str(), stderr);
-        return 2;
-    }
+    if (const auto status = table.parse_or_exit_status(argc, argv, help, "smol-inspect", [&] {
+            if (path.empty()) throw smol::args::UsageError("expected a GGUF file");
+        }))
+        return *status;
     try {
         const auto file = smol::gguf::File::open(path);
         if (!tokenizer_json_path.empty()) {

@@ -49,18 +49,11 @@ smol::args::FlagTable flag_table(Flags& f) {
 int main(int argc, char** argv) {
     Flags f;
     const smol::args::FlagTable table = flag_table(f);
-    try {
-        table.parse(argc, argv);
-        if (f.help) {
-            std::fputs(table.help().c_str(), stdout);
-            return 0;
-        }
-        if (f.model_path.empty() || f.tokens.empty()) throw smol::args::UsageError("both -m MODEL and --tokens ID,... are required");
-    } catch (const smol::args::UsageError& e) {
-        std::fprintf(stderr, "smol-logits: %s\n", e.what());
-        std::fputs(table.help().c_str(), stderr);
-        return 2;
-    }
+    if (const auto status = table.parse_or_exit_status(argc, argv, f.help, "smol-logits", [&] {
+            if (f.model_path.empty() || f.tokens.empty())
+                throw smol::args::UsageError("both -m MODEL and --tokens ID,... are required");
+        }))
+        return *status;
     const auto& [model_path, out_path, tokens, threads, batch, rope_scaling, cache_types, help] = f;
     try {
         smol::LoadOptions options;

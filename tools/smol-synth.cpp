@@ -103,18 +103,10 @@ smol::args::FlagTable flag_table(Flags& f) {
 int main(int argc, char** argv) {
     Flags flags;
     const smol::args::FlagTable table = flag_table(flags);
-    try {
-        table.parse(argc, argv);
-        if (flags.help) {
-            std::fputs(table.help().c_str(), stdout);
-            return 0;
-        }
-        if (flags.out_path.empty()) throw smol::args::UsageError("-o OUT is required");
-    } catch (const smol::args::UsageError& e) {
-        std::fprintf(stderr, "smol-synth: %s\n", e.what());
-        std::fputs(table.help().c_str(), stderr);
-        return 2;
-    }
+    if (const auto status = table.parse_or_exit_status(argc, argv, flags.help, "smol-synth", [&] {
+            if (flags.out_path.empty()) throw smol::args::UsageError("-o OUT is required");
+        }))
+        return *status;
     const auto& [out_path, preset, vocab_path, matrix_type, seed, threads, layers, dim, ffn, heads, kv_heads, head_dim,
                  vocab_size, help] = flags;
     try {

@@ -17,6 +17,19 @@
 
 namespace smol_server {
 
+// Whether a presented API key equals the expected one, in time that depends only on the
+// longer length, so response times do not tell an attacker how much of a guess was right.
+inline bool equal_in_constant_time(std::string_view presented, std::string_view expected) {
+    unsigned difference = presented.size() != expected.size() ? 1u : 0u;
+    const std::size_t n = std::max(presented.size(), expected.size());
+    for (std::size_t i = 0; i < n; ++i) {
+        const unsigned char a = i < presented.size() ? static_cast<unsigned char>(presented[i]) : 0;
+        const unsigned char b = i < expected.size() ? static_cast<unsigned char>(expected[i]) : 0;
+        difference |= unsigned(a ^ b);
+    }
+    return difference == 0;
+}
+
 // A key file larger than this is not a key file (a wrong path, a model file): refused unread.
 inline constexpr std::size_t kMaxApiKeyFileBytes = 1u << 20;
 inline constexpr std::size_t kMaxApiKeyBytes = 1024;

@@ -1,8 +1,8 @@
 #pragma once
 // POST /v1/chat/completions, /v1/completions, /v1/messages, /v1/responses, /api/chat and
-// /api/generate: the body checked (openai_api.hpp, messages_api.hpp, responses_api.hpp,
-// ollama_api.hpp), its grammar compiled or found in the
-// cache, the request submitted to the scheduler, and its stream handed to a reply adapter
+// /api/generate: the body checked (openai_chat_request.hpp, openai_text_request.hpp,
+// messages_api.hpp, responses_request.hpp, ollama_request.hpp), its grammar compiled or found in
+// the cache, the request submitted to the scheduler, and its stream handed to a reply adapter
 // (reply_adapters.hpp) that httplib runs as the response's content provider.
 
 #include <httplib.h>
@@ -11,11 +11,16 @@
 #include <memory>
 #include <string_view>
 
+#include "api_request.hpp"
 #include "messages_api.hpp"
-#include "ollama_api.hpp"
-#include "openai_api.hpp"
+#include "ollama_replies.hpp"
+#include "ollama_request.hpp"
+#include "openai_chat_request.hpp"
+#include "openai_text_request.hpp"
 #include "reply_adapters.hpp"
-#include "responses_api.hpp"
+#include "reply_ids.hpp"
+#include "responses_replies.hpp"
+#include "responses_request.hpp"
 #include "server_state.hpp"
 #include "smol/smol.hpp"
 #include "tenants.hpp"

@@ -15,11 +15,11 @@
 #include <string>
 #include <string_view>
 
+#include "api_request.hpp"
 #include "connection_gate.hpp"
 #include "gate_budget.hpp"
 #include "messages_api.hpp"
-#include "ollama_api.hpp"
-#include "openai_api.hpp"
+#include "ollama_replies.hpp"
 #include "origin_policy.hpp"
 #include "outgoing_text.hpp"
 #include "process_plumbing.hpp"

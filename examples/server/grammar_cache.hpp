@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "openai_api.hpp"
+#include "api_request.hpp"
 #include "smol/smol.hpp"
 
 namespace smol_server {

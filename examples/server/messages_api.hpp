@@ -1,6 +1,6 @@
 #pragma once
 // Anthropic's Messages API as smol-server speaks it, without HTTP: a /v1/messages body checked
-// and turned into the same ApiRequest the chat route builds (openai_api.hpp), and the scheduler's
+// and turned into the same ApiRequest the chat route builds (api_request.hpp), and the scheduler's
 // stream of generation events rendered as a Message object, as Anthropic's SSE events, or as an
 // error in Anthropic's shape. routes.hpp, completion_routes.hpp and reply_adapters.hpp carry them
 // over HTTP; tests/test_messages_api.cpp calls them directly.
@@ -26,9 +26,13 @@
 #include <utility>
 #include <vector>
 
-#include "openai_api.hpp"
+#include "api_request.hpp"
 #include "outgoing_text.hpp"
+#include "reasoning_budget.hpp"
+#include "reply_ids.hpp"
+#include "sampling_fields.hpp"
 #include "smol/smol.hpp"
+#include "tool_fields.hpp"
 
 namespace smol_server {
 
@@ -180,33 +184,20 @@ inline void append_anthropic_message(const json& message, std::size_t index, jso
 // returns the grammar of a forced call, else "".
 // `offered` receives the tools a call may name under "auto".
 inline std::string read_anthropic_tools(const json& body, smol::ChatOptions& chat, json& offered) {
-    json functions = json::array();
-    if (const auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
-        if (!tools->is_array())
-            reject(400, std::string("'tools' must be a list of tool definitions, found ") + tools->type_name(), "invalid_type");
-        if (tools->size() > 128) reject(400, "'tools' accepts at most 128 tools", "invalid_value");
-        for (std::size_t i = 0; i < tools->size(); ++i) {
-            const json& tool = (*tools)[i];
-            const std::string where = "tools[" + std::to_string(i) + "]";
-            if (!tool.is_object()) reject(400, where + " must be a tool definition object", "invalid_type");
-            // Anthropic's server tools (bash_..., web_search_..., text_editor_...) run on
-            // Anthropic's side; only client tools, whose type is absent or "custom", exist here.
-            if (const auto type = tool.find("type"); type != tool.end() && !type->is_null() && *type != "custom")
-                unsupported(where + ".type", "is " + type->dump() + ": smol-server has only client tools (\"custom\")");
-            check_block_fields(tool, {"name", "description", "input_schema"}, where);
-            check_tool_name(tool.value("name", json()), where + ".name");
-            json function = {{"name", tool["name"]}};
-            if (const auto d = tool.find("description"); d != tool.end() && !d->is_null()) {
-                if (!d->is_string()) reject(400, where + ".description must be a string", "invalid_type");
-                function["description"] = *d;
-            }
-            const auto schema = tool.find("input_schema");
-            if (schema == tool.end() || !schema->is_object())
-                reject(400, where + ".input_schema must be a JSON schema object", "invalid_value");
-            function["parameters"] = *schema;
-            functions.push_back(std::move(function));
-        }
-    }
+    const json functions = read_tool_list(body, [](const json& tool, const std::string& where) {
+        if (!tool.is_object()) reject(400, where + " must be a tool definition object", "invalid_type");
+        // Anthropic's server tools (bash_..., web_search_..., text_editor_...) run on
+        // Anthropic's side; only client tools, whose type is absent or "custom", exist here.
+        if (const auto type = tool.find("type"); type != tool.end() && !type->is_null() && *type != "custom")
+            unsupported(where + ".type", "is " + type->dump() + ": smol-server has only client tools (\"custom\")");
+        check_block_fields(tool, {"name", "description", "input_schema"}, where);
+        json function = named_function(tool, where);
+        const auto schema = tool.find("input_schema");
+        if (schema == tool.end() || !schema->is_object())
+            reject(400, where + ".input_schema must be a JSON schema object", "invalid_value");
+        function["parameters"] = *schema;
+        return function;
+    });
     ToolChoice choice = ToolChoice::automatic;
     json forced_name;
     if (const auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
@@ -334,35 +325,22 @@ inline ApiRequest parse_messages_request(const json& body, const smol::text::Tok
     const bool create = endpoint == MessagesEndpoint::create;
     reject_unlisted_fields(body, {create ? FieldNames(kMessagesFields) : FieldNames(kCountTokensFields)}, "",
                            "smol-server's Messages API");
-    ApiRequest out;
-    out.generation.params.sampling = defaults.sampling;
+    ApiRequest out = request_with(defaults);
     if (create) {
         if (!body.contains("max_tokens") || body["max_tokens"].is_null())
             reject(400, "'max_tokens' is required: the most tokens the reply may hold", "missing_max_tokens");
         read_metadata(body);
         read_sampling(body, out, tokenizer.n_vocab());  // max_tokens, temperature, top_p, top_k, stream, speculative
-        if (const auto stops = body.find("stop_sequences"); stops != body.end() && !stops->is_null()) {
-            if (!stops->is_array())
-                reject(400, std::string("'stop_sequences' must be a list of strings, found ") + stops->type_name(),
-                       "invalid_type");
-            for (const json& stop : *stops) {
-                if (!stop.is_string()) reject(400, "'stop_sequences' must hold only strings", "invalid_type");
-                out.generation.params.stop.push_back(stop.get<std::string>());
-            }
-            check_stop_strings(out.generation.params.stop, "stop_sequences");
-        }
+        read_stop_strings(body, "stop_sequences", StopShape::list, out.generation.params.stop);
     }
 
     // `system`, then any system-role messages (Claude Code sends some between the turns).
     SystemText system;
     if (const auto it = body.find("system"); it != body.end() && !it->is_null()) system.add(text_content(*it, "system"));
-    const auto list = body.find("messages");
-    if (list == body.end()) reject(400, "'messages' is required: a list of {role, content} objects", "missing_messages");
-    if (!list->is_array()) reject(400, std::string("'messages' must be an array, found ") + list->type_name(), "invalid_type");
-    if (list->empty()) reject(400, "'messages' is empty; at least one message is needed", "invalid_value");
+    const json& list = message_list(body);
     json turns = json::array();
-    for (std::size_t i = 0; i < list->size(); ++i) {
-        const json& message = (*list)[i];
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const json& message = list[i];
         if (message.is_object() && message.contains("role") && message["role"] == "system") {
             const std::string where = "messages[" + std::to_string(i) + "]";
             check_block_fields(message, {"role", "content"}, where);
@@ -389,9 +367,7 @@ inline ApiRequest parse_messages_request(const json& body, const smol::text::Tok
     smol::GenerationParams& params = out.generation.params;
     params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
 
-    render_prompt(messages, chat, tokenizer, out);
-    if (create) check_prompt_fits(out, context);
-    else out.prompt_tokens = int(out.generation.prompt.size());
+    render_counted_prompt(messages, chat, tokenizer, out, context, create ? PromptUse::generate : PromptUse::count);
     return out;
 }
 

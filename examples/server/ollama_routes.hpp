@@ -1,7 +1,8 @@
 #pragma once
 // ollama's native API on cpp-httplib: /api/chat and /api/generate through the same completion
 // path as every other API (completion_routes.hpp), and /api/tags, /api/show, /api/ps and
-// /api/version from the loaded model. The mapping itself is ollama_api.hpp.
+// /api/version from the loaded model. The mapping itself is ollama_request.hpp, ollama_replies.hpp
+// and ollama_model_info.hpp.
 
 #include <httplib.h>
 #include <sys/stat.h>
@@ -12,7 +13,9 @@
 #include <string>
 
 #include "completion_routes.hpp"
-#include "ollama_api.hpp"
+#include "ollama_model_info.hpp"
+#include "ollama_replies.hpp"
+#include "ollama_request.hpp"
 #include "outgoing_text.hpp"
 #include "server_state.hpp"
 #include "smol/hub.hpp"

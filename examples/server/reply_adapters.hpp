@@ -19,13 +19,15 @@
 #include <utility>
 #include <vector>
 
+#include "api_request.hpp"
 #include "live_generations.hpp"
 #include "messages_api.hpp"
 #include "metrics.hpp"
-#include "ollama_api.hpp"
-#include "openai_api.hpp"
+#include "ollama_replies.hpp"
+#include "openai_replies.hpp"
 #include "outgoing_text.hpp"
-#include "responses_api.hpp"
+#include "reply_ids.hpp"
+#include "responses_replies.hpp"
 #include "smol/smol.hpp"
 
 namespace smol_server {

@@ -18,15 +18,18 @@
 #include <utility>
 #include <vector>
 
+#include "api_request.hpp"
 #include "completion_routes.hpp"
 #include "connection_gate.hpp"
 #include "http_framing.hpp"
 #include "messages_api.hpp"
 #include "metrics.hpp"
 #include "ollama_routes.hpp"
-#include "openai_api.hpp"
+#include "openai_chat_request.hpp"
 #include "origin_policy.hpp"
 #include "outgoing_text.hpp"
+#include "reply_ids.hpp"
+#include "sampling_fields.hpp"
 #include "server_state.hpp"
 #include "slot_routes.hpp"
 #include "smol/smol.hpp"
@@ -343,7 +346,7 @@ inline void install_completion_routes(httplib::Server& http, ServerState& server
         count_message_tokens(server, req, res);
     }));
 
-    // OpenAI's Responses API, stateless (responses_api.hpp).
+    // OpenAI's Responses API, stateless (responses_request.hpp, responses_replies.hpp).
     http.Post("/v1/responses", guarded([&server](const httplib::Request& req, httplib::Response& res) {
         complete(server, req, res, Endpoint::responses);
     }));

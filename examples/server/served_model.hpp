@@ -12,7 +12,7 @@
 #include <mutex>
 #include <string>
 
-#include "openai_api.hpp"
+#include "api_request.hpp"
 #include "server_options.hpp"
 #include "smol/smol.hpp"
 

@@ -217,10 +217,9 @@ inline smol::args::FlagTable flag_table(ServerOptions& o, bool& help) {
 
 inline ServerOptions parse_options(int argc, char** argv) {
     ServerOptions o;
-    try {
-        bool help = false;
-        flag_table(o, help).parse(argc, argv);
-        if (help) usage(0);
+    bool help = false;
+    const smol::args::FlagTable table = flag_table(o, help);
+    const auto status = table.parse_or_exit_status(argc, argv, help, "smol-server", [&] {
         // As llama-server reads LLAMA_API_KEY: a key kept out of argv (a Kubernetes Secret).
         if (const char* key = std::getenv("SMOL_API_KEY"))
             o.api_keys.push_back(checked_api_key(key, "the SMOL_API_KEY environment variable"));
@@ -230,10 +229,8 @@ inline ServerOptions parse_options(int argc, char** argv) {
         } catch (const smol::Error& e) {
             throw smol::args::UsageError(e.what());
         }
-    } catch (const smol::args::UsageError& e) {
-        std::fprintf(stderr, "smol-server: %s\n", e.what());
-        usage(2);
-    }
+    });
+    if (status) std::exit(*status);
     if (o.context == 0) o.context = smol::kDefaultContext;  // -c 0 means the default, as in every program
     if (o.replica_name.empty()) o.replica_name = host_name();
     if (o.model_path.empty()) {

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "openai_api.hpp"
+#include "api_request.hpp"
 #include "outgoing_text.hpp"
 #include "server_state.hpp"
 #include "smol/smol.hpp"

@@ -11,7 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "openai_api.hpp"
+#include "api_keys.hpp"
+#include "api_request.hpp"
 #include "server_options.hpp"
 
 namespace smol_server {

@@ -1,9 +1,9 @@
 #pragma once
-// ollama's native API as smol-server speaks it, without HTTP: /api/chat and /api/generate bodies
-// checked and turned into the same ApiRequest the OpenAI chat route builds (openai_api.hpp), the
-// scheduler's events rendered as ollama's newline-delimited JSON objects (streamed) or as one
-// object (stream: false), and errors in ollama's shape. ollama_routes.hpp, completion_routes.hpp
-// and reply_adapters.hpp carry them over HTTP; tests/test_ollama_api.cpp calls them directly.
+// ollama's native API as smol-server reads it, without HTTP: /api/chat and /api/generate bodies
+// checked and turned into the same ApiRequest the OpenAI chat route builds (api_request.hpp).
+// ollama_replies.hpp writes the replies and errors, ollama_model_info.hpp what /api/tags,
+// /api/show and /api/ps say of the model. ollama_routes.hpp and completion_routes.hpp carry them
+// over HTTP; tests/test_ollama_api.cpp calls them directly.
 //
 // The mapping onto SmolLM3:
 //   messages [{role, content}]           -> the conversation; system messages anywhere are joined
@@ -20,44 +20,21 @@
 //   keep_alive                           -> checked, then nothing: the model stays loaded while the
 //                                           server runs
 
-#include <chrono>
+#include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <ctime>
 #include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
-#include <vector>
 
-#include "messages_api.hpp"
-#include "openai_api.hpp"
-#include "outgoing_text.hpp"
+#include "api_request.hpp"
+#include "reasoning_budget.hpp"
+#include "sampling_fields.hpp"
 #include "smol/smol.hpp"
+#include "tool_fields.hpp"
 
 namespace smol_server {
-
-// ---- errors -----------------------------------------------------------------------------------
-
-// {"error": "message"}: what ollama answers with, and what its clients read (the npm client
-// throws a ResponseError holding the string).
-inline json ollama_error_body(const ApiError& e) { return json{{"error", e.message}}; }
-
-// Whether a request path belongs to ollama's API, whose errors take ollama's shape.
-inline bool is_ollama_path(std::string_view path) { return path.starts_with("/api/"); }
-
-// An error in the shape of the API `path` (no query string) belongs to: Anthropic's on the
-// Messages API's paths, ollama's under /api/, OpenAI's everywhere else. The routes and the
-// connection gate both use it.
-inline json error_body_for_path(std::string_view path, const ApiError& e) {
-    if (is_messages_path(path)) return anthropic_error_body(e);
-    if (is_ollama_path(path)) return ollama_error_body(e);
-    return error_body(e);
-}
-
-// ---- requests ---------------------------------------------------------------------------------
 
 // The top-level fields /api/chat and /api/generate read; any other is a 400 naming it.
 // `speculative` and `cache_salt` are smol's own, as on every API that generates.
@@ -147,11 +124,11 @@ inline std::optional<bool> read_think(const json& body) {
 inline std::string read_ollama_format(const json& body) {
     const auto it = body.find("format");
     if (it == body.end() || it->is_null()) return "";
-    if (it->is_object()) return schema_grammar(*it, "format");
+    if (it->is_object()) return json_answer_grammar(*it, "format");
     if (it->is_string()) {
         const std::string& format = it->get_ref<const std::string&>();
         if (format.empty()) return "";
-        if (format == "json") return std::string(smol::text::kJsonObjectGrammar);
+        if (format == "json") return json_answer_grammar(nullptr, "format");
         reject(400, "'format' must be \"json\" or a JSON schema object, found " + it->dump().substr(0, 64), "invalid_value");
     }
     reject(400, std::string("'format' must be \"json\" or a JSON schema object, found ") + it->type_name(), "invalid_type");
@@ -206,14 +183,6 @@ inline void apply_num_ctx(ApiRequest& out, std::optional<int> num_ctx) {
     max_tokens = max_tokens < 0 ? room : std::min(max_tokens, room);
 }
 
-// A field that must be a string when present (`model`, `system`, `prompt`).
-inline std::optional<std::string> optional_string(const json& body, const char* name) {
-    const auto it = body.find(name);
-    if (it == body.end() || it->is_null()) return std::nullopt;
-    if (!it->is_string()) reject(400, std::string("'") + name + "' must be a string, found " + it->type_name(), "invalid_type");
-    return it->get<std::string>();
-}
-
 // Images go to multimodal models; SmolLM3 reads text only. An empty list asks for nothing.
 inline void refuse_images(const json& object, const std::string& field) {
     const auto it = object.find("images");
@@ -250,15 +219,11 @@ inline json ollama_message_calls(const json& calls, const std::string& where) {
 
 // /api/chat's messages as the template's: system messages joined into the leading one.
 inline json ollama_messages(const json& body) {
-    const auto list = body.find("messages");
-    if (list == body.end() || list->is_null())
-        reject(400, "'messages' is required: a list of {role, content} objects", "missing_messages");
-    if (!list->is_array()) reject(400, std::string("'messages' must be an array, found ") + list->type_name(), "invalid_type");
-    if (list->empty()) reject(400, "'messages' is empty; at least one message is needed", "invalid_value");
+    const json& list = message_list(body, /*null_is_absent=*/true);
     SystemText system;
     json turns = json::array();
-    for (std::size_t i = 0; i < list->size(); ++i) {
-        const json& m = (*list)[i];
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const json& m = list[i];
         const std::string where = "messages[" + std::to_string(i) + "]";
         if (!m.is_object()) reject(400, where + " must be an object, found " + m.type_name(), "invalid_type");
         check_fields(m, {"role", "content", "thinking", "images", "tool_calls", "tool_name"}, where);
@@ -320,8 +285,7 @@ inline ApiRequest parse_ollama_chat_request(const json& body, const smol::text::
     reject_unlisted_fields(body, {kOllamaChatFields}, "", kOllamaReader);
     optional_string(body, "model");
     check_keep_alive(body);
-    ApiRequest out;
-    out.generation.params.sampling = defaults.sampling;
+    ApiRequest out = request_with(defaults);
     const json messages = ollama_messages(body);
     smol::ChatOptions chat;
     json offered;
@@ -330,8 +294,7 @@ inline ApiRequest parse_ollama_chat_request(const json& body, const smol::text::
     lazy_call_grammar(offered, "tools[].function.parameters", out);  // each call follows its schema
     out.generation.params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
     const std::optional<int> num_ctx = read_ollama_options(body, out, tokenizer.n_vocab(), context);
-    render_prompt(messages, chat, tokenizer, out);
-    check_prompt_fits(out, context);
+    render_counted_prompt(messages, chat, tokenizer, out, context);
     read_ollama_common(body, out, num_ctx);
     return out;
 }
@@ -354,8 +317,7 @@ inline ApiRequest parse_ollama_generate_request(const json& body, const smol::te
     if (!prompt || prompt->empty()) reject(400, "'prompt' is required: the text to answer", "missing_prompt");
     const std::optional<std::string> system = optional_string(body, "system");
     const bool raw = bool_field(body, "raw").value_or(false);
-    ApiRequest out;
-    out.generation.params.sampling = defaults.sampling;
+    ApiRequest out = request_with(defaults);
     smol::GenerationParams& params = out.generation.params;
     std::optional<int> num_ctx;
     if (raw) {
@@ -395,219 +357,6 @@ inline bool is_load_request(const json& body, OllamaEndpoint endpoint) {
     }
     const auto prompt = body.find("prompt");
     return prompt == body.end() || prompt->is_null() || *prompt == "";
-}
-
-// ---- replies ----------------------------------------------------------------------------------
-
-// A time (nanoseconds since the Unix epoch) as RFC 3339 in UTC with nanoseconds, as ollama's
-// created_at and modified_at.
-inline std::string rfc3339(std::int64_t ns) {
-    const std::time_t seconds = std::time_t(ns / 1'000'000'000);
-    std::tm utc{};
-    gmtime_r(&seconds, &utc);
-    char text[64];
-    std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%09lldZ", utc.tm_year + 1900, utc.tm_mon + 1,
-                  utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<long long>(ns % 1'000'000'000));
-    return text;
-}
-
-inline std::string rfc3339_now() {
-    return rfc3339(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count());
-}
-
-// ollama's done_reason: "stop" for a natural end, a stop string or a turn of tool calls, "length"
-// when a limit cut the reply short. Cancelled and failed generations have none (nullptr).
-inline const char* ollama_done_reason(smol::FinishReason reason) {
-    switch (reason) {
-        case smol::FinishReason::end_of_generation:
-        case smol::FinishReason::stop_string:
-        case smol::FinishReason::tool_calls: return "stop";
-        case smol::FinishReason::max_tokens:
-        case smol::FinishReason::context_full: return "length";
-        case smol::FinishReason::cancelled:
-        case smol::FinishReason::error: return nullptr;
-    }
-    return nullptr;
-}
-
-// Calls as ollama gives them: [{"function": {"name", "arguments": {...}}}], arguments an object.
-inline json ollama_tool_calls(const std::vector<smol::ToolCall>& calls) {
-    json out = json::array();
-    for (const smol::ToolCall& call : calls) out.push_back({{"function", {{"name", call.name}, {"arguments", tool_input(call)}}}});
-    return out;
-}
-
-inline std::int64_t nanoseconds(double ms) { return std::int64_t(std::llround(ms * 1e6)); }
-
-// One object of a reply: a piece of it (done: false) or, with `usage`, the end (done: true, its
-// reason and the counts and durations, in nanoseconds). The model was loaded before the request
-// (load_duration 0); prompt_eval_count is the whole prompt, cached tokens included.
-inline json ollama_object(OllamaEndpoint endpoint, const std::string& model, const std::string& reasoning,
-                          const std::string& content, const std::vector<smol::ToolCall>& calls,
-                          const smol::StreamEvent* end = nullptr) {
-    json out = {{"model", model}, {"created_at", rfc3339_now()}};
-    if (endpoint == OllamaEndpoint::chat) {
-        json message = {{"role", "assistant"}, {"content", content}};
-        if (!reasoning.empty()) message["thinking"] = reasoning;
-        if (!calls.empty()) message["tool_calls"] = ollama_tool_calls(calls);
-        out["message"] = std::move(message);
-    } else {
-        out["response"] = content;
-        if (!reasoning.empty()) out["thinking"] = reasoning;
-    }
-    out["done"] = end != nullptr;
-    if (!end) return out;
-    const smol::GenerationUsage& u = end->usage;
-    out["done_reason"] = ollama_done_reason(end->finish);
-    out["total_duration"] = nanoseconds(u.queue_ms + u.prompt_ms + u.generation_ms);
-    out["load_duration"] = 0;
-    out["prompt_eval_count"] = u.prompt_tokens;
-    out["prompt_eval_duration"] = nanoseconds(u.prompt_ms);
-    out["eval_count"] = u.completion_tokens;
-    out["eval_duration"] = nanoseconds(u.generation_ms);
-    return out;
-}
-
-// A reply that answers at once with nothing generated (a load request, is_load_request).
-inline json ollama_load_reply(OllamaEndpoint endpoint, const std::string& model) {
-    json out = ollama_object(endpoint, model, "", "", {});
-    out["done"] = true;
-    out["done_reason"] = "load";
-    return out;
-}
-
-// A streamed reply as newline-delimited JSON: each generation event one object (done: false), the
-// last event's text followed by the closing object (done: true, with the statistics), or for a
-// failed or cancelled generation an {"error"} object, which ollama's clients raise.
-class OllamaStream {
-public:
-    OllamaStream() = default;
-    OllamaStream(OllamaEndpoint endpoint, std::string model) : endpoint_(endpoint), model_(std::move(model)) {}
-
-    std::string render(const smol::StreamEvent& event, const ApiError* error = nullptr) const {
-        std::string out;
-        if (!event.reasoning.empty() || !event.content.empty() || !event.tool_calls.empty())
-            out += line(ollama_object(endpoint_, model_, event.reasoning, event.content, event.tool_calls));
-        if (!event.finished) return out;
-        if (error) return out + line(ollama_error_body(*error));
-        return out + line(ollama_object(endpoint_, model_, "", "", {}, &event));
-    }
-
-    // An object with no text, written while the request waits (for a slot, or a long prompt):
-    // writing is how a client that left is noticed, and ollama's clients parse every line as
-    // JSON, so a comment such as the SSE streams send would break them.
-    std::string idle() const { return line(ollama_object(endpoint_, model_, "", "", {})); }
-
-private:
-    static std::string line(const json& object) { return to_wire(object) + "\n"; }
-
-    OllamaEndpoint endpoint_ = OllamaEndpoint::chat;
-    std::string model_;
-};
-
-// ---- the model: /api/tags, /api/show, /api/ps -----------------------------------------------
-
-// The ollama release whose API this follows (think and message.thinking, format as a JSON schema,
-// tool_name): /api/version gives it, so clients that check for features by version find them.
-inline constexpr const char* kOllamaApiVersion = "0.9.0";
-
-// llama.cpp's names for general.file_type (its llama_ftype), as ollama's quantization_level.
-inline std::string file_type_name(const smol::gguf::File& file) {
-    const smol::gguf::Value* v = file.find("general.file_type");
-    const std::optional<std::int64_t> type = v ? v->as_int() : std::nullopt;
-    if (!type) return "unknown";
-    static constexpr std::pair<int, const char*> kNames[] = {
-        {0, "F32"},     {1, "F16"},     {2, "Q4_0"},     {3, "Q4_1"},     {7, "Q8_0"},    {8, "Q5_0"},    {9, "Q5_1"},
-        {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"},  {13, "Q3_K_L"},  {14, "Q4_K_S"}, {15, "Q4_K_M"}, {16, "Q5_K_S"},
-        {17, "Q5_K_M"}, {18, "Q6_K"},   {19, "IQ2_XXS"}, {20, "IQ2_XS"},  {21, "Q2_K_S"}, {22, "IQ3_XS"}, {23, "IQ3_XXS"},
-        {24, "IQ1_S"},  {25, "IQ4_NL"}, {26, "IQ3_S"},   {27, "IQ3_M"},   {28, "IQ2_S"},  {29, "IQ2_M"},  {30, "IQ4_XS"},
-        {31, "IQ1_M"},  {32, "BF16"},   {36, "TQ1_0"},   {37, "TQ2_0"}};
-    for (const auto& [id, name] : kNames)
-        if (id == *type) return name;
-    return "file type " + std::to_string(*type);
-}
-
-// A parameter count as ollama writes parameter_size: "3.1B", "137.0M", "52.3K".
-inline std::string parameter_size(std::uint64_t n) {
-    char text[32];
-    if (n >= 1'000'000'000) std::snprintf(text, sizeof text, "%.1fB", double(n) / 1e9);
-    else if (n >= 1'000'000) std::snprintf(text, sizeof text, "%.1fM", double(n) / 1e6);
-    else if (n >= 1'000) std::snprintf(text, sizeof text, "%.1fK", double(n) / 1e3);
-    else std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(n));
-    return text;
-}
-
-// `details` of /api/tags, /api/show and /api/ps.
-inline json ollama_model_details(const smol::Engine& engine) {
-    const smol::ModelInfo& info = engine.info();
-    return json{{"parent_model", ""},
-                {"format", "gguf"},
-                {"family", info.architecture},
-                {"families", json::array({info.architecture})},
-                {"parameter_size", parameter_size(info.n_params)},
-                {"quantization_level", file_type_name(engine.model().file())}};
-}
-
-// /api/show's model_info: the file's metadata, each string and number as it is, and the arrays
-// of up to 64 numbers; longer arrays (the vocabulary, merges, token types) are given empty, as
-// ollama gives them without `verbose`, so the reply stays small. The chat template is /api/show's
-// `template`.
-inline json ollama_model_info(const smol::Engine& engine) {
-    using smol::gguf::ValueType;
-    json out = json::object();
-    for (const auto& [key, value] : engine.model().file().metadata()) {
-        if (key == "tokenizer.chat_template") continue;
-        if (value.is_array()) {
-            const bool numbers = value.element_type() != ValueType::String && value.element_type() != ValueType::Array;
-            json list = json::array();
-            if (numbers && value.size() <= 64) {
-                const bool integers = value.element_type() != ValueType::F32 && value.element_type() != ValueType::F64;
-                if (integers)
-                    for (const std::int64_t v : value.ints()) list.push_back(v);
-                else
-                    for (const double v : value.floats()) list.push_back(v);
-            }
-            out[key] = std::move(list);
-        } else if (const auto text = value.as_string()) {
-            out[key] = std::string(*text);
-        } else if (const auto flag = value.as_bool()) {
-            out[key] = *flag;
-        } else if (value.type() == ValueType::F32 || value.type() == ValueType::F64) {
-            out[key] = *value.as_float();
-        } else if (const auto i = value.as_int()) {
-            out[key] = *i;
-        } else if (const auto u = value.as_uint()) {
-            out[key] = *u;
-        }
-    }
-    if (!out.contains("general.parameter_count")) out["general.parameter_count"] = engine.info().n_params;
-    return out;
-}
-
-// /api/show's `parameters`: the sampler's defaults, one "name value" line each, as ollama lists a
-// model's PARAMETER lines.
-inline std::string ollama_parameters(int context) {
-    const smol::SamplerParams d;
-    char text[512];
-    std::snprintf(text, sizeof text,
-                  "num_ctx %d\ntemperature %g\ntop_k %d\ntop_p %g\nmin_p %g\nrepeat_penalty %g\nrepeat_last_n %d\n"
-                  "presence_penalty %g\nfrequency_penalty %g",
-                  context, double(d.temperature), d.top_k, double(d.top_p), double(d.min_p), double(d.repeat_penalty),
-                  d.penalty_last_n, double(d.presence_penalty), double(d.frequency_penalty));
-    return text;
-}
-
-// A /api/show body: `model` (or the older `name`) names the model; smol-server answers for its
-// one model whatever the name. `verbose` lists the vocabulary in model_info, which smol-server
-// does not send (the reply would be megabytes).
-inline void check_show_request(const json& body) {
-    check_fields(body, {"model", "name", "verbose"}, "");
-    optional_string(body, "model");
-    optional_string(body, "name");
-    if (bool_field(body, "verbose").value_or(false))
-        unsupported("verbose", "as true is not supported: the vocabulary and merges would make the reply megabytes");
 }
 
 }  // namespace smol_server
