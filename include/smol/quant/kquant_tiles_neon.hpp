@@ -1,16 +1,18 @@
 #pragma once
-// The neon and dotprod sets' tiles for the k-quants other than Q4_K and Q6_K (kernels_neon.hpp):
-// Q2_K, Q3_K and Q5_K against Q8_K activations, and the ARM sets' Q8_K activation quantizer.
+// The neon and dotprod sets' tiles for the 256-weight super-block types other than Q4_K and Q6_K
+// (kernels_neon.hpp): Q2_K, Q3_K, Q5_K and IQ4_XS against Q8_K activations, and the ARM sets' Q8_K
+// activation quantizer.
 //
-// Each weight block is unpacked once per row into one shape for all three types: its 256 quants
-// as 16 vectors of signed bytes in weight order, the scale of every sub-block of 16 weights (a
-// 32-weight sub-block of Q5_K gives its scale to both halves) and, for the types with mins, the
-// min of every sub-block of 16 likewise. Every column of the tile then takes the same steps: 16
-// sums of 16 byte products (the set's Dot, neon_dot.hpp), each times its scale, and the mins
-// against the activations' bsums, all exact in i32 as in reference.hpp's scale_min_block_sums
-// and sixteen_scale_block_sum (splitting a sub-block of 32 in two changes no integer). The float
-// step per block, in block order, is the reference's (q4k_accumulate_block for Q2_K and Q5_K,
-// q6k_accumulate_block for Q3_K), so every result has the reference's bits.
+// Each weight block is unpacked once per row into one shape for all four types: its 256 quants
+// as 16 vectors of signed bytes in weight order (IQ4_XS: its table values), the scale of every
+// sub-block of 16 weights (a 32-weight sub-block of Q5_K or IQ4_XS gives its scale to both
+// halves) and, for the types with mins, the min of every sub-block of 16 likewise. Every column
+// of the tile then takes the same steps: 16 sums of 16 byte products (the set's Dot,
+// neon_dot.hpp), each times its scale, and the mins against the activations' bsums, all exact in
+// i32 as in reference.hpp's scale_min_block_sums, sixteen_scale_block_sum and
+// iq4xs_q8k_block_sum (splitting a sub-block of 32 in two changes no integer). The float step per
+// block, in block order, is the reference's (q4k_accumulate_block for Q2_K and Q5_K,
+// q6k_accumulate_block for Q3_K and IQ4_XS), so every result has the reference's bits.
 
 #include "smol/core/simd_targets.hpp"
 
@@ -160,8 +162,31 @@ struct Q5KKind {
     }
 };
 
+// Table values -127..113: IQ4_NL's nibbles (sub-block j of 32: the low nibbles of qs[16j ..
+// 16j + 15], then their high nibbles) looked up in kIq4nlValues by tbl; eight signed scales
+// (-32..31) of sub-blocks of 32 (iq4xs_unpack_scales), each given to both its halves. No mins:
+// Q6_K's float step, as the reference (iq4xs_q8k_block_sum) takes it.
+struct IQ4XSKind {
+    using Block = BlockIQ4XS;
+    static constexpr bool kHasMin = false;
+    SMOL_INLINE_INTO_SET static void unpack(const Block& w, Unpacked& u) {
+        const int8x16_t values = vld1q_s8(kIq4nlValues);
+        const uint8x16_t low4 = vdupq_n_u8(0x0f);
+#pragma GCC unroll 8
+        for (int j = 0; j < QK_K / 32; ++j) {
+            const uint8x16_t bits = vld1q_u8(w.qs + 16 * j);
+            u.q[2 * j] = vqtbl1q_s8(values, vandq_u8(bits, low4));
+            u.q[2 * j + 1] = vqtbl1q_s8(values, vshrq_n_u8(bits, 4));
+        }
+        std::int8_t scales[QK_K / 32];
+        iq4xs_unpack_scales(w, scales);
+        const int8x8_t packed = vld1_s8(scales);
+        widen(vcombine_s8(vzip1_s8(packed, packed), vzip2_s8(packed, packed)), u.scales);
+    }
+};
+
 // sum_j scale_j * (q . a over sub-block of 16 j), exact: at most 16 * 31 * 128 * 63 * 16 (Q5_K's
-// quants and scales), well inside i32.
+// quants and scales; IQ4_XS's values and scales: 16 * 128 * 127 * 32 * 16, twice that), well inside i32.
 template <class Dot>
 SMOL_INLINE_INTO_SET inline std::int32_t scaled_sum(const Unpacked& u, const BlockQ8K& a) {
     int32x4_t total = vdupq_n_s32(0);
@@ -233,6 +258,7 @@ inline constexpr DotTileFn kquant_tile = kernel_detail::by_columns<kquant::tile<
 inline constexpr DotTileFn q2k_q8k = kquant_tile<kquant::Q2KKind>;
 inline constexpr DotTileFn q3k_q8k = kquant_tile<kquant::Q3KKind>;
 inline constexpr DotTileFn q5k_q8k = kquant_tile<kquant::Q5KKind>;
+inline constexpr DotTileFn iq4xs_q8k = kquant_tile<kquant::IQ4XSKind>;
 
 #if SMOL_HAVE_DOTPROD_KERNELS
 template <class Kind>
@@ -241,6 +267,7 @@ inline constexpr DotTileFn kquant_tile_dotprod =
 inline constexpr DotTileFn q2k_q8k_dotprod = kquant_tile_dotprod<kquant::Q2KKind>;
 inline constexpr DotTileFn q3k_q8k_dotprod = kquant_tile_dotprod<kquant::Q3KKind>;
 inline constexpr DotTileFn q5k_q8k_dotprod = kquant_tile_dotprod<kquant::Q5KKind>;
+inline constexpr DotTileFn iq4xs_q8k_dotprod = kquant_tile_dotprod<kquant::IQ4XSKind>;
 #endif
 
 // The Q8_K activation quantizer of every ARM set (plain Armv8.0 code), byte for byte the

@@ -99,7 +99,7 @@ inline constexpr GemmShape kGemmShapes[kIsaCount] = {
     {kTileRows, kGemmTokens, 1},
 #endif
     {kTileRows, kGemmTokens, 1},  // neon: unused, it has no GEMM
-    // dotprod: its Q4_K and Q6_K GEMMs (kquant_gemm_dotprod.hpp, which i8mm runs too) compute
+    // dotprod: its Q4_K, Q6_K and IQ4_XS GEMMs (kquant_gemm_dotprod.hpp, which i8mm runs too) compute
     // whole groups of 16 tokens; smaller batches go through the tiles from the same count as on
     // x86 (not measured on ARM hardware).
     {kTileRows, kGemmTokens, kMinGemmTokens},
@@ -222,8 +222,6 @@ constexpr TypeRow with_neon_from_float(TypeRow r, FromFloatFn fast) {
 // or a k-quant's (decoded by row groups or the AVX2 column kernels: memory-bound), its own for the
 // block-of-32 types (SMOL_VNNI_TILES); the AMX set decodes, and multiplies what has no AMX GEMM,
 // with the AVX-512 kernels.
-#define SMOL_TILES(name) \
-    {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
 #define SMOL_ARM_TILES(name)                                                                      \
     {kernels_scalar::name,   SMOL_AVX2_TILE(name), SMOL_AVX2_TILE(name),    SMOL_AVX512_TILE(name), \
      SMOL_AVX512_TILE(name), SMOL_NEON_TILE(name), SMOL_DOTPROD_TILE(name), nullptr}
@@ -243,6 +241,8 @@ constexpr TypeRow with_neon_from_float(TypeRow r, FromFloatFn fast) {
 #define SMOL_GEMMS_AND_DOTPROD(name)                                                                              \
     {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name), nullptr, \
      SMOL_DOTPROD_TILE(name), nullptr}
+// IQ4_XS's: the dotprod set's (kquant_gemm_dotprod.hpp), which the i8mm set runs too.
+#define SMOL_DOTPROD_GEMM(name) {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, SMOL_DOTPROD_TILE(name), nullptr}
 // Types with AVX2, AVX-VNNI and AVX-512 GEMMs but no AMX one: the AMX set multiplies their prompts
 // with AVX-512's (its GEMM shape is larger than the AVX-512 GEMMs take).
 #define SMOL_SET_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), nullptr}
@@ -303,7 +303,7 @@ inline constexpr TypeRow kTypeTable[] = {
     type_table_detail::read_only_row<TensorType::IQ4_NL, BlockIQ4NL, dequantize_row_iq4_nl>(
         TensorType::Q8_0, SMOL_VNNI_TILES(iq4_nl_q8_0)),
     type_table_detail::read_only_row<TensorType::IQ4_XS, BlockIQ4XS, dequantize_row_iq4_xs>(
-        TensorType::Q8_K, SMOL_TILES(iq4xs_q8k)),
+        TensorType::Q8_K, SMOL_ARM_TILES(iq4xs_q8k), SMOL_DOTPROD_GEMM(iq4xs_q8k_gemm)),
     type_table_detail::row<TensorType::F32, float, dequantize_row_f32, quantize_row_f32>(TensorType::F32,
                                                                                           SMOL_FLOAT_TILES(f32)),
     type_table_detail::row<TensorType::F16, std::uint16_t, dequantize_row_f16, quantize_row_f16>(TensorType::F32,
@@ -325,6 +325,7 @@ inline constexpr TypeRow kTypeTable[] = {
 
 #undef SMOL_SET_GEMMS
 #undef SMOL_GEMMS_AND_DOTPROD
+#undef SMOL_DOTPROD_GEMM
 #undef SMOL_VNNI_TILES
 #undef SMOL_FLOAT_TILES
 #undef SMOL_ARM_TILES
@@ -334,7 +335,6 @@ inline constexpr TypeRow kTypeTable[] = {
 #undef SMOL_NEON_FROM_FLOAT
 #undef SMOL_XSIMD_TILE
 #undef SMOL_NEON_TILE
-#undef SMOL_TILES
 #undef SMOL_AMX_GEMM
 #undef SMOL_AVX_VNNI_TILE
 #undef SMOL_AVX512_TILE
