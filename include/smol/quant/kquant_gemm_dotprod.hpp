@@ -36,6 +36,7 @@
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/kernels_neon.hpp"
+#include "smol/quant/kquant_tiles_neon.hpp"  // iq4xs_scales
 #include "smol/quant/reference.hpp"
 
 namespace smol::kernels_neon {
@@ -304,12 +305,14 @@ struct IQ4XSGemm {
                 out.quants[8 * j + 4 + i] = vqtbl1q_s8(values, vshrq_n_u8(groups[i], 4));
             }
         }
-        std::int8_t scales[kTileRows][16] = {};  // [row]: 8 scales, then 8 unused
+        uint8x16_t scales[kTileRows];  // [row]: its 8 scales (the upper 8 bytes unread)
         SMOL_UNROLL
-        for (int r = 0; r < kTileRows; ++r) iq4xs_unpack_scales(*w[r], scales[r]);
+        for (int r = 0; r < kTileRows; ++r) {
+            const uint8x8_t row_scales = vreinterpret_u8_s8(kquant::iq4xs_scales(*w[r]));
+            scales[r] = vcombine_u8(row_scales, row_scales);
+        }
         uint8x16_t quads[2];
-        transpose_bytes(vreinterpretq_u8_s8(vld1q_s8(scales[0])), vreinterpretq_u8_s8(vld1q_s8(scales[1])),
-                        vreinterpretq_u8_s8(vld1q_s8(scales[2])), vreinterpretq_u8_s8(vld1q_s8(scales[3])), 0, quads);
+        transpose_bytes(scales[0], scales[1], scales[2], scales[3], 0, quads);
         widen_quad<true>(quads[0], out.scales);
         widen_quad<true>(quads[1], out.scales + 4);
         out.d = row_halves(&w[0]->d, &w[1]->d, &w[2]->d, &w[3]->d);
