@@ -141,20 +141,27 @@ SMOL_TARGET_DOTPROD inline void block_dots(const RowQuadBlock<SubBlocks>& w, con
     }
 }
 
-// q6k_accumulate_block for the 16 tokens, the float step of the types without mins (Q6_K,
-// IQ4_XS): d holds the four rows' scales.
-SMOL_INLINE_INTO_SET inline void accumulate_without_mins(float32x4_t d, const BlockQ8Kx16& a,
-                                                         const int32x4_t (&dots)[kPackedTokens],
-                                                         float32x4_t (&sums)[kPackedTokens]) {
-    SMOL_UNROLL
-    for (int quad = 0; quad < kPackedTokens / 4; ++quad) {
-        const float32x4_t ad = vld1q_f32(a.d + 4 * quad);
+// What the types without mins (Q6_K, IQ4_XS) share: the unpacked block holds the four rows' d
+// beside the quants and scales, and the float step is q6k_accumulate_block for the 16 tokens.
+template <int SubBlocks>
+struct WithoutMins {
+    struct Unpacked : RowQuadBlock<SubBlocks> {
+        float32x4_t d;
+    };
+
+    SMOL_INLINE_INTO_SET static void accumulate(const Unpacked& w, const BlockQ8Kx16& a,
+                                                const int32x4_t (&dots)[kPackedTokens],
+                                                float32x4_t (&sums)[kPackedTokens]) {
         SMOL_UNROLL
-        for (int i = 0; i < 4; ++i)
-            sums[4 * quad + i] =
-                vfmaq_f32(sums[4 * quad + i], vmulq_laneq_f32(d, ad, i), vcvtq_f32_s32(dots[4 * quad + i]));
+        for (int quad = 0; quad < kPackedTokens / 4; ++quad) {
+            const float32x4_t ad = vld1q_f32(a.d + 4 * quad);
+            SMOL_UNROLL
+            for (int i = 0; i < 4; ++i)
+                sums[4 * quad + i] =
+                    vfmaq_f32(sums[4 * quad + i], vmulq_laneq_f32(w.d, ad, i), vcvtq_f32_s32(dots[4 * quad + i]));
+        }
     }
-}
+};
 
 // Q4_K: the quants of chunk c (32 bytes a row) are sub-block 2c's in the low nibbles and 2c + 1's
 // in the high ones (reference.hpp's q4k_q8k_block_sums).
@@ -234,11 +241,8 @@ struct Q4KGemm {
 };
 
 // Q6_K: the quants unpack to -32..31 (q6k_unpack_quarters), so the dots need no bsums.
-struct Q6KGemm {
+struct Q6KGemm : WithoutMins<16> {
     using Weight = BlockQ6K;
-    struct Unpacked : RowQuadBlock<16> {
-        float32x4_t d;
-    };
 
     SMOL_INLINE_INTO_SET static void unpack(const BlockQ6K* const (&w)[kTileRows], Unpacked& out) {
         const std::uint8_t* ql[kTileRows] = {w[0]->ql, w[1]->ql, w[2]->ql, w[3]->ql};
@@ -273,23 +277,14 @@ struct Q6KGemm {
         }
         out.d = row_halves(&w[0]->d, &w[1]->d, &w[2]->d, &w[3]->d);
     }
-
-    SMOL_INLINE_INTO_SET static void accumulate(const Unpacked& w, const BlockQ8Kx16& a,
-                                                const int32x4_t (&dots)[kPackedTokens],
-                                                float32x4_t (&sums)[kPackedTokens]) {
-        accumulate_without_mins(w.d, a, dots, sums);
-    }
 };
 
 // IQ4_XS: sub-block j's 16 quant bytes hold its weights 0..15 in their low nibbles and 16..31 in
 // their high ones (reference.hpp's iq4xs_unpack_values); tbl turns each transposed group's
 // nibbles into kIq4nlValues in place. Its scales are signed (-32..31) and it has no mins, so the
 // dots need no bsums and the float step is Q6_K's.
-struct IQ4XSGemm {
+struct IQ4XSGemm : WithoutMins<8> {
     using Weight = BlockIQ4XS;
-    struct Unpacked : RowQuadBlock<8> {
-        float32x4_t d;
-    };
 
     SMOL_INLINE_INTO_SET static void unpack(const BlockIQ4XS* const (&w)[kTileRows], Unpacked& out) {
         const std::uint8_t* qs[kTileRows] = {w[0]->qs, w[1]->qs, w[2]->qs, w[3]->qs};
@@ -316,12 +311,6 @@ struct IQ4XSGemm {
         widen_quad<true>(quads[0], out.scales);
         widen_quad<true>(quads[1], out.scales + 4);
         out.d = row_halves(&w[0]->d, &w[1]->d, &w[2]->d, &w[3]->d);
-    }
-
-    SMOL_INLINE_INTO_SET static void accumulate(const Unpacked& w, const BlockQ8Kx16& a,
-                                                const int32x4_t (&dots)[kPackedTokens],
-                                                float32x4_t (&sums)[kPackedTokens]) {
-        accumulate_without_mins(w.d, a, dots, sums);
     }
 };
 
