@@ -35,7 +35,8 @@ std::vector<float> seeded_floats(std::size_t count, std::uint32_t seed) {
     return values;
 }
 
-// `rows` rows of n values in a type, through its reference quantizer (or as floats).
+// `rows` rows of n values in a type, through its reference quantizer (or as floats; a type smol
+// cannot write as encode_test_row makes it).
 std::vector<std::uint8_t> encode_rows(smol::TensorType type, int rows, std::int64_t n, std::uint32_t seed) {
     const smol::TypeRow& row = smol::type_row(type, "kernel-instructions");
     const std::size_t row_bytes = std::size_t(n) / row.block_elements * row.block_bytes;
@@ -45,7 +46,7 @@ std::vector<std::uint8_t> encode_rows(smol::TensorType type, int rows, std::int6
         if (type == smol::TensorType::F32)
             std::memcpy(bytes.data() + std::size_t(r) * row_bytes, x.data(), row_bytes);
         else
-            row.from_float[0](x.data(), bytes.data() + std::size_t(r) * row_bytes, n);
+            smol::encode_test_row(type, x.data(), bytes.data() + std::size_t(r) * row_bytes, n);
     }
     return bytes;
 }

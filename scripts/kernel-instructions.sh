@@ -8,14 +8,14 @@
 #   decode: instructions per row per 256 weights (one column, kTileRows rows per call)
 #   prompt: instructions per 16-row by 16-token tile per 256 weights
 # usage: scripts/kernel-instructions.sh [SET...]   (default: neon dotprod i8mm, those compiled)
-# env: TYPES (default "Q4_K Q6_K"), ARM_CXX (default aarch64-linux-gnu-g++), QEMU (default
+# env: TYPES (default "Q4_K Q6_K IQ4_XS"), ARM_CXX (default aarch64-linux-gnu-g++), QEMU (default
 #      qemu-aarch64-static), OUT (default build-arm).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cxx=${ARM_CXX:-aarch64-linux-gnu-g++}
 qemu=${QEMU:-qemu-aarch64-static}
 out=${OUT:-build-arm}
-read -r -a types <<< "${TYPES:-Q4_K Q6_K}"
+read -r -a types <<< "${TYPES:-Q4_K Q6_K IQ4_XS}"
 sets=("$@")
 [[ ${#sets[@]} -gt 0 ]] || sets=(neon dotprod i8mm)
 mkdir -p "$out"
@@ -62,7 +62,7 @@ print(total)
 PY
 }
 
-printf '%-8s %-5s %12s %16s\n' set type "decode/row" "prompt/16x16"
+printf '%-8s %-6s %12s %16s\n' set type "decode/row" "prompt/16x16"
 for set in "${sets[@]}"; do
   if ! "$qemu" -cpu max "$bin" "$set" Q4_K decode 1 1 > /dev/null 2>&1; then
     echo "$set: not compiled in this build (skipped)"
@@ -73,6 +73,6 @@ for set in "${sets[@]}"; do
     rows=$("$qemu" -cpu max "$bin" "$set" "$type" decode 1 1 | sed -n 's/.*: \([0-9]*\) rows by.*/\1/p')
     decode=$(( ($(count "$set" "$type" decode 9) - $(count "$set" "$type" decode 1)) / 16 / rows ))
     prompt=$(( ($(count "$set" "$type" prompt 9) - $(count "$set" "$type" prompt 1)) / 16 ))
-    printf '%-8s %-5s %12d %16d\n' "$set" "$type" "$decode" "$prompt"
+    printf '%-8s %-6s %12d %16d\n' "$set" "$type" "$decode" "$prompt"
   done
 done

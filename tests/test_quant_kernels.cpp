@@ -245,7 +245,8 @@ inline float reference_dot(std::int64_t n, const BlockQ5K* w, const BlockQ8K* a)
 inline float reference_dot(std::int64_t n, const BlockQ6K* w, const BlockQ8K* a) { return dot_q6k_q8k(n, w, a); }
 inline float reference_dot(std::int64_t n, const BlockIQ4XS* w, const BlockQ8K* a) { return dot_iq4xs_q8k(n, w, a); }
 
-// f(Block{}) for the block struct of a weight type with Q8_K activations (the k-quants, IQ4_XS).
+// f(Block{}) for the block struct of a weight type of 256-weight super-blocks (the k-quants and
+// IQ4_XS, which meet Q8_K activations).
 template <class F>
 decltype(auto) visit_kquant(TensorType type, F&& f) {
     switch (type) {
@@ -255,7 +256,7 @@ decltype(auto) visit_kquant(TensorType type, F&& f) {
         case TensorType::Q5_K: return f(BlockQ5K{});
         case TensorType::Q6_K: return f(BlockQ6K{});
         case TensorType::IQ4_XS: return f(BlockIQ4XS{});
-        default: throw std::logic_error("not a weight type with Q8_K activations: " + std::string(type_name(type)));
+        default: throw std::logic_error("not a super-block weight type: " + std::string(type_name(type)));
     }
 }
 
@@ -579,8 +580,8 @@ TEST_CASE("k-quant and IQ4_XS prompt GEMMs give the reference's bits for every r
         if (!runnable(isa)) continue;
         CAPTURE(isa_name(isa));
         const KernelSet set = kernels_for(isa);
-        for (const TensorType wtype : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
-                                       TensorType::IQ4_XS}) {
+        for (const TensorType wtype : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+                                       TensorType::Q6_K, TensorType::IQ4_XS}) {
             CAPTURE(type_name(wtype));
             const KernelSet::Gemm widest = set.gemm_for_weights(wtype, kGemmShapes[int(isa)].tokens);
             if (widest.fn == nullptr) continue;
@@ -1064,7 +1065,7 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
     // Every integer weight type has kernels of its own in the neon and dotprod sets.
     for (const TensorType type : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
                                   TensorType::Q8_0, TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_1, TensorType::Q5_1,
-                                  TensorType::IQ4_NL})
+                                  TensorType::IQ4_NL, TensorType::IQ4_XS})
         for (const Isa isa : {Isa::neon, Isa::dotprod}) {
             CAPTURE(type_name(type));
             CAPTURE(isa_name(isa));
@@ -1078,14 +1079,23 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
         if (isa_compiled(Isa::dotprod))
             CHECK((KernelSet{Isa::dotprod}.for_weights(type) == weight_row(type).tiles[std::size_t(Isa::neon)]));
     }
-    // The k-quants of SmolLM3's files also have tiles of their own in the i8mm set, and prompt GEMMs
-    // in the dotprod set, which the i8mm set runs too (they take fewer instructions than its tiles).
+    // The k-quants of SmolLM3's files also have tiles of their own in the i8mm set; IQ4_XS decodes
+    // with the dotprod set's tiles there.
     for (const TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
         CAPTURE(type_name(type));
         for (const Isa isa : {Isa::neon, Isa::dotprod, Isa::i8mm}) {
             CAPTURE(isa_name(isa));
             CHECK((weight_row(type).tiles[std::size_t(isa)] != nullptr) == isa_compiled(isa));
         }
+    }
+    CHECK((weight_row(TensorType::IQ4_XS).tiles[std::size_t(Isa::i8mm)] == nullptr));
+    if (isa_compiled(Isa::i8mm))
+        CHECK((KernelSet{Isa::i8mm}.for_weights(TensorType::IQ4_XS) ==
+               weight_row(TensorType::IQ4_XS).tiles[std::size_t(Isa::dotprod)]));
+    // Q4_K, Q6_K and IQ4_XS have prompt GEMMs in the dotprod set, which the i8mm set runs too (they
+    // take fewer instructions than its tiles).
+    for (const TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::IQ4_XS}) {
+        CAPTURE(type_name(type));
         const GemmTileFn dotprod_gemm = weight_row(type).gemms[std::size_t(Isa::dotprod)];
         CHECK((dotprod_gemm != nullptr) == isa_compiled(Isa::dotprod));
         CHECK((weight_row(type).gemms[std::size_t(Isa::neon)] == nullptr));
@@ -1103,11 +1113,11 @@ TEST_CASE("the type table has one row per type, geometry as ggml's, a tile for e
     CHECK_THROWS_AS(dequantize_row(TensorType::IQ2_XXS, nullptr, nullptr, 256), smol::Error);
 }
 
-// The AVX2 Q4_K GEMM with its first result one ulp off: what a miscompiled or misbehaving set looks like.
-void q4k_gemm_one_ulp_off(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                          const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
-    weight_row(TensorType::Q4_K).gemms[std::size_t(Isa::avx2)](n, weights, row_bytes, n_rows, acts, n_tokens, out,
-                                                                 out_stride);
+// A set's GEMM with its first result one ulp off: what a miscompiled or misbehaving set looks like.
+template <TensorType Type, Isa Set>
+void gemm_one_ulp_off(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                      const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
+    weight_row(Type).gemms[std::size_t(Set)](n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
     out[0] = std::nextafter(out[0], 1e30f);
 }
 
@@ -1118,8 +1128,15 @@ TEST_CASE("the GEMM self-check (run before the AMX and AVX-VNNI sets' first use)
         CHECK(gemm_self_check(isa) == "");
     }
     if (runnable(Isa::avx2)) {
-        const std::string found = gemm_disagreement(TensorType::Q4_K, q4k_gemm_one_ulp_off, kGemmShapes[1]);
+        const std::string found =
+            gemm_disagreement(TensorType::Q4_K, gemm_one_ulp_off<TensorType::Q4_K, Isa::avx2>, kGemmShapes[1]);
         CHECK(found.find("Q4_K row 0 token 0: expected ") == 0);
+    }
+    // IQ4_XS has no quantizer: the check makes its blocks from random bytes, and still sees one bit.
+    if (runnable(Isa::dotprod)) {
+        const std::string found = gemm_disagreement(
+            TensorType::IQ4_XS, gemm_one_ulp_off<TensorType::IQ4_XS, Isa::dotprod>, kGemmShapes[int(Isa::dotprod)]);
+        CHECK(found.find("IQ4_XS row 0 token 0: expected ") == 0);
     }
 #if SMOL_HAVE_AVX2_KERNELS
     // The AVX-VNNI GEMMs with vpdpbusd emulated pass; with its operands swapped (activations read

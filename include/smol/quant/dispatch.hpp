@@ -4,7 +4,9 @@
 // its kernels; callers pay one indirect call per tile.
 
 #include <array>
+#include <bit>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -116,6 +118,26 @@ inline KernelSet kernels_for(Isa isa) {
     return KernelSet{isa};
 }
 
+// A row of n values of a type made from the floats x, for checking and counting kernels: x
+// through the type's reference quantizer; for a type smol reads but cannot write (IQ4_NL,
+// IQ4_XS), whose every byte pattern is a block once the fp16 scale d that opens it is finite,
+// bytes taken from x's bits and each block's d from its first value.
+inline void encode_test_row(TensorType type, const float* x, void* out, std::int64_t n) {  // x: [n]
+    const TypeRow& row = type_row(type, "encode_test_row");
+    if (row.from_float[0] != nullptr) return row.from_float[0](x, out, n);
+    static_assert(offsetof(BlockIQ4NL, d) == 0 && offsetof(BlockIQ4XS, d) == 0);
+    if (type != TensorType::IQ4_NL && type != TensorType::IQ4_XS)
+        fail("encode_test_row: expected a type with a quantizer, IQ4_NL or IQ4_XS, found ", type_name(type));
+    auto* bytes = static_cast<std::uint8_t*>(out);
+    const std::size_t blocks = std::size_t(n) / row.block_elements;
+    for (std::size_t i = 0; i < blocks * row.block_bytes; ++i)  // fewer bytes than values
+        bytes[i] = std::uint8_t(std::bit_cast<std::uint32_t>(x[i]) >> 7);
+    for (std::size_t b = 0; b < blocks; ++b) {
+        const std::uint16_t d = f32_to_fp16(x[b * row.block_elements] / 64.0f);
+        std::memcpy(bytes + b * row.block_bytes, &d, sizeof d);
+    }
+}
+
 // Checks one prompt GEMM against the reference tiles on a small seeded problem (a full call:
 // shape.rows weight rows of 2 blocks, shape.tokens tokens). Returns "" when every output has the
 // reference's bits, else what differed first.
@@ -132,25 +154,9 @@ inline std::string gemm_disagreement(TensorType type, GemmTileFn gemm, GemmShape
     const std::size_t row_bytes = std::size_t(n) / row.block_elements * row.block_bytes;
     std::vector<float> x(static_cast<std::size_t>(n));
     std::vector<std::uint8_t> weights(std::size_t(shape.rows) * row_bytes);
-    // A type smol cannot write (no quantizer: IQ4_XS) gets random bytes, with each block's fp16
-    // scale, the first field of every such block, set to a finite one (no NaN or infinity meets
-    // the check).
-    static_assert(offsetof(BlockIQ4XS, d) == 0 && offsetof(BlockIQ4NL, d) == 0, "read-only blocks open with d");
     for (int r = 0; r < shape.rows; ++r) {
-        std::uint8_t* row_weights = weights.data() + std::size_t(r) * row_bytes;
-        if (row.from_float[0] != nullptr) {
-            for (float& v : x) v = next();
-            row.from_float[0](x.data(), row_weights, n);
-            continue;
-        }
-        for (std::size_t i = 0; i < row_bytes; ++i) {
-            next();
-            row_weights[i] = std::uint8_t(state >> 8);
-        }
-        for (std::size_t b = 0; b < row_bytes; b += row.block_bytes) {
-            const std::uint16_t d = f32_to_fp16(next() / 64.0f);
-            std::memcpy(row_weights + b, &d, sizeof d);
-        }
+        for (float& v : x) v = next();
+        encode_test_row(type, x.data(), weights.data() + std::size_t(r) * row_bytes, n);
     }
     std::vector<BlockQ8K> acts(std::size_t(shape.tokens) * std::size_t(n / QK_K));
     for (int t = 0; t < shape.tokens; ++t) {

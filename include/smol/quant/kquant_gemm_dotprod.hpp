@@ -1,7 +1,7 @@
 #pragma once
 // The dotprod kernel set's prompt GEMMs (Armv8.2 sdot, compiled per function with
-// SMOL_TARGET_DOTPROD and run only after cpu_features() said the cores have it): Q4_K and Q6_K
-// weights, kTileRows rows a call, against Q8_K activations packed 16 tokens to a block
+// SMOL_TARGET_DOTPROD and run only after cpu_features() said the cores have it): Q4_K, Q6_K and
+// IQ4_XS weights, kTileRows rows a call, against Q8_K activations packed 16 tokens to a block
 // (BlockQ8Kx16, packing.hpp). The i8mm set runs them too (its cores have sdot).
 //
 // The by-element sdot (vdotq_laneq_s32) multiplies 4 bytes of each of a vector's four 4-byte
@@ -10,15 +10,16 @@
 // 4g..4g+3, one instruction gives one token's four row sums, lane r for row r. So a packed block
 // is read as it is, and every lane of an accumulator is one (row, token) of the result.
 //
-// Each weight block of four rows is unpacked once (RowQuadBlock: its 4-bit or 6-bit quants as
-// signed bytes, transposed into row-quad groups, and its sub-block scales as [row] i32 vectors)
-// and meets all 16 tokens of the packed block. Per sub-block and group of four tokens the sums
-// build in four short-lived accumulators, which the sub-block's scales then multiply into the
-// block's 16 [row] totals: 16 totals, a sub-block's quants (8 vectors) and four partial sums fit
-// the 32 vector registers where a tile's worth per token pair would not.
+// Each weight block of four rows is unpacked once (RowQuadBlock: its 4-bit or 6-bit quants, or
+// IQ4_XS's table values, as signed bytes, transposed into row-quad groups, and its sub-block
+// scales as [row] i32 vectors) and meets all 16 tokens of the packed block. Per sub-block and
+// group of four tokens the sums build in four short-lived accumulators, which the sub-block's
+// scales then multiply into the block's 16 [row] totals: 16 totals, a sub-block's quants (8
+// vectors) and four partial sums fit the 32 vector registers where a tile's worth per token pair
+// would not.
 //
-// Each block's integer sums are exact, as reference.hpp's q4k_q8k_block_sums and
-// q6k_q8k_block_sum define them, and the float step per block is the reference's
+// Each block's integer sums are exact, as reference.hpp's q4k_q8k_block_sums, q6k_q8k_block_sum
+// and iq4xs_q8k_block_sum define them, and the float step per block is the reference's
 // (q4k_accumulate_block, q6k_accumulate_block) in block order, four rows at once: so results have
 // its bits. Missing rows of a call repeat the last one (kernel_api.hpp's tile_rows); a partial
 // group's missing tokens are zeros (pack_q8k_x16), computed and not stored.
@@ -35,6 +36,7 @@
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/kernels_neon.hpp"
+#include "smol/quant/kquant_tiles_neon.hpp"  // iq4xs_scales
 #include "smol/quant/reference.hpp"
 
 namespace smol::kernels_neon {
@@ -139,6 +141,28 @@ SMOL_TARGET_DOTPROD inline void block_dots(const RowQuadBlock<SubBlocks>& w, con
     }
 }
 
+// What the types without mins (Q6_K, IQ4_XS) share: the unpacked block holds the four rows' d
+// beside the quants and scales, and the float step is q6k_accumulate_block for the 16 tokens.
+template <int SubBlocks>
+struct WithoutMins {
+    struct Unpacked : RowQuadBlock<SubBlocks> {
+        float32x4_t d;
+    };
+
+    SMOL_INLINE_INTO_SET static void accumulate(const Unpacked& w, const BlockQ8Kx16& a,
+                                                const int32x4_t (&dots)[kPackedTokens],
+                                                float32x4_t (&sums)[kPackedTokens]) {
+        SMOL_UNROLL
+        for (int quad = 0; quad < kPackedTokens / 4; ++quad) {
+            const float32x4_t ad = vld1q_f32(a.d + 4 * quad);
+            SMOL_UNROLL
+            for (int i = 0; i < 4; ++i)
+                sums[4 * quad + i] =
+                    vfmaq_f32(sums[4 * quad + i], vmulq_laneq_f32(w.d, ad, i), vcvtq_f32_s32(dots[4 * quad + i]));
+        }
+    }
+};
+
 // Q4_K: the quants of chunk c (32 bytes a row) are sub-block 2c's in the low nibbles and 2c + 1's
 // in the high ones (reference.hpp's q4k_q8k_block_sums).
 struct Q4KGemm {
@@ -217,11 +241,8 @@ struct Q4KGemm {
 };
 
 // Q6_K: the quants unpack to -32..31 (q6k_unpack_quarters), so the dots need no bsums.
-struct Q6KGemm {
+struct Q6KGemm : WithoutMins<16> {
     using Weight = BlockQ6K;
-    struct Unpacked : RowQuadBlock<16> {
-        float32x4_t d;
-    };
 
     SMOL_INLINE_INTO_SET static void unpack(const BlockQ6K* const (&w)[kTileRows], Unpacked& out) {
         const std::uint8_t* ql[kTileRows] = {w[0]->ql, w[1]->ql, w[2]->ql, w[3]->ql};
@@ -256,19 +277,40 @@ struct Q6KGemm {
         }
         out.d = row_halves(&w[0]->d, &w[1]->d, &w[2]->d, &w[3]->d);
     }
+};
 
-    // q6k_accumulate_block for the 16 tokens.
-    SMOL_INLINE_INTO_SET static void accumulate(const Unpacked& w, const BlockQ8Kx16& a,
-                                                const int32x4_t (&dots)[kPackedTokens],
-                                                float32x4_t (&sums)[kPackedTokens]) {
+// IQ4_XS: sub-block j's 16 quant bytes hold its weights 0..15 in their low nibbles and 16..31 in
+// their high ones (reference.hpp's iq4xs_unpack_values); tbl turns each transposed group's
+// nibbles into kIq4nlValues in place. Its scales are signed (-32..31) and it has no mins, so the
+// dots need no bsums and the float step is Q6_K's.
+struct IQ4XSGemm : WithoutMins<8> {
+    using Weight = BlockIQ4XS;
+
+    SMOL_INLINE_INTO_SET static void unpack(const BlockIQ4XS* const (&w)[kTileRows], Unpacked& out) {
+        const std::uint8_t* qs[kTileRows] = {w[0]->qs, w[1]->qs, w[2]->qs, w[3]->qs};
+        const int8x16_t values = vld1q_s8(kIq4nlValues);
+        const uint8x16_t low4 = vdupq_n_u8(0x0f);
         SMOL_UNROLL
-        for (int quad = 0; quad < kPackedTokens / 4; ++quad) {
-            const float32x4_t ad = vld1q_f32(a.d + 4 * quad);
+        for (int j = 0; j < 8; ++j) {
+            uint8x16_t groups[4];  // weights 4i..4i+3 (low nibbles) and 16 + 4i..16 + 4i + 3 (high)
+            transpose_groups(qs, std::size_t(16 * j), groups);
             SMOL_UNROLL
-            for (int i = 0; i < 4; ++i)
-                sums[4 * quad + i] =
-                    vfmaq_f32(sums[4 * quad + i], vmulq_laneq_f32(w.d, ad, i), vcvtq_f32_s32(dots[4 * quad + i]));
+            for (int i = 0; i < 4; ++i) {
+                out.quants[8 * j + i] = vqtbl1q_s8(values, vandq_u8(groups[i], low4));
+                out.quants[8 * j + 4 + i] = vqtbl1q_s8(values, vshrq_n_u8(groups[i], 4));
+            }
         }
+        uint8x16_t scales[kTileRows];  // [row]: its 8 scales (the upper 8 bytes unread)
+        SMOL_UNROLL
+        for (int r = 0; r < kTileRows; ++r) {
+            const uint8x8_t row_scales = vreinterpret_u8_s8(kquant::iq4xs_scales(*w[r]));
+            scales[r] = vcombine_u8(row_scales, row_scales);
+        }
+        uint8x16_t quads[2];
+        transpose_bytes(scales[0], scales[1], scales[2], scales[3], 0, quads);
+        widen_quad<true>(quads[0], out.scales);
+        widen_quad<true>(quads[1], out.scales + 4);
+        out.d = row_halves(&w[0]->d, &w[1]->d, &w[2]->d, &w[3]->d);
     }
 };
 
@@ -324,6 +366,11 @@ SMOL_TARGET_DOTPROD __attribute__((flatten)) inline void q6k_q8k_gemm_dotprod(st
                                                                              const BlockQ8Kx16* acts, int n_tokens,
                                                                              float* out, std::size_t out_stride) {
     gemm_detail::gemm<gemm_detail::Q6KGemm>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
+}
+SMOL_TARGET_DOTPROD __attribute__((flatten)) inline void iq4xs_q8k_gemm_dotprod(
+    std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows, const BlockQ8Kx16* acts,
+    int n_tokens, float* out, std::size_t out_stride) {
+    gemm_detail::gemm<gemm_detail::IQ4XSGemm>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
 }
 
 }  // namespace smol::kernels_neon

@@ -1,16 +1,18 @@
 #pragma once
-// The neon and dotprod sets' tiles for the k-quants other than Q4_K and Q6_K (kernels_neon.hpp):
-// Q2_K, Q3_K and Q5_K against Q8_K activations, and the ARM sets' Q8_K activation quantizer.
+// The neon and dotprod sets' tiles for the 256-weight super-block types other than Q4_K and Q6_K
+// (kernels_neon.hpp): Q2_K, Q3_K, Q5_K and IQ4_XS against Q8_K activations, and the ARM sets' Q8_K
+// activation quantizer.
 //
-// Each weight block is unpacked once per row into one shape for all three types: its 256 quants
-// as 16 vectors of signed bytes in weight order, the scale of every sub-block of 16 weights (a
-// 32-weight sub-block of Q5_K gives its scale to both halves) and, for the types with mins, the
-// min of every sub-block of 16 likewise. Every column of the tile then takes the same steps: 16
-// sums of 16 byte products (the set's Dot, neon_dot.hpp), each times its scale, and the mins
-// against the activations' bsums, all exact in i32 as in reference.hpp's scale_min_block_sums
-// and sixteen_scale_block_sum (splitting a sub-block of 32 in two changes no integer). The float
-// step per block, in block order, is the reference's (q4k_accumulate_block for Q2_K and Q5_K,
-// q6k_accumulate_block for Q3_K), so every result has the reference's bits.
+// Each weight block is unpacked once per row into one shape for all four types: its 256 quants
+// as 16 vectors of signed bytes in weight order (IQ4_XS: its table values), the scale of every
+// sub-block of 16 weights (a 32-weight sub-block of Q5_K or IQ4_XS gives its scale to both
+// halves) and, for the types with mins, the min of every sub-block of 16 likewise. Every column
+// of the tile then takes the same steps: 16 sums of 16 byte products (the set's Dot,
+// neon_dot.hpp), each times its scale, and the mins against the activations' bsums, all exact in
+// i32 as in reference.hpp's scale_min_block_sums, sixteen_scale_block_sum and
+// iq4xs_q8k_block_sum (splitting a sub-block of 32 in two changes no integer). The float step per
+// block, in block order, is the reference's (q4k_accumulate_block for Q2_K and Q5_K,
+// q6k_accumulate_block for Q3_K and IQ4_XS), so every result has the reference's bits.
 
 #include "smol/core/simd_targets.hpp"
 
@@ -27,6 +29,7 @@
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/kernel_api.hpp"
+#include "smol/quant/kernels_neon.hpp"  // Q8KVectors, half_scale: the decode column kernels' pieces
 #include "smol/quant/neon_dot.hpp"
 #include "smol/quant/reference.hpp"
 
@@ -160,8 +163,88 @@ struct Q5KKind {
     }
 };
 
+// IQ4_XS's eight sub-block scales, iq4xs_unpack_scales' -32..31, in lanes: the low 4 bits from
+// scales_l (each byte twice, shifted right by 0 and 4), the high 2 from scales_h (its 16 bits as
+// four 16-bit lanes shifted right by 4k: bits 0-1 of lane k are sub-block 2k's, bits 2-3 moved to
+// bits 8-9 are 2k + 1's), joined by a shift-left-insert that drops the low parts' upper bits.
+SMOL_INLINE_INTO_SET inline int8x8_t iq4xs_scales(const BlockIQ4XS& w) {
+    static constexpr std::int8_t kNibbleShifts[8] = {0, -4, 0, -4, 0, -4, 0, -4};
+    static constexpr std::int16_t kPairShifts[4] = {0, -4, -8, -12};
+    std::uint32_t low_bytes;
+    std::memcpy(&low_bytes, w.scales_l, sizeof low_bytes);
+    const uint8x8_t lows = vcreate_u8(low_bytes);
+    const uint8x8_t low = vshl_u8(vzip1_u8(lows, lows), vld1_s8(kNibbleShifts));  // bits 4.. are dropped below
+    const uint16x4_t high_bits = vshl_u16(vdup_n_u16(w.scales_h), vld1_s16(kPairShifts));
+    const uint16x4_t pairs =
+        vorr_u16(vand_u16(high_bits, vdup_n_u16(0x0003)), vshl_n_u16(vand_u16(high_bits, vdup_n_u16(0x000c)), 6));
+    const uint8x8_t stored = vsli_n_u8(low, vreinterpret_u8_u16(pairs), 4);  // 0..63
+    return vsub_s8(vreinterpret_s8_u8(stored), vdup_n_s8(32));
+}
+
+// Table values -127..113: IQ4_NL's nibbles (sub-block j of 32: the low nibbles of qs[16j ..
+// 16j + 15], then their high nibbles) looked up in kIq4nlValues by tbl; eight signed scales
+// (-32..31) of sub-blocks of 32, each given to both its halves. No mins: Q6_K's float step, as
+// the reference (iq4xs_q8k_block_sum) takes it.
+struct IQ4XSKind {
+    using Block = BlockIQ4XS;
+    static constexpr bool kHasMin = false;
+    SMOL_INLINE_INTO_SET static void unpack(const Block& w, Unpacked& u) {
+        const int8x16_t values = vld1q_s8(kIq4nlValues);
+        const uint8x16_t low4 = vdupq_n_u8(0x0f);
+#pragma GCC unroll 8
+        for (int j = 0; j < QK_K / 32; ++j) {
+            const uint8x16_t bits = vld1q_u8(w.qs + 16 * j);
+            u.q[2 * j] = vqtbl1q_s8(values, vandq_u8(bits, low4));
+            u.q[2 * j + 1] = vqtbl1q_s8(values, vshrq_n_u8(bits, 4));
+        }
+        const int8x8_t scales = iq4xs_scales(w);
+        widen(vcombine_s8(vzip1_s8(scales, scales), vzip2_s8(scales, scales)), u.scales);
+    }
+};
+
+// IQ4_XS decode (one column), as kernels_neon.hpp's q4k_column and q6k_column: kTileRows rows
+// against a block's 256 activations loaded once for all of them. Per row, each sub-block of 32's
+// products sum into lanes, two rounds of pairwise adds gather sub-blocks 0..3 and 4..7 into one
+// vector each, the scales multiply them in lanes and one horizontal add gives
+// iq4xs_q8k_block_sum's total (exact: see scaled_sum's bound); then Q6_K's float step.
+template <class Dot>
+SMOL_INLINE_INTO_SET inline std::int32_t iq4xs_block_sum_in_lanes(const BlockIQ4XS& w, const detail::Q8KVectors& a) {
+    const int8x16_t values = vld1q_s8(kIq4nlValues);
+    const uint8x16_t low4 = vdupq_n_u8(0x0f);
+    int32x4_t sub[8];  // [sub-block of 32]
+    SMOL_UNROLL
+    for (int j = 0; j < 8; ++j) {
+        const uint8x16_t bits = vld1q_u8(w.qs + 16 * j);
+        sub[j] = Dot::dot(Dot::dot(vdupq_n_s32(0), vqtbl1q_s8(values, vandq_u8(bits, low4)), a.q[2 * j]),
+                          vqtbl1q_s8(values, vshrq_n_u8(bits, 4)), a.q[2 * j + 1]);
+    }
+    const int32x4_t sums0123 = vpaddq_s32(vpaddq_s32(sub[0], sub[1]), vpaddq_s32(sub[2], sub[3]));
+    const int32x4_t sums4567 = vpaddq_s32(vpaddq_s32(sub[4], sub[5]), vpaddq_s32(sub[6], sub[7]));
+    const int16x8_t scales = vmovl_s8(iq4xs_scales(w));
+    const int32x4_t dot = vmulq_s32(sums0123, vmovl_s16(vget_low_s16(scales)));
+    return vaddvq_s32(vmlaq_s32(dot, sums4567, vmovl_high_s16(scales)));
+}
+
+template <class Dot>
+SMOL_INLINE_INTO_SET inline void iq4xs_column(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
+                                              int n_rows, const std::uint8_t* acts, std::size_t, int, float* out,
+                                              std::size_t) {
+    const BlockIQ4XS* w[kTileRows];
+    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
+    const auto* a = reinterpret_cast<const BlockQ8K*>(acts);
+    float sum[kTileRows] = {};
+    for (std::int64_t b = 0; b < n / QK_K; ++b) {
+        const detail::Q8KVectors q8(a[b]);
+        for (int r = 0; r < kTileRows; ++r)
+            sum[r] = q6k_accumulate_block(sum[r], detail::half_scale(w[r][b].d), a[b].d,
+                                          iq4xs_block_sum_in_lanes<Dot>(w[r][b], q8));
+    }
+    SMOL_UNROLL
+    for (int r = 0; r < n_rows; ++r) out[r] = sum[r];
+}
+
 // sum_j scale_j * (q . a over sub-block of 16 j), exact: at most 16 * 31 * 128 * 63 * 16 (Q5_K's
-// quants and scales), well inside i32.
+// quants and scales; IQ4_XS's values and scales: 16 * 128 * 127 * 32 * 16, twice that), well inside i32.
 template <class Dot>
 SMOL_INLINE_INTO_SET inline std::int32_t scaled_sum(const Unpacked& u, const BlockQ8K& a) {
     int32x4_t total = vdupq_n_s32(0);
@@ -233,6 +316,14 @@ inline constexpr DotTileFn kquant_tile = kernel_detail::by_columns<kquant::tile<
 inline constexpr DotTileFn q2k_q8k = kquant_tile<kquant::Q2KKind>;
 inline constexpr DotTileFn q3k_q8k = kquant_tile<kquant::Q3KKind>;
 inline constexpr DotTileFn q5k_q8k = kquant_tile<kquant::Q5KKind>;
+// IQ4_XS: decode by its own column kernel, prompts by the tile.
+inline void iq4xs_q8k_decode(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                             const std::uint8_t* acts, std::size_t act_stride, int n_cols, float* out,
+                             std::size_t out_stride) {
+    kquant::iq4xs_column<detail::WideningDot>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+}
+inline constexpr DotTileFn iq4xs_q8k =
+    kernel_detail::by_columns<iq4xs_q8k_decode, kquant::tile<kquant::IQ4XSKind, detail::WideningDot, kTileCols>>;
 
 #if SMOL_HAVE_DOTPROD_KERNELS
 template <class Kind>
@@ -241,6 +332,13 @@ inline constexpr DotTileFn kquant_tile_dotprod =
 inline constexpr DotTileFn q2k_q8k_dotprod = kquant_tile_dotprod<kquant::Q2KKind>;
 inline constexpr DotTileFn q3k_q8k_dotprod = kquant_tile_dotprod<kquant::Q3KKind>;
 inline constexpr DotTileFn q5k_q8k_dotprod = kquant_tile_dotprod<kquant::Q5KKind>;
+SMOL_TARGET_DOTPROD __attribute__((flatten)) inline void iq4xs_q8k_dotprod_decode(
+    std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows, const std::uint8_t* acts,
+    std::size_t act_stride, int n_cols, float* out, std::size_t out_stride) {
+    kquant::iq4xs_column<detail::SdotDot>(n, weights, row_bytes, n_rows, acts, act_stride, n_cols, out, out_stride);
+}
+inline constexpr DotTileFn iq4xs_q8k_dotprod =
+    kernel_detail::by_columns<iq4xs_q8k_dotprod_decode, kquant::tile_dotprod<kquant::IQ4XSKind, kTileCols>>;
 #endif
 
 // The Q8_K activation quantizer of every ARM set (plain Armv8.0 code), byte for byte the

@@ -36,7 +36,8 @@ struct Unpacked {
     int8x16_t lo, hi;  // values 0-15 and 16-31
 };
 
-// A Q4_0 or Q4_1 block's nibbles: byte l's low nibble is value l, its high nibble value l + 16.
+// A block's nibbles (Q4_0, Q4_1, IQ4_NL; Q5_0's and Q5_1's low 4 bits): byte l's low nibble is
+// value l, its high nibble value l + 16.
 SMOL_INLINE_INTO_SET inline void nibbles(const std::uint8_t* qs, uint8x16_t& lo, uint8x16_t& hi) {
     const uint8x16_t bits = vld1q_u8(qs);
     lo = vandq_u8(bits, vdupq_n_u8(0x0f));
@@ -55,80 +56,66 @@ struct Q8_0Kind {
     SMOL_INLINE_INTO_SET static Unpacked unpack(const Block& w) { return {vld1q_s8(w.qs), vld1q_s8(w.qs + 16)}; }
 };
 
-struct Q4_0Kind {
-    using Block = BlockQ4_0;
-    static constexpr int kLanes = kBlock32Lanes;
-    static constexpr bool kHasMin = false;
-    SMOL_INLINE_INTO_SET static Unpacked unpack(const Block& w) {
-        uint8x16_t lo, hi;
+// The other block-of-32 formats in two steps, each written once: where a block's quants are
+// (Bits: 4 bits in nibbles, or 5 with qh's fifth bit) and what turns 16 quants into signed
+// values (Values: less an offset, or IQ4_NL's table).
+struct FourBits {
+    template <class Block>
+    SMOL_INLINE_INTO_SET static void quants(const Block& w, uint8x16_t& lo, uint8x16_t& hi) {
         nibbles(w.qs, lo, hi);
-        const int8x16_t eight = vdupq_n_s8(8);
-        return {vsubq_s8(vreinterpretq_s8_u8(lo), eight), vsubq_s8(vreinterpretq_s8_u8(hi), eight)};
     }
 };
 
-struct Q4_1Kind {
-    using Block = BlockQ4_1;
-    static constexpr int kLanes = kBlock32Lanes;
-    static constexpr bool kHasMin = true;
-    SMOL_INLINE_INTO_SET static Unpacked unpack(const Block& w) {
-        uint8x16_t lo, hi;
+// Q5_0's and Q5_1's quants, 0..31. Bit l of the little-endian word qh is bit 4 of value l: byte
+// i of the values 0-15 takes bit i % 8 of qh[i / 8], byte i of the values 16-31 bit i % 8 of
+// qh[2 + i / 8].
+struct FiveBits {
+    template <class Block>
+    SMOL_INLINE_INTO_SET static void quants(const Block& w, uint8x16_t& lo, uint8x16_t& hi) {
         nibbles(w.qs, lo, hi);
-        return {vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi)};
+        const uint8x16_t bit = vreinterpretq_u8_u64(vdupq_n_u64(0x8040201008040201));  // byte i: bit i % 8
+        const uint8x16_t sixteen = vdupq_n_u8(16);
+        const auto fifth = [&](int byte) {  // 16 if the value's bit 4 is set: qh bytes `byte`, `byte` + 1
+            const uint8x16_t spread = vcombine_u8(vdup_n_u8(w.qh[byte]), vdup_n_u8(w.qh[byte + 1]));
+            return vandq_u8(vtstq_u8(spread, bit), sixteen);
+        };
+        lo = vorrq_u8(lo, fifth(0));
+        hi = vorrq_u8(hi, fifth(2));
     }
 };
 
-// A Q5_0 or Q5_1 block's five-bit quants, 0..31. Bit l of the little-endian word qh is bit 4 of
-// value l: byte i of the values 0-15 takes bit i % 8 of qh[i / 8], byte i of the values 16-31
-// bit i % 8 of qh[2 + i / 8].
-template <class Block>
-SMOL_INLINE_INTO_SET inline void five_bit_quants(const Block& w, uint8x16_t& lo, uint8x16_t& hi) {
-    nibbles(w.qs, lo, hi);
-    const uint8x16_t bit = vreinterpretq_u8_u64(vdupq_n_u64(0x8040201008040201));  // byte i: bit i % 8
-    const uint8x16_t sixteen = vdupq_n_u8(16);
-    const auto fifth = [&](int byte) {  // 16 if the value's bit 4 is set: qh bytes `byte`, `byte` + 1
-        const uint8x16_t spread = vcombine_u8(vdup_n_u8(w.qh[byte]), vdup_n_u8(w.qh[byte + 1]));
-        return vandq_u8(vtstq_u8(spread, bit), sixteen);
-    };
-    lo = vorrq_u8(lo, fifth(0));
-    hi = vorrq_u8(hi, fifth(2));
-}
-
-struct Q5_0Kind {
-    using Block = BlockQ5_0;
-    static constexpr int kLanes = kBlock32Lanes;
-    static constexpr bool kHasMin = false;
-    SMOL_INLINE_INTO_SET static Unpacked unpack(const Block& w) {
-        uint8x16_t lo, hi;
-        five_bit_quants(w, lo, hi);
-        const int8x16_t offset = vdupq_n_s8(16);
-        return {vsubq_s8(vreinterpretq_s8_u8(lo), offset), vsubq_s8(vreinterpretq_s8_u8(hi), offset)};
-    }
-};
-
-struct Q5_1Kind {
-    using Block = BlockQ5_1;
-    static constexpr int kLanes = kBlock32Lanes;
-    static constexpr bool kHasMin = true;
-    SMOL_INLINE_INTO_SET static Unpacked unpack(const Block& w) {
-        uint8x16_t lo, hi;
-        five_bit_quants(w, lo, hi);
-        return {vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi)};
+// q - Offset: Q4_0's 8 and Q5_0's 16 centre the quants; the types with a min keep them (0).
+template <int Offset>
+struct Less {
+    SMOL_INLINE_INTO_SET static int8x16_t values(uint8x16_t q) {
+        if constexpr (Offset == 0) return vreinterpretq_s8_u8(q);
+        else return vsubq_s8(vreinterpretq_s8_u8(q), vdupq_n_s8(Offset));
     }
 };
 
 // IQ4_NL's nibbles index kIq4nlValues: one tbl per 16 values gives the signed values themselves.
-struct IQ4NLKind {
-    using Block = BlockIQ4NL;
+struct Iq4nlTable {
+    SMOL_INLINE_INTO_SET static int8x16_t values(uint8x16_t q) { return vqtbl1q_s8(vld1q_s8(kIq4nlValues), q); }
+};
+
+// A format of 32 values with an fp16 scale d (and, HasMin, a min m) per block: Bits' quants made
+// Values.
+template <class B, bool HasMin, class Bits, class Values>
+struct Block32Kind {
+    using Block = B;
     static constexpr int kLanes = kBlock32Lanes;
-    static constexpr bool kHasMin = false;
+    static constexpr bool kHasMin = HasMin;
     SMOL_INLINE_INTO_SET static Unpacked unpack(const Block& w) {
         uint8x16_t lo, hi;
-        nibbles(w.qs, lo, hi);
-        const int8x16_t values = vld1q_s8(kIq4nlValues);
-        return {vqtbl1q_s8(values, lo), vqtbl1q_s8(values, hi)};
+        Bits::quants(w, lo, hi);
+        return {Values::values(lo), Values::values(hi)};
     }
 };
+using Q4_0Kind = Block32Kind<BlockQ4_0, false, FourBits, Less<8>>;
+using Q4_1Kind = Block32Kind<BlockQ4_1, true, FourBits, Less<0>>;
+using Q5_0Kind = Block32Kind<BlockQ5_0, false, FiveBits, Less<16>>;
+using Q5_1Kind = Block32Kind<BlockQ5_1, true, FiveBits, Less<0>>;
+using IQ4NLKind = Block32Kind<BlockIQ4NL, false, FourBits, Iq4nlTable>;
 
 // The exact sum of a Q8_0 block's 32 quants (reference.hpp, q8_0_block_sum).
 SMOL_INLINE_INTO_SET inline std::int32_t activation_sum(const BlockQ8_0& a) {

@@ -102,7 +102,7 @@ inline constexpr GemmShape kGemmShapes[kIsaCount] = {
     {kTileRows, kGemmTokens, 1},
 #endif
     {kTileRows, kGemmTokens, 1},  // neon: unused, it has no GEMM
-    // dotprod: its Q4_K and Q6_K GEMMs (kquant_gemm_dotprod.hpp, which i8mm runs too) compute
+    // dotprod: its Q4_K, Q6_K and IQ4_XS GEMMs (kquant_gemm_dotprod.hpp, which i8mm runs too) compute
     // whole groups of 16 tokens; smaller batches go through the tiles from the same count as on
     // x86 (not measured on ARM hardware).
     {kTileRows, kGemmTokens, kMinGemmTokens},
@@ -225,8 +225,6 @@ constexpr TypeRow with_neon_from_float(TypeRow r, FromFloatFn fast) {
 // or a k-quant's (decoded by row groups or the AVX2 column kernels: memory-bound), its own for the
 // block-of-32 types (SMOL_VNNI_TILES); the AMX set decodes, and multiplies what has no AMX GEMM,
 // with the AVX-512 kernels.
-#define SMOL_TILES(name) \
-    {kernels_scalar::name, SMOL_AVX2_TILE(name), SMOL_AVX2_TILE(name), SMOL_AVX512_TILE(name), SMOL_AVX512_TILE(name)}
 #define SMOL_ARM_TILES(name)                                                                      \
     {kernels_scalar::name,   SMOL_AVX2_TILE(name), SMOL_AVX2_TILE(name),    SMOL_AVX512_TILE(name), \
      SMOL_AVX512_TILE(name), SMOL_NEON_TILE(name), SMOL_DOTPROD_TILE(name), nullptr}
@@ -246,9 +244,14 @@ constexpr TypeRow with_neon_from_float(TypeRow r, FromFloatFn fast) {
 #define SMOL_GEMMS_AND_DOTPROD(name)                                                                              \
     {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), SMOL_AMX_GEMM(name), nullptr, \
      SMOL_DOTPROD_TILE(name), nullptr}
-// Types with AVX2, AVX-VNNI and AVX-512 GEMMs but no AMX one (Q2_K, Q3_K, Q5_K, IQ4_XS): the AMX
-// set multiplies their prompts with AVX-512's (its GEMM shape is larger than the AVX-512 GEMMs take).
+// Types with AVX2, AVX-VNNI and AVX-512 GEMMs but no AMX one (Q2_K, Q3_K, Q5_K): the AMX set
+// multiplies their prompts with AVX-512's (its GEMM shape is larger than the AVX-512 GEMMs take).
 #define SMOL_SET_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), nullptr}
+// IQ4_XS: those x86 GEMMs (AMX runs AVX-512's) and the dotprod set's (kquant_gemm_dotprod.hpp),
+// which the i8mm set runs too.
+#define SMOL_SET_GEMMS_AND_DOTPROD(name)                                                                       \
+    {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), nullptr, nullptr, \
+     SMOL_DOTPROD_TILE(name), nullptr}
 
 // The row-group decode kernels: each x86 set's own (the AMX set decodes with AVX-512's).
 #define SMOL_GROUP_DOTS(name)                                                                               \
@@ -289,7 +292,7 @@ inline constexpr TypeRow kTypeTable[] = {
     type_table_detail::read_only_row<TensorType::IQ4_NL, BlockIQ4NL, dequantize_row_iq4_nl>(
         TensorType::Q8_0, SMOL_VNNI_TILES(iq4_nl_q8_0)),
     type_table_detail::read_only_row<TensorType::IQ4_XS, BlockIQ4XS, dequantize_row_iq4_xs>(
-        TensorType::Q8_K, SMOL_TILES(iq4xs_q8k), SMOL_SET_GEMMS(iq4xs_q8k_gemm)),
+        TensorType::Q8_K, SMOL_ARM_TILES(iq4xs_q8k), SMOL_SET_GEMMS_AND_DOTPROD(iq4xs_q8k_gemm)),
     type_table_detail::row<TensorType::F32, float, dequantize_row_f32, quantize_row_f32>(TensorType::F32,
                                                                                           SMOL_FLOAT_TILES(f32)),
     type_table_detail::row<TensorType::F16, std::uint16_t, dequantize_row_f16, quantize_row_f16>(TensorType::F32,
@@ -311,6 +314,7 @@ inline constexpr TypeRow kTypeTable[] = {
 
 #undef SMOL_SET_GEMMS
 #undef SMOL_GEMMS_AND_DOTPROD
+#undef SMOL_DOTPROD_GEMM
 #undef SMOL_VNNI_TILES
 #undef SMOL_FLOAT_TILES
 #undef SMOL_ARM_TILES
@@ -320,7 +324,6 @@ inline constexpr TypeRow kTypeTable[] = {
 #undef SMOL_NEON_FROM_FLOAT
 #undef SMOL_XSIMD_TILE
 #undef SMOL_NEON_TILE
-#undef SMOL_TILES
 #undef SMOL_AMX_GEMM
 #undef SMOL_AVX_VNNI_TILE
 #undef SMOL_AVX512_TILE
