@@ -408,30 +408,37 @@ std::size_t code_points(const std::string& s) {
     return std::size_t(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
 
-// The reference for `pattern`: std::regex's ECMAScript grammar (lookaheads included), searching
-// anywhere in the string as JSON Schema does. Only ASCII patterns and strings are given to it.
-bool ecma_search(const std::string& pattern, const std::string& value) {
-    return std::regex_search(value, std::regex(pattern, std::regex::ECMAScript));
-}
-
-// Every constraint a string schema (with Zod's keywords) puts on its value, checked by the
-// reference: each pattern (a format by smol's pattern for it), then the lengths.
-bool satisfies(const ordered_json& schema, const std::string& value) {
-    std::vector<ordered_json> parts{schema};
-    if (schema.contains("allOf"))
-        for (const auto& part : schema["allOf"]) parts.push_back(part);
-    for (const ordered_json& part : parts) {
-        if (part.contains("pattern") && !ecma_search(part["pattern"].get<std::string>(), value)) return false;
-        if (part.contains("format")) {
-            const auto& formats = smol::text::json_schema_detail::format_patterns();
-            const auto known = formats.find(part["format"].get<std::string>());
-            if (known != formats.end() && !ecma_search(known->second, value)) return false;
+// The reference for a string schema with Zod's keywords: std::regex's ECMAScript grammar
+// (lookaheads included) for each pattern (a format by smol's pattern for it), searching anywhere
+// in the string as JSON Schema does, then the lengths. Only ASCII patterns are given to it.
+class Reference {
+public:
+    explicit Reference(const ordered_json& schema) {
+        std::vector<ordered_json> parts{schema};
+        if (schema.contains("allOf"))
+            for (const auto& part : schema["allOf"]) parts.push_back(part);
+        const auto& formats = smol::text::json_schema_detail::format_patterns();
+        for (const ordered_json& part : parts) {
+            if (part.contains("pattern")) patterns_.emplace_back(part["pattern"].get<std::string>(), std::regex::ECMAScript);
+            if (part.contains("format"))
+                if (const auto known = formats.find(part["format"].get<std::string>()); known != formats.end())
+                    patterns_.emplace_back(known->second, std::regex::ECMAScript);
+            if (part.contains("minLength")) min_ = std::max(min_, part["minLength"].get<std::size_t>());
+            if (part.contains("maxLength")) max_ = std::min(max_, part["maxLength"].get<std::size_t>());
         }
-        if (part.contains("minLength") && code_points(value) < part["minLength"].get<std::size_t>()) return false;
-        if (part.contains("maxLength") && code_points(value) > part["maxLength"].get<std::size_t>()) return false;
     }
-    return true;
-}
+    bool takes(const std::string& value) const {
+        for (const std::regex& p : patterns_)
+            if (!std::regex_search(value, p)) return false;
+        return code_points(value) >= min_ && code_points(value) <= max_;
+    }
+
+private:
+    std::vector<std::regex> patterns_;
+    std::size_t min_ = 0, max_ = std::size_t(-1);
+};
+
+bool satisfies(const ordered_json& schema, const std::string& value) { return Reference(schema).takes(value); }
 
 }  // namespace
 
@@ -542,9 +549,10 @@ TEST_CASE("JSON schema: intersected patterns take exactly the strings the refere
         ++compiled;
         with_lookaheads += smol::text::pattern_detail::mentions_lookahead(schema.dump());
         const Grammar g = Grammar::parse(gbnf);
+        const Reference reference(schema);
         for (const std::string& s : strings) {
             CAPTURE(s);
-            CHECK(pattern_matches(g, s) == satisfies(schema, s));
+            CHECK(pattern_matches(g, s) == reference.takes(s));
         }
     }
     CHECK(compiled > 100);
