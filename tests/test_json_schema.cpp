@@ -578,6 +578,10 @@ TEST_CASE("JSON schema: intersections are bounded in states and refused by path,
     CHECK(refusal({{"type", "string"}, {"pattern", "^((a{1000}){1000}){1000}$"}, {"format", "uuid"}}).find("grammar elements") != std::string::npos);
     CHECK(refusal({{"type", "string"}, {"pattern", "^(?!" + std::string(40, '(') + "a" + std::string(40, ')') + ")"}})
               .find("nest more than") != std::string::npos);
+    // Few states but large ones (a thousand optional characters, against a lookahead of as
+    // many): the step budget ends it.
+    CHECK(refusal({{"type", "string"}, {"pattern", "^(?!(?:.?){1000}a)(?:.?){1000}$"}, {"maxLength", 4000}}).find("steps") !=
+          std::string::npos);
     // Within the caps: a long count beside a format, and an email of up to 64 characters.
     CHECK(refusal({{"type", "string"}, {"pattern", "^[0-9a-f-]{36}$"}, {"format", "uuid"}}).empty());
     CHECK(refusal({{"type", "string"}, {"format", "email"}, {"minLength", 3}, {"maxLength", 64}}).empty());

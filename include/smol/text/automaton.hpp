@@ -26,7 +26,7 @@
 namespace smol::text {
 
 inline constexpr std::size_t kMaxAutomatonStates = 4096;
-inline constexpr std::uint64_t kMaxAutomatonWork = std::uint64_t(1) << 26;
+inline constexpr std::uint64_t kMaxAutomatonWork = std::uint64_t(1) << 24;
 
 namespace automaton {
 
@@ -203,35 +203,100 @@ public:
         return trimmed(d);
     }
 
-    // The same language with equivalent states merged (Moore's partition refinement): fewer rules.
+    // The same language with equivalent states merged: fewer rules. Hopcroft's partition
+    // refinement, O(classes * states * log states), over the automaton completed with a dead
+    // state (where a move is -1); the dead state's block becomes -1 again.
     Dfa minimized(const Dfa& a) {
         if (a.start < 0) return a;
-        std::vector<int> block(std::size_t(a.size()));
-        for (int s = 0; s < a.size(); ++s) block[std::size_t(s)] = a.accepting[std::size_t(s)];
-        int blocks = 0;
-        for (;;) {
-            std::map<std::vector<int>, int> signatures;
-            std::vector<int> refined(block.size());
-            for (int s = 0; s < a.size(); ++s) {
-                spend(std::uint64_t(a.classes) + 1);
-                std::vector<int> signature{block[std::size_t(s)]};
-                for (int c = 0; c < a.classes; ++c) signature.push_back(a.at(s, c) < 0 ? -1 : block[std::size_t(a.at(s, c))]);
-                refined[std::size_t(s)] = signatures.emplace(std::move(signature), int(signatures.size())).first->second;
+        const int n = a.size() + 1, k = a.classes, dead = n - 1;
+        const auto target = [&](int s, int c) { return s == dead || a.at(s, c) < 0 ? dead : a.at(s, c); };
+        spend(std::uint64_t(n) * std::uint64_t(k));
+        // Who moves into each state on each class: sources of (c, t) at into[first[c * n + t] ...].
+        std::vector<int> first(std::size_t(k) * std::size_t(n) + 1, 0), into(std::size_t(k) * std::size_t(n));
+        for (int s = 0; s < n; ++s)
+            for (int c = 0; c < k; ++c) ++first[std::size_t(c) * std::size_t(n) + std::size_t(target(s, c)) + 1];
+        for (std::size_t i = 1; i < first.size(); ++i) first[i] += first[i - 1];
+        std::vector<int> fill(first.begin(), first.end() - 1);
+        for (int s = 0; s < n; ++s)
+            for (int c = 0; c < k; ++c) into[std::size_t(fill[std::size_t(c) * std::size_t(n) + std::size_t(target(s, c))]++)] = s;
+        // The partition: elements grouped by block, each block a range [begin, end) of them.
+        std::vector<int> elems, begin, end, marked;
+        std::vector<int> where(static_cast<std::size_t>(n), 0), block(static_cast<std::size_t>(n), 0);
+        for (const bool accepting : {true, false}) {
+            const int b = int(begin.size());
+            begin.push_back(int(elems.size()));
+            for (int s = 0; s < n; ++s)
+                if (s != dead && bool(a.accepting[std::size_t(s)]) == accepting) elems.push_back(s);
+            if (!accepting) elems.push_back(dead);
+            end.push_back(int(elems.size()));
+            marked.push_back(0);
+            if (begin[std::size_t(b)] == end[std::size_t(b)]) {
+                begin.pop_back();
+                end.pop_back();
+                marked.pop_back();
             }
-            block.swap(refined);
-            if (int(signatures.size()) == blocks) break;
-            blocks = int(signatures.size());
         }
+        for (std::size_t i = 0; i < begin.size(); ++i)
+            for (int e = begin[i]; e < end[i]; ++e) block[std::size_t(elems[std::size_t(e)])] = int(i);
+        for (int e = 0; e < n; ++e) where[std::size_t(elems[std::size_t(e)])] = e;
+        std::vector<std::pair<int, int>> work;  // (block, class) splitters
+        std::vector<char> waiting;              // [block * k + class]
+        waiting.resize(begin.size() * std::size_t(k), 0);
+        const auto wait = [&](int b, int c) {
+            waiting[std::size_t(b) * std::size_t(k) + std::size_t(c)] = 1;
+            work.push_back({b, c});
+        };
+        if (begin.size() == 2)
+            for (int c = 0; c < k; ++c) wait(end[0] - begin[0] <= end[1] - begin[1] ? 0 : 1, c);
+        std::vector<int> sources, touched;
+        while (!work.empty()) {
+            const auto [splitter, c] = work.back();
+            work.pop_back();
+            waiting[std::size_t(splitter) * std::size_t(k) + std::size_t(c)] = 0;
+            sources.clear();
+            for (int e = begin[std::size_t(splitter)]; e < end[std::size_t(splitter)]; ++e) {
+                const std::size_t t = std::size_t(c) * std::size_t(n) + std::size_t(elems[std::size_t(e)]);
+                sources.insert(sources.end(), into.begin() + first[t], into.begin() + first[t + 1]);
+            }
+            spend(sources.size() + 1);
+            touched.clear();
+            for (const int p : sources) {  // move each source to the front of its block
+                const std::size_t b = std::size_t(block[std::size_t(p)]);
+                if (marked[b] == 0) touched.push_back(int(b));
+                const int to = begin[b] + marked[b]++;
+                const int other = elems[std::size_t(to)];
+                std::swap(elems[std::size_t(to)], elems[std::size_t(where[std::size_t(p)])]);
+                where[std::size_t(other)] = where[std::size_t(p)];
+                where[std::size_t(p)] = to;
+            }
+            for (const int b : touched) {
+                const int m = std::exchange(marked[std::size_t(b)], 0);
+                if (m == end[std::size_t(b)] - begin[std::size_t(b)]) continue;
+                const int split = int(begin.size());  // the marked front becomes a block of its own
+                begin.push_back(begin[std::size_t(b)]);
+                end.push_back(begin[std::size_t(b)] + m);
+                marked.push_back(0);
+                begin[std::size_t(b)] += m;
+                for (int e = begin[std::size_t(split)]; e < end[std::size_t(split)]; ++e) block[std::size_t(elems[std::size_t(e)])] = split;
+                waiting.resize(begin.size() * std::size_t(k), 0);
+                const bool split_smaller = m <= end[std::size_t(b)] - begin[std::size_t(b)];
+                for (int x = 0; x < k; ++x)
+                    if (waiting[std::size_t(b) * std::size_t(k) + std::size_t(x)]) wait(split, x);
+                    else wait(split_smaller ? split : b, x);
+            }
+        }
+        std::vector<int> renamed(begin.size(), -1);
         Dfa d;
-        d.classes = a.classes;
-        for (int b = 0; b < blocks; ++b) d.add_state(false);
-        for (int s = 0; s < a.size(); ++s) {
-            const std::size_t b = std::size_t(block[std::size_t(s)]);
-            d.accepting[b] = a.accepting[std::size_t(s)];
-            for (int c = 0; c < a.classes; ++c)
-                d.next[b * std::size_t(a.classes) + std::size_t(c)] = a.at(s, c) < 0 ? -1 : block[std::size_t(a.at(s, c))];
+        d.classes = k;
+        for (std::size_t b = 0; b < begin.size(); ++b)
+            if (int(b) != block[std::size_t(dead)]) renamed[b] = d.add_state(a.accepting[std::size_t(elems[std::size_t(begin[b])])]);
+        for (std::size_t b = 0; b < begin.size(); ++b) {
+            if (renamed[b] < 0) continue;
+            const int s = elems[std::size_t(begin[b])];
+            for (int c = 0; c < k; ++c)
+                d.next[std::size_t(renamed[b]) * std::size_t(k) + std::size_t(c)] = renamed[std::size_t(block[std::size_t(target(s, c))])];
         }
-        d.start = block[std::size_t(a.start)];
+        d.start = renamed[std::size_t(block[std::size_t(a.start)])];
         return d;
     }
 
