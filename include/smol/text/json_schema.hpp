@@ -5,13 +5,14 @@
 // string minLength/maxLength, pattern (text/json_schema_pattern.hpp) and format (date, time,
 // date-time, email, uuid, uri, ipv4), all of them at once as Zod writes them (the string must
 // satisfy each: they are intersected as automata, text/automaton.hpp; a format JSON Schema does
-// not define, such as Zod's cuid, is an annotation beside a pattern), integer minimum/maximum (exclusive too), number
-// minimum/maximum when they are whole numbers, anyOf, oneOf (when its branches cannot both
-// match: different types, or a required property with different const or enum values), allOf
-// (a single schema; objects, merged: properties and required united; or string keywords, as
-// Zod writes startsWith and endsWith, all held), and $ref to
+// not define, such as Zod's cuid, is an annotation beside a pattern), integer minimum/maximum
+// (exclusive too), number minimum/maximum when they are whole numbers, anyOf, oneOf (when its
+// branches cannot both match: different types, or a required property with different const or
+// enum values), allOf (a single schema; objects, merged: properties and required united; or
+// string keywords, as Zod writes startsWith and endsWith, all held), and $ref to
 // #/$defs/... or #/definitions/...; annotations (title, description, default, examples, $schema,
-// $id, strict, discriminator, readOnly, writeOnly, deprecated) are ignored. Anything else fails
+// $id, strict, discriminator, readOnly, writeOnly, deprecated, contentEncoding,
+// contentMediaType) are ignored. Anything else fails
 // with a message that names the keyword and where it was found, so a schema is never
 // half-enforced.
 //

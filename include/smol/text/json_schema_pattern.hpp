@@ -428,6 +428,13 @@ private:
         }
     }
 
+    // One group deeper, within kMaxPatternNesting.
+    void enter_group() {
+        if (++depth_ > kMaxPatternNesting)
+            throw GrammarTooComplex("JSON schema: groups in the pattern at " + where_ + " nest more than " +
+                                    std::to_string(kMaxPatternNesting) + " deep; the limit is " + std::to_string(kMaxPatternNesting));
+    }
+
     bool lookahead_next() const {
         return pos_ + 2 < text_.size() && text_[pos_] == '(' && text_[pos_ + 1] == '?' && (text_[pos_ + 2] == '=' || text_[pos_ + 2] == '!');
     }
@@ -437,9 +444,7 @@ private:
         Lookahead out;
         out.negative = text_[pos_ + 2] == '!';
         pos_ += 3;
-        if (++depth_ > kMaxPatternNesting)
-            throw GrammarTooComplex("JSON schema: groups in the pattern at " + where_ + " nest more than " +
-                                    std::to_string(kMaxPatternNesting) + " deep; the limit is " + std::to_string(kMaxPatternNesting));
+        enter_group();
         out.piece = alternation(false);
         --depth_;
         if (!at(')')) error("')' closing a lookahead");
@@ -575,9 +580,7 @@ private:
                                  : "a lookahead or lookbehind");
             }
         }
-        if (++depth_ > kMaxPatternNesting)
-            throw GrammarTooComplex("JSON schema: groups in the pattern at " + where_ + " nest more than " +
-                                    std::to_string(kMaxPatternNesting) + " deep; the limit is " + std::to_string(kMaxPatternNesting));
+        enter_group();
         Piece inner = alternation(false);
         --depth_;
         if (!at(')')) error("')' closing a group");
