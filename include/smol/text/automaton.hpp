@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -209,16 +210,7 @@ public:
     Dfa minimized(const Dfa& a) {
         if (a.start < 0) return a;
         const int n = a.size() + 1, k = a.classes, dead = n - 1;
-        const auto target = [&](int s, int c) { return s == dead || a.at(s, c) < 0 ? dead : a.at(s, c); };
-        spend(std::uint64_t(n) * std::uint64_t(k));
-        // Who moves into each state on each class: sources of (c, t) at into[first[c * n + t] ...].
-        std::vector<int> first(std::size_t(k) * std::size_t(n) + 1, 0), into(std::size_t(k) * std::size_t(n));
-        for (int s = 0; s < n; ++s)
-            for (int c = 0; c < k; ++c) ++first[std::size_t(c) * std::size_t(n) + std::size_t(target(s, c)) + 1];
-        for (std::size_t i = 1; i < first.size(); ++i) first[i] += first[i - 1];
-        std::vector<int> fill(first.begin(), first.end() - 1);
-        for (int s = 0; s < n; ++s)
-            for (int c = 0; c < k; ++c) into[std::size_t(fill[std::size_t(c) * std::size_t(n) + std::size_t(target(s, c))]++)] = s;
+        const auto [first, into] = inverse(a);
         // The partition: elements grouped by block, each block a range [begin, end) of them.
         std::vector<int> elems, begin, end, marked;
         std::vector<int> where(static_cast<std::size_t>(n), 0), block(static_cast<std::size_t>(n), 0);
@@ -285,19 +277,43 @@ public:
                     else wait(split_smaller ? split : b, x);
             }
         }
-        std::vector<int> renamed(begin.size(), -1);
+        std::vector<int> representative;
+        for (const int b : begin) representative.push_back(elems[std::size_t(b)]);
+        return quotient(a, representative, block);
+    }
+
+    // One state per block but the dead state's, moving as its representative state does.
+    static Dfa quotient(const Dfa& a, const std::vector<int>& representative, const std::vector<int>& block) {
+        std::vector<int> renamed(representative.size(), -1);
         Dfa d;
-        d.classes = k;
-        for (std::size_t b = 0; b < begin.size(); ++b)
-            if (int(b) != block[std::size_t(dead)]) renamed[b] = d.add_state(a.accepting[std::size_t(elems[std::size_t(begin[b])])]);
-        for (std::size_t b = 0; b < begin.size(); ++b) {
-            if (renamed[b] < 0) continue;
-            const int s = elems[std::size_t(begin[b])];
-            for (int c = 0; c < k; ++c)
-                d.next[std::size_t(renamed[b]) * std::size_t(k) + std::size_t(c)] = renamed[std::size_t(block[std::size_t(target(s, c))])];
-        }
+        d.classes = a.classes;
+        for (std::size_t b = 0; b < representative.size(); ++b)
+            if (int(b) != block[std::size_t(a.size())])
+                renamed[b] = d.add_state(a.accepting[std::size_t(representative[b])]);
+        for (std::size_t b = 0; b < representative.size(); ++b)
+            for (int c = 0; renamed[b] >= 0 && c < a.classes; ++c)
+                d.next[std::size_t(renamed[b]) * std::size_t(a.classes) + std::size_t(c)] =
+                    renamed[std::size_t(block[std::size_t(completed(a, representative[b], c))])];
         d.start = renamed[std::size_t(block[std::size_t(a.start)])];
         return d;
+    }
+
+    // a's move from s on c, with a dead state (a.size()) where a has none.
+    static int completed(const Dfa& a, int s, int c) { return s == a.size() || a.at(s, c) < 0 ? a.size() : a.at(s, c); }
+
+    // Who moves into each state on each class, a completed with its dead state: the sources of
+    // (c, t) are into[first[c * n + t] ... first[c * n + t + 1]), n states with the dead one.
+    std::pair<std::vector<int>, std::vector<int>> inverse(const Dfa& a) {
+        const std::size_t n = std::size_t(a.size()) + 1, k = std::size_t(a.classes);
+        spend(n * k);
+        std::vector<int> first(k * n + 1, 0), into(k * n);
+        for (std::size_t s = 0; s < n; ++s)
+            for (std::size_t c = 0; c < k; ++c) ++first[c * n + std::size_t(completed(a, int(s), int(c))) + 1];
+        std::partial_sum(first.begin(), first.end(), first.begin());
+        std::vector<int> fill(first.begin(), first.end() - 1);
+        for (std::size_t s = 0; s < n; ++s)
+            for (std::size_t c = 0; c < k; ++c) into[std::size_t(fill[c * n + std::size_t(completed(a, int(s), int(c)))]++)] = int(s);
+        return {std::move(first), std::move(into)};
     }
 
     // GBNF rules for the language, one per state, named `prefix-<state>`; set_rule(ranges)
