@@ -136,7 +136,7 @@ TEST_CASE("cli: --grammar and --grammar-file make even the random-weight model a
         CHECK(value["n"].get<int>() >= 3);
         CHECK(value["n"].get<int>() <= 9);
     }
-    const std::string unsupported = dir.write("pattern.json", R"({"type": "string", "pattern": "^(?=a)b"})");  // a lookahead: no grammar holds it
+    const std::string unsupported = dir.write("pattern.json", R"({"type": "string", "pattern": "^(?<=a)b"})");  // a lookbehind: no grammar holds it
     const Run refused = run(base + "--json-schema " + quote(unsupported) + " 2>&1");
     CHECK(refused.status != 0);
     CHECK(refused.out.find("lookahead or lookbehind") != std::string::npos);

@@ -5,7 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,7 @@ std::string random_sentence(const Grammar& g, std::mt19937& rng) {
             text += char(byte);
             moved = true;
         }
+        if (!moved && m.accepting(s)) break;  // a whole sentence nothing may follow (a string)
         REQUIRE_MESSAGE(moved, "stuck after: " << text);
     }
     return text;
@@ -152,15 +155,19 @@ TEST_CASE("JSON schema: what cannot be expressed is refused by name, malformed s
         }
     };
     unsupported(R"({"type": "array", "uniqueItems": true})", "'uniqueItems'");
-    unsupported(R"({"type": "string", "pattern": "^(?=a)b$"})", "lookahead");
+    unsupported(R"x({"type": "string", "pattern": "^a(?=b)"})x", "lookahead");  // only right after a top-level ^
+    unsupported(R"({"type": "string", "pattern": "^(?<=a)b"})", "lookbehind");
     unsupported(R"({"type": "string", "pattern": "^(a)\\1$"})", "backreference");
     unsupported(R"({"type": "string", "pattern": "\\bword"})", "word boundary");
     unsupported(R"({"type": "string", "pattern": "^\\p{L}$"})", "Unicode property");
     unsupported(R"({"type": "string", "pattern": "a(^b)c"})", "anchor");
     unsupported(R"({"type": "string", "pattern": "^(a?)*$"})", "can match nothing");
     unsupported(R"({"type": "string", "format": "hostname"})", "'hostname'");
-    unsupported(R"({"type": "string", "format": "date", "pattern": "^1"})", "'format' beside 'pattern'");
-    unsupported(R"({"type": "string", "pattern": "^a+$", "maxLength": 3})", "minLength or maxLength");
+    unsupported(R"({"type": "string", "format": "date", "pattern": "^x"})", "no string matches");
+    unsupported(R"({"type": "string", "pattern": "^(?=a)b"})", "no string matches");
+    unsupported(R"({"type": "string", "pattern": "^a{2,}$", "maxLength": 1})", "no string matches");
+    unsupported(R"({"type": "string", "format": "ipv6", "pattern": "^[0-9a-f:]+$"})", "'ipv6'");  // defined, not enforced
+    unsupported(R"({"type": "string", "format": "cuid"})", "only beside a pattern");
     unsupported(R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})", "may both match");
     unsupported(R"({"allOf": [{"type": "string"}, {"type": "integer"}]})", "'type' in an allOf");
     unsupported(R"({"allOf": [{"properties": {"a": {"type": "string"}}}, {"properties": {"a": {"type": "integer"}}}]})",
@@ -390,6 +397,206 @@ TEST_CASE("JSON schema: hostile patterns are refused with a clear error, never a
         CAPTURE(p);
         try {
             (void)Grammar::parse(smol::text::json_schema_to_gbnf(with_pattern(p)));
+        } catch (const smol::Error&) {
+        }
+    }
+}
+
+namespace {
+
+std::size_t code_points(const std::string& s) {
+    return std::size_t(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+// The reference for a string schema with Zod's keywords: std::regex's ECMAScript grammar
+// (lookaheads included) for each pattern (a format by smol's pattern for it), searching anywhere
+// in the string as JSON Schema does, then the lengths. Only ASCII patterns are given to it.
+class Reference {
+public:
+    explicit Reference(const ordered_json& schema) {
+        std::vector<ordered_json> parts{schema};
+        if (schema.contains("allOf"))
+            for (const auto& part : schema["allOf"]) parts.push_back(part);
+        const auto& formats = smol::text::json_schema_detail::format_patterns();
+        for (const ordered_json& part : parts) {
+            if (part.contains("pattern")) patterns_.emplace_back(part["pattern"].get<std::string>(), std::regex::ECMAScript);
+            if (part.contains("format"))
+                if (const auto known = formats.find(part["format"].get<std::string>()); known != formats.end())
+                    patterns_.emplace_back(known->second, std::regex::ECMAScript);
+            if (part.contains("minLength")) min_ = std::max(min_, part["minLength"].get<std::size_t>());
+            if (part.contains("maxLength")) max_ = std::min(max_, part["maxLength"].get<std::size_t>());
+        }
+    }
+    bool takes(const std::string& value) const {
+        for (const std::regex& p : patterns_)
+            if (!std::regex_search(value, p)) return false;
+        return code_points(value) >= min_ && code_points(value) <= max_;
+    }
+
+private:
+    std::vector<std::regex> patterns_;
+    std::size_t min_ = 0, max_ = std::size_t(-1);
+};
+
+bool satisfies(const ordered_json& schema, const std::string& value) { return Reference(schema).takes(value); }
+
+}  // namespace
+
+TEST_CASE("JSON schema: Zod's strings, with a format and a pattern side by side, satisfy both") {
+    // As zod 4.1's z.toJSONSchema writes them (and zod-to-json-schema with emailStrategy
+    // "pattern:zod", whose email pattern has lookaheads), with valid and invalid values.
+    struct Case {
+        const char* schema;
+        std::vector<std::string> valid, invalid;
+    };
+    const std::vector<Case> cases = {
+        {R"z({"$schema":"https://json-schema.org/draft/2020-12/schema","type":"string","format":"email","pattern":"^(?:[A-Za-z0-9_'+\\-]+\\.)*[A-Za-z0-9_'+\\-]*[A-Za-z0-9_+-]@(?:[A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$"})z",
+         {"a@b.co", "first.last+tag@mail.example.org"},
+         {"a@b.c", "a.@b.co", "a@b-.co", "a..b@c.de", "'@b.co"}},  // TLD of one letter; the pattern's and the format's misses
+        {R"z({"type":"string","minLength":3,"maxLength":12,"format":"email","pattern":"^(?:[A-Za-z0-9_'+\\-]+\\.)*[A-Za-z0-9_'+\\-]*[A-Za-z0-9_+-]@(?:[A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$"})z",
+         {"a@b.co", "abcde@fgh.ij"},
+         {"abcdef@ghi.jk", "a@b"}},
+        {R"z({"type":"string","pattern":"^(?!\\.)(?!.*\\.\\.)([a-zA-Z0-9_'+\\-\\.]*)[a-zA-Z0-9_+-]@([a-zA-Z0-9][a-zA-Z0-9\\-]*\\.)+[a-zA-Z]{2,}$","$schema":"http://json-schema.org/draft-07/schema#"})z",
+         {"a.b@c.de", "x@y.zz"},
+         {".a@c.de", "a..b@c.de", "a@c.d"}},
+        {R"z({"type":"string","format":"email","pattern":"^(?!\\.)(?!.*\\.\\.)([a-zA-Z0-9_'+\\-\\.]*)[a-zA-Z0-9_+-]@([a-zA-Z0-9][a-zA-Z0-9\\-]*\\.)+[a-zA-Z]{2,}$","maxLength":20})z",
+         {"a.b@c.de"},
+         {".a@c.de", "a.@c.de", "abcdefghijklmn@cde.fg"}},
+        {R"z({"type":"string","format":"uuid","pattern":"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$"})z",
+         {"123e4567-e89b-12d3-a456-426614174000", "00000000-0000-0000-0000-000000000000"},
+         {"123e4567-e89b-02d3-a456-426614174000", "123e4567-e89b-12d3-c456-426614174000"}},
+        {R"z({"type":"string","format":"date-time","pattern":"^(?:(?:\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|(?:02)-(?:0[1-9]|1\\d|2[0-8])))T(?:(?:[01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(?:\\.\\d+)?(?:Z))$"})z",
+         {"2024-02-29T12:00:00Z", "1999-12-31T23:59:59.123456789Z"},
+         {"2024-02-29T12:00:00+01:00", "2024-02-29T12:00:00.1234567890Z", "2023-02-29T12:00:00Z"}},  // Zod: Z only; format: 9 digits at most
+        {R"z({"type":"string","format":"date","pattern":"^(?:(?:\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|(?:02)-(?:0[1-9]|1\\d|2[0-8])))$"})z",
+         {"2000-02-29", "2023-11-30"},
+         {"1900-02-29", "2023-11-31"}},
+        {R"z({"type":"string","format":"ipv4","pattern":"^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])\\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])$"})z",
+         {"192.168.0.1", "0.0.0.0"},
+         {"256.0.0.1", "01.2.3.4"}},
+        {R"z({"type":"string","maxLength":8,"pattern":"^[a-z]+$"})z", {"abc", "abcdefgh"}, {"abcdefghi", ""}},
+        {R"z({"type":"string","format":"nanoid","pattern":"^[a-zA-Z0-9_-]{21}$"})z", {"V1StGXR8_Z5jdHi6B-myT"}, {"V1StGXR8_Z5jdHi6B-my"}},
+        {R"z({"type":"string","format":"cuid","pattern":"^[cC][0-9a-z]{6,}$","maxLength":10})z", {"cjld2cjxh0"}, {"cjld2cjxh00", "xjld2cjxh0"}},
+        {R"z({"type":"string","format":"ends_with","allOf":[{"pattern":"^ab.*"},{"pattern":".*z$"}]})z", {"abz", "ab-z"}, {"az", "abzz!"}},
+    };
+    std::mt19937 rng(17);
+    for (const Case& c : cases) {
+        CAPTURE(c.schema);
+        const ordered_json schema = ordered_json::parse(c.schema);
+        const Grammar g = Grammar::parse(smol::text::json_schema_to_gbnf(schema));
+        for (const std::string& s : c.valid) {
+            CAPTURE(s);
+            REQUIRE(satisfies(schema, s));  // the examples themselves are right
+            CHECK(pattern_matches(g, s));
+        }
+        for (const std::string& s : c.invalid) {
+            CAPTURE(s);
+            REQUIRE_FALSE(satisfies(schema, s));
+            CHECK_FALSE(pattern_matches(g, s));
+        }
+        for (int i = 0; i < 60; ++i) {
+            const std::string text = random_sentence(g, rng);
+            CAPTURE(text);
+            const ordered_json value = ordered_json::parse(text, nullptr, false);
+            REQUIRE(value.is_string());
+            CHECK(satisfies(schema, value.get<std::string>()));
+        }
+    }
+}
+
+TEST_CASE("JSON schema: intersected patterns take exactly the strings the reference takes") {
+    // Random small patterns over "ab" (lookaheads after ^, counts, classes, alternation),
+    // each beside a second pattern or lengths, so they compile as automata: over every string
+    // of up to five characters of "abc", the grammar and std::regex agree exactly.
+    std::mt19937 rng(23);
+    const auto pattern = [&](auto&& self, int depth) -> std::string {
+        const int pick = int(rng() % (depth > 2 ? 4 : 9));
+        if (pick == 0) return "a";
+        if (pick == 1) return "b";
+        if (pick == 2) return rng() % 2 ? "." : "[^a]";
+        if (pick == 3) return "[ab]";
+        const std::string inner = self(self, depth + 1);
+        if (pick == 4) return "(" + inner + "|" + self(self, depth + 1) + ")";
+        if (pick == 5) return "(?:" + inner + ")" + (rng() % 2 ? "+" : "*");
+        if (pick == 6) return inner + "?";
+        if (pick == 7) return "(?:" + inner + "){1,2}";
+        return inner + self(self, depth + 1);
+    };
+    const auto top = [&]() {
+        std::string p = rng() % 3 ? "^" : "";
+        if (!p.empty())
+            for (int k = int(rng() % 3); k > 0; --k) p += std::string(rng() % 2 ? "(?!" : "(?=") + pattern(pattern, 1) + ")";
+        p += pattern(pattern, 0);
+        return p + (rng() % 2 ? "$" : "");
+    };
+    std::vector<std::string> strings{""};
+    for (std::size_t i = 0; i < strings.size() && strings[i].size() < 5; ++i)
+        for (const char c : std::string("abc")) strings.push_back(strings[i] + c);
+    int compiled = 0, with_lookaheads = 0;
+    for (int i = 0; i < 200; ++i) {
+        ordered_json schema = {{"type", "string"}, {"pattern", top()}};
+        if (rng() % 2) schema["allOf"] = ordered_json::array({{{"pattern", top()}}});
+        if (rng() % 2) schema["minLength"] = rng() % 3;
+        if (rng() % 2) schema["maxLength"] = 2 + rng() % 3;
+        if (schema.value("maxLength", 9) < schema.value("minLength", 0)) schema.erase("minLength");
+        CAPTURE(schema.dump());
+        std::string gbnf;
+        try {
+            gbnf = smol::text::json_schema_to_gbnf(schema);
+        } catch (const smol::Error&) {
+            continue;  // a * over something empty, a quantifier after a lazy one, or no string both take
+        }
+        ++compiled;
+        with_lookaheads += smol::text::pattern_detail::mentions_lookahead(schema.dump());
+        const Grammar g = Grammar::parse(gbnf);
+        const Reference reference(schema);
+        for (const std::string& s : strings) {
+            CAPTURE(s);
+            CHECK(pattern_matches(g, s) == reference.takes(s));
+        }
+    }
+    CHECK(compiled > 100);
+    CHECK(with_lookaheads > 25);
+}
+
+TEST_CASE("JSON schema: intersections are bounded in states and refused by path, never a crash") {
+    const auto refusal = [](const ordered_json& schema) -> std::string {
+        try {
+            (void)Grammar::parse(smol::text::json_schema_to_gbnf(schema));
+        } catch (const smol::text::GrammarTooComplex& e) {
+            return e.what();
+        }
+        return "";
+    };
+    // "An a twelve characters before the end" needs 2^13 states to remember the last 13.
+    const ordered_json exponential = {{"type", "object"}, {"properties", {{"s", {{"type", "string"}, {"pattern", "a[ab]{12}$"}, {"maxLength", 40}}}}}};
+    const std::string message = refusal(exponential);
+    CHECK(message.find("automaton states") != std::string::npos);
+    CHECK(message.find("#/properties/s") != std::string::npos);
+    // Lengths past the cap multiply the states; the pattern caps hold as before.
+    CHECK(refusal({{"type", "string"}, {"format", "email"}, {"maxLength", 100000}}).find("automaton states") != std::string::npos);
+    CHECK(refusal({{"type", "string"}, {"pattern", "^((a{1000}){1000}){1000}$"}, {"format", "uuid"}}).find("grammar elements") != std::string::npos);
+    CHECK(refusal({{"type", "string"}, {"pattern", "^(?!" + std::string(40, '(') + "a" + std::string(40, ')') + ")"}})
+              .find("nest more than") != std::string::npos);
+    // Few states but large ones (a thousand optional characters, against a lookahead of as
+    // many): the step budget ends it.
+    CHECK(refusal({{"type", "string"}, {"pattern", "^(?!(?:.?){1000}a)(?:.?){1000}$"}, {"maxLength", 4000}}).find("steps") !=
+          std::string::npos);
+    // Within the caps: a long count beside a format, and an email of up to 320 characters.
+    CHECK(refusal({{"type", "string"}, {"pattern", "^[0-9a-f-]{36}$"}, {"format", "uuid"}}).empty());
+    CHECK(refusal({{"type", "string"}, {"format", "email"}, {"minLength", 3}, {"maxLength", 320}}).empty());
+    // Random patterns beside a format and lengths: a grammar that parses, or an error.
+    std::mt19937 rng(29);
+    const std::string alphabet = "ab()[]{}|?*+.^$\\-,0123dwsSDWux:<>=!";
+    for (int i = 0; i < 1500; ++i) {
+        std::string p;
+        const int length = int(rng() % 16);
+        for (int k = 0; k < length; ++k) p += alphabet[rng() % alphabet.size()];
+        CAPTURE(p);
+        ordered_json schema = {{"type", "string"}, {"pattern", p}, {"maxLength", 1 + rng() % 6}};
+        if (rng() % 2) schema["format"] = rng() % 2 ? "ipv4" : "date";
+        try {
+            (void)Grammar::parse(smol::text::json_schema_to_gbnf(schema));
         } catch (const smol::Error&) {
         }
     }

@@ -425,7 +425,7 @@ TEST_CASE("response_format json_schema and forced tool calls become grammars; wh
     CHECK(parse(with(hello(), "response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "w"}}}})).grammar ==
           smol::text::kJsonObjectGrammar);
     json pattern = schema;
-    pattern["properties"]["city"]["pattern"] = "^(?=[A-Z])";
+    pattern["properties"]["city"]["pattern"] = "^[A-Z](?=[a-z])";  // a lookahead not right after the ^
     const ApiError refused =
         refusal(with(hello(), "response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "w"}, {"schema", pattern}}}}));
     CHECK(refused.code == "unsupported_parameter");

@@ -1,7 +1,7 @@
 // What the random-weight tiny model writes under response_format json_schema, for each schema
-// keyword the compiler turns into grammar (pattern, format, oneOf, anyOf, allOf, $ref/$defs),
-// parses and validates with Ajv and ajv-formats: an independent JSON Schema validator judges
-// smol's grammar. Requests go through the official `openai` npm client; a pattern construct
+// keyword the compiler turns into grammar (pattern, format, oneOf, anyOf, allOf, $ref/$defs, and
+// the format and pattern pairs Zod writes), parses and validates with Ajv and ajv-formats: an
+// independent JSON Schema validator judges smol's grammar. Requests go through the official `openai` npm client; a pattern construct
 // smol cannot enforce is refused by name.
 //   node json_schema_client_test.mjs --server BIN --model GGUF
 import OpenAI from 'openai';
@@ -35,6 +35,27 @@ const schemas = {
   allOf: { $defs: { Base: { type: 'object', required: ['id'], properties: { id: { type: 'string', format: 'uuid' } } } },
            type: 'object', required: ['name'], properties: { name: { type: 'string', pattern: '^[A-Z][a-z]{0,6}$' } },
            allOf: [{ $ref: '#/$defs/Base' }, { required: ['when'], properties: { when: { type: 'string', format: 'time' } } }] },
+  // As zod 4.1's z.toJSONSchema writes z.email().min(3).max(40), z.uuid(), z.iso.datetime(),
+  // z.iso.date(), z.ipv4(), z.string().regex(...).max(8), z.nanoid() and startsWith/endsWith, and
+  // zod-to-json-schema's lookahead email: a format and a pattern side by side, both held.
+  zod: { type: 'object', additionalProperties: false,
+         required: ['email', 'id', 'at', 'day', 'ip', 'code', 'key', 'tag', 'legacy'],
+         properties: {
+           email: { type: 'string', minLength: 3, maxLength: 40, format: 'email',
+                    pattern: "^(?:[A-Za-z0-9_'+\\-]+\\.)*[A-Za-z0-9_'+\\-]*[A-Za-z0-9_+-]@(?:[A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$" },
+           id: { type: 'string', format: 'uuid',
+                 pattern: '^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$' },
+           at: { type: 'string', format: 'date-time',
+                 pattern: '^(?:(?:\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|(?:02)-(?:0[1-9]|1\\d|2[0-8])))T(?:(?:[01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(?:\\.\\d+)?(?:Z))$' },
+           day: { type: 'string', format: 'date',
+                  pattern: '^(?:(?:\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|(?:02)-(?:0[1-9]|1\\d|2[0-8])))$' },
+           ip: { type: 'string', format: 'ipv4',
+                 pattern: '^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])\\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])$' },
+           code: { type: 'string', maxLength: 8, pattern: '^[a-z]+$' },
+           key: { type: 'string', format: 'nanoid', pattern: '^[a-zA-Z0-9_-]{21}$' },
+           tag: { type: 'string', format: 'ends_with', allOf: [{ pattern: '^ab.*' }, { pattern: '.*z$' }], maxLength: 6 },
+           legacy: { type: 'string', maxLength: 24,
+                     pattern: "^(?!\\.)(?!.*\\.\\.)([a-zA-Z0-9_'+\\-\\.]*)[a-zA-Z0-9_+-]@([a-zA-Z0-9][a-zA-Z0-9\\-]*\\.)+[a-zA-Z]{2,}$" } } },
   definitions: { definitions: { node: { type: 'object', additionalProperties: false, required: ['ip', 'next'],
                                         properties: { ip: { type: 'string', format: 'ipv4' },
                                                       next: { anyOf: [{ $ref: '#/definitions/node' }, { type: 'null' }] } } } },
@@ -67,9 +88,12 @@ try {
       return e;
     }
   };
-  const lookahead = await refusal({ type: 'string', pattern: '^(?!x).+$' });
+  const lookahead = await refusal({ type: 'string', pattern: '^x(?!y)' });
   check(lookahead instanceof OpenAI.BadRequestError && lookahead.code === 'unsupported_parameter' && lookahead.message.includes('lookahead'),
-        'a lookahead in a pattern is refused by name');
+        'a lookahead other than right after the ^ is refused by name');
+  const disjoint = await refusal({ type: 'string', format: 'date', pattern: '^x' });
+  check(disjoint instanceof OpenAI.BadRequestError && disjoint.message.includes('no string matches'),
+        'a pattern and a format no string satisfies together are refused');
   const huge = await refusal({ type: 'string', pattern: '^((a{1000}){1000}){1000}$' });
   check(huge instanceof OpenAI.BadRequestError && huge.code === 'grammar_too_complex', 'a pattern past the size cap is grammar_too_complex');
   const overlapping = await refusal({ oneOf: [{ type: 'integer' }, { type: 'number' }] });

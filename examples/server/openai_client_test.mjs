@@ -158,7 +158,7 @@ try {
         audio.message.includes('modalities'), 'an unimplemented field raises BadRequestError unsupported_parameter naming it');
   const pattern = await refusal(() => client.chat.completions.create({
     model: 'smol', messages: user('hi'),
-    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^(?=a)' } } } }));
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a(?=b)' } } } }));  // a lookahead not right after the ^
   check(pattern instanceof OpenAI.BadRequestError && pattern.code === 'unsupported_parameter' && pattern.message.includes('lookahead'),
         'a pattern construct smol cannot enforce is refused by name, not ignored');
   const empty = await refusal(() => client.chat.completions.create({ model: 'smol', messages: [] }));

@@ -3,12 +3,16 @@
 // response_format json_schema and forced tool calls. Supported: type (one or a list), enum,
 // const, properties with required and additionalProperties, items with minItems/maxItems,
 // string minLength/maxLength, pattern (text/json_schema_pattern.hpp) and format (date, time,
-// date-time, email, uuid, uri, ipv4), integer minimum/maximum (exclusive too), number
-// minimum/maximum when they are whole numbers, anyOf, oneOf (when its branches cannot both
-// match: different types, or a required property with different const or enum values), allOf
-// (a single schema, or objects, merged: properties and required united), and $ref to
+// date-time, email, uuid, uri, ipv4), all of them at once as Zod writes them (the string must
+// satisfy each: they are intersected as automata, text/automaton.hpp; a format JSON Schema does
+// not define, such as Zod's cuid, is an annotation beside a pattern), integer minimum/maximum
+// (exclusive too), number minimum/maximum when they are whole numbers, anyOf, oneOf (when its
+// branches cannot both match: different types, or a required property with different const or
+// enum values), allOf (a single schema; objects, merged: properties and required united; or
+// string keywords, as Zod writes startsWith and endsWith, all held), and $ref to
 // #/$defs/... or #/definitions/...; annotations (title, description, default, examples, $schema,
-// $id, strict, discriminator, readOnly, writeOnly, deprecated) are ignored. Anything else fails
+// $id, strict, discriminator, readOnly, writeOnly, deprecated, contentEncoding,
+// contentMediaType) are ignored. Anything else fails
 // with a message that names the keyword and where it was found, so a schema is never
 // half-enforced.
 //
@@ -20,7 +24,8 @@
 // schema may nest at most kMaxSchemaDepth subschemas deep, and compiling visits at most
 // kMaxSchemaVisits of them, since a `type` list compiles its subtree once per type (two types
 // a level, twenty levels: a million visits); a oneOf has at most kMaxOneOfBranches branches (each
-// pair is checked); patterns have their own caps (text/json_schema_pattern.hpp).
+// pair is checked); patterns have their own caps (text/json_schema_pattern.hpp), and so do the
+// automata that intersect them (text/automaton.hpp: states and steps).
 
 #include <cstdint>
 #include <limits>
@@ -258,6 +263,7 @@ private:
         }
         if (const auto one = schema.find("oneOf"); one != schema.end()) return one_of(*one, where);
         if (const auto all = schema.find("allOf"); all != schema.end()) {
+            if (std::optional<std::string> strings = string_all_of(schema, where)) return *strings;
             const json merged = all_of(schema, where, 0);
             return rule_for(merged, where + "/allOf");
         }
@@ -294,8 +300,17 @@ private:
     static const std::set<std::string>& annotations() {
         static const std::set<std::string> keys = {"title",       "description", "default", "examples",  "$schema",
                                                    "$id",         "$comment",    "strict",  "$defs",     "definitions",
-                                                   "discriminator", "readOnly",  "writeOnly", "deprecated"};
+                                                   "discriminator", "readOnly",  "writeOnly", "deprecated",
+                                                   "contentEncoding", "contentMediaType"};
         return keys;
+    }
+    // The formats JSON Schema (2020-12) defines.
+    static const std::set<std::string>& defined_formats() {
+        static const std::set<std::string> names = {
+            "date-time", "date",         "time",          "duration", "email",        "idn-email",     "hostname",
+            "idn-hostname", "ipv4",      "ipv6",          "uri",      "uri-reference", "iri",          "iri-reference",
+            "uuid",      "uri-template", "json-pointer", "relative-json-pointer", "regex"};
+        return names;
     }
     static const std::set<std::string>& handled() {
         static const std::set<std::string> keys = {
@@ -304,6 +319,33 @@ private:
             "maximum",  "exclusiveMinimum", "exclusiveMaximum", "anyOf", "oneOf", "allOf",
             "$ref",     "pattern",   "format"};
         return keys;
+    }
+
+    // An allOf whose parts (the schema's own keywords among them) hold only string keywords, as
+    // Zod writes startsWith and endsWith: one string matching every part's pattern and format
+    // within the tightest lengths; nullopt for any other allOf.
+    std::optional<std::string> string_all_of(const json& schema, const std::string& where) {
+        const json& all = schema["allOf"];
+        if (!all.is_array() || all.empty()) return std::nullopt;
+        std::vector<std::pair<const json*, std::string>> parts{{&schema, where}};
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            const std::string at = where + "/allOf/" + std::to_string(i);
+            parts.push_back({&resolved(all[i], at), at});
+        }
+        bool any_string_keyword = false;
+        for (const auto& [part, at] : parts) {
+            if (!part->is_object()) return std::nullopt;
+            for (const auto& [key, value] : part->items()) {
+                if (annotations().count(key) || (key == "allOf" && part == &schema)) continue;
+                if (key == "type" && value == "string") continue;
+                if (key != "pattern" && key != "format" && key != "minLength" && key != "maxLength") return std::nullopt;
+                any_string_keyword = true;
+            }
+        }
+        if (!any_string_keyword) return std::nullopt;
+        StringKeywords keywords;
+        for (const auto& [part, at] : parts) string_keywords(*part, at, keywords);
+        return string_of(keywords, where);
     }
 
     // The schema a $ref names (following references to references), or `schema` itself.
@@ -561,42 +603,70 @@ private:
         return add("array", body);
     }
 
+    // What a string's keywords ask of it, gathered from one schema or from the parts of an allOf.
+    struct StringKeywords {
+        std::vector<pattern_detail::PatternSource> patterns;  // patterns and formats, all to be matched
+        std::vector<std::pair<std::string, std::string>> other_formats;  // (name, where): formats smol has no pattern for
+        long min = 0, max = -1;
+    };
+
     std::string string(const json& schema, const std::string& where) {
-        json_string();
-        const long min = count(schema, "minLength", where, 0);
-        const long max = count(schema, "maxLength", where, -1);
-        if (max >= 0 && max < min) fail("JSON schema: maxLength < minLength at ", where);
-        if (schema.contains("pattern") || schema.contains("format")) return patterned_string(schema, where, min, max);
-        if (min == 0 && max < 0) return "string";
-        return add("string", "\"\\\"\" char{" + std::to_string(min) + "," + (max >= 0 ? std::to_string(max) : "") + "} \"\\\"\"");
+        StringKeywords keywords;
+        string_keywords(schema, where, keywords);
+        return string_of(keywords, where);
     }
 
-    // A string whose text follows a pattern or a format. Lengths beside them are kept only when
-    // the pattern's own lengths already lie within them (the grammar cannot intersect the two).
-    std::string patterned_string(const json& schema, const std::string& where, long min, long max) {
-        const auto p = schema.find("pattern");
-        const auto f = schema.find("format");
-        if (p != schema.end() && f != schema.end())
-            unsupported(where + "/format", "'format' beside 'pattern' (give one)");
-        std::string pattern, at;
-        if (p != schema.end()) {
+    void string_keywords(const json& schema, const std::string& where, StringKeywords& k) {
+        const long min = count(schema, "minLength", where, 0);
+        const long max = count(schema, "maxLength", where, -1);
+        k.min = std::max(k.min, min);
+        if (max >= 0) k.max = k.max < 0 ? max : std::min(k.max, max);
+        if (const auto p = schema.find("pattern"); p != schema.end()) {
             if (!p->is_string()) fail("JSON schema: 'pattern' at ", where, " must be a string, found ", p->type_name());
-            pattern = p->get<std::string>();
-            at = where + "/pattern";
-        } else {
+            k.patterns.push_back({p->get<std::string>(), where + "/pattern"});
+        }
+        if (const auto f = schema.find("format"); f != schema.end()) {
             if (!f->is_string()) fail("JSON schema: 'format' at ", where, " must be a string, found ", f->type_name());
             const auto known = format_patterns().find(f->get<std::string>());
-            if (known == format_patterns().end())
-                unsupported(where + "/format", "the format '" + f->get<std::string>() +
-                                                   "' (supported: date, time, date-time, email, uuid, uri, ipv4)");
-            pattern = known->second;
-            at = where + "/format";
+            if (known != format_patterns().end()) k.patterns.push_back({known->second, where + "/format"});
+            else k.other_formats.push_back({f->get<std::string>(), where + "/format"});
         }
-        pattern_detail::PatternCompiler compiler(pattern, at, [this](const std::string& body) { return shared("pattern-char", body); });
-        const pattern_detail::Piece piece = compiler.compile();
-        if (std::uint64_t(min) > piece.min_chars || (max >= 0 && piece.max_chars > std::uint64_t(max)))
-            unsupported(where, "minLength or maxLength beside a pattern or format whose lengths they narrow");
-        return add("pattern", "\"\\\"\" " + piece.gbnf + " \"\\\"\"");
+    }
+
+    // A string with these keywords. A lone pattern compiles straight to grammar (counts stay
+    // counts) when its own lengths lie within the bounds; patterns and formats together (as Zod
+    // writes them), a lookahead or narrowing lengths are intersected as automata
+    // (text/automaton.hpp), so the text satisfies every keyword.
+    std::string string_of(const StringKeywords& k, const std::string& where) {
+        json_string();
+        if (k.max >= 0 && k.max < k.min) fail("JSON schema: maxLength < minLength at ", where);
+        check_formats(k);
+        if (k.patterns.empty()) {
+            if (k.min == 0 && k.max < 0) return "string";
+            return add("string", "\"\\\"\" char{" + std::to_string(k.min) + "," + (k.max >= 0 ? std::to_string(k.max) : "") + "} \"\\\"\"");
+        }
+        const auto named_set = [this](const std::string& body) { return shared("pattern-char", body); };
+        const pattern_detail::PatternSource& first = k.patterns[0];
+        if (k.patterns.size() == 1 && !pattern_detail::mentions_lookahead(first.pattern)) {
+            const pattern_detail::Piece piece = pattern_detail::PatternCompiler(first.pattern, first.where, named_set).compile();
+            if (std::uint64_t(k.min) <= piece.min_chars && (k.max < 0 || piece.max_chars <= std::uint64_t(k.max)))
+                return add("pattern", "\"\\\"\" " + piece.gbnf + " \"\\\"\"");
+        }
+        const std::string start = pattern_detail::intersection_gbnf(
+            k.patterns, std::uint64_t(k.min), k.max, where, fresh("string-state"), named_set,
+            [this](const std::string& name, const std::string& body) { rules_[name] = body; });
+        return add("pattern", "\"\\\"\" " + start + " \"\\\"\"");
+    }
+
+    // A format smol has no pattern for. A name JSON Schema does not define (Zod's cuid, nanoid,
+    // e164, ...) asserts nothing, and Zod writes the pattern that does beside it, so beside a
+    // pattern it is an annotation; a defined one is checked by validators, so it is refused
+    // rather than left unenforced, as is any format with no pattern to hold the string to.
+    void check_formats(const StringKeywords& k) const {
+        for (const auto& [name, at] : k.other_formats)
+            if (defined_formats().count(name) || k.patterns.empty())
+                unsupported(at, "the format '" + name + "' (supported: date, time, date-time, email, uuid, uri, ipv4" +
+                                    (defined_formats().count(name) ? "" : "; other names only beside a pattern") + ")");
     }
 
     static long count(const json& schema, const char* key, const std::string& where, long absent) {

@@ -10,9 +10,12 @@
 // ? * + {n} {n,} {n,m} (lazy forms too: the same strings match), and the anchors ^ and $ at the
 // ends of the top-level alternatives. As in JSON Schema (and unlike llama.cpp, which refuses
 // them), an unanchored pattern matches anywhere in the string: `ab` is `^.*ab.*$` with `.`
-// taking any character. Refused by name: lookarounds, backreferences, word boundaries, Unicode
-// property escapes, anchors elsewhere, and a * or + over something that can match nothing
-// (GBNF would read it as left recursion).
+// taking any character. Lookaheads right after the ^ that starts the pattern or a top-level
+// alternative, as in Zod's email pattern `^(?!\.)(?!.*\.\.)...`, hold too: such a pattern, a
+// pattern beside a format or narrowed by lengths compiles to automata (text/automaton.hpp) that
+// are intersected, not to GBNF directly. Refused by name: lookbehinds and other lookaheads,
+// backreferences, word boundaries, Unicode property escapes, anchors elsewhere, and a * or +
+// over something that can match nothing (GBNF would read it as left recursion).
 //
 // Patterns come from strangers: their length (kMaxPatternLength bytes), group nesting
 // (kMaxPatternNesting), counts (kMaxPatternCount) and the grammar they expand to
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/text/automaton.hpp"
 #include "smol/text/grammar.hpp"
 
 namespace smol::text {
@@ -205,13 +209,38 @@ inline const Ranges& every_char() {
 }
 
 // A compiled piece of a pattern: its GBNF, the elements it expands to, and the fewest and most
-// characters it matches.
+// characters it matches; compiled to an automaton, its fragment of the Nfa instead of GBNF:
+// states [first, the arena's end when the piece was done), entered at `in`, left at `out`.
 struct Piece {
     std::string gbnf;
     std::uint64_t elements = 0;
     std::uint64_t min_chars = 0;
     std::uint64_t max_chars = 0;  // kUnbounded: no most
+    int in = -1, out = -1, first = 0;
 };
+
+// A top-level alternative compiled to an automaton: its body (padded with any characters where
+// it is not anchored) and the lookaheads right after its ^, each with any characters after it
+// (a lookahead at the start matches the rest of the string's beginning).
+struct Lookahead {
+    bool negative = false;
+    Piece piece;
+};
+struct TopAlternative {
+    Piece body;
+    std::vector<Lookahead> lookaheads;
+};
+struct PatternAutomaton {
+    Piece whole;  // every top-level alternative, lookaheads left out
+    std::vector<TopAlternative> alternatives;
+    bool has_lookaheads = false;
+};
+
+// Whether a pattern may hold a lookahead (or is near enough that only the automaton can tell):
+// those compile only as automata.
+inline bool mentions_lookahead(std::string_view pattern) {
+    return pattern.find("(?=") != std::string_view::npos || pattern.find("(?!") != std::string_view::npos;
+}
 
 inline std::uint64_t add_counts(std::uint64_t a, std::uint64_t b) { return a == kUnbounded || b == kUnbounded ? kUnbounded : a + b; }
 inline std::uint64_t times(std::uint64_t a, std::uint64_t n) {
@@ -222,8 +251,10 @@ inline std::uint64_t times(std::uint64_t a, std::uint64_t n) {
 class PatternCompiler {
 public:
     // named_set(body): the name of a rule with that GBNF body (one rule per distinct body).
-    PatternCompiler(std::string_view pattern, std::string where, std::function<std::string(const std::string&)> named_set)
-        : where_(std::move(where)), named_set_(std::move(named_set)) {
+    // With an Nfa, pieces become fragments of it (compile_automaton) and named_set is not used.
+    PatternCompiler(std::string_view pattern, std::string where, std::function<std::string(const std::string&)> named_set,
+                    automaton::Nfa* nfa = nullptr)
+        : where_(std::move(where)), named_set_(std::move(named_set)), nfa_(nfa) {
         if (pattern.size() > kMaxPatternLength)
             throw GrammarTooComplex("JSON schema: the pattern at " + where_ + " is " + std::to_string(pattern.size()) +
                                     " bytes long; the limit is " + std::to_string(kMaxPatternLength));
@@ -238,12 +269,33 @@ public:
         return out;
     }
 
+    // The whole pattern as Nfa fragments (the compiler was given an Nfa), with each top-level
+    // alternative and its lookaheads apart for the automata that need them.
+    PatternAutomaton compile_automaton() {
+        PatternAutomaton out;
+        out.whole = compile();
+        out.alternatives = std::move(alternatives_);
+        for (const TopAlternative& a : out.alternatives) out.has_lookaheads = out.has_lookaheads || !a.lookaheads.empty();
+        return out;
+    }
+
 private:
     std::u32string text_;
     std::size_t pos_ = 0;
     int depth_ = 0;
     std::string where_;
     std::function<std::string(const std::string&)> named_set_;
+    automaton::Nfa* nfa_;
+    std::vector<TopAlternative> alternatives_;
+
+    int state_count() const { return int(nfa_->states.size()); }
+    void link(int from, int to) { nfa_->states[std::size_t(from)].empty.push_back(to); }
+    // Any characters, any number of them: one state looping on every character.
+    Piece any_string() {
+        const int s = nfa_->add_state();
+        nfa_->add_move(s, subtract(every_char(), {{0xD800, 0xDFFF}}), s);
+        return {"", 2, 0, kUnbounded, s, s, s};
+    }
 
     void decode(std::string_view bytes) {
         for (std::size_t i = 0; i < bytes.size();) {
@@ -279,12 +331,21 @@ private:
     bool at(char32_t c) const { return pos_ < text_.size() && text_[pos_] == c; }
 
     Piece set_piece(const Ranges& set) {
-        if (subtract(set, {{0xD800, 0xDFFF}}).empty()) unsupported("a class that matches no character");
-        return {named_set_(json_char_of(set)), 1, 1, 1};
+        const Ranges characters = subtract(set, {{0xD800, 0xDFFF}});
+        if (characters.empty()) unsupported("a class that matches no character");
+        if (!nfa_) return {named_set_(json_char_of(set)), 1, 1, 1};
+        const int in = nfa_->add_state(), out = nfa_->add_state();
+        nfa_->add_move(in, characters, out);
+        return {"", 1, 1, 1, in, out, in};
+    }
+    Piece char_piece(char32_t c) {
+        if (nfa_) return set_piece({{c, c}});
+        return {gbnf_literal(json_spelling(c)), 1, 1, 1};
     }
 
     // Alternatives separated by '|'; at the top, each may be anchored.
     Piece alternation(bool top) {
+        const int first = nfa_ ? state_count() : 0;
         std::vector<Piece> alternatives{sequence(top)};
         while (at('|')) {
             ++pos_;
@@ -292,12 +353,21 @@ private:
         }
         if (alternatives.size() == 1) return alternatives[0];
         Piece out{"(", 1, kUnbounded, 0};
+        if (nfa_) {
+            out.in = nfa_->add_state();
+            out.out = nfa_->add_state();
+            out.first = first;
+        }
         for (std::size_t i = 0; i < alternatives.size(); ++i) {
             const Piece& a = alternatives[i];
             out.gbnf += (i ? " | " : "") + a.gbnf;
             out.elements += a.elements;
             out.min_chars = std::min(out.min_chars, a.min_chars);
             out.max_chars = std::max(out.max_chars, a.max_chars);
+            if (nfa_) {
+                link(out.in, a.in);
+                link(a.out, out.out);
+            }
         }
         out.gbnf += ")";
         check_size(out);
@@ -311,25 +381,75 @@ private:
             ++pos_;
             anchored_start = true;
         }
+        std::vector<Lookahead> lookaheads;
+        if (nfa_) {
+            out.first = state_count();
+            out.in = out.out = nfa_->add_state();
+            while (top && anchored_start && lookahead_next()) lookaheads.push_back(lookahead());
+        }
         while (pos_ < text_.size() && !at('|') && !at(')')) {
             if (top && at('$') && (pos_ + 1 == text_.size() || text_[pos_ + 1] == '|')) {
                 ++pos_;
                 anchored_end = true;
                 break;
             }
-            const Piece item = quantified(atom());
-            out.gbnf += (out.gbnf.empty() ? "" : " ") + item.gbnf;
-            out.elements += item.elements;
-            out.min_chars = add_counts(out.min_chars, item.min_chars);
-            out.max_chars = add_counts(out.max_chars, item.max_chars);
-            check_size(out);
+            append(out, quantified(atom()));
         }
         if (top && !(anchored_start && anchored_end)) {
-            const Piece any = set_piece(every_char());
-            if (!anchored_start) out = {any.gbnf + "* " + out.gbnf, out.elements + 2, out.min_chars, kUnbounded};
-            if (!anchored_end) out = {out.gbnf + " " + any.gbnf + "*", out.elements + 2, out.min_chars, kUnbounded};
+            if (nfa_) {
+                if (!anchored_start) {
+                    Piece padded = any_string();
+                    padded.first = out.first;
+                    append(padded, out);
+                    out = padded;
+                }
+                if (!anchored_end) append(out, any_string());
+            } else {
+                const Piece any = set_piece(every_char());
+                if (!anchored_start) out = {any.gbnf + "* " + out.gbnf, out.elements + 2, out.min_chars, kUnbounded};
+                if (!anchored_end) out = {out.gbnf + " " + any.gbnf + "*", out.elements + 2, out.min_chars, kUnbounded};
+            }
         }
         if (out.gbnf.empty()) out.gbnf = "\"\"";
+        if (top && nfa_) alternatives_.push_back({out, std::move(lookaheads)});
+        return out;
+    }
+
+    // `item` after `out`.
+    void append(Piece& out, const Piece& item) {
+        out.gbnf += (out.gbnf.empty() ? "" : " ") + item.gbnf;
+        out.elements += item.elements;
+        out.min_chars = add_counts(out.min_chars, item.min_chars);
+        out.max_chars = add_counts(out.max_chars, item.max_chars);
+        check_size(out);
+        if (nfa_) {
+            link(out.out, item.in);
+            out.out = item.out;
+        }
+    }
+
+    // One group deeper, within kMaxPatternNesting.
+    void enter_group() {
+        if (++depth_ > kMaxPatternNesting)
+            throw GrammarTooComplex("JSON schema: groups in the pattern at " + where_ + " nest more than " +
+                                    std::to_string(kMaxPatternNesting) + " deep; the limit is " + std::to_string(kMaxPatternNesting));
+    }
+
+    bool lookahead_next() const {
+        return pos_ + 2 < text_.size() && text_[pos_] == '(' && text_[pos_ + 1] == '?' && (text_[pos_ + 2] == '=' || text_[pos_ + 2] == '!');
+    }
+    // (?=...) or (?!...) right after a top-level ^: what follows must (or must not) begin with a
+    // match of it.
+    Lookahead lookahead() {
+        Lookahead out;
+        out.negative = text_[pos_ + 2] == '!';
+        pos_ += 3;
+        enter_group();
+        out.piece = alternation(false);
+        --depth_;
+        if (!at(')')) error("')' closing a lookahead");
+        ++pos_;
+        append(out.piece, any_string());
         return out;
     }
 
@@ -368,7 +488,40 @@ private:
         out.min_chars = times(item.min_chars, min);
         out.max_chars = times(item.max_chars, max);
         check_size(out);
+        if (nfa_) repeat_fragment(item, min, max, out);
         return out;
+    }
+
+    // The Nfa of `item` repeated min to max times (kUnbounded: no most) into out's fragment:
+    // min copies in a row, then either a loop over one more or max - min optional ones.
+    void repeat_fragment(const Piece& item, std::uint64_t min, std::uint64_t max, Piece& out) {
+        const int end = state_count();
+        const std::uint64_t copies = min + (max == kUnbounded ? 1 : max - min);
+        std::vector<std::pair<int, int>> fragments;
+        for (std::uint64_t k = 0; k < copies; ++k) {
+            const int offset = k == 0 ? 0 : nfa_->copy(item.first, end);
+            fragments.push_back({item.in + offset, item.out + offset});
+        }
+        out.first = item.first;
+        out.in = nfa_->add_state();
+        int at = out.in;
+        for (std::uint64_t k = 0; k < min; ++k) {
+            link(at, fragments[k].first);
+            at = fragments[k].second;
+        }
+        if (max == kUnbounded) {
+            link(at, fragments[min].first);
+            link(fragments[min].second, at);
+            out.out = at;
+            return;
+        }
+        out.out = nfa_->add_state();
+        for (std::uint64_t k = min; k < copies; ++k) {
+            link(at, out.out);
+            link(at, fragments[k].first);
+            at = fragments[k].second;
+        }
+        link(at, out.out);
     }
 
     std::uint64_t count() {
@@ -405,10 +558,10 @@ private:
             const char32_t single = escape(false, set);
             if (!set.empty()) return set_piece(set);
             if (single >= 0xD800 && single <= 0xDFFF) unsupported("a lone surrogate");
-            return {gbnf_literal(json_spelling(single)), 1, 1, 1};
+            return char_piece(single);
         }
         ++pos_;
-        return {gbnf_literal(json_spelling(c)), 1, 1, 1};
+        return char_piece(c);
     }
 
     Piece group() {
@@ -423,12 +576,11 @@ private:
                 ++pos_;
             } else {
                 --pos_;
-                unsupported("a lookahead or lookbehind");
+                unsupported(nfa_ ? "a lookbehind, or a lookahead other than right after the ^ that starts the pattern or a top-level alternative"
+                                 : "a lookahead or lookbehind");
             }
         }
-        if (++depth_ > kMaxPatternNesting)
-            throw GrammarTooComplex("JSON schema: groups in the pattern at " + where_ + " nest more than " +
-                                    std::to_string(kMaxPatternNesting) + " deep; the limit is " + std::to_string(kMaxPatternNesting));
+        enter_group();
         Piece inner = alternation(false);
         --depth_;
         if (!at(')')) error("')' closing a group");
@@ -551,6 +703,54 @@ private:
         return first;
     }
 };
+
+// One pattern a string must match, and where it came from (for messages).
+struct PatternSource {
+    std::string pattern;
+    std::string where;
+};
+
+// GBNF (between a JSON string's quotes) for the strings that match every pattern and have at
+// least min_chars and (max_chars >= 0) at most max_chars characters, as automata: each pattern
+// (each top-level alternative with lookaheads apart) determinized, intersected, within the
+// lengths, minimized, then one rule per state through define(name, body), named from `prefix`.
+// Returns the first state's rule. An empty intersection is UnsupportedSchema naming `where`.
+inline std::string intersection_gbnf(const std::vector<PatternSource>& patterns, std::uint64_t min_chars, std::int64_t max_chars,
+                                     const std::string& where, const std::string& prefix,
+                                     const std::function<std::string(const std::string&)>& named_set,
+                                     const std::function<void(const std::string&, const std::string&)>& define) {
+    automaton::Builder build(where);
+    std::vector<PatternAutomaton> compiled;
+    bool lengths_implied = min_chars == 0 && max_chars < 0;
+    for (const PatternSource& p : patterns) {
+        compiled.push_back(PatternCompiler(p.pattern, p.where, nullptr, &build.nfa).compile_automaton());
+        const Piece& whole = compiled.back().whole;
+        lengths_implied = lengths_implied || (whole.min_chars >= min_chars && max_chars >= 0 && whole.max_chars <= std::uint64_t(max_chars));
+    }
+    build.close_alphabet();
+    automaton::Dfa all;
+    for (std::size_t i = 0; i < compiled.size(); ++i) {
+        const PatternAutomaton& c = compiled[i];
+        automaton::Dfa language;
+        if (!c.has_lookaheads) language = build.determinize(c.whole.in, c.whole.out);
+        for (std::size_t k = 0; c.has_lookaheads && k < c.alternatives.size(); ++k) {
+            const TopAlternative& a = c.alternatives[k];
+            automaton::Dfa one = build.determinize(a.body.in, a.body.out);
+            for (const Lookahead& l : a.lookaheads)
+                one = build.minimized(build.combine(one, build.determinize(l.piece.in, l.piece.out),
+                                                    l.negative ? automaton::Combine::first_not_second : automaton::Combine::both));
+            language = k == 0 ? one : build.minimized(build.combine(language, one, automaton::Combine::either));
+        }
+        language = build.minimized(language);
+        all = i == 0 ? language : build.minimized(build.combine(all, language, automaton::Combine::both));
+    }
+    if (!lengths_implied) all = build.minimized(build.within_lengths(all, min_chars, max_chars));
+    if (all.start < 0)
+        throw UnsupportedSchema("JSON schema: no string matches the pattern, format and lengths at " + where +
+                                " together, so nothing could be generated");
+    const auto set_rule = [&](const automaton::CodeRanges& set) { return named_set(json_char_of(set)); };
+    return build.to_gbnf(all, prefix, set_rule, define, kMaxPatternElements);
+}
 
 }  // namespace pattern_detail
 
