@@ -15,7 +15,9 @@ threads=${THREADS:-1,2,$(getconf _NPROCESSORS_ONLN)}
 model=${MODEL:-/tmp/smol-synth-3b.gguf}
 rounds=${ROUNDS:-2}
 read -r -a bench_args <<< "${BENCH_ARGS:--p 512 -n 32 -r 2}"
-for tool in tests/test_quant_kernels tests/test_matmul tests/test_attention bin/smol-bench bin/smol-synth; do
+# The kernel tests are cases of the `kernels` test group's executable (tests/CMakeLists.txt).
+kernel_tests=$build/tests/smol_tests_kernels
+for tool in tests/smol_tests_kernels bin/smol-bench bin/smol-synth; do
   [[ -x "$build/$tool" ]] || { echo "kernel-sets.sh: expected $build/$tool; build first" >&2; exit 2; }
 done
 
@@ -34,13 +36,13 @@ echo "cores: $(getconf _NPROCESSORS_ONLN)"
 
 echo "==> kernel tests (each runs every set this CPU has)"
 for test in test_quant_kernels test_matmul test_attention; do
-  "$build/tests/$test" --no-intro=true | tail -n 3
+  "$kernel_tests" --source-file="*/$test.cpp" --no-intro=true | tail -n 3
 done
 
 # The sets this CPU runs: SMOL_ISA naming a set the CPU lacks is an error, which fails the test.
 sets=()
 for isa in avx2 avx_vnni avx512 amx neon dotprod i8mm; do
-  if SMOL_ISA=$isa "$build/tests/test_quant_kernels" -tc='kernel selection' > /dev/null 2>&1; then
+  if SMOL_ISA=$isa "$kernel_tests" -tc='kernel selection' > /dev/null 2>&1; then
     sets+=("$isa")
   fi
 done

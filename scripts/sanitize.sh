@@ -25,6 +25,7 @@ cmake -S . -B "$build_dir" -G Ninja \
 
 # Only the test executables are sanitized; tests that run programs (smol-cli, smol-server, ...)
 # use the release build's (BIN_DIR, default build/bin), which scripts/test.sh builds first.
+# The test files' group executables (tests/CMakeLists.txt); the targets named after each file build them.
 targets=()
 for src in tests/test_*.cpp; do targets+=("$(basename "$src" .cpp)"); done
 echo "==> building ${targets[*]} with -j$jobs"

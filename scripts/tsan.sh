@@ -29,7 +29,8 @@ cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
   -DSMOL_BUILD_TESTS=ON -DSMOL_BUILD_TOOLS=ON -DSMOL_BUILD_EXAMPLES=ON \
   -DSMOL_TEST_BIN_DIR="$PWD/$build_dir/bin"
-targets=(test_scheduler test_session test_server smol-server smol-load)
+# The three tests are the `threads` group's executable (tests/CMakeLists.txt), built alone.
+targets=(smol_tests_threads smol-server smol-load)
 echo "==> building ${targets[*]} with -j$jobs"
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
 
