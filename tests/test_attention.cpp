@@ -17,6 +17,10 @@
 #include "smol/core/half.hpp"
 #include "smol/ops/attention.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_attention {
+
 using namespace smol;
 
 namespace {
@@ -409,3 +413,5 @@ TEST_CASE("attention matches a double-precision softmax in every cache type and 
                 }
             }
 }
+
+}  // namespace test_attention

@@ -14,6 +14,10 @@
 
 #include "smol/text/chat_template.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_chat_template {
+
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -284,3 +288,5 @@ TEST_CASE("assistant tool_calls render into the turn as the model writes them; t
     bad[1]["tool_calls"] = "get_weather";
     CHECK(contains(render_error(bad, options), "tool_calls: expected an array, found string"));
 }
+
+}  // namespace test_chat_template

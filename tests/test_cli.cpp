@@ -19,6 +19,10 @@
 #include "smol/generate/engine.hpp"
 #include "smol/generate/session.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_cli {
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -542,3 +546,5 @@ TEST_CASE("cli: --prompt-cache writes the cache after the reply and reads it bac
     CHECK(junk.status == 1);
     CHECK(junk.out.find("not a smol KV cache file") != std::string::npos);
 }
+
+}  // namespace test_cli

@@ -11,6 +11,10 @@
 
 #include "chat_input.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_cli_args {
+
 namespace {
 
 using Strings = std::vector<std::string>;
@@ -117,3 +121,5 @@ TEST_CASE("chat input: a tool call is shown as [ tool call: name arguments ]") {
     CHECK(smol::cli::describe_tool_call("get_weather", R"({"city":"Paris"})") == R"([ tool call: get_weather {"city":"Paris"} ])");
     CHECK(smol::cli::describe_tool_call("now", "") == "[ tool call: now {} ]");
 }
+
+}  // namespace test_cli_args

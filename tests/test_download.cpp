@@ -33,6 +33,10 @@
 
 #include "smol/hub/download.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_download {
+
 namespace fs = std::filesystem;
 using namespace smol::hub;
 
@@ -802,3 +806,5 @@ TEST_CASE("download size cap: an announced size over it is refused, an unannounc
     options.max_file_bytes = hub.files[kModelFile].size();
     CHECK(read_file(ensure_model(spec, options)) == hub.files[kModelFile]);
 }
+
+}  // namespace test_download

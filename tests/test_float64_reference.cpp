@@ -20,6 +20,10 @@
 #include "reference_data.hpp"
 #include "smol/smol.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_float64_reference {
+
 namespace {
 
 using smol_test::Float64Options;
@@ -418,3 +422,5 @@ TEST_CASE("Q5_1, IQ4_NL and IQ4_XS files: logits as near the exact ones as llama
         }
     }
 }
+
+}  // namespace test_float64_reference

@@ -19,6 +19,10 @@
 #include "smol/gguf/reader.hpp"
 #include "smol/gguf/writer.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_gguf {
+
 using smol::TensorType;
 using smol::gguf::File;
 using smol::gguf::ValueType;
@@ -911,3 +915,5 @@ TEST_CASE("gguf: a model file replaced by rename while mapped keeps its old byte
     CHECK(reopened.get_string("general.architecture") == "next");
     CHECK(Bytes(reopened.tensor("t").data, reopened.tensor("t").data + 32) == new_data);
 }
+
+}  // namespace test_gguf

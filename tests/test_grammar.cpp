@@ -10,6 +10,10 @@
 
 #include "smol/text/grammar.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_grammar {
+
 using smol::text::Grammar;
 using smol::text::GrammarMatcher;
 using smol::text::GrammarState;
@@ -305,3 +309,5 @@ TEST_CASE("GBNF matcher: stacks as deep as the text is long are compacted withou
     REQUIRE(m.step(s, 'x'));
     CHECK(m.chars_to_finish(s) == 300000);
 }
+
+}  // namespace test_grammar

@@ -12,6 +12,10 @@
 #include "gate_budget.hpp"
 #include "http_framing.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_http_framing {
+
 using namespace smol_server::http;
 using State = RequestHeadParse::State;
 
@@ -320,3 +324,5 @@ TEST_CASE("browser safety: JSON content types, Host names and loopback addresses
     CHECK_FALSE(is_loopback_host("0.0.0.0"));
     CHECK_FALSE(is_loopback_host("192.168.1.10"));
 }
+
+}  // namespace test_http_framing

@@ -16,6 +16,10 @@
 #include "smol/quant/dispatch.hpp"
 #include "smol/quant/int8_peak.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_int8_peak {
+
 using namespace smol;
 
 namespace {
@@ -137,3 +141,5 @@ TEST_CASE("the AMX peak loop gives the reference's sums on emulated tiles") {
     check_loop(*loop, emulated, 7, {1, 3});
 }
 #endif
+
+}  // namespace test_int8_peak

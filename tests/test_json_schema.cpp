@@ -14,6 +14,10 @@
 #include "smol/text/grammar.hpp"
 #include "smol/text/json_schema.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_json_schema {
+
 using nlohmann::ordered_json;
 using smol::text::Grammar;
 using smol::text::GrammarMatcher;
@@ -601,3 +605,5 @@ TEST_CASE("JSON schema: intersections are bounded in states and refused by path,
         }
     }
 }
+
+}  // namespace test_json_schema

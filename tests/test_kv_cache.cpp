@@ -20,6 +20,10 @@
 #include "smol/model/kv_cache.hpp"
 #include "smol/ops/attention.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_kv_cache {
+
 using namespace smol;
 
 TEST_CASE("bytes per token follow the cache types, as llama.cpp sizes them") {
@@ -192,3 +196,5 @@ TEST_CASE("a cache file of another model, type or shape, or a hostile one, is re
     CHECK(refusal_reading(dir / "bad.bin").find("unknown/f16") != std::string::npos);
     std::filesystem::remove_all(dir);
 }
+
+}  // namespace test_kv_cache

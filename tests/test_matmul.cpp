@@ -18,6 +18,10 @@
 #include "smol/quant/quantize.hpp"
 #include "smol/quant/reference.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_matmul {
+
 using namespace smol;
 
 namespace {
@@ -376,3 +380,5 @@ TEST_CASE("matmul on llama.cpp-quantized tensors of every type the table added: 
         CHECK(checked == 8);  // token_embd and layer 0's seven matrices
     }
 }
+
+}  // namespace test_matmul

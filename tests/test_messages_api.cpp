@@ -16,6 +16,10 @@
 #include "smol/smol.hpp"
 #include "tiny_fixture.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_messages_api {
+
 namespace {
 
 using smol_server::ApiError;
@@ -537,3 +541,5 @@ TEST_CASE("the SSE stream ends with the stop sequence, or with an error event wh
     CHECK(events[3].first == "error");
     CHECK(events[3].second["error"] == json{{"type", "api_error"}, {"message", "generation failed: boom"}});
 }
+
+}  // namespace test_messages_api

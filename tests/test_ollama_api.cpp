@@ -18,6 +18,10 @@
 #include "smol/smol.hpp"
 #include "tiny_fixture.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_ollama_api {
+
 namespace {
 
 using smol_server::ApiError;
@@ -400,3 +404,5 @@ TEST_CASE("ollama: /api/show and /api/tags describe the model from its file, bou
     check_refused(show_refusal(json{{"model", "smol"}, {"verbose", true}}), "unsupported_parameter", "'verbose'");
     check_refused(show_refusal(json{{"model", "smol"}, {"system", "x"}}), "unsupported_parameter", "'system'");
 }
+
+}  // namespace test_ollama_api

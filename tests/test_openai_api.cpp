@@ -18,6 +18,10 @@
 #include "smol/smol.hpp"
 #include "tiny_fixture.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_openai_api {
+
 namespace {
 
 using smol_server::ApiError;
@@ -769,3 +773,5 @@ TEST_CASE("/apply-template renders the prompt a chat request would run, and chec
     CHECK(refused(json{{"messages", json::array()}}).status == 400);
     CHECK(refused(json::object()).code == "missing_messages");
 }
+
+}  // namespace test_openai_api

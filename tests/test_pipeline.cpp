@@ -21,6 +21,10 @@
 #include "smol/text/json_schema.hpp"
 #include "smol/text/tokenizer.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_pipeline {
+
 using smol::FinishReason;
 using smol::GenerationParams;
 using smol::GenerationPipeline;
@@ -743,3 +747,5 @@ TEST_CASE("pipeline: DRY sees the prompt's tail and takes its breakers from the 
     CHECK(pick({"\n", ":", "\"", "*"}) == d);
     CHECK(pick({":"}) == e);
 }
+
+}  // namespace test_pipeline

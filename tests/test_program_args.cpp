@@ -17,6 +17,10 @@
 
 #include "program_args.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_program_args {
+
 using smol::args::ArgReader;
 using smol::args::UsageError;
 
@@ -583,3 +587,5 @@ TEST_CASE("the further sampling flags take llama.cpp's names, bounded") {
         CHECK(help.find(std::string("  ") + flag) != std::string::npos);
     }
 }
+
+}  // namespace test_program_args

@@ -12,6 +12,10 @@
 #include "smol/hub/progress.hpp"
 #include "smol/model/load_progress.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_progress_line {
+
 namespace {
 
 // Everything written to `file` so far.
@@ -100,3 +104,5 @@ TEST_CASE("hub::ProgressPrinter on a terminal: file name, = bar with a head, sta
                            "\rb.json [                              ] 10 B, 20 B/s\x1b[K");
     std::fclose(out);
 }
+
+}  // namespace test_progress_line

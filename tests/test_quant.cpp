@@ -18,6 +18,10 @@
 #include "smol/gguf/reader.hpp"
 #include "smol/quant/type_table.hpp"  // the quantizers and dequantizers, by type
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_quant {
+
 using namespace smol;
 
 namespace {
@@ -836,3 +840,5 @@ TEST_CASE("reference float dot products") {
     CHECK(dot_f16(5, h, x) == 6.0f);
     CHECK(dot_bf16(5, bf, x) == 6.0f);
 }
+
+}  // namespace test_quant

@@ -29,6 +29,10 @@
 #include <immintrin.h>
 #endif
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_quant_kernels {
+
 using namespace smol;
 
 namespace {
@@ -1267,3 +1271,5 @@ TEST_CASE("a set without a type's prompt GEMM hands prompts to the first set dow
                weight_row(TensorType::Q5_K).gemms[std::size_t(Isa::avx512)]));
 #endif
 }
+
+}  // namespace test_quant_kernels

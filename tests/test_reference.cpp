@@ -15,6 +15,10 @@
 #include "reference_data.hpp"
 #include "smol/smol.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_reference {
+
 namespace {
 
 using smol_test::nmse;
@@ -442,3 +446,5 @@ TEST_CASE("weight types quantized by llama.cpp: logits as llama.cpp's, within it
         }
     }
 }
+
+}  // namespace test_reference

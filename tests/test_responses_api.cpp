@@ -19,6 +19,10 @@
 #include "smol/smol.hpp"
 #include "tiny_fixture.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_responses_api {
+
 namespace {
 
 using smol_server::ApiError;
@@ -581,3 +585,5 @@ TEST_CASE("the SSE stream ends incomplete at the limit, with an empty message wh
         CHECK(events[6].second["response"]["output"].size() == 1);
     }
 }
+
+}  // namespace test_responses_api

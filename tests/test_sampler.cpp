@@ -15,6 +15,10 @@
 
 #include "smol/generate/sampler.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_sampler {
+
 namespace {
 
 std::vector<float> random_logits(int n, std::uint64_t seed, float spread = 3.0f) {
@@ -729,3 +733,5 @@ TEST_CASE("the new parameters are validated with clear errors") {
     p = {}; p.top_n_sigma = std::nanf("");
     CHECK(message(p).find("top_n_sigma") != std::string::npos);
 }
+
+}  // namespace test_sampler

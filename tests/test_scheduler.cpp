@@ -18,6 +18,10 @@
 #include "smol/text/tokenizer.hpp"
 #include "tiny_fixture.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_scheduler {
+
 namespace {
 
 smol::SamplerParams greedy() {
@@ -506,3 +510,5 @@ TEST_CASE("a request runs in the slot it names; slot caches are copied, restored
     running->cancel();
     CHECK(running->collect().finish == smol::FinishReason::cancelled);
 }
+
+}  // namespace test_scheduler

@@ -19,6 +19,10 @@
 #include "smol/generate/sequence.hpp"
 #include "tiny_fixture.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_sequence {
+
 using smol::Engine;
 using smol::GenerationParams;
 using smol::GenerationPipeline;
@@ -391,3 +395,5 @@ TEST_CASE("sequence: a cache is attached, released and replaced") {
     CHECK(sequence.capacity() == 48);
     CHECK(sequence.start(prompt, nullptr) == 0);
 }
+
+}  // namespace test_sequence

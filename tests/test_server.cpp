@@ -41,6 +41,10 @@
 #include <utility>
 #include <vector>
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_server {
+
 namespace {
 
 using json = nlohmann::json;
@@ -3136,3 +3140,5 @@ TEST_CASE("smol-server: llama-server's paths and fields: /apply-template, no /v1
     CHECK(endless["choices"][0]["finish_reason"] == "length");
     CHECK(endless["choices"][0]["logprobs"]["content"][0]["top_logprobs"].size() == 2);
 }
+
+}  // namespace test_server

@@ -19,6 +19,10 @@
 #include "smol/smol.hpp"
 #include "tiny_fixture.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_server_replies {
+
 namespace {
 
 using smol_server::Endpoint;
@@ -647,3 +651,5 @@ TEST_CASE("a non-streamed ollama reply is one object with the whole text; a fail
     }
     CHECK(sink.done_calls == 1);
 }
+
+}  // namespace test_server_replies

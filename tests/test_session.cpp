@@ -23,6 +23,10 @@
 #include "smol/text/chat_template.hpp"
 #include "tiny_fixture.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_session {
+
 using smol::ChatSession;
 using smol::Engine;
 using smol::GenerationParams;
@@ -577,3 +581,5 @@ TEST_CASE("session: a cache file restores the conversation's cache bit for bit; 
     CHECK(other.cached_token_count() == 0);
     std::filesystem::remove_all(dir);
 }
+
+}  // namespace test_session

@@ -27,6 +27,10 @@
 #include "smol/generate/speculation.hpp"
 #include "tiny_fixture.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_speculation {
+
 using smol::Engine;
 using smol::GenerationParams;
 using smol::GenerationPipeline;
@@ -557,3 +561,5 @@ TEST_CASE("a request's speculative switch overrides the scheduler's default: tru
                 drafted_by_switch[1], ", false ", drafted_by_switch[2]);
     }
 }
+
+}  // namespace test_speculation

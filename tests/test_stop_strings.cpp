@@ -10,6 +10,10 @@
 
 #include "smol/generate/stop_strings.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_stop_strings {
+
 namespace {
 
 struct Streamed {
@@ -151,3 +155,5 @@ TEST_CASE("any split into pieces gives the same output as one piece") {
     CHECK_FALSE(run(stops, {texts[3]}).stopped);
     CHECK(run(stops, {texts[4]}).text == "\xE2\x82\xAC </s");
 }
+
+}  // namespace test_stop_strings

@@ -10,6 +10,10 @@
 
 #include "smol/text/thinking.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_thinking {
+
 namespace {
 
 struct Streamed {
@@ -174,3 +178,5 @@ TEST_CASE("strip_reasoning drops the think block for chat history") {
     CHECK(smol::strip_reasoning("<think>\nnever closed") == "");
     CHECK(smol::strip_reasoning("a < b and c <thi") == "a < b and c <thi");
 }
+
+}  // namespace test_thinking

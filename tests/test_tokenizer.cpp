@@ -28,6 +28,10 @@
 #include "smol/text/tokenizer.hpp"
 #include "smol/text/unicode.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_tokenizer {
+
 using smol::text::StreamDecoder;
 using smol::text::Tokenizer;
 using smol::text::TokenType;
@@ -600,3 +604,5 @@ TEST_CASE("flat hash tables: growth, replacement, first-wins, misses") {
     CHECK(merges.find(150, 0) == nullptr);
     CHECK(merges.find(0, 20000) == nullptr);
 }
+
+}  // namespace test_tokenizer

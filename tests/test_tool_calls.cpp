@@ -11,6 +11,10 @@
 
 #include "smol/text/tool_calls.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_tool_calls {
+
 using smol::ToolCallParser;
 using smol::ToolCallPiece;
 
@@ -114,3 +118,5 @@ TEST_CASE("format_tool_call writes a call as the model does, arguments given as 
     CHECK(back.calls[0].name == "get_weather");
     CHECK(nlohmann::ordered_json::parse(back.calls[0].arguments) == args);
 }
+
+}  // namespace test_tool_calls

@@ -25,6 +25,10 @@
 #include "smol/smol.hpp"
 #include "smol/text/tokenizer.hpp"
 
+// The cases in a namespace of their own: the file shares a unity build with its group
+// (tests/CMakeLists.txt).
+namespace test_tools {
+
 namespace fs = std::filesystem;
 using smol::TensorType;
 namespace synth = smol::synth;
@@ -786,3 +790,5 @@ TEST_CASE("smol-logits writes the reference logits of both tiny fixtures, and wi
     CHECK(small.exit_code == 2);
     CHECK(small.output.find("--rope-scale: expected a factor of at least 1, found '0.5'") != std::string::npos);
 }
+
+}  // namespace test_tools
