@@ -158,7 +158,7 @@ TEST_CASE("thinking: off unless enabled, on with {\"type\": \"enabled\"}, as the
     CHECK(on.generation.params.reasoning_budget == 2048);
     CHECK(parse(with(hello(), "thinking", {{"type", "adaptive"}})).generation.params.reasoning_budget == -1);
     const json adaptive = with(hello(), "thinking", {{"type", "adaptive"}});
-    CHECK(smol_server::parse_messages_request(adaptive, tokenizer(), 4096, smol_server::MessagesEndpoint::create, {300})
+    CHECK(smol_server::parse_messages_request(adaptive, tokenizer(), 4096, smol_server::MessagesEndpoint::create, {300, {}})
               .generation.params.reasoning_budget == 300);
     const ApiError too_big =
         refusal(with(hello(), "thinking", {{"type", "enabled"}, {"budget_tokens", smol::kMaxReasoningBudget + 1LL}}));

@@ -173,10 +173,10 @@ TEST_CASE("ollama: streaming is on unless stream is false; think and format choo
     check_refused(refusal(with(hello(), "format", 3)), "invalid_type", "'format'");
     CHECK(parse(with(with(hello(), "format", "json"), "think", true)).grammar == json_mode.grammar);
     // The server's --reasoning-budget applies; 0 turns thinking off unless think is true.
-    CHECK(smol_server::parse_ollama_chat_request(hello(), tokenizer(), 4096, {64}).generation.params.reasoning_budget == 64);
-    CHECK(smol_server::parse_ollama_chat_request(hello(), tokenizer(), 4096, {0}).generation.prompt ==
+    CHECK(smol_server::parse_ollama_chat_request(hello(), tokenizer(), 4096, {64, {}}).generation.params.reasoning_budget == 64);
+    CHECK(smol_server::parse_ollama_chat_request(hello(), tokenizer(), 4096, {0, {}}).generation.prompt ==
           parse(with(hello(), "think", false)).generation.prompt);
-    CHECK(smol_server::parse_ollama_chat_request(with(hello(), "think", true), tokenizer(), 4096, {0}).generation.prompt ==
+    CHECK(smol_server::parse_ollama_chat_request(with(hello(), "think", true), tokenizer(), 4096, {0, {}}).generation.prompt ==
           parse(hello()).generation.prompt);
     check_refused(refusal(with(hello(), "format", {{"type", "object"}, {"patternProperties", json::object()}})),
                   "unsupported_parameter", "'format'");

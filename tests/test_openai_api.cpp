@@ -504,10 +504,10 @@ TEST_CASE("reasoning_effort names a thinking budget; none and minimal turn think
     both["chat_template_kwargs"] = {{"enable_thinking", true}};
     CHECK(refusal(both).message.find("reasoning_effort") != std::string::npos);
     // The server's --reasoning-budget for requests that name none: 0 renders the no-think prompt.
-    CHECK(smol_server::parse_chat_request(hello(), tokenizer(), 4096, {77}).generation.params.reasoning_budget == 77);
-    const smol_server::ApiRequest server_off = smol_server::parse_chat_request(hello(), tokenizer(), 4096, {0});
+    CHECK(smol_server::parse_chat_request(hello(), tokenizer(), 4096, {77, {}}).generation.params.reasoning_budget == 77);
+    const smol_server::ApiRequest server_off = smol_server::parse_chat_request(hello(), tokenizer(), 4096, {0, {}});
     CHECK(server_off.generation.prompt == off_prompt);
-    CHECK(smol_server::parse_chat_request(with(hello(), "reasoning_effort", "low"), tokenizer(), 4096, {0})
+    CHECK(smol_server::parse_chat_request(with(hello(), "reasoning_effort", "low"), tokenizer(), 4096, {0, {}})
               .generation.params.reasoning_budget == smol_server::kLowEffortBudget);
 }
 

@@ -39,6 +39,11 @@ private:
     httplib::DataSink& sink_;
 };
 
+// The server's flags every request starts from (its own fields win).
+inline RequestDefaults request_defaults(const ServerState& server) {
+    return {server.options.reasoning_budget, server.options.sampling};
+}
+
 // Any API's body as the one request model; `sampling`: the server's defaults (its flags).
 inline ApiRequest parse_api_request(Endpoint endpoint, const json& body, const smol::text::Tokenizer& tokenizer,
                                     int context, const RequestDefaults& defaults = {}) {
@@ -101,7 +106,7 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
     }
     const smol::text::Tokenizer& tokenizer = scheduler.tokenizer();
     ApiRequest request =
-        parse_api_request(endpoint, body, tokenizer, scheduler.context(), {server.options.reasoning_budget, server.options.sampling});
+        parse_api_request(endpoint, body, tokenizer, scheduler.context(), request_defaults(server));
     request.generation.cache_partition = cache_partition(server.options, req, body);
     if (!request.grammar.empty())
         request.generation.params.grammar = server.grammars.get(request.grammar, scheduler.engine());
@@ -154,7 +159,7 @@ inline void count_message_tokens(ServerState& server, const httplib::Request& re
     smol::Scheduler& scheduler = server.model.require_scheduler();
     const ApiRequest request = parse_messages_request(parse_json_body(req.body), scheduler.tokenizer(),
                                                       scheduler.context(), MessagesEndpoint::count_tokens,
-                                                      {server.options.reasoning_budget});
+                                                      request_defaults(server));
     res.set_content(to_wire(json{{"input_tokens", request.prompt_tokens}}), "application/json");
 }
 
@@ -163,7 +168,7 @@ inline void count_response_tokens(ServerState& server, const httplib::Request& r
     smol::Scheduler& scheduler = server.model.require_scheduler();
     const ApiRequest request = parse_responses_request(parse_json_body(req.body), scheduler.tokenizer(),
                                                        scheduler.context(), ResponsesEndpoint::input_tokens,
-                                                       {server.options.reasoning_budget});
+                                                       request_defaults(server));
     res.set_content(to_wire(json{{"object", "response.input_tokens"}, {"input_tokens", request.prompt_tokens}}),
                     "application/json");
 }
