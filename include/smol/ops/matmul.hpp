@@ -176,6 +176,9 @@ struct MatmulPlan {
     // with several, a thread's items are restored once, in the first block, into room for whole
     // matrices (restoring per block made long prompts measurably slower on the 3B shape).
     bool restore_once = false;
+    // Tokens per block of the prompt's work items: kTokenBlock, rounded up to whole GEMM calls
+    // (AVX-512's 48 a call: 96), since a call of a few tokens unpacks its weights for little work.
+    std::int64_t token_block = kTokenBlock;
     std::size_t restored_at[kMaxTargets];  // restore_once: where a target's rows go
     std::size_t restored_bytes = 0;  // restore_once: all such targets' rows; else one slot, the largest item
 };
@@ -203,7 +206,9 @@ inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTa
         plan.gemm_shape = gemm.shape;
         plan.use_gemm = plan.use_gemm && gemm.fn != nullptr;
     }
-    plan.restore_once = n_tokens > kTokenBlock;
+    if (plan.use_gemm)
+        plan.token_block = (kTokenBlock + plan.gemm_shape.tokens - 1) / plan.gemm_shape.tokens * plan.gemm_shape.tokens;
+    plan.restore_once = n_tokens > plan.token_block;
     for (std::size_t i = 0; i < targets.size(); ++i) {
         const MatrixView& w = *targets[i].w;
         const std::int64_t plain = plan.use_gemm ? plan.gemm_shape.rows : kTileRows;
@@ -333,8 +338,8 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
         // Static and nowait: every token block gives a thread the same rows (OpenMP assigns the
         // iterations of equal static loops in one region alike), so its weights are still in its
         // caches from the previous block, and rows it restored in the first block are its own.
-        for (std::int64_t t0 = 0; t0 < n_tokens; t0 += kTokenBlock) {
-            const std::int64_t t1 = std::min(n_tokens, t0 + kTokenBlock);
+        for (std::int64_t t0 = 0; t0 < n_tokens; t0 += plan.token_block) {
+            const std::int64_t t1 = std::min(n_tokens, t0 + plan.token_block);
 #pragma omp for schedule(static) nowait
             for (std::int64_t g = 0; g < total_groups; ++g) run.item(g, t0, t1);
         }

@@ -39,7 +39,7 @@ SMOL_TARGET_AVX512 inline float half_to_float(std::uint16_t h) { return _cvtsh_s
 // Q4_K's and Q6_K's quants unpacked in registers (for the decode kernels and the AMX set). Vector lanes are 16 tokens (activations packed by
 // packing.hpp), so a weight row's 4-byte group is broadcast and one vpdpbusd multiplies it with
 // the matching group of 16 tokens: no horizontal sums, and each unpacked weight byte serves
-// kGemmTokens tokens.
+// kGemmTokensAvx512 tokens.
 
 namespace avx2 = kernels_avx2::detail;
 
@@ -120,15 +120,6 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void scaled_block_dots(
 // Two i16 factors (low word a, high word b) in every lane, for vpdpwssd against bsum pairs.
 SMOL_TARGET_AVX512 inline __m512i word_pair(int a, int b) {
     return _mm512_set1_epi32(int(std::uint32_t(std::uint16_t(a)) | std::uint32_t(std::uint16_t(b)) << 16));
-}
-
-// Stores lane t of acc[g] to out[(16 g + t) * out_stride + row] for the first n_tokens tokens.
-template <int G>
-SMOL_TARGET_AVX512 inline void store_token_lanes(const __m512 (&acc)[G], int row, int n_tokens, float* out,
-                                                 std::size_t out_stride) {
-    alignas(64) float lanes[G * kPackedTokens];
-    for (int g = 0; g < G; ++g) _mm512_store_ps(lanes + kPackedTokens * g, acc[g]);
-    for (int t = 0; t < n_tokens; ++t) out[std::size_t(t) * out_stride + std::size_t(row)] = lanes[t];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -208,7 +208,9 @@ struct Q2KDecode {
 // weight row is broadcast and one vpdpbusd multiplies it with the group's tokens
 // (scaled_block_dots), so each unpacked byte serves G groups of tokens. Each (row, token) lane
 // ends a block with the exact integer totals and takes the reference's float step, as the AVX2
-// driver's gemm_accumulate: the decode tiles' bits. Kernel: a Gemm kernel of kquant_tiles_avx2.hpp.
+// driver's gemm_accumulate: the decode tiles' bits. The registers hold the integer sums of up to
+// three groups (R * G chains of vpdpbusd, and as many block totals); the float sums, touched once
+// a block, wait in L1. Kernel: a Gemm kernel of kquant_tiles_avx2.hpp.
 template <class Kernel, int G>
 SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_groups(std::int64_t n, const std::uint8_t* weights,
                                                                            std::size_t row_bytes, int n_rows,
@@ -220,9 +222,7 @@ SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_groups(std::
     kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
     const std::int64_t blocks = n / QK_K;
     const int groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
-    __m512 acc[R][G];
-    for (int r = 0; r < R; ++r)
-        for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+    alignas(64) float acc_mem[R][G][kPackedTokens] = {};
     detail::UnpackedQuants u[R];
     avx2_kquant::GemmFactors factors[R];
     for (std::int64_t b = 0; b < blocks; ++b) {
@@ -239,29 +239,35 @@ SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_groups(std::
                     bsum_term = _mm512_dpwssd_epi32(bsum_term, _mm512_load_si512(a[g]->bsums[p]),
                                                     detail::word_pair(f.bsum_factors[2 * p], f.bsum_factors[2 * p + 1]));
                 const __m512 ad = _mm512_load_ps(a[g]->d);
+                __m512 acc = _mm512_load_ps(acc_mem[r][g]);
                 if constexpr (Kernel::kOffsetShift == 0) {
-                    acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.d), ad), _mm512_cvtepi32_ps(dots[r][g]), acc[r][g]);
-                    acc[r][g] = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.dmin), ad), _mm512_cvtepi32_ps(bsum_term), acc[r][g]);
+                    acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.d), ad), _mm512_cvtepi32_ps(dots[r][g]), acc);
+                    acc = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.dmin), ad), _mm512_cvtepi32_ps(bsum_term), acc);
                 } else {
                     const __m512i total = _mm512_sub_epi32(dots[r][g], _mm512_slli_epi32(bsum_term, Kernel::kOffsetShift));
-                    acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.d), ad), _mm512_cvtepi32_ps(total), acc[r][g]);
+                    acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.d), ad), _mm512_cvtepi32_ps(total), acc);
                 }
+                _mm512_store_ps(acc_mem[r][g], acc);
             }
         }
     }
-    for (int r = 0; r < n_rows; ++r) detail::store_token_lanes<G>(acc[r], r, n_tokens, out, out_stride);
+    for (int r = 0; r < n_rows; ++r)
+        for (int t = 0; t < n_tokens; ++t)
+            out[std::size_t(t) * out_stride + std::size_t(r)] = acc_mem[r][t / kPackedTokens][t % kPackedTokens];
 }
 
-// A call's tokens in one packed group when they fit (a short batch: a speculative verify step, a
-// prompt's tail) rather than the same group computed twice, else in kGemmTokens / 16 groups.
+// A call's tokens in as many packed groups as they fill (a short batch: a speculative verify
+// step, a prompt's tail) rather than a group computed twice, at most kGemmTokensAvx512 / 16.
 template <class Kernel>
 SMOL_TARGET_AVX512 inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                                            const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
     if (n_rows <= 0 || n_tokens <= 0) return;
     if (n_tokens <= kPackedTokens)
         kquant_gemm_groups<Kernel, 1>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
+    else if (n_tokens <= 2 * kPackedTokens)
+        kquant_gemm_groups<Kernel, 2>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
     else
-        kquant_gemm_groups<Kernel, kGemmTokens / kPackedTokens>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
+        kquant_gemm_groups<Kernel, kGemmTokensAvx512 / kPackedTokens>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
 }
 
 }  // namespace kquant_detail

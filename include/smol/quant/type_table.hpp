@@ -95,7 +95,7 @@ inline constexpr GemmShape kGemmShapes[kIsaCount] = {
     {kTileRows, kGemmTokens, 1},  // scalar: unused, it has no GEMM
     {kTileRows, kGemmTokensAvx2, kMinGemmTokens},
     {kTileRows, kGemmTokensAvx2, kMinGemmTokens},  // avx_vnni: the AVX2 GEMM driver
-    {kTileRows, kGemmTokens, kMinGemmTokens},
+    {kTileRows, kGemmTokensAvx512, kMinGemmTokens},
 #if SMOL_HAVE_AMX_KERNELS
     {kernels_amx::kRows, kernels_amx::kTokens, kernels_amx::kMinTokens},
 #else
