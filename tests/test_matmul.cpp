@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -235,6 +236,14 @@ TEST_CASE("matrices read as row groups give the bits of their rows as stored: ev
                 MatmulScratch scratch;
                 matmul(set, plain, x.data(), tokens, scratch);
                 matmul(set, mixed, x.data(), tokens, scratch);
+                REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+                // Q5_K first: on AMX its GEMM is AVX-512's, narrower than the AMX GEMMs of the
+                // others, and each target keeps its own call shape.
+                std::fill(got.begin(), got.end(), 0.0f);
+                const MatmulTarget fallback_first[] = {{&v5, got.data() + (w5 - want.data())},
+                                                       {&g4.view, got.data() + (w4 - want.data())},
+                                                       {&v6, got.data() + (w6 - want.data())}};
+                matmul(set, fallback_first, x.data(), tokens, scratch);
                 REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
             }
         }

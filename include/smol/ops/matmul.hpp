@@ -167,7 +167,9 @@ struct MatmulPlan {
     GroupDotFn group_dots[kMaxTargets];   // for targets read as row groups
     std::size_t group_bytes[kMaxTargets];  // their bytes per row group (looked up once, not per item)
     bool use_gemm = false;
-    GemmShape gemm_shape{};  // the same for every target: it belongs to the kernel set
+    // Each target's GEMM call shape: its kernel set's, which differs between targets where one
+    // type's GEMM comes from a set down the fallback chain (AMX: AVX-512's for Q5_K beside Q6_K).
+    GemmShape gemm_shapes[kMaxTargets];
     std::int64_t group_rows[kMaxTargets];  // rows per work item
     std::int64_t group_end[kMaxTargets];   // prefix sums of each target's work items
     std::int64_t total_groups = 0;
@@ -176,8 +178,9 @@ struct MatmulPlan {
     // with several, a thread's items are restored once, in the first block, into room for whole
     // matrices (restoring per block made long prompts measurably slower on the 3B shape).
     bool restore_once = false;
-    // Tokens per block of the prompt's work items: kTokenBlock, rounded up to whole GEMM calls
-    // (AVX-512's 48 a call: 96), since a call of a few tokens unpacks its weights for little work.
+    // Tokens per block of the prompt's work items: kTokenBlock, rounded up to whole calls of the
+    // widest GEMM (AVX-512's 48 a call: 96), since a call of a few tokens unpacks its weights for
+    // little work.
     std::int64_t token_block = kTokenBlock;
     std::size_t restored_at[kMaxTargets];  // restore_once: where a target's rows go
     std::size_t restored_bytes = 0;  // restore_once: all such targets' rows; else one slot, the largest item
@@ -203,15 +206,18 @@ inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTa
             fail("matmul: a matrix read as row groups needs a multiple of ", kGroupRows, " rows, found ", w.rows);
         const KernelSet::Gemm gemm = kernels.gemm_for_weights(w.type, n_tokens);
         plan.gemms[i] = gemm.fn;
-        plan.gemm_shape = gemm.shape;
+        plan.gemm_shapes[i] = gemm.shape;
         plan.use_gemm = plan.use_gemm && gemm.fn != nullptr;
     }
-    if (plan.use_gemm)
-        plan.token_block = (kTokenBlock + plan.gemm_shape.tokens - 1) / plan.gemm_shape.tokens * plan.gemm_shape.tokens;
+    if (plan.use_gemm) {
+        std::int64_t widest = 0;
+        for (std::size_t i = 0; i < targets.size(); ++i) widest = std::max<std::int64_t>(widest, plan.gemm_shapes[i].tokens);
+        plan.token_block = (kTokenBlock + widest - 1) / widest * widest;
+    }
     plan.restore_once = n_tokens > plan.token_block;
     for (std::size_t i = 0; i < targets.size(); ++i) {
         const MatrixView& w = *targets[i].w;
-        const std::int64_t plain = plan.use_gemm ? plan.gemm_shape.rows : kTileRows;
+        const std::int64_t plain = plan.use_gemm ? plan.gemm_shapes[i].rows : kTileRows;
         plan.group_rows[i] = w.groups == nullptr ? plain
                              : plan.use_gemm     ? (plain + kGroupRows - 1) / kGroupRows * kGroupRows
                                                  : kGroupRows;
@@ -283,7 +289,7 @@ struct MatmulRun {
     // GEMM calls over the packed activations; t0 is a multiple of kPackedTokens.
     void gemm(std::size_t i, const std::uint8_t* rows, int n_rows, std::int64_t t0, std::int64_t t1, float* out) const {
         const MatrixView& w = *targets[i].w;
-        const GemmShape shape = plan.gemm_shape;
+        const GemmShape shape = plan.gemm_shapes[i];
         for (std::int64_t t = t0; t < t1; t += shape.tokens) {
             const BlockQ8Kx16* packed = acts.packed + (t / kPackedTokens) * (w.cols / QK_K);
             const int n_cols = int(std::min<std::int64_t>(shape.tokens, t1 - t));
