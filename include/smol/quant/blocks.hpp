@@ -68,15 +68,18 @@ struct BlockQ8K {
 static_assert(sizeof(BlockQ8K) == 292);
 
 // One Q8_K block of 16 tokens regrouped so that a vector's lanes are tokens: each token's 4-byte
-// groups side by side, then each token's bsums in pairs. Kernels that broadcast 4 weight bytes
-// against 16 tokens read it; packing.hpp writes it.
+// groups side by side, then each token's bsums in pairs, and the sums of 32 quants in pairs (the
+// types whose mins or offsets go by sub-blocks of 32 read those: one multiply-add per two
+// sub-blocks instead of two). Kernels that broadcast 4 weight bytes against 16 tokens read it;
+// packing.hpp writes it.
 inline constexpr int kPackedTokens = 16;
 struct alignas(64) BlockQ8Kx16 {  // 64-byte aligned: kernels load whole vectors
     std::int8_t qs[QK_K / 4][kPackedTokens][4];                // [group of 4 quants][token][quant]
     std::int16_t bsums[QK_K / 32][kPackedTokens][2];           // [pair j][token]: bsums 2j and 2j + 1
+    std::int16_t sums32[QK_K / 64][kPackedTokens][2];          // [pair j][token]: sums of quants 64j.. and 64j + 32..
     float d[kPackedTokens];                                     // [token]
 };
-static_assert(sizeof(BlockQ8Kx16) == 4672 && sizeof(BlockQ8Kx16) % 64 == 0);
+static_assert(sizeof(BlockQ8Kx16) == 4928 && sizeof(BlockQ8Kx16) % 64 == 0);
 
 struct BlockQ8_0 {
     std::uint16_t d;  // fp16

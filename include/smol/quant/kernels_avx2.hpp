@@ -194,9 +194,12 @@ inline __m256i broadcast_group(const UnpackedQuants& u, int group) {
     return _mm256_set1_epi32(four);
 }
 
-// Two i16 factors (low word a, high word b) in every lane, for madd against bsum pairs.
-inline __m256i word_pair(int a, int b) {
-    return _mm256_set1_epi32(int(std::uint32_t(std::uint16_t(a)) | std::uint32_t(std::uint16_t(b)) << 16));
+// Two adjacent i16 factors (two[0] the low word, two[1] the high) in every lane, for madd against
+// bsum pairs: read as one i32, so the broadcast comes from memory rather than from shifts and ors.
+inline __m256i word_pair(const std::int16_t* two) {
+    std::int32_t pair;
+    std::memcpy(&pair, two, 4);
+    return _mm256_set1_epi32(pair);
 }
 
 // Row r's maddubs products with half h's tokens over the 4-byte groups first..first+K-1, summed

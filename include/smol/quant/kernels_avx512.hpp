@@ -117,9 +117,12 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void scaled_block_dots(
     }
 }
 
-// Two i16 factors (low word a, high word b) in every lane, for vpdpwssd against bsum pairs.
-SMOL_TARGET_AVX512 inline __m512i word_pair(int a, int b) {
-    return _mm512_set1_epi32(int(std::uint32_t(std::uint16_t(a)) | std::uint32_t(std::uint16_t(b)) << 16));
+// Two adjacent i16 factors (two[0] the low word, two[1] the high) in every lane, for vpdpwssd
+// against bsum pairs: read as one i32, so the broadcast comes from memory.
+SMOL_TARGET_AVX512 inline __m512i word_pair(const std::int16_t* two) {
+    std::int32_t pair;
+    std::memcpy(&pair, two, 4);
+    return _mm512_set1_epi32(pair);
 }
 
 // ---------------------------------------------------------------------------------------------

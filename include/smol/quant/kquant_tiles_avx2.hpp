@@ -331,24 +331,22 @@ struct Q2KDecode {
 
 struct GemmFactors {
     alignas(32) std::int16_t scales[16];  // [sub-block]: its scale (the first kSubBlocks)
-    std::int16_t bsum_factors[16];        // [bsum of 16 weights]: its sub-block's min, or scale (no mins)
+    std::int16_t bsum_factors[16];        // [activation sum of kBsumWidth quants]: its sub-block's min, or scale
     float d, dmin;                        // dmin: 0 for the types without mins
 };
 
 // Q4_K and Q5_K: 8 scales and mins of 6 bits, unpacked from the block's first 16 bytes.
 inline void q4k_factors(const std::uint8_t* block, std::uint16_t d, std::uint16_t dmin, GemmFactors& f) {
-    alignas(16) std::uint8_t scales_mins[16];  // 8 scales, 8 mins
-    const __m128i unpacked = avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block)));
+    const __m128i unpacked = avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block)));  // 8 scales, 8 mins
     _mm_store_si128(reinterpret_cast<__m128i*>(f.scales), _mm_cvtepu8_epi16(unpacked));
-    _mm_store_si128(reinterpret_cast<__m128i*>(scales_mins), unpacked);
-    for (int k = 0; k < 16; ++k) f.bsum_factors[k] = scales_mins[8 + k / 2];  // a sub-block of 32 has two bsums
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(f.bsum_factors), _mm_cvtepu8_epi16(_mm_srli_si128(unpacked, 8)));  // kBsumWidth 32
     f.d = avx2::half_to_float(d);
     f.dmin = avx2::half_to_float(dmin);
 }
 
 struct Q4KGemm {
     using Weight = BlockQ4K;
-    static constexpr int kSubBlocks = 8, kOffsetShift = 0, kMaxQuant = 15;
+    static constexpr int kSubBlocks = 8, kOffsetShift = 0, kMaxQuant = 15, kBsumWidth = 32;
     static void unpack(const BlockQ4K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         q4k_factors(reinterpret_cast<const std::uint8_t*>(&wb), wb.d, wb.dmin, f);
         avx2::q4k_unpack(wb, u);
@@ -357,7 +355,7 @@ struct Q4KGemm {
 
 struct Q5KGemm {
     using Weight = BlockQ5K;
-    static constexpr int kSubBlocks = 8, kOffsetShift = 0, kMaxQuant = 31;
+    static constexpr int kSubBlocks = 8, kOffsetShift = 0, kMaxQuant = 31, kBsumWidth = 32;
     static void unpack(const BlockQ5K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         q4k_factors(reinterpret_cast<const std::uint8_t*>(&wb), wb.d, wb.dmin, f);
         const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh));
@@ -369,7 +367,7 @@ struct Q5KGemm {
 
 struct Q6KGemm {  // quants used unsigned, 0..63
     using Weight = BlockQ6K;
-    static constexpr int kSubBlocks = 16, kOffsetShift = 5, kMaxQuant = 63;
+    static constexpr int kSubBlocks = 16, kOffsetShift = 5, kMaxQuant = 63, kBsumWidth = 16;
     static void unpack(const BlockQ6K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         const __m256i scales16 = avx2::q6k_scales16(wb);
         _mm256_store_si256(reinterpret_cast<__m256i*>(f.scales), scales16);
@@ -382,7 +380,7 @@ struct Q6KGemm {  // quants used unsigned, 0..63
 
 struct Q3KGemm {  // quants used unsigned, 0..7
     using Weight = BlockQ3K;
-    static constexpr int kSubBlocks = 16, kOffsetShift = 2, kMaxQuant = 7;
+    static constexpr int kSubBlocks = 16, kOffsetShift = 2, kMaxQuant = 7, kBsumWidth = 16;
     static void unpack(const BlockQ3K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         const __m256i scales16 = _mm256_cvtepi8_epi16(q3k_scales(wb));
         _mm256_store_si256(reinterpret_cast<__m256i*>(f.scales), scales16);
@@ -398,7 +396,7 @@ struct Q3KGemm {  // quants used unsigned, 0..7
 
 struct Q2KGemm {
     using Weight = BlockQ2K;
-    static constexpr int kSubBlocks = 16, kOffsetShift = 0, kMaxQuant = 3;
+    static constexpr int kSubBlocks = 16, kOffsetShift = 0, kMaxQuant = 3, kBsumWidth = 16;
     static void unpack(const BlockQ2K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         __m256i scales16, mins16;
         q2k_scales_mins(wb, scales16, mins16);
@@ -412,14 +410,27 @@ struct Q2KGemm {
     }
 };
 
-// sum_j factor_j * bsum_j over the 16 bsums of the 8 tokens of half h, as i32 per token: bsum
-// pair p (sub-blocks of 16: 2p, 2p + 1) meets factor_pairs[p][r], row r's factors 2p and 2p + 1
-// as words.
-using BsumFactorPairs = __m256i[8][kTileRows];  // [bsum pair p][row]
+// The activation sums a Gemm kernel's bsum_factors meet: sums of kBsumWidth quants (16: the
+// bsums; 32: the types whose mins or offsets go by sub-blocks of 32), in pairs, two words per
+// token. Pair p of token t: bsum_pair<Kernel>(a, p) + 2 t.
+template <class Kernel>
+inline constexpr int kBsumPairs = QK_K / Kernel::kBsumWidth / 2;
+template <class Kernel>
+inline const std::int16_t* bsum_pair(const BlockQ8Kx16& a, int p) {
+    static_assert(Kernel::kBsumWidth == 16 || Kernel::kBsumWidth == 32);
+    if constexpr (Kernel::kBsumWidth == 32) return a.sums32[p][0];
+    else return a.bsums[p][0];
+}
+
+// sum_k factor_k * sum_k over the activation sums of the 8 tokens of half h, as i32 per token:
+// sum pair p meets factor_pairs[p][r], row r's factors 2p and 2p + 1 as words.
+using BsumFactorPairs = __m256i[8][kTileRows];  // [sum pair p][row]
+template <class Kernel>
 inline __m256i bsum_dots(const BlockQ8Kx16& ab, int h, const BsumFactorPairs& factor_pairs, int r) {
     __m256i sum = _mm256_setzero_si256();
-    for (int p = 0; p < 8; ++p)
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(ab.bsums[p][8 * h])),
+    for (int p = 0; p < kBsumPairs<Kernel>; ++p)
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(
+                                                          bsum_pair<Kernel>(ab, p) + 16 * h)),
                                                       factor_pairs[p][r]));
     return sum;
 }
@@ -431,7 +442,7 @@ template <class Kernel>
 inline __m256 gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, int h, __m256i dots,
                               const BsumFactorPairs& factor_pairs, int r, __m256 acc) {
     const __m256 ad = _mm256_load_ps(ab.d + 8 * h);
-    const __m256i bsum_term = bsum_dots(ab, h, factor_pairs, r);
+    const __m256i bsum_term = bsum_dots<Kernel>(ab, h, factor_pairs, r);
     if constexpr (Kernel::kOffsetShift == 0) {
         acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.d), ad), _mm256_cvtepi32_ps(dots), acc);
         return _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.dmin), ad), _mm256_cvtepi32_ps(bsum_term), acc);
@@ -528,8 +539,8 @@ inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t
         for (int r = 0; r < R; ++r) {
             Kernel::unpack(w[r][b], u[r], factors[r]);
             for (int j = 0; j < SubBlocks; ++j) scale_vectors[j][r] = Products::scale_vector(factors[r].scales[j]);
-            for (int p = 0; p < 8; ++p)
-                bsum_factor_pairs[p][r] = avx2::word_pair(factors[r].bsum_factors[2 * p], factors[r].bsum_factors[2 * p + 1]);
+            for (int p = 0; p < kBsumPairs<Kernel>; ++p)
+                bsum_factor_pairs[p][r] = avx2::word_pair(factors[r].bsum_factors + 2 * p);
         }
         for (int half = 0; half < halves; ++half) {
             const BlockQ8Kx16& a = acts[(half / 2) * blocks + b];
@@ -587,16 +598,16 @@ struct IQ4XSDecode {
 // The prompt GEMMs' Gemm kernel (the k-quants' drivers above and kquant_tiles_avx512.hpp's):
 // values 1..241 need products exact past 127, so the AVX2 set runs it with DpbusdProducts over
 // MaddubsDot (dpbusd.hpp) rather than the i16 runs of MaddubsProducts, the AVX-VNNI and AVX-512
-// sets with their vpdpbusd. Each sub-block's scale serves its two bsums of 16.
+// sets with their vpdpbusd. Each sub-block's scale meets its sum of 32 (kBsumWidth).
 struct IQ4XSGemm {
     using Weight = BlockIQ4XS;
-    static constexpr int kSubBlocks = 8, kOffsetShift = 7, kMaxQuant = 241;
+    static constexpr int kSubBlocks = 8, kOffsetShift = 7, kMaxQuant = 241, kBsumWidth = 32;
     static void unpack(const BlockIQ4XS& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         std::int8_t scales[QK_K / 32];
         iq4xs_unpack_scales(wb, scales);
         for (int j = 0; j < QK_K / 32; ++j) {
             f.scales[j] = scales[j];
-            f.bsum_factors[2 * j] = f.bsum_factors[2 * j + 1] = scales[j];
+            f.bsum_factors[j] = scales[j];
             _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * j), iq4xs_sub_block_values(wb, j));
         }
         f.d = avx2::half_to_float(wb.d);

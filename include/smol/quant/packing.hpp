@@ -25,6 +25,7 @@ inline void pack_q8k_x16(const BlockQ8K* rows, std::int64_t n_tokens, std::int64
             if (token >= n_tokens) {
                 for (int k = 0; k < QK_K / 4; ++k) std::memset(packed.qs[k][t], 0, 4);
                 for (int j = 0; j < QK_K / 32; ++j) packed.bsums[j][t][0] = packed.bsums[j][t][1] = 0;
+                for (int j = 0; j < QK_K / 64; ++j) packed.sums32[j][t][0] = packed.sums32[j][t][1] = 0;
                 packed.d[t] = 0.0f;
                 continue;
             }
@@ -34,6 +35,9 @@ inline void pack_q8k_x16(const BlockQ8K* rows, std::int64_t n_tokens, std::int64
                 packed.bsums[j][t][0] = block.bsums[2 * j];
                 packed.bsums[j][t][1] = block.bsums[2 * j + 1];
             }
+            for (int j = 0; j < QK_K / 64; ++j)  // |sum| <= 32 * 128: an i16
+                for (int k = 0; k < 2; ++k)
+                    packed.sums32[j][t][k] = std::int16_t(block.bsums[4 * j + 2 * k] + block.bsums[4 * j + 2 * k + 1]);
             packed.d[t] = block.d;
         }
     }
