@@ -337,9 +337,10 @@ struct GemmFactors {
 
 // Q4_K and Q5_K: 8 scales and mins of 6 bits, unpacked from the block's first 16 bytes.
 inline void q4k_factors(const std::uint8_t* block, std::uint16_t d, std::uint16_t dmin, GemmFactors& f) {
-    const __m128i unpacked = avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block)));  // 8 scales, 8 mins
+    // 8 scales, then 8 mins: the mins are the factors of the sums of 32 (kBsumWidth)
+    const __m128i unpacked = avx2::q4k_unpack_header(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block)));
     _mm_store_si128(reinterpret_cast<__m128i*>(f.scales), _mm_cvtepu8_epi16(unpacked));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(f.bsum_factors), _mm_cvtepu8_epi16(_mm_srli_si128(unpacked, 8)));  // kBsumWidth 32
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(f.bsum_factors), _mm_cvtepu8_epi16(_mm_srli_si128(unpacked, 8)));
     f.d = avx2::half_to_float(d);
     f.dmin = avx2::half_to_float(dmin);
 }

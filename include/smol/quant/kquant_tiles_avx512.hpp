@@ -229,7 +229,8 @@ SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_groups(std::
     for (std::int64_t b = 0; b < blocks; ++b) {
         for (int r = 0; r < R; ++r) {
             Kernel::unpack(w[r][b], u[r], factors[r]);
-            _mm512_store_si512(scales32[r], _mm512_cvtepi16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(factors[r].scales))));
+            const __m256i scales16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(factors[r].scales));
+            _mm512_store_si512(scales32[r], _mm512_cvtepi16_epi32(scales16));
         }
         const BlockQ8Kx16* a[G];
         for (int g = 0; g < G; ++g) a[g] = acts + std::min(g, groups - 1) * blocks + b;
