@@ -191,8 +191,8 @@ TEST_CASE("a token's quantized outputs are the same bits alone, in any batch and
 }
 
 TEST_CASE("matrices read as row groups give the bits of their rows as stored: every batch, set and thread count") {
-    // Decode reads the groups and prompts restore rows from them; neither may change a bit, alone
-    // or fused with a matrix read as stored.
+    // Decode reads the groups, and prompts read them through group GEMMs or restore rows from them;
+    // none of it may change a bit, alone or fused with a matrix read as stored.
     const std::int64_t cols = 1280;
     const Matrix q4 = random_matrix(TensorType::Q4_K, 48, cols, 16, 301);  // padded rows
     const Matrix q6 = random_matrix(TensorType::Q6_K, 40, cols, 0, 302);

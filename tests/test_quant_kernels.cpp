@@ -608,6 +608,45 @@ TEST_CASE("k-quant and IQ4_XS prompt GEMMs give the reference's bits for every r
             // The kernels sum products in narrow integers where the bounds allow (the AVX2 GEMMs
             // in i16): the largest quants against activations of -128 reach those bounds.
             check_gemm(wtype, widest.shape, gemm_for, 80 + std::uint32_t(wtype), true);
+            // Matrices held as row groups: the same rows read from a group, as either half of it
+            // (the other half holds different rows), through the set's group GEMM where it has one.
+            const RowGroupLayout& layout = weight_row(wtype).row_groups;
+            if (!layout.exists()) continue;
+            for (const int first_row : {0, kTileRows}) {
+                CAPTURE(first_row);
+                const auto group_gemm_for = [&](int n_tokens) {
+                    const KernelSet::Gemm g = set.gemm_for_weights(wtype, std::max(n_tokens, smol::kMinGemmTokens));
+                    return GemmCall([g, &layout, first_row](std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes,
+                                                           int n_rows, const BlockQ8Kx16* acts, int n_tokens_, float* out,
+                                                           std::size_t out_stride) {
+                        REQUIRE(n_rows <= kTileRows);
+                        std::vector<std::uint8_t> rows(kGroupRows * row_bytes);
+                        for (int r = 0; r < kGroupRows; ++r) {
+                            const int source = r / kTileRows == first_row / kTileRows ? std::min(r % kTileRows, n_rows - 1)
+                                                                                       : (r + 1) % n_rows;
+                            std::memcpy(rows.data() + std::size_t(r) * row_bytes, weights + std::size_t(source) * row_bytes,
+                                        row_bytes);
+                        }
+                        const std::int64_t blocks = n / QK_K;
+                        std::vector<std::uint8_t> group(std::size_t(blocks) * layout.block_bytes);
+                        layout.interleave(rows.data(), row_bytes, blocks, group.data());
+                        std::vector<float> all(std::size_t(n_tokens_) * kTileRows);
+                        if (g.group_fn) {
+                            g.group_fn(n, group.data(), first_row, acts, n_tokens_, all.data(), kTileRows);
+                        } else {  // the set reads restored rows (AMX's own GEMM)
+                            for (int r = 0; r < kTileRows; r += g.shape.rows)
+                                g.fn(n, rows.data() + std::size_t(first_row + r) * row_bytes, row_bytes,
+                                     std::min(g.shape.rows, kTileRows - r), acts, n_tokens_, all.data() + r, kTileRows);
+                        }
+                        for (int t = 0; t < n_tokens_; ++t)
+                            for (int r = 0; r < n_rows; ++r)
+                                out[std::size_t(t) * out_stride + std::size_t(r)] = all[std::size_t(t) * kTileRows + std::size_t(r)];
+                    });
+                };
+                GemmShape group_shape = widest.shape;
+                group_shape.rows = kTileRows;
+                check_gemm(wtype, group_shape, group_gemm_for, 100 + std::uint32_t(wtype), first_row != 0);
+            }
         }
     }
     if (sets_with_gemm == 0) MESSAGE("no kernel set with a prompt GEMM runs on this CPU (", describe(), ")");
@@ -623,6 +662,12 @@ void dpbusd_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_by
                  int n_tokens, float* out, std::size_t out_stride) {
     kernels_avx2::kquant_detail::kquant_gemm<Gemm, kernels_avx2::kquant_detail::DpbusdProducts<Dot>>(
         n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
+}
+template <class Gemm, class Dot>
+void dpbusd_group_gemm(std::int64_t n, const std::uint8_t* group, int first_row, const BlockQ8Kx16* acts, int n_tokens,
+                       float* out, std::size_t out_stride) {
+    kernels_avx2::kquant_detail::kquant_group_gemm<Gemm, kernels_avx2::kquant_detail::DpbusdProducts<Dot>>(
+        n, group, first_row, acts, n_tokens, out, out_stride);
 }
 #if SMOL_HAVE_AVX512_KERNELS
 template <class Gemm>
@@ -1125,6 +1170,14 @@ void gemm_one_ulp_off(std::int64_t n, const std::uint8_t* weights, std::size_t r
     out[0] = std::nextafter(out[0], 1e30f);
 }
 
+// The same for a set's row-group GEMM: the first result of the half from row 4 one ulp off.
+template <TensorType Type, Isa Set>
+void group_gemm_one_ulp_off(std::int64_t n, const std::uint8_t* group, int first_row, const BlockQ8Kx16* acts,
+                            int n_tokens, float* out, std::size_t out_stride) {
+    weight_row(Type).row_groups.gemms[std::size_t(Set)](n, group, first_row, acts, n_tokens, out, out_stride);
+    if (first_row != 0) out[0] = std::nextafter(out[0], 1e30f);
+}
+
 TEST_CASE("the GEMM self-check (run before the AMX and AVX-VNNI sets' first use) passes every runnable set and catches one wrong bit") {
     for (const Isa isa : kAllIsas) {
         if (!runnable(isa)) continue;
@@ -1133,13 +1186,17 @@ TEST_CASE("the GEMM self-check (run before the AMX and AVX-VNNI sets' first use)
     }
     if (runnable(Isa::avx2)) {
         const std::string found =
-            gemm_disagreement(TensorType::Q4_K, gemm_one_ulp_off<TensorType::Q4_K, Isa::avx2>, kGemmShapes[1]);
+            gemm_disagreement(TensorType::Q4_K, {gemm_one_ulp_off<TensorType::Q4_K, Isa::avx2>, kGemmShapes[1], nullptr});
         CHECK(found.find("Q4_K row 0 token 0: expected ") == 0);
+        const KernelSet::Gemm off_in_groups{weight_row(TensorType::Q6_K).gemms[1], kGemmShapes[1],
+                                            group_gemm_one_ulp_off<TensorType::Q6_K, Isa::avx2>};
+        CHECK(gemm_disagreement(TensorType::Q6_K, off_in_groups).find("Q6_K (row groups) row 4 token 0: expected ") == 0);
     }
     // IQ4_XS has no quantizer: the check makes its blocks from random bytes, and still sees one bit.
     if (runnable(Isa::dotprod)) {
         const std::string found = gemm_disagreement(
-            TensorType::IQ4_XS, gemm_one_ulp_off<TensorType::IQ4_XS, Isa::dotprod>, kGemmShapes[int(Isa::dotprod)]);
+            TensorType::IQ4_XS,
+            {gemm_one_ulp_off<TensorType::IQ4_XS, Isa::dotprod>, kGemmShapes[int(Isa::dotprod)], nullptr});
         CHECK(found.find("IQ4_XS row 0 token 0: expected ") == 0);
     }
 #if SMOL_HAVE_AVX2_KERNELS
@@ -1147,11 +1204,15 @@ TEST_CASE("the GEMM self-check (run before the AMX and AVX-VNNI sets' first use)
     // as unsigned: the likeliest way to get the instruction wrong) they are caught.
     using namespace kernels_avx2::kquant_detail;
     const GemmShape vnni_shape = kGemmShapes[int(Isa::avx_vnni)];
-    CHECK(gemm_disagreement(TensorType::Q4_K, dpbusd_gemm<Q4KGemm, EmulatedDot>, vnni_shape) == "");
-    CHECK(gemm_disagreement(TensorType::Q6_K, dpbusd_gemm<Q6KGemm, EmulatedDot>, vnni_shape) == "");
-    CHECK(gemm_disagreement(TensorType::IQ4_XS, dpbusd_gemm<IQ4XSGemm, EmulatedDot>, vnni_shape) == "");
-    CHECK(gemm_disagreement(TensorType::IQ4_XS, dpbusd_gemm<IQ4XSGemm, SwappedEmulatedDot>, vnni_shape) != "");
-    CHECK(gemm_disagreement(TensorType::Q4_K, dpbusd_gemm<Q4KGemm, SwappedEmulatedDot>, vnni_shape) != "");
+    CHECK(gemm_disagreement(TensorType::Q4_K, {dpbusd_gemm<Q4KGemm, EmulatedDot>, vnni_shape,
+                                               dpbusd_group_gemm<Q4KGemm, EmulatedDot>}) == "");
+    CHECK(gemm_disagreement(TensorType::Q6_K, {dpbusd_gemm<Q6KGemm, EmulatedDot>, vnni_shape,
+                                               dpbusd_group_gemm<Q6KGemm, EmulatedDot>}) == "");
+    CHECK(gemm_disagreement(TensorType::IQ4_XS, {dpbusd_gemm<IQ4XSGemm, EmulatedDot>, vnni_shape, nullptr}) == "");
+    CHECK(gemm_disagreement(TensorType::IQ4_XS, {dpbusd_gemm<IQ4XSGemm, SwappedEmulatedDot>, vnni_shape, nullptr}) != "");
+    CHECK(gemm_disagreement(TensorType::Q4_K, {dpbusd_gemm<Q4KGemm, SwappedEmulatedDot>, vnni_shape, nullptr}) != "");
+    CHECK(gemm_disagreement(TensorType::Q6_K, {dpbusd_gemm<Q6KGemm, EmulatedDot>, vnni_shape,
+                                               dpbusd_group_gemm<Q6KGemm, SwappedEmulatedDot>}) != "");
 #endif
 }
 

@@ -10,9 +10,10 @@
 // or 64 for AMX) meet its row group, so an unpacked weight block serves all of them; otherwise
 // tiles take kTileCols tokens at a time. Either way in token blocks small enough that the
 // activations of a block stay in L2 while the thread walks its rows. A matrix held as row groups
-// (row_groups.hpp) is read through its group kernels for batches the tiles would take; for the
-// GEMMs its rows are restored once per call by the thread that multiplies them. Decode, prompt
-// and group kernels give the same bits.
+// (row_groups.hpp) is read through its group kernels for batches the tiles would take, and by the
+// GEMMs as it is where the GEMM's set has a group form (AVX2, AVX-VNNI, AVX-512); for the others
+// (AMX, ARM) its rows are restored once per call by the thread that multiplies them. Decode,
+// prompt and group kernels give the same bits.
 
 #include <omp.h>
 
@@ -38,7 +39,7 @@ namespace smol {
 // rows = output dim, cols = input dim (ggml ne0; blocks run along it).
 // `groups`, when set, is the same matrix regrouped kGroupRows rows at a time in its type's
 // row-group layout (row_groups.hpp; rows a multiple of kGroupRows), and matmul reads only it:
-// decode through the group kernels, prompts through rows restored from it.
+// decode through the group kernels, prompts through the group GEMMs or rows restored from it.
 struct MatrixView {
     TensorType type;
     const std::uint8_t* data;
@@ -165,6 +166,7 @@ struct MatmulPlan {
     DotTileFn tiles[kMaxTargets];
     GemmTileFn gemms[kMaxTargets];        // used only when every target has one
     GroupDotFn group_dots[kMaxTargets];   // for targets read as row groups
+    GroupGemmFn group_gemms[kMaxTargets];  // their GEMM set's GEMM over the groups as they are, if it has one
     std::size_t group_bytes[kMaxTargets];  // their bytes per row group (looked up once, not per item)
     bool use_gemm = false;
     // Each target's GEMM call shape: its kernel set's, which differs between targets where one
@@ -206,6 +208,7 @@ inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTa
             fail("matmul: a matrix read as row groups needs a multiple of ", kGroupRows, " rows, found ", w.rows);
         const KernelSet::Gemm gemm = kernels.gemm_for_weights(w.type, n_tokens);
         plan.gemms[i] = gemm.fn;
+        plan.group_gemms[i] = w.groups ? gemm.group_fn : nullptr;
         plan.gemm_shapes[i] = gemm.shape;
         plan.use_gemm = plan.use_gemm && gemm.fn != nullptr;
     }
@@ -222,7 +225,7 @@ inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTa
                              : plan.use_gemm     ? (plain + kGroupRows - 1) / kGroupRows * kGroupRows
                                                  : kGroupRows;
         plan.restored_at[i] = plan.restored_bytes;
-        if (w.groups && plan.use_gemm)
+        if (w.groups && plan.use_gemm && plan.group_gemms[i] == nullptr)
             plan.restored_bytes = plan.restore_once
                                       ? plan.restored_bytes + std::size_t(w.rows) * w.row_bytes
                                       : std::max(plan.restored_bytes, std::size_t(plan.group_rows[i]) * w.row_bytes);
@@ -248,6 +251,7 @@ struct MatmulRun {
         const int n_rows = int(std::min<std::int64_t>(plan.group_rows[i], w.rows - r0));
         float* out = targets[i].y + r0;
         if (w.groups && !plan.use_gemm) return group_dots(i, r0, t0, t1, out);
+        if (w.groups && plan.group_gemms[i]) return group_gemm(i, r0, n_rows, t0, t1, out);
         const std::uint8_t* rows = w.data + std::size_t(r0) * w.row_bytes;
         if (w.groups) rows = restore(i, r0, n_rows, t0);
         if (plan.use_gemm) gemm(i, rows, n_rows, t0, t1, out);
@@ -284,6 +288,19 @@ struct MatmulRun {
             prefetch_ahead<PrefetchInto::l2>(w.groups + std::size_t((r0 + n_rows) / kGroupRows) * group_bytes,
                                              std::size_t(next_rows / kGroupRows) * group_bytes, 0);
         return rows_here;
+    }
+
+    // GEMM calls over row groups as they are: each group's two halves of kTileRows rows.
+    void group_gemm(std::size_t i, std::int64_t r0, int n_rows, std::int64_t t0, std::int64_t t1, float* out) const {
+        const MatrixView& w = *targets[i].w;
+        const GemmShape shape = plan.gemm_shapes[i];
+        for (std::int64_t t = t0; t < t1; t += shape.tokens) {
+            const BlockQ8Kx16* packed = acts.packed + (t / kPackedTokens) * (w.cols / QK_K);
+            const int n_cols = int(std::min<std::int64_t>(shape.tokens, t1 - t));
+            for (int sub = 0; sub < n_rows; sub += kTileRows)
+                plan.group_gemms[i](w.cols, w.groups + std::size_t((r0 + sub) / kGroupRows) * plan.group_bytes[i],
+                                    sub % kGroupRows, packed, n_cols, out + t * w.rows + sub, std::size_t(w.rows));
+        }
     }
 
     // GEMM calls over the packed activations; t0 is a multiple of kPackedTokens.

@@ -66,9 +66,11 @@ struct KernelSet {
     // GEMM, or a type the set has no GEMM for, gets the GEMM of the first set down its fallback
     // chain that fits (AMX: AVX-512's for Q5_K); every set gives the reference's bits, so which
     // one runs never shows in the logits.
+    // group_fn: the same set's GEMM over the type's row groups, nullptr where it has none.
     struct Gemm {
         GemmTileFn fn;
         GemmShape shape;
+        GroupGemmFn group_fn;
     };
     Gemm gemm_for_weights(TensorType type, std::int64_t n_tokens) const {
         const TypeRow& row = weight_row(type);
@@ -76,7 +78,7 @@ struct KernelSet {
         while (set != Isa::scalar &&
                (n_tokens < kGemmShapes[int(set)].min_tokens || row.gemms[std::size_t(set)] == nullptr))
             set = fallback_isa(set);
-        return {row.gemms[std::size_t(set)], kGemmShapes[int(set)]};
+        return {row.gemms[std::size_t(set)], kGemmShapes[int(set)], row.row_groups.gemms[std::size_t(set)]};
     }
 };
 
@@ -138,11 +140,13 @@ inline void encode_test_row(TensorType type, const float* x, void* out, std::int
     }
 }
 
-// Checks one prompt GEMM against the reference tiles on a small seeded problem (a full call:
-// shape.rows weight rows of 2 blocks, shape.tokens tokens). Returns "" when every output has the
-// reference's bits, else what differed first.
-inline std::string gemm_disagreement(TensorType type, GemmTileFn gemm, GemmShape shape) {
+// Checks one prompt GEMM, and its group form where it has one, against the reference tiles on a
+// small seeded problem (a full call: shape.rows weight rows of 2 blocks, shape.tokens tokens; the
+// group form over kGroupRows such rows made a row group, both halves). Returns "" when every output
+// has the reference's bits, else what differed first.
+inline std::string gemm_disagreement(TensorType type, const KernelSet::Gemm& gemm) {
     constexpr std::int64_t n = 2 * QK_K;
+    const GemmShape shape = gemm.shape;
     const TypeRow& row = weight_row(type);
     std::uint32_t state = 0x9e3779b9u;  // xorshift: a fixed, portable sequence
     const auto next = [&state] {
@@ -151,10 +155,11 @@ inline std::string gemm_disagreement(TensorType type, GemmTileFn gemm, GemmShape
         state ^= state << 5;
         return float(std::int32_t(state % 2001) - 1000) / 997.0f;
     };
+    const int n_rows = gemm.group_fn ? std::max(shape.rows, kGroupRows) : shape.rows;
     const std::size_t row_bytes = std::size_t(n) / row.block_elements * row.block_bytes;
     std::vector<float> x(static_cast<std::size_t>(n));
-    std::vector<std::uint8_t> weights(std::size_t(shape.rows) * row_bytes);
-    for (int r = 0; r < shape.rows; ++r) {
+    std::vector<std::uint8_t> weights(std::size_t(n_rows) * row_bytes);
+    for (int r = 0; r < n_rows; ++r) {
         for (float& v : x) v = next();
         encode_test_row(type, x.data(), weights.data() + std::size_t(r) * row_bytes, n);
     }
@@ -166,18 +171,33 @@ inline std::string gemm_disagreement(TensorType type, GemmTileFn gemm, GemmShape
     const std::size_t groups = std::size_t((shape.tokens + kPackedTokens - 1) / kPackedTokens);
     std::vector<BlockQ8Kx16> packed(groups * std::size_t(n / QK_K));
     pack_q8k_x16(acts.data(), shape.tokens, n / QK_K, packed.data());
-    std::vector<float> got(std::size_t(shape.tokens) * std::size_t(shape.rows)), expected(got.size());
-    gemm(n, weights.data(), row_bytes, shape.rows, packed.data(), shape.tokens, got.data(), std::size_t(shape.rows));
+    const auto out_size = std::size_t(shape.tokens) * std::size_t(n_rows);
+    std::vector<float> expected(out_size);  // [token][row]
     for (int t = 0; t < shape.tokens; ++t)
-        row.tiles[0](n, weights.data(), row_bytes, shape.rows,
+        row.tiles[0](n, weights.data(), row_bytes, n_rows,
                      reinterpret_cast<const std::uint8_t*>(acts.data() + std::size_t(t) * std::size_t(n / QK_K)),
-                     sizeof(BlockQ8K) * std::size_t(n / QK_K), 1, expected.data() + std::size_t(t) * std::size_t(shape.rows),
-                     std::size_t(shape.rows));
-    for (std::size_t i = 0; i < got.size(); ++i)
-        if (std::memcmp(&got[i], &expected[i], sizeof(float)) != 0)
-            return concat(type_name(type), " row ", i % std::size_t(shape.rows), " token ", i / std::size_t(shape.rows),
-                          ": expected ", expected[i], ", found ", got[i]);
-    return "";
+                     sizeof(BlockQ8K) * std::size_t(n / QK_K), 1, expected.data() + std::size_t(t) * std::size_t(n_rows),
+                     std::size_t(n_rows));
+    // The first difference in rows [0, rows) of `got` ([token][row], n_rows a token), or "".
+    const auto first_difference = [&](const std::vector<float>& got, int rows, const char* form) -> std::string {
+        for (int t = 0; t < shape.tokens; ++t)
+            for (int r = 0; r < rows; ++r) {
+                const std::size_t i = std::size_t(t) * std::size_t(n_rows) + std::size_t(r);
+                if (std::memcmp(&got[i], &expected[i], sizeof(float)) != 0)
+                    return concat(type_name(type), form, " row ", r, " token ", t, ": expected ", expected[i],
+                                  ", found ", got[i]);
+            }
+        return "";
+    };
+    std::vector<float> got(out_size);
+    gemm.fn(n, weights.data(), row_bytes, shape.rows, packed.data(), shape.tokens, got.data(), std::size_t(n_rows));
+    if (std::string difference = first_difference(got, shape.rows, ""); !difference.empty()) return difference;
+    if (!gemm.group_fn) return "";
+    std::vector<std::uint8_t> group(std::size_t(n) / row.block_elements * row.row_groups.block_bytes);
+    row.row_groups.interleave(weights.data(), row_bytes, n / std::int64_t(row.block_elements), group.data());
+    for (int first = 0; first < kGroupRows; first += kTileRows)
+        gemm.group_fn(n, group.data(), first, packed.data(), shape.tokens, got.data() + first, std::size_t(n_rows));
+    return first_difference(got, kGroupRows, " (row groups)");
 }
 
 // Every prompt GEMM a kernel set runs for its widest batch (its own, or for a type it has none
@@ -189,7 +209,7 @@ inline std::string gemm_self_check(Isa isa) {
         if (!row.is_weight()) continue;
         const KernelSet::Gemm gemm = set.gemm_for_weights(row.type, kGemmShapes[std::size_t(isa)].tokens);
         if (gemm.fn == nullptr) continue;
-        std::string disagreement = gemm_disagreement(row.type, gemm.fn, gemm.shape);
+        std::string disagreement = gemm_disagreement(row.type, gemm);
         if (!disagreement.empty()) return disagreement;
     }
     return "";

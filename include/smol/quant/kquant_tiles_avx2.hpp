@@ -345,12 +345,86 @@ inline void q4k_factors(const std::uint8_t* block, std::uint16_t d, std::uint16_
     f.dmin = avx2::half_to_float(dmin);
 }
 
+// Reading rows from row groups (row_groups.hpp) as the GEMMs' unpacking reads them as stored: a
+// Gemm kernel whose type has a row-group layout also has unpack_group(group block, first,
+// UnpackedQuants[4], GemmFactors[4]), rows first..first + 3 (first: 0 or 4) unpacked to what
+// unpack gives for each of those rows. Prompts then read the weights in the layout decode keeps
+// (no rows restored into a buffer first), and the bits stay the same.
+
+// The quant bytes of rows first..first + 3 from 8 consecutive groups (group k at groups + k *
+// stride, each [8 rows][4 bytes]): rows[r] = row first + r's 32 bytes in group order, as its
+// block holds them. A 4 x 4 transpose of 4-byte elements in each 128-bit lane (groups 0-3 in the
+// low lane, 4-7 in the high).
+inline void group_rows_x4(const std::uint8_t* groups, std::size_t stride, int first, __m256i (&rows)[kTileRows]) {
+    const auto rows_of_group = [&](int k) {
+        return _mm_loadu_si128(reinterpret_cast<const __m128i*>(groups + std::size_t(k) * stride + 4 * first));
+    };
+    const __m256i g04 = _mm256_set_m128i(rows_of_group(4), rows_of_group(0));
+    const __m256i g15 = _mm256_set_m128i(rows_of_group(5), rows_of_group(1));
+    const __m256i g26 = _mm256_set_m128i(rows_of_group(6), rows_of_group(2));
+    const __m256i g37 = _mm256_set_m128i(rows_of_group(7), rows_of_group(3));
+    const __m256i rows01_of_g01 = _mm256_unpacklo_epi32(g04, g15), rows23_of_g01 = _mm256_unpackhi_epi32(g04, g15);
+    const __m256i rows01_of_g23 = _mm256_unpacklo_epi32(g26, g37), rows23_of_g23 = _mm256_unpackhi_epi32(g26, g37);
+    rows[0] = _mm256_unpacklo_epi64(rows01_of_g01, rows01_of_g23);
+    rows[1] = _mm256_unpackhi_epi64(rows01_of_g01, rows01_of_g23);
+    rows[2] = _mm256_unpacklo_epi64(rows23_of_g01, rows23_of_g23);
+    rows[3] = _mm256_unpackhi_epi64(rows23_of_g01, rows23_of_g23);
+}
+
+// Byte pairs stored [pair p][row][2] for 4 pairs (8 bytes a row) -> rows first..first + 3's 8
+// bytes: row first + r in the low (r even) or high half of two_rows[r / 2].
+inline void pairs_to_rows(const __m128i (&pairs)[4], int first, __m128i (&two_rows)[2]) {
+    const __m128i pairs01 = first == 0 ? _mm_unpacklo_epi16(pairs[0], pairs[1]) : _mm_unpackhi_epi16(pairs[0], pairs[1]);
+    const __m128i pairs23 = first == 0 ? _mm_unpacklo_epi16(pairs[2], pairs[3]) : _mm_unpackhi_epi16(pairs[2], pairs[3]);
+    two_rows[0] = _mm_unpacklo_epi32(pairs01, pairs23);
+    two_rows[1] = _mm_unpackhi_epi32(pairs01, pairs23);
+}
+
+// Row first + r's 8 bytes of pairs_to_rows' output, widened to words (signed or unsigned bytes)
+// and stored at `to`.
+template <bool kSigned>
+inline void store_row_words(const __m128i (&two_rows)[2], int r, std::int16_t* to) {
+    const __m128i row = r % 2 == 0 ? two_rows[r / 2] : _mm_srli_si128(two_rows[r / 2], 8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(to), kSigned ? _mm_cvtepi8_epi16(row) : _mm_cvtepu8_epi16(row));
+}
+
+inline __m128i load_128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+
 struct Q4KGemm {
     using Weight = BlockQ4K;
+    using Group = BlockQ4Kx8;
     static constexpr int kSubBlocks = 8, kOffsetShift = 0, kMaxQuant = 15, kBsumWidth = 32;
     static void unpack(const BlockQ4K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         q4k_factors(reinterpret_cast<const std::uint8_t*>(&wb), wb.d, wb.dmin, f);
         avx2::q4k_unpack(wb, u);
+    }
+    static void unpack_group(const BlockQ4Kx8& g, int first, avx2::UnpackedQuants (&u)[kTileRows],
+                             GemmFactors (&f)[kTileRows]) {
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        for (int chunk = 0; chunk < 4; ++chunk) {  // as q4k_unpack: low nibbles, then high
+            __m256i rows[kTileRows];
+            group_rows_x4(g.qs[chunk][0][0], sizeof g.qs[chunk][0], first, rows);
+            for (int r = 0; r < kTileRows; ++r) {
+                _mm256_store_si256(reinterpret_cast<__m256i*>(u[r].q + 64 * chunk), _mm256_and_si256(rows[r], low4));
+                _mm256_store_si256(reinterpret_cast<__m256i*>(u[r].q + 64 * chunk + 32),
+                                   _mm256_and_si256(_mm256_srli_epi16(rows[r], 4), low4));
+            }
+        }
+        // Scales are stored [sub-block j][row]: bytes (j, row) paired by sub-block pair first.
+        const __m128i pair_up = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+        __m128i scale_pairs[4], mins[4], scales_by_row[2], mins_by_row[2];
+        for (int p = 0; p < 4; ++p) {
+            scale_pairs[p] = _mm_shuffle_epi8(load_128(g.scales[2 * p]), pair_up);
+            mins[p] = load_128(g.mins[p]);
+        }
+        pairs_to_rows(scale_pairs, first, scales_by_row);
+        pairs_to_rows(mins, first, mins_by_row);
+        for (int r = 0; r < kTileRows; ++r) {
+            store_row_words<false>(scales_by_row, r, f[r].scales);
+            store_row_words<false>(mins_by_row, r, f[r].bsum_factors);
+            f[r].d = avx2::half_to_float(g.d[first + r]);
+            f[r].dmin = avx2::half_to_float(g.dmin[first + r]);
+        }
     }
 };
 
@@ -368,6 +442,7 @@ struct Q5KGemm {
 
 struct Q6KGemm {  // quants used unsigned, 0..63
     using Weight = BlockQ6K;
+    using Group = BlockQ6Kx8;
     static constexpr int kSubBlocks = 16, kOffsetShift = 5, kMaxQuant = 63, kBsumWidth = 16;
     static void unpack(const BlockQ6K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         const __m256i scales16 = avx2::q6k_scales16(wb);
@@ -376,6 +451,37 @@ struct Q6KGemm {  // quants used unsigned, 0..63
         f.d = avx2::half_to_float(wb.d);
         f.dmin = 0.0f;
         avx2::q6k_unpack(wb, u);
+    }
+    static void unpack_group(const BlockQ6Kx8& g, int first, avx2::UnpackedQuants (&u)[kTileRows],
+                             GemmFactors (&f)[kTileRows]) {
+        for (int half = 0; half < 2; ++half) {  // as q6k_unpack, from the three parts of the groups
+            __m256i ql_a[kTileRows], ql_b[kTileRows], qh[kTileRows];
+            group_rows_x4(g.q[half][0][0][0], sizeof g.q[half][0], first, ql_a);
+            group_rows_x4(g.q[half][0][1][0], sizeof g.q[half][0], first, ql_b);
+            group_rows_x4(g.q[half][0][2][0], sizeof g.q[half][0], first, qh);
+            for (int r = 0; r < kTileRows; ++r) {
+                auto* out = reinterpret_cast<__m256i*>(u[r].q + 128 * half);
+                _mm256_store_si256(out + 0, avx2::q6k_chunk_quants<0>(ql_a[r], ql_b[r], qh[r]));
+                _mm256_store_si256(out + 1, avx2::q6k_chunk_quants<1>(ql_a[r], ql_b[r], qh[r]));
+                _mm256_store_si256(out + 2, avx2::q6k_chunk_quants<2>(ql_a[r], ql_b[r], qh[r]));
+                _mm256_store_si256(out + 3, avx2::q6k_chunk_quants<3>(ql_a[r], ql_b[r], qh[r]));
+            }
+        }
+        // Scales are stored [sub-block pair p][row][2], signed: sub-blocks 0-7 and 8-15 by row.
+        __m128i low_pairs[4], high_pairs[4], low_by_row[2], high_by_row[2];
+        for (int p = 0; p < 4; ++p) {
+            low_pairs[p] = load_128(g.scales[p]);
+            high_pairs[p] = load_128(g.scales[4 + p]);
+        }
+        pairs_to_rows(low_pairs, first, low_by_row);
+        pairs_to_rows(high_pairs, first, high_by_row);
+        for (int r = 0; r < kTileRows; ++r) {
+            store_row_words<true>(low_by_row, r, f[r].scales);
+            store_row_words<true>(high_by_row, r, f[r].scales + 8);
+            std::memcpy(f[r].bsum_factors, f[r].scales, sizeof f[r].scales);
+            f[r].d = avx2::half_to_float(g.d[first + r]);
+            f[r].dmin = 0.0f;
+        }
     }
 };
 
@@ -517,18 +623,40 @@ struct DpbusdProducts {
     }
 };
 
+// Where a GEMM's kTileRows rows come from, block by block: unpack(b, u, factors) unpacks block b
+// of each. StoredRows: a tile's rows as stored (missing rows repeat the last); GroupRows: rows
+// first..first + 3 of a row group.
+template <class Kernel>
+struct StoredRows {
+    const typename Kernel::Weight* w[kTileRows];
+    StoredRows(const std::uint8_t* weights, std::size_t row_bytes, int n_rows) {
+        kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
+    }
+    SMOL_INLINE_INTO_SET void unpack(std::int64_t b, avx2::UnpackedQuants (&u)[kTileRows],
+                                     GemmFactors (&factors)[kTileRows]) const {
+        for (int r = 0; r < kTileRows; ++r) Kernel::unpack(w[r][b], u[r], factors[r]);
+    }
+};
+template <class Kernel>
+struct GroupRows {
+    const typename Kernel::Group* group;  // the group's first block
+    int first;
+    SMOL_INLINE_INTO_SET void unpack(std::int64_t b, avx2::UnpackedQuants (&u)[kTileRows],
+                                     GemmFactors (&factors)[kTileRows]) const {
+        Kernel::unpack_group(group[b], first, u, factors);
+    }
+};
+
 // A call's tokens (up to kGemmTokensAvx2: groups of 16, two halves of 8 each) against the tile's
 // rows: each weight block is unpacked once for all of them. A half at a time keeps its 4 rows'
 // runs and i32 block totals in registers; the float sums wait in memory. Products: one of the two
-// forms above.
-template <class Kernel, class Products>
-inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
-                        const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
+// forms above; Rows: StoredRows or GroupRows.
+template <class Kernel, class Products, class Rows>
+inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const BlockQ8Kx16* acts, int n_tokens,
+                             float* out, std::size_t out_stride) {
     constexpr int R = kTileRows, SubBlocks = Kernel::kSubBlocks, groups_per_sub_block = QK_K / 4 / SubBlocks;
     constexpr int kMaxHalves = kGemmTokensAvx2 / 8;
     if (n_rows <= 0 || n_tokens <= 0) return;
-    const typename Kernel::Weight* w[R];
-    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
     const std::int64_t blocks = n / QK_K;
     const int halves = (std::min(n_tokens, kGemmTokensAvx2) + 7) / 8;  // packed groups hold 16: a half past n_tokens is zero
     alignas(32) float acc[kMaxHalves][R][8] = {};  // [half][row]: 8 tokens' sums
@@ -537,8 +665,8 @@ inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t
     __m256i scale_vectors[SubBlocks][R];  // read as memory operands of vpmaddwd or vpmulld, as are:
     BsumFactorPairs bsum_factor_pairs;    // the factors of bsum pairs, two words
     for (std::int64_t b = 0; b < blocks; ++b) {
+        rows.unpack(b, u, factors);
         for (int r = 0; r < R; ++r) {
-            Kernel::unpack(w[r][b], u[r], factors[r]);
             for (int j = 0; j < SubBlocks; ++j) scale_vectors[j][r] = Products::scale_vector(factors[r].scales[j]);
             for (int p = 0; p < kBsumPairs<Kernel>; ++p)
                 bsum_factor_pairs[p][r] = avx2::word_pair(factors[r].bsum_factors + 2 * p);
@@ -558,6 +686,20 @@ inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t
     }
     for (int t = 0; t < std::min(n_tokens, kGemmTokensAvx2); ++t)
         for (int r = 0; r < n_rows; ++r) out[std::size_t(t) * out_stride + std::size_t(r)] = acc[t / 8][r][t % 8];
+}
+
+// The two entry points: a GemmTileFn over rows as stored, a GroupGemmFn over a row group's rows.
+template <class Kernel, class Products>
+inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
+                        const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
+    kquant_gemm_rows<Kernel, Products>(n, StoredRows<Kernel>(weights, row_bytes, n_rows), n_rows, acts, n_tokens, out,
+                                       out_stride);
+}
+template <class Kernel, class Products>
+inline void kquant_group_gemm(std::int64_t n, const std::uint8_t* group, int first_row, const BlockQ8Kx16* acts,
+                              int n_tokens, float* out, std::size_t out_stride) {
+    const GroupRows<Kernel> rows{reinterpret_cast<const typename Kernel::Group*>(group), first_row};
+    kquant_gemm_rows<Kernel, Products>(n, rows, kTileRows, acts, n_tokens, out, out_stride);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -639,6 +781,10 @@ inline constexpr GemmTileFn q5k_q8k_gemm = maddubs_gemm<kquant_detail::Q5KGemm>;
 inline constexpr GemmTileFn q6k_q8k_gemm = maddubs_gemm<kquant_detail::Q6KGemm>;
 inline constexpr GemmTileFn iq4xs_q8k_gemm =
     kquant_detail::kquant_gemm<kquant_detail::IQ4XSGemm, kquant_detail::DpbusdProducts<MaddubsDot>>;
+inline constexpr GroupGemmFn q4k_x8_q8k_gemm =
+    kquant_detail::kquant_group_gemm<kquant_detail::Q4KGemm, kquant_detail::MaddubsProducts>;
+inline constexpr GroupGemmFn q6k_x8_q8k_gemm =
+    kquant_detail::kquant_group_gemm<kquant_detail::Q6KGemm, kquant_detail::MaddubsProducts>;
 
 // The row-group decode kernels (row_group_tiles.hpp) as GroupDotFns: all columns in one pass over
 // the weights. Four columns spill a few of AVX2's 16 registers and still beat two passes of two,

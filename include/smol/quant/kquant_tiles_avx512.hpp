@@ -211,15 +211,12 @@ struct Q2KDecode {
 // driver's gemm_accumulate: the decode tiles' bits. The registers hold the integer sums of up to
 // three groups (R * G chains of vpdpbusd, and as many block totals); the float sums, touched once
 // a block, wait in L1. Kernel: a Gemm kernel of kquant_tiles_avx2.hpp.
-template <class Kernel, int G>
-SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_groups(std::int64_t n, const std::uint8_t* weights,
-                                                                           std::size_t row_bytes, int n_rows,
+// Rows: where the rows come from (kquant_tiles_avx2.hpp's StoredRows or GroupRows).
+template <class Kernel, int G, class Rows>
+SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_groups(std::int64_t n, const Rows& rows, int n_rows,
                                                                            const BlockQ8Kx16* acts, int n_tokens, float* out,
                                                                            std::size_t out_stride) {
-    using Weight = typename Kernel::Weight;
     constexpr int R = kTileRows;
-    const Weight* w[R];
-    kernel_detail::tile_rows(weights, row_bytes, n_rows, w);
     const std::int64_t blocks = n / QK_K;
     const int groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
     alignas(64) float acc_mem[R][G][kPackedTokens] = {};
@@ -227,8 +224,8 @@ SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_groups(std::
     avx2_kquant::GemmFactors factors[R];
     alignas(64) std::int32_t scales32[R][16];  // factors[r].scales widened: vpmulld broadcasts them from memory
     for (std::int64_t b = 0; b < blocks; ++b) {
+        rows.unpack(b, u, factors);
         for (int r = 0; r < R; ++r) {
-            Kernel::unpack(w[r][b], u[r], factors[r]);
             const __m256i scales16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(factors[r].scales));
             _mm512_store_si512(scales32[r], _mm512_cvtepi16_epi32(scales16));
         }
@@ -263,16 +260,30 @@ SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_groups(std::
 
 // A call's tokens in as many packed groups as they fill (a short batch: a speculative verify
 // step, a prompt's tail) rather than a group computed twice, at most kGemmTokensAvx512 / 16.
+template <class Kernel, class Rows>
+SMOL_TARGET_AVX512 inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const BlockQ8Kx16* acts,
+                                                int n_tokens, float* out, std::size_t out_stride) {
+    if (n_rows <= 0 || n_tokens <= 0) return;
+    if (n_tokens <= kPackedTokens)
+        kquant_gemm_groups<Kernel, 1>(n, rows, n_rows, acts, n_tokens, out, out_stride);
+    else if (n_tokens <= 2 * kPackedTokens)
+        kquant_gemm_groups<Kernel, 2>(n, rows, n_rows, acts, n_tokens, out, out_stride);
+    else
+        kquant_gemm_groups<Kernel, kGemmTokensAvx512 / kPackedTokens>(n, rows, n_rows, acts, n_tokens, out, out_stride);
+}
+
+// The two entry points: a GemmTileFn over rows as stored, a GroupGemmFn over a row group's rows.
 template <class Kernel>
 SMOL_TARGET_AVX512 inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                                            const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
-    if (n_rows <= 0 || n_tokens <= 0) return;
-    if (n_tokens <= kPackedTokens)
-        kquant_gemm_groups<Kernel, 1>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
-    else if (n_tokens <= 2 * kPackedTokens)
-        kquant_gemm_groups<Kernel, 2>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
-    else
-        kquant_gemm_groups<Kernel, kGemmTokensAvx512 / kPackedTokens>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
+    kquant_gemm_rows<Kernel>(n, avx2_kquant::StoredRows<Kernel>(weights, row_bytes, n_rows), n_rows, acts, n_tokens, out,
+                             out_stride);
+}
+template <class Kernel>
+SMOL_TARGET_AVX512 inline void kquant_group_gemm(std::int64_t n, const std::uint8_t* group, int first_row,
+                                                 const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
+    const avx2_kquant::GroupRows<Kernel> rows{reinterpret_cast<const typename Kernel::Group*>(group), first_row};
+    kquant_gemm_rows<Kernel>(n, rows, kTileRows, acts, n_tokens, out, out_stride);
 }
 
 }  // namespace kquant_detail
@@ -295,6 +306,8 @@ inline constexpr GemmTileFn q4k_q8k_gemm = kquant_detail::kquant_gemm<kernels_av
 inline constexpr GemmTileFn q5k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q5KGemm>;
 inline constexpr GemmTileFn q6k_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::Q6KGemm>;
 inline constexpr GemmTileFn iq4xs_q8k_gemm = kquant_detail::kquant_gemm<kernels_avx2::kquant_detail::IQ4XSGemm>;
+inline constexpr GroupGemmFn q4k_x8_q8k_gemm = kquant_detail::kquant_group_gemm<kernels_avx2::kquant_detail::Q4KGemm>;
+inline constexpr GroupGemmFn q6k_x8_q8k_gemm = kquant_detail::kquant_group_gemm<kernels_avx2::kquant_detail::Q6KGemm>;
 
 // The row-group decode kernels (row_group_tiles.hpp) as GroupDotFns, in their VNNI form with EVEX
 // vpdpbusd.

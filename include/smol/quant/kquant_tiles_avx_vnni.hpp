@@ -32,6 +32,13 @@ SMOL_TARGET_AVX_VNNI __attribute__((flatten)) inline void kquant_gemm(std::int64
     base::kquant_gemm<Gemm, base::DpbusdProducts<VexDot>>(n, weights, row_bytes, n_rows, acts, n_tokens, out, out_stride);
 }
 
+template <class Gemm>
+SMOL_TARGET_AVX_VNNI __attribute__((flatten)) inline void kquant_group_gemm(std::int64_t n, const std::uint8_t* group,
+                                                                            int first_row, const BlockQ8Kx16* acts,
+                                                                            int n_tokens, float* out, std::size_t out_stride) {
+    base::kquant_group_gemm<Gemm, base::DpbusdProducts<VexDot>>(n, group, first_row, acts, n_tokens, out, out_stride);
+}
+
 }  // namespace kquant_detail
 
 inline constexpr GemmTileFn q2k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::base::Q2KGemm>;
@@ -40,6 +47,8 @@ inline constexpr GemmTileFn q4k_q8k_gemm = kquant_detail::kquant_gemm<kquant_det
 inline constexpr GemmTileFn q5k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::base::Q5KGemm>;
 inline constexpr GemmTileFn q6k_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::base::Q6KGemm>;
 inline constexpr GemmTileFn iq4xs_q8k_gemm = kquant_detail::kquant_gemm<kquant_detail::base::IQ4XSGemm>;
+inline constexpr GroupGemmFn q4k_x8_q8k_gemm = kquant_detail::kquant_group_gemm<kquant_detail::base::Q4KGemm>;
+inline constexpr GroupGemmFn q6k_x8_q8k_gemm = kquant_detail::kquant_group_gemm<kquant_detail::base::Q6KGemm>;
 
 // The row-group decode kernels as GroupDotFns, with AVX2's 16 registers (Q6_K's four columns keep
 // 16 runs, spilling some, as its vpmaddubsw form does).

@@ -8,7 +8,8 @@
 // compute-bound on one core without it (kernel_api.hpp, and docs/performance.md, "AVX2 only").
 //
 // The copy is made once at load (model/weights.hpp) and replaces the mapped rows for every
-// matmul: decode reads it, prompt GEMMs read rows restored from it (deinterleave, exact bytes).
+// matmul: decode reads it, and so do the x86 prompt GEMMs but AMX's (GroupGemmFn); the others
+// read rows restored from it (deinterleave, exact bytes).
 // Only the layout changes: the integer totals and float steps are the reference's, so the
 // logits keep their bits.
 
@@ -59,6 +60,12 @@ static_assert(sizeof(BlockQ6Kx8) == 8 * sizeof(BlockQ6K));
 // layout), acts: Q8_K blocks, column c at acts + c * act_stride bytes.
 using GroupDotFn = void (*)(std::int64_t n, const std::uint8_t* group, const std::uint8_t* acts, std::size_t act_stride,
                             int n_cols, float* out, std::size_t out_stride);
+
+// A prompt GEMM over a row group: as a GemmTileFn (kernel_api.hpp) for the group's rows first_row
+// .. first_row + kTileRows - 1 (first_row: 0 or kTileRows), read from the group as it is.
+using GroupGemmFn = void (*)(std::int64_t n, const std::uint8_t* group, int first_row, const BlockQ8Kx16* acts,
+                             int n_tokens, float* out, std::size_t out_stride);
+static_assert(kGroupRows == 2 * kTileRows, "a group GEMM call takes half a group's rows");
 
 // A type's row-group layout: the bytes of one group block, the two exact conversions, and its
 // kernel in every kernel set (all nullptr where the type has no layout; the table's row says).

@@ -51,6 +51,9 @@ struct RowGroupLayout {
     InterleaveFn interleave = nullptr;
     DeinterleaveFn deinterleave = nullptr;
     std::array<GroupDotFn, kIsaCount> dots{};  // [Isa]: nullptr where the build lacks the set
+    // [Isa]: prompt GEMMs reading the groups as they are, for the sets whose GEMM (gemms in the
+    // type's row) has a group form; nullptr elsewhere: prompts then restore the rows first.
+    std::array<GroupGemmFn, kIsaCount> gemms{};
 
     bool exists() const { return block_bytes != 0; }
 };
@@ -257,11 +260,16 @@ constexpr TypeRow with_neon_from_float(TypeRow r, FromFloatFn fast) {
 #define SMOL_GROUP_DOTS(name)                                                                               \
     {row_group_detail::name, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), \
      SMOL_AVX512_TILE(name)}
+// The row-group GEMMs: the AVX2, AVX-VNNI and AVX-512 sets' (AMX's own GEMM reads restored rows).
+#define SMOL_GROUP_GEMMS(name) {nullptr, SMOL_AVX2_TILE(name), SMOL_AVX_VNNI_TILE(name), SMOL_AVX512_TILE(name), nullptr}
 inline constexpr RowGroupLayout kQ4KRowGroups{sizeof(BlockQ4Kx8), row_group_detail::interleave_q4k,
-                                              row_group_detail::deinterleave_q4k, SMOL_GROUP_DOTS(q4k_x8_q8k)};
+                                              row_group_detail::deinterleave_q4k, SMOL_GROUP_DOTS(q4k_x8_q8k),
+                                              SMOL_GROUP_GEMMS(q4k_x8_q8k_gemm)};
 inline constexpr RowGroupLayout kQ6KRowGroups{sizeof(BlockQ6Kx8), row_group_detail::interleave_q6k,
-                                              row_group_detail::deinterleave_q6k, SMOL_GROUP_DOTS(q6k_x8_q8k)};
+                                              row_group_detail::deinterleave_q6k, SMOL_GROUP_DOTS(q6k_x8_q8k),
+                                              SMOL_GROUP_GEMMS(q6k_x8_q8k_gemm)};
 #undef SMOL_GROUP_DOTS
+#undef SMOL_GROUP_GEMMS
 
 inline constexpr TypeRow kTypeTable[] = {
     // Weights, in the order error messages list them.
