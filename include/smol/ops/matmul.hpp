@@ -81,6 +81,10 @@ namespace matmul_detail {
 
 inline constexpr std::int64_t kDecodeRunsPerThread = 16;     // decode rows are handed out in this many runs per thread
 inline constexpr std::int64_t kTokenBlock = 64;              // tokens whose activations stay in L2
+// Bounds of a GEMM work item's result tile (MatmulRun::item): token_block tokens (at most 96:
+// kTokenBlock rounded up to whole calls of AVX-512's 48) of its rows (at most AMX's 16).
+inline constexpr std::int64_t kMaxItemTokens = 96;
+inline constexpr std::int64_t kMaxItemRows = 16;
 inline constexpr std::int64_t kParallelQuantizeBlocks = 64;  // below this, one thread quantizes
 
 inline void check_view(const MatrixView& w, std::int64_t n_tokens) {
@@ -216,6 +220,9 @@ inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTa
         std::int64_t widest = 0;
         for (std::size_t i = 0; i < targets.size(); ++i) widest = std::max<std::int64_t>(widest, plan.gemm_shapes[i].tokens);
         plan.token_block = (kTokenBlock + widest - 1) / widest * widest;
+        if (plan.token_block > kMaxItemTokens)
+            fail("matmul: a GEMM of ", widest, " tokens a call makes token blocks of ", plan.token_block,
+                 ", more than the ", kMaxItemTokens, " an item's tile holds");
     }
     plan.restore_once = n_tokens > plan.token_block;
     for (std::size_t i = 0; i < targets.size(); ++i) {
@@ -229,6 +236,9 @@ inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTa
             plan.restored_bytes = plan.restore_once
                                       ? plan.restored_bytes + std::size_t(w.rows) * w.row_bytes
                                       : std::max(plan.restored_bytes, std::size_t(plan.group_rows[i]) * w.row_bytes);
+        if (plan.use_gemm && plan.group_rows[i] > kMaxItemRows)
+            fail("matmul: GEMM items of ", plan.group_rows[i], " rows, more than the ", kMaxItemRows,
+                 " an item's tile holds");
         plan.total_groups += (w.rows + plan.group_rows[i] - 1) / plan.group_rows[i];
         plan.group_end[i] = plan.total_groups;
     }
@@ -251,11 +261,24 @@ struct MatmulRun {
         const int n_rows = int(std::min<std::int64_t>(plan.group_rows[i], w.rows - r0));
         float* out = targets[i].y + r0;
         if (w.groups && !plan.use_gemm) return group_dots(i, r0, t0, t1, out);
-        if (w.groups && plan.group_gemms[i]) return group_gemm(i, r0, n_rows, t0, t1, out);
         const std::uint8_t* rows = w.data + std::size_t(r0) * w.row_bytes;
-        if (w.groups) rows = restore(i, r0, n_rows, t0);
-        if (plan.use_gemm) gemm(i, rows, n_rows, t0, t1, out);
-        else dot_tiles(i, rows, n_rows, t0, t1, out);
+        if (!plan.use_gemm) return dot_tiles(i, rows, n_rows, t0, t1, out);
+        // The GEMMs write the item's results into a tile ([token][row], its rows side by side),
+        // and each token's run of rows then goes to y at once. y's rows lie w.rows floats apart,
+        // 8 KB on the 3B shape's 2048: a GEMM's scattered stores into them (a few floats to each of
+        // 48 lines that share one L1 set) halved its speed on Zen 5 (docs/performance.md).
+        alignas(64) float tile[kMaxItemTokens * kMaxItemRows];
+        if (w.groups && plan.group_gemms[i]) {
+            group_gemm(i, r0, n_rows, t0, t1, tile);
+        } else {
+            if (w.groups) rows = restore(i, r0, n_rows, t0);
+            gemm(i, rows, n_rows, t0, t1, tile);
+        }
+        for (std::int64_t t = t0; t < t1; ++t) {
+            const float* from = tile + (t - t0) * n_rows;
+            float* to = out + t * w.rows;
+            for (int r = 0; r < n_rows; ++r) to[r] = from[r];
+        }
     }
 
     // One row group, kTileCols tokens per call.
@@ -290,8 +313,9 @@ struct MatmulRun {
         return rows_here;
     }
 
-    // GEMM calls over row groups as they are: each group's two halves of kTileRows rows.
-    void group_gemm(std::size_t i, std::int64_t r0, int n_rows, std::int64_t t0, std::int64_t t1, float* out) const {
+    // GEMM calls over row groups as they are, each group's two halves of kTileRows rows, into
+    // `tile` ([token - t0][row - r0], n_rows floats a token).
+    void group_gemm(std::size_t i, std::int64_t r0, int n_rows, std::int64_t t0, std::int64_t t1, float* tile) const {
         const MatrixView& w = *targets[i].w;
         const GemmShape shape = plan.gemm_shapes[i];
         for (std::int64_t t = t0; t < t1; t += shape.tokens) {
@@ -299,12 +323,13 @@ struct MatmulRun {
             const int n_cols = int(std::min<std::int64_t>(shape.tokens, t1 - t));
             for (int sub = 0; sub < n_rows; sub += kTileRows)
                 plan.group_gemms[i](w.cols, w.groups + std::size_t((r0 + sub) / kGroupRows) * plan.group_bytes[i],
-                                    sub % kGroupRows, packed, n_cols, out + t * w.rows + sub, std::size_t(w.rows));
+                                    sub % kGroupRows, packed, n_cols, tile + (t - t0) * n_rows + sub, std::size_t(n_rows));
         }
     }
 
-    // GEMM calls over the packed activations; t0 is a multiple of kPackedTokens.
-    void gemm(std::size_t i, const std::uint8_t* rows, int n_rows, std::int64_t t0, std::int64_t t1, float* out) const {
+    // GEMM calls over the packed activations into `tile`, as group_gemm; t0 is a multiple of
+    // kPackedTokens.
+    void gemm(std::size_t i, const std::uint8_t* rows, int n_rows, std::int64_t t0, std::int64_t t1, float* tile) const {
         const MatrixView& w = *targets[i].w;
         const GemmShape shape = plan.gemm_shapes[i];
         for (std::int64_t t = t0; t < t1; t += shape.tokens) {
@@ -312,7 +337,7 @@ struct MatmulRun {
             const int n_cols = int(std::min<std::int64_t>(shape.tokens, t1 - t));
             for (int sub = 0; sub < n_rows; sub += shape.rows)
                 plan.gemms[i](w.cols, rows + std::size_t(sub) * w.row_bytes, w.row_bytes, std::min(shape.rows, n_rows - sub),
-                              packed, n_cols, out + t * w.rows + sub, std::size_t(w.rows));
+                              packed, n_cols, tile + (t - t0) * n_rows + sub, std::size_t(n_rows));
         }
     }
 

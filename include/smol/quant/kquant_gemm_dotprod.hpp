@@ -219,8 +219,11 @@ struct Q4KGemm {
         for (int half = 0; half < 2; ++half) {  // tokens 8 half .. 8 half + 7
             int16x8_t bsums[8];                 // [sub-block]: each token's sum over it (fits an i16)
             SMOL_UNROLL
-            for (int j = 0; j < 8; ++j)
-                bsums[j] = vpaddq_s16(vld1q_s16(a.bsums[j][8 * half]), vld1q_s16(a.bsums[j][8 * half + 4]));
+            for (int q = 0; q < 4; ++q) {  // sums32 holds sub-blocks 2q and 2q + 1 as word pairs per token
+                const int16x8x2_t pair = vld2q_s16(a.sums32[q][8 * half]);
+                bsums[2 * q] = pair.val[0];
+                bsums[2 * q + 1] = pair.val[1];
+            }
             SMOL_UNROLL
             for (int quad = 2 * half; quad < 2 * half + 2; ++quad) {
                 const float32x4_t ad = vld1q_f32(a.d + 4 * quad);

@@ -643,6 +643,7 @@ struct GroupRows {
     int first;
     SMOL_INLINE_INTO_SET void unpack(std::int64_t b, avx2::UnpackedQuants (&u)[kTileRows],
                                      GemmFactors (&factors)[kTileRows]) const {
+        if (first == 0) prefetch_ahead<PrefetchInto::l2>(&group[b], sizeof(group[b]), kPrefetchBytes);
         Kernel::unpack_group(group[b], first, u, factors);
     }
 };
