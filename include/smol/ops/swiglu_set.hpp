@@ -1,0 +1,59 @@
+// The SwiGLU kernel, written once and compiled per x86 set: swiglu_x86.hpp includes this file
+// inside each set's namespace after defining
+//   SMOL_SET_TARGET  the set's target attribute (nothing for AVX2, the baseline)
+//   Lanes            the set's vectors: Lanes::F of 2 * Lanes::kDoubles floats, Lanes::D of
+//                    kDoubles doubles, and the operations below on them
+// and it defines the set's entry point, swiglu. glibc's expf works in doubles: each float
+// vector is widened into two double vectors, which take its steps lane by lane.
+//
+// No include guard: included once per set namespace, never on its own.
+
+// e^x for the lanes of x (floats widened), as glibc's expf computes it for |x| < 88 (its
+// __expf_fma, which it runs on every CPU with FMA: x86-64-v3, smol's baseline): x * 32 / ln 2 =
+// k + r with k = round(x * 32 / ln 2) to even (adding and taking away 1.5 * 2^52), r in [-1/2,
+// 1/2] from the fused product; 2^(k/32) from the table and k's integer bits; 2^(r/32) by the
+// polynomial, fused where glibc's build fused it; the product rounded to float by the caller.
+SMOL_SET_TARGET SMOL_INLINE_INTO_SET inline Lanes::D expf_lanes(Lanes::D x) {
+    const Lanes::D shifted = Lanes::fma(x, Lanes::set1(glibc_expf::kInvLn2N), Lanes::set1(glibc_expf::kShift));
+    const Lanes::D k = Lanes::sub(shifted, Lanes::set1(glibc_expf::kShift));
+    const Lanes::D r = Lanes::fms(x, Lanes::set1(glibc_expf::kInvLn2N), k);  // x * 32 / ln 2 - k, one rounding
+    const Lanes::D z = Lanes::fma(r, Lanes::set1(glibc_expf::kC0), Lanes::set1(glibc_expf::kC1));
+    const Lanes::D r2 = Lanes::mul(r, r);
+    const Lanes::D y = Lanes::fma(z, r2, Lanes::fma(r, Lanes::set1(glibc_expf::kC2), Lanes::set1(1.0)));
+    return Lanes::mul(y, Lanes::exp2_over_32(shifted));
+}
+
+// y[i] = std::exp(x[i]) for i < n, glibc's bits: the lanes' exp, with its special cases (|x| >=
+// 88, NaN) through std::exp.
+SMOL_SET_TARGET inline void exp_values(const float* x, float* y, std::int64_t n) {
+    constexpr int kStep = 2 * Lanes::kDoubles;
+    std::int64_t i = 0;
+    for (; i + kStep <= n; i += kStep) {
+        const Lanes::F v = Lanes::load(x + i);
+        if (Lanes::any_outside_88(v)) {
+            for (int l = 0; l < kStep; ++l) y[i + l] = std::exp(x[i + l]);
+            continue;
+        }
+        Lanes::store(y + i, Lanes::to_floats(expf_lanes(Lanes::low(v)), expf_lanes(Lanes::high(v))));
+    }
+    for (; i < n; ++i) y[i] = std::exp(x[i]);
+}
+
+// h[i] = silu(gate[i]) * up[i] for i < n (h may alias gate or up), the bits of swiglu_scalar: a
+// vector whose gates all lie in (-88, 88) in the lanes, others (glibc's special cases: huge,
+// infinite, NaN) through silu itself.
+SMOL_SET_TARGET inline void swiglu(const float* gate, const float* up, float* h, std::int64_t n) {
+    constexpr int kStep = 2 * Lanes::kDoubles;
+    std::int64_t i = 0;
+    for (; i + kStep <= n; i += kStep) {
+        const Lanes::F g = Lanes::load(gate + i), u = Lanes::load(up + i);
+        if (Lanes::any_outside_88(g)) {
+            for (int l = 0; l < kStep; ++l) h[i + l] = silu(gate[i + l]) * up[i + l];
+            continue;
+        }
+        const Lanes::F minus_g = Lanes::negate(g);
+        const Lanes::F e = Lanes::to_floats(expf_lanes(Lanes::low(minus_g)), expf_lanes(Lanes::high(minus_g)));
+        Lanes::store(h + i, Lanes::mul(Lanes::div(g, Lanes::add(Lanes::one(), e)), u));
+    }
+    for (; i < n; ++i) h[i] = silu(gate[i]) * up[i];
+}
