@@ -211,6 +211,7 @@ __attribute__((always_inline)) inline void word_sums(__m256i (&sums)[kTileRows],
                                                      const BlockQ8Kx16& a, int h, int first) {
     if constexpr (K > 0) {
         const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.qs[first][8 * h]));
+        SMOL_UNROLL
         for (int r = 0; r < kTileRows; ++r) {
             const __m256i products = _mm256_maddubs_epi16(broadcast_group(u[r], first), x);
             sums[r] = Start ? products : _mm256_add_epi16(sums[r], products);
@@ -229,6 +230,7 @@ __attribute__((always_inline)) inline void dot_group_run(__m256i (&dots)[kTileRo
     if constexpr (Runs > 0) {
         __m256i sums[kTileRows];
         word_sums<K, true>(sums, u, a, h, first);
+        SMOL_UNROLL
         for (int r = 0; r < kTileRows; ++r) dots[r] = _mm256_add_epi32(dots[r], _mm256_madd_epi16(sums[r], scale[r]));
         dot_group_run<K, Runs - 1>(dots, u, a, h, first + K, scale);
     }

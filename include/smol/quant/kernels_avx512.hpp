@@ -86,9 +86,12 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void dot_groups(__m512i
                                                                          const BlockQ8Kx16* const (&a)[G], int first) {
     if constexpr (K > 0) {
         __m512i x[G];
+        SMOL_UNROLL
         for (int g = 0; g < G; ++g) x[g] = _mm512_load_si512(a[g]->qs[first]);
+        SMOL_UNROLL
         for (int r = 0; r < R; ++r) {
             const __m512i w = detail::broadcast_group(u[r], first);  // qualified: ADL would find AVX2's too
+            SMOL_UNROLL
             for (int g = 0; g < G; ++g) sub[r][g] = _mm512_dpbusd_epi32(sub[r][g], w, x[g]);
         }
         dot_groups<K - 1>(sub, u, a, first + 1);
@@ -103,15 +106,21 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void scaled_block_dots(
                                                                                 const BlockQ8Kx16* const (&a)[G],
                                                                                 Scale scale) {
     constexpr int groups_per_sub_block = QK_K / 4 / SubBlocks;
+    SMOL_UNROLL
     for (int r = 0; r < R; ++r)
+        SMOL_UNROLL
         for (int g = 0; g < G; ++g) dots[r][g] = _mm512_setzero_si512();
     for (int j = 0; j < SubBlocks; ++j) {
         __m512i sub[R][G];
+        SMOL_UNROLL
         for (int r = 0; r < R; ++r)
+            SMOL_UNROLL
             for (int g = 0; g < G; ++g) sub[r][g] = _mm512_setzero_si512();
         dot_groups<groups_per_sub_block>(sub, u, a, groups_per_sub_block * j);
+        SMOL_UNROLL
         for (int r = 0; r < R; ++r) {
             const __m512i factor = _mm512_set1_epi32(scale(r, j));
+            SMOL_UNROLL
             for (int g = 0; g < G; ++g) dots[r][g] = _mm512_add_epi32(dots[r][g], _mm512_mullo_epi32(sub[r][g], factor));
         }
     }

@@ -401,9 +401,11 @@ struct Q4KGemm {
     static void unpack_group(const BlockQ4Kx8& g, int first, avx2::UnpackedQuants (&u)[kTileRows],
                              GemmFactors (&f)[kTileRows]) {
         const __m256i low4 = _mm256_set1_epi8(0x0f);
+        SMOL_UNROLL
         for (int chunk = 0; chunk < 4; ++chunk) {  // as q4k_unpack: low nibbles, then high
             __m256i rows[kTileRows];
             group_rows_x4(g.qs[chunk][0][0], sizeof g.qs[chunk][0], first, rows);
+            SMOL_UNROLL
             for (int r = 0; r < kTileRows; ++r) {
                 _mm256_store_si256(reinterpret_cast<__m256i*>(u[r].q + 64 * chunk), _mm256_and_si256(rows[r], low4));
                 _mm256_store_si256(reinterpret_cast<__m256i*>(u[r].q + 64 * chunk + 32),
@@ -413,12 +415,14 @@ struct Q4KGemm {
         // Scales are stored [sub-block j][row]: bytes (j, row) paired by sub-block pair first.
         const __m128i pair_up = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
         __m128i scale_pairs[4], mins[4], scales_by_row[2], mins_by_row[2];
+        SMOL_UNROLL
         for (int p = 0; p < 4; ++p) {
             scale_pairs[p] = _mm_shuffle_epi8(load_128(g.scales[2 * p]), pair_up);
             mins[p] = load_128(g.mins[p]);
         }
         pairs_to_rows(scale_pairs, first, scales_by_row);
         pairs_to_rows(mins, first, mins_by_row);
+        SMOL_UNROLL
         for (int r = 0; r < kTileRows; ++r) {
             store_row_words<false>(scales_by_row, r, f[r].scales);
             store_row_words<false>(mins_by_row, r, f[r].bsum_factors);
@@ -454,11 +458,13 @@ struct Q6KGemm {  // quants used unsigned, 0..63
     }
     static void unpack_group(const BlockQ6Kx8& g, int first, avx2::UnpackedQuants (&u)[kTileRows],
                              GemmFactors (&f)[kTileRows]) {
+        SMOL_UNROLL
         for (int half = 0; half < 2; ++half) {  // as q6k_unpack, from the three parts of the groups
             __m256i ql_a[kTileRows], ql_b[kTileRows], qh[kTileRows];
             group_rows_x4(g.q[half][0][0][0], sizeof g.q[half][0], first, ql_a);
             group_rows_x4(g.q[half][0][1][0], sizeof g.q[half][0], first, ql_b);
             group_rows_x4(g.q[half][0][2][0], sizeof g.q[half][0], first, qh);
+            SMOL_UNROLL
             for (int r = 0; r < kTileRows; ++r) {
                 auto* out = reinterpret_cast<__m256i*>(u[r].q + 128 * half);
                 _mm256_store_si256(out + 0, avx2::q6k_chunk_quants<0>(ql_a[r], ql_b[r], qh[r]));
@@ -469,12 +475,14 @@ struct Q6KGemm {  // quants used unsigned, 0..63
         }
         // Scales are stored [sub-block pair p][row][2], signed: sub-blocks 0-7 and 8-15 by row.
         __m128i low_pairs[4], high_pairs[4], low_by_row[2], high_by_row[2];
+        SMOL_UNROLL
         for (int p = 0; p < 4; ++p) {
             low_pairs[p] = load_128(g.scales[p]);
             high_pairs[p] = load_128(g.scales[4 + p]);
         }
         pairs_to_rows(low_pairs, first, low_by_row);
         pairs_to_rows(high_pairs, first, high_by_row);
+        SMOL_UNROLL
         for (int r = 0; r < kTileRows; ++r) {
             store_row_words<true>(low_by_row, r, f[r].scales);
             store_row_words<true>(high_by_row, r, f[r].scales + 8);
@@ -535,6 +543,7 @@ using BsumFactorPairs = __m256i[8][kTileRows];  // [sum pair p][row]
 template <class Kernel>
 inline __m256i bsum_dots(const BlockQ8Kx16& ab, int h, const BsumFactorPairs& factor_pairs, int r) {
     __m256i sum = _mm256_setzero_si256();
+    SMOL_UNROLL
     for (int p = 0; p < kBsumPairs<Kernel>; ++p)
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(
                                                           bsum_pair<Kernel>(ab, p) + 16 * h)),
@@ -604,6 +613,7 @@ struct DpbusdProducts {
                                                           const BlockQ8Kx16& a, int h, int first) {
         if constexpr (K > 0) {
             const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.qs[first][8 * h]));
+            SMOL_UNROLL
             for (int r = 0; r < kTileRows; ++r)
                 runs[r][K % 2] = Dot::dpbusd(runs[r][K % 2], avx2::broadcast_group(u[r], first), x);
             group_runs<K - 1>(runs, u, a, h, first + 1);
@@ -616,8 +626,10 @@ struct DpbusdProducts {
                                                              const BlockQ8Kx16& a, int h, int first,
                                                              const __m256i (&scale)[kTileRows]) {
         __m256i runs[kTileRows][2];  // [row][group parity] i32
+        SMOL_UNROLL
         for (int r = 0; r < kTileRows; ++r) runs[r][0] = runs[r][1] = _mm256_setzero_si256();
         group_runs<Groups>(runs, u, a, h, first);
+        SMOL_UNROLL
         for (int r = 0; r < kTileRows; ++r)
             dots[r] = _mm256_add_epi32(dots[r], _mm256_mullo_epi32(_mm256_add_epi32(runs[r][0], runs[r][1]), scale[r]));
     }
@@ -634,6 +646,7 @@ struct StoredRows {
     }
     SMOL_INLINE_INTO_SET void unpack(std::int64_t b, avx2::UnpackedQuants (&u)[kTileRows],
                                      GemmFactors (&factors)[kTileRows]) const {
+        SMOL_UNROLL
         for (int r = 0; r < kTileRows; ++r) Kernel::unpack(w[r][b], u[r], factors[r]);
     }
 };
@@ -667,8 +680,11 @@ inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const
     BsumFactorPairs bsum_factor_pairs;    // the factors of bsum pairs, two words
     for (std::int64_t b = 0; b < blocks; ++b) {
         rows.unpack(b, u, factors);
+        SMOL_UNROLL
         for (int r = 0; r < R; ++r) {
+            SMOL_UNROLL
             for (int j = 0; j < SubBlocks; ++j) scale_vectors[j][r] = Products::scale_vector(factors[r].scales[j]);
+            SMOL_UNROLL
             for (int p = 0; p < kBsumPairs<Kernel>; ++p)
                 bsum_factor_pairs[p][r] = avx2::word_pair(factors[r].bsum_factors + 2 * p);
         }
@@ -676,10 +692,12 @@ inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const
             const BlockQ8Kx16& a = acts[(half / 2) * blocks + b];
             const int h = half % 2;
             __m256i dots[R];
+            SMOL_UNROLL
             for (int r = 0; r < R; ++r) dots[r] = _mm256_setzero_si256();
             for (int j = 0; j < SubBlocks; ++j)
                 Products::template add_sub_block<Kernel, groups_per_sub_block>(dots, u, a, h, groups_per_sub_block * j,
                                                                                scale_vectors[j]);
+            SMOL_UNROLL
             for (int r = 0; r < R; ++r)
                 _mm256_store_ps(acc[half][r], gemm_accumulate<Kernel>(factors[r], a, h, dots[r], bsum_factor_pairs, r,
                                                                        _mm256_load_ps(acc[half][r])));

@@ -225,18 +225,23 @@ SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_groups(std::
     alignas(64) std::int32_t scales32[R][16];  // factors[r].scales widened: vpmulld broadcasts them from memory
     for (std::int64_t b = 0; b < blocks; ++b) {
         rows.unpack(b, u, factors);
+        SMOL_UNROLL
         for (int r = 0; r < R; ++r) {
             const __m256i scales16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(factors[r].scales));
             _mm512_store_si512(scales32[r], _mm512_cvtepi16_epi32(scales16));
         }
         const BlockQ8Kx16* a[G];
+        SMOL_UNROLL
         for (int g = 0; g < G; ++g) a[g] = acts + std::min(g, groups - 1) * blocks + b;
         __m512i dots[R][G];
         detail::scaled_block_dots<Kernel::kSubBlocks>(dots, u, a, [&](int r, int j) { return scales32[r][j]; });
+        SMOL_UNROLL
         for (int r = 0; r < R; ++r) {
             const avx2_kquant::GemmFactors& f = factors[r];
+            SMOL_UNROLL
             for (int g = 0; g < G; ++g) {
                 __m512i bsum_term = _mm512_setzero_si512();  // sum_k factor_k * sum_k (bsum_dots')
+                SMOL_UNROLL
                 for (int p = 0; p < avx2_kquant::kBsumPairs<Kernel>; ++p)
                     bsum_term = _mm512_dpwssd_epi32(bsum_term, _mm512_load_si512(avx2_kquant::bsum_pair<Kernel>(*a[g], p)),
                                                     detail::word_pair(f.bsum_factors + 2 * p));
