@@ -43,7 +43,7 @@ done
   exit 1
 }
 
-tests=(test_quant_kernels test_int8_peak test_attention test_reference test_tokenizer)
+tests=(test_quant_kernels test_int8_peak test_attention test_swiglu test_reference test_tokenizer)
 mkdir -p "$out/include"
 ln -sfn "$xsimd_include/xsimd" "$out/include/xsimd"
 flags=(-std=c++20 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -Werror -Iinclude -isystem "$out/include"
@@ -90,6 +90,7 @@ for i in "${!cpus[@]}"; do
   fi
   run "$cpu" test_int8_peak  # the set's int8 peak loop (smol-bench's) against its reference
   run "$cpu" test_attention "--test-case-exclude=attention matches*"
+  run "$cpu" test_swiglu  # the NEON kernel against aarch64 glibc's expf
   run "$cpu" test_reference "--test-case=Q4_K_M fixture*"
 done
 run cortex-a53 test_tokenizer

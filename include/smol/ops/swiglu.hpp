@@ -1,6 +1,6 @@
 #pragma once
-// SwiGLU gate: h = silu(gate) * up, elementwise. The x86 sets run swiglu_x86.hpp's kernels, which
-// give the scalar loop's bits; other builds (and SMOL_ISA=scalar) run the loop.
+// SwiGLU gate: h = silu(gate) * up, elementwise. The x86 sets run swiglu_x86.hpp's kernels, the
+// ARM sets swiglu_neon.hpp's, which give the scalar loop's bits; SMOL_ISA=scalar runs the loop.
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +10,7 @@
 #include "smol/core/simd_targets.hpp"
 #include "smol/core/threads.hpp"
 #include "smol/ops/silu.hpp"
+#include "smol/ops/swiglu_neon.hpp"
 #include "smol/ops/swiglu_x86.hpp"
 
 namespace smol {
@@ -47,11 +48,18 @@ inline const SwigluKernels* swiglu_kernels_for(Isa isa) {
             return &set;
         }
 #endif
+#if SMOL_HAVE_NEON_KERNELS
+        case Isa::neon: {
+            static constexpr SwigluKernels set{Isa::neon, swiglu_neon::neon::swiglu, swiglu_neon::neon::exp_values};
+            return &set;
+        }
+#endif
         default: return nullptr;
     }
 }
 
-// The kernels of the set this process runs (selected_isa()) or the first down its fallback chain.
+// The kernels of the set this process runs (selected_isa()) or the first down its fallback chain
+// (AMX: AVX-512's; AVX-VNNI: AVX2's; i8mm and dotprod: NEON's).
 inline const SwigluKernels& swiglu_kernels() {
     static const SwigluKernels* chosen = [] {
         for (Isa isa = selected_isa(); isa != Isa::scalar; isa = fallback_isa(isa))

@@ -1,26 +1,25 @@
-// The SwiGLU kernel, written once and compiled per x86 set: swiglu_x86.hpp includes this file
-// inside each set's namespace after defining
-//   SMOL_SET_TARGET  the set's target attribute (nothing for AVX2, the baseline)
+// The SwiGLU kernels, written once and compiled per set: swiglu_x86.hpp (AVX2, AVX-512) and
+// swiglu_neon.hpp include this file inside each set's namespace after defining
+//   SMOL_SET_TARGET  the set's target attribute (nothing for AVX2 and NEON, the baselines)
 //   Lanes            the set's vectors: Lanes::F of 2 * Lanes::kDoubles floats, Lanes::D of
-//                    kDoubles doubles, and the operations below on them
+//                    kDoubles doubles, Lanes::I of as many 64-bit integers, and the operations
+//                    below on them
 // and it defines the set's entry point, swiglu. glibc's expf works in doubles: each float
 // vector is widened into two double vectors, which take its steps lane by lane.
 //
 // No include guard: included once per set namespace, never on its own.
 
-// e^x for the lanes of x (floats widened), as glibc's expf computes it for |x| < 88 (its
-// __expf_fma, which it runs on every CPU with FMA: x86-64-v3, smol's baseline): x * 32 / ln 2 =
-// k + r with k = round(x * 32 / ln 2) to even (adding and taking away 1.5 * 2^52), r in [-1/2,
-// 1/2] from the fused product; 2^(k/32) from the table and k's integer bits; 2^(r/32) by the
-// polynomial, fused where glibc's build fused it; the product rounded to float by the caller.
+// e^x for the lanes of x (floats widened), as glibc's expf computes it for |x| < 88: x * 32 / ln 2
+// = k + r with k an integer and |r| <= 1/2, as this architecture's build of it splits it
+// (Lanes::reduce); 2^(k/32) from the table and k's integer bits; 2^(r/32) by the polynomial,
+// fused where glibc's build fused it; the product rounded to float by the caller.
 SMOL_SET_TARGET SMOL_INLINE_INTO_SET inline Lanes::D expf_lanes(Lanes::D x) {
-    const Lanes::D shifted = Lanes::fma(x, Lanes::set1(glibc_expf::kInvLn2N), Lanes::set1(glibc_expf::kShift));
-    const Lanes::D k = Lanes::sub(shifted, Lanes::set1(glibc_expf::kShift));
-    const Lanes::D r = Lanes::fms(x, Lanes::set1(glibc_expf::kInvLn2N), k);  // x * 32 / ln 2 - k, one rounding
+    Lanes::D r;
+    const Lanes::I k = Lanes::reduce(x, r);
     const Lanes::D z = Lanes::fma(r, Lanes::set1(glibc_expf::kC0), Lanes::set1(glibc_expf::kC1));
     const Lanes::D r2 = Lanes::mul(r, r);
     const Lanes::D y = Lanes::fma(z, r2, Lanes::fma(r, Lanes::set1(glibc_expf::kC2), Lanes::set1(1.0)));
-    return Lanes::mul(y, Lanes::exp2_over_32(shifted));
+    return Lanes::mul(y, Lanes::exp2_over_32(k));
 }
 
 // y[i] = std::exp(x[i]) for i < n, glibc's bits: the lanes' exp, with its special cases (|x| >=
