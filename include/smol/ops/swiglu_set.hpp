@@ -4,8 +4,8 @@
 //   Lanes            the set's vectors: Lanes::F of 2 * Lanes::kDoubles floats, Lanes::D of
 //                    kDoubles doubles, Lanes::I of as many 64-bit integers, and the operations
 //                    below on them
-// and it defines the set's entry point, swiglu. glibc's expf works in doubles: each float
-// vector is widened into two double vectors, which take its steps lane by lane.
+// and it defines the set's entry points, swiglu and exp_values. glibc's expf works in doubles:
+// each float vector is widened into two double vectors, which take its steps lane by lane.
 //
 // No include guard: included once per set namespace, never on its own.
 

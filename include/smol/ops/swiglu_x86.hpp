@@ -20,7 +20,6 @@ SMOL_INTRINSIC_WARNINGS_OFF
 
 namespace smol::swiglu_x86 {
 
-
 // The lanes of one set (swiglu_set.hpp): F holds 2 * kDoubles floats, D kDoubles doubles, I as
 // many 64-bit integers.
 struct Avx2Lanes {
