@@ -287,4 +287,14 @@ inline Isa selected_isa() {
     return wanted;
 }
 
+// The kernels an op runs: kernels_for(isa) (a pointer, null where this build has none for that
+// set) of selected_isa() or of the first set down its fallback chain that has them (AMX: AVX-512's;
+// AVX-VNNI: AVX2's; i8mm and dotprod: NEON's), else kernels_for(Isa::scalar).
+template <class KernelsFor>
+auto kernels_down_fallback_chain(KernelsFor kernels_for) {
+    for (Isa isa = selected_isa(); isa != Isa::scalar; isa = fallback_isa(isa))
+        if (const auto* k = kernels_for(isa)) return k;
+    return kernels_for(Isa::scalar);
+}
+
 }  // namespace smol

@@ -143,14 +143,9 @@ inline const AttentionKernels* attention_kernels_for(Isa isa) {
 }
 
 // The set this process runs: the one of the quantized matmuls (selected_isa(): the best the CPU
-// has, or SMOL_ISA's), or the first down its fallback chain (fallback_isa) this build has
-// attention kernels for (AMX: AVX-512's; AVX-VNNI: AVX2's; i8mm and dotprod: NEON's).
+// has, or SMOL_ISA's), or the first down its fallback chain this build has attention kernels for.
 inline const AttentionKernels& attention_kernels() {
-    static const AttentionKernels* chosen = [] {
-        for (Isa isa = selected_isa(); isa != Isa::scalar; isa = fallback_isa(isa))
-            if (const AttentionKernels* k = attention_kernels_for(isa)) return k;
-        return attention_kernels_for(Isa::scalar);
-    }();
+    static const AttentionKernels* chosen = kernels_down_fallback_chain(attention_kernels_for);
     return *chosen;
 }
 

@@ -58,14 +58,9 @@ inline const SwigluKernels* swiglu_kernels_for(Isa isa) {
     }
 }
 
-// The kernels of the set this process runs (selected_isa()) or the first down its fallback chain
-// (AMX: AVX-512's; AVX-VNNI: AVX2's; i8mm and dotprod: NEON's).
+// The kernels of the set this process runs (selected_isa()) or the first down its fallback chain.
 inline const SwigluKernels& swiglu_kernels() {
-    static const SwigluKernels* chosen = [] {
-        for (Isa isa = selected_isa(); isa != Isa::scalar; isa = fallback_isa(isa))
-            if (const SwigluKernels* k = swiglu_kernels_for(isa)) return k;
-        return swiglu_kernels_for(Isa::scalar);
-    }();
+    static const SwigluKernels* chosen = kernels_down_fallback_chain(swiglu_kernels_for);
     return *chosen;
 }
 
