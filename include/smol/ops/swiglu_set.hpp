@@ -12,7 +12,7 @@
 // e^x for the lanes of x (floats widened), as glibc's expf computes it for |x| < 88: x * 32 / ln 2
 // = k + r with k an integer and |r| <= 1/2, as this architecture's build of it splits it
 // (Lanes::reduce); 2^(k/32) from the table and k's integer bits; 2^(r/32) by the polynomial,
-// fused where glibc's build fused it; the product rounded to float by the caller.
+// fused where glibc's build fused it; the product rounded to float by the caller (expf_vector).
 SMOL_SET_TARGET SMOL_INLINE_INTO_SET inline Lanes::D expf_lanes(Lanes::D x) {
     Lanes::D r;
     const Lanes::I k = Lanes::reduce(x, r);
@@ -20,6 +20,11 @@ SMOL_SET_TARGET SMOL_INLINE_INTO_SET inline Lanes::D expf_lanes(Lanes::D x) {
     const Lanes::D r2 = Lanes::mul(r, r);
     const Lanes::D y = Lanes::fma(z, r2, Lanes::fma(r, Lanes::set1(glibc_expf::kC2), Lanes::set1(1.0)));
     return Lanes::mul(y, Lanes::exp2_over_32(k));
+}
+
+// expf_lanes over a float vector: its two halves widened, each rounded back to float.
+SMOL_SET_TARGET SMOL_INLINE_INTO_SET inline Lanes::F expf_vector(Lanes::F v) {
+    return Lanes::to_floats(expf_lanes(Lanes::low(v)), expf_lanes(Lanes::high(v)));
 }
 
 // y[i] = std::exp(x[i]) for i < n, glibc's bits: the lanes' exp, with its special cases (|x| >=
@@ -33,7 +38,7 @@ SMOL_SET_TARGET inline void exp_values(const float* x, float* y, std::int64_t n)
             for (int l = 0; l < kStep; ++l) y[i + l] = std::exp(x[i + l]);
             continue;
         }
-        Lanes::store(y + i, Lanes::to_floats(expf_lanes(Lanes::low(v)), expf_lanes(Lanes::high(v))));
+        Lanes::store(y + i, expf_vector(v));
     }
     for (; i < n; ++i) y[i] = std::exp(x[i]);
 }
@@ -50,8 +55,7 @@ SMOL_SET_TARGET inline void swiglu(const float* gate, const float* up, float* h,
             for (int l = 0; l < kStep; ++l) h[i + l] = silu(gate[i + l]) * up[i + l];
             continue;
         }
-        const Lanes::F minus_g = Lanes::negate(g);
-        const Lanes::F e = Lanes::to_floats(expf_lanes(Lanes::low(minus_g)), expf_lanes(Lanes::high(minus_g)));
+        const Lanes::F e = expf_vector(Lanes::negate(g));
         Lanes::store(h + i, Lanes::mul(Lanes::div(g, Lanes::add(Lanes::one(), e)), u));
     }
     for (; i < n; ++i) h[i] = silu(gate[i]) * up[i];
