@@ -242,8 +242,7 @@ SMOL_TARGET_AMX void gemm(Tiles& tiles, std::int64_t n, const std::uint8_t* weig
         }
     }
     tiles.release();
-    for (int t = 0; t < n_tokens; ++t)
-        for (int r = 0; r < n_rows; ++r) out[std::size_t(t) * out_stride + std::size_t(r)] = acc.acc[r][t];
+    kernel_detail::store_token_major(&acc.acc[0][0], kTokens, n_rows, n_tokens, out, out_stride);
 }
 
 SMOL_TARGET_AMX inline void q4k_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,

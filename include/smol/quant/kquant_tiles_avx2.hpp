@@ -673,7 +673,7 @@ inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const
     if (n_rows <= 0 || n_tokens <= 0) return;
     const std::int64_t blocks = n / QK_K;
     const int halves = (std::min(n_tokens, kGemmTokensAvx2) + 7) / 8;  // packed groups hold 16: a half past n_tokens is zero
-    alignas(32) float acc[kMaxHalves][R][8] = {};  // [half][row]: 8 tokens' sums
+    alignas(32) float acc[R][kMaxHalves][8] = {};  // [row][half]: 8 tokens' sums, a row's tokens in a run
     avx2::UnpackedQuants u[R];
     GemmFactors factors[R];
     __m256i scale_vectors[SubBlocks][R];  // read as memory operands of vpmaddwd or vpmulld, as are:
@@ -699,12 +699,12 @@ inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const
                                                                                scale_vectors[j]);
             SMOL_UNROLL
             for (int r = 0; r < R; ++r)
-                _mm256_store_ps(acc[half][r], gemm_accumulate<Kernel>(factors[r], a, h, dots[r], bsum_factor_pairs, r,
-                                                                       _mm256_load_ps(acc[half][r])));
+                _mm256_store_ps(acc[r][half], gemm_accumulate<Kernel>(factors[r], a, h, dots[r], bsum_factor_pairs, r,
+                                                                       _mm256_load_ps(acc[r][half])));
         }
     }
-    for (int t = 0; t < std::min(n_tokens, kGemmTokensAvx2); ++t)
-        for (int r = 0; r < n_rows; ++r) out[std::size_t(t) * out_stride + std::size_t(r)] = acc[t / 8][r][t % 8];
+    kernel_detail::store_token_major(&acc[0][0][0], kMaxHalves * 8, n_rows, std::min(n_tokens, kGemmTokensAvx2), out,
+                                     out_stride);
 }
 
 // The two entry points: a GemmTileFn over rows as stored, a GroupGemmFn over a row group's rows.

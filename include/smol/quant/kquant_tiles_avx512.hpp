@@ -258,9 +258,7 @@ SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_groups(std::
             }
         }
     }
-    for (int r = 0; r < n_rows; ++r)
-        for (int t = 0; t < n_tokens; ++t)
-            out[std::size_t(t) * out_stride + std::size_t(r)] = acc_mem[r][t / kPackedTokens][t % kPackedTokens];
+    kernel_detail::store_token_major(&acc_mem[0][0][0], G * kPackedTokens, n_rows, n_tokens, out, out_stride);
 }
 
 // A call's tokens in as many packed groups as they fill (a short batch: a speculative verify
