@@ -92,7 +92,7 @@ struct TileOperands {
     }
 };
 
-// A kernel's results, held row by row (rows[r * row_stride + t]), written to the caller's
+// A GEMM call's results, held row by row (rows[r * row_stride + t]), written to the caller's
 // token-major output (out[t * out_stride + r]). On x86 four rows go at once through 4 x 4
 // transposes of SSE registers (baseline x86-64): a float at a time, the write-back of a GEMM
 // call (4 rows x 48 tokens, read back from just-stored 512-bit sums) was a sizeable share of a
@@ -126,7 +126,8 @@ inline void store_token_major(const float* rows, std::size_t row_stride, int n_r
 template <int C>
 inline void store_tile(const float (&result)[kTileRows][C], int n_rows, int n_cols, float* out,
                        std::size_t out_stride) {
-    store_token_major(&result[0][0], C, n_rows, n_cols, out, out_stride);
+    for (int r = 0; r < n_rows; ++r)
+        for (int c = 0; c < n_cols; ++c) out[std::size_t(c) * out_stride + std::size_t(r)] = result[r][c];
 }
 
 // Decode (one column) and prompt tiles are separate instantiations; nothing else is.
