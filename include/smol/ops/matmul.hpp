@@ -81,10 +81,13 @@ namespace matmul_detail {
 
 inline constexpr std::int64_t kDecodeRunsPerThread = 16;     // decode rows are handed out in this many runs per thread
 inline constexpr std::int64_t kTokenBlock = 64;              // tokens whose activations stay in L2
-// Bounds of a GEMM work item's result tile (MatmulRun::item): token_block tokens (at most 96:
-// kTokenBlock rounded up to whole calls of AVX-512's 48) of its rows (at most AMX's 16).
+// A GEMM work item's result tile (MatmulRun::item): token_block tokens (at most 96: kTokenBlock
+// rounded up to whole calls of AVX-512's 48) of kGemmItemRows rows. 16 rows make each token's
+// results one whole 64-byte line of y: with 8, two items wrote halves of the same lines, which
+// the first had long lost from L1 (y's rows lie 8 KB apart on the 3B shape, all in one set).
 inline constexpr std::int64_t kMaxItemTokens = 96;
-inline constexpr std::int64_t kMaxItemRows = 16;
+inline constexpr std::int64_t kGemmItemRows = 16;
+static_assert(kGemmItemRows % kGroupRows == 0 && kGemmItemRows % kTileRows == 0, "items hold whole row groups and GEMM calls");
 inline constexpr std::int64_t kParallelQuantizeBlocks = 64;  // below this, one thread quantizes
 
 inline void check_view(const MatrixView& w, std::int64_t n_tokens) {
@@ -163,8 +166,7 @@ namespace matmul_detail {
 inline constexpr int kMaxTargets = 4;  // fused products in one call
 
 // Planning: the kernels each target is read with, and how its rows are cut into work items (a
-// tile's rows, a GEMM call's, or a row group's; in GEMM mode as many whole row groups as one
-// GEMM call takes), numbered across targets.
+// tile's rows or a row group's; in GEMM mode kGemmItemRows), numbered across targets.
 struct MatmulPlan {
     TensorType format = TensorType::F32;  // the activation format every target shares
     DotTileFn tiles[kMaxTargets];
@@ -227,18 +229,12 @@ inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTa
     plan.restore_once = n_tokens > plan.token_block;
     for (std::size_t i = 0; i < targets.size(); ++i) {
         const MatrixView& w = *targets[i].w;
-        const std::int64_t plain = plan.use_gemm ? plan.gemm_shapes[i].rows : kTileRows;
-        plan.group_rows[i] = w.groups == nullptr ? plain
-                             : plan.use_gemm     ? (plain + kGroupRows - 1) / kGroupRows * kGroupRows
-                                                 : kGroupRows;
+        plan.group_rows[i] = plan.use_gemm ? kGemmItemRows : w.groups ? kGroupRows : kTileRows;
         plan.restored_at[i] = plan.restored_bytes;
         if (w.groups && plan.use_gemm && plan.group_gemms[i] == nullptr)
             plan.restored_bytes = plan.restore_once
                                       ? plan.restored_bytes + std::size_t(w.rows) * w.row_bytes
                                       : std::max(plan.restored_bytes, std::size_t(plan.group_rows[i]) * w.row_bytes);
-        if (plan.use_gemm && plan.group_rows[i] > kMaxItemRows)
-            fail("matmul: GEMM items of ", plan.group_rows[i], " rows, more than the ", kMaxItemRows,
-                 " an item's tile holds");
         plan.total_groups += (w.rows + plan.group_rows[i] - 1) / plan.group_rows[i];
         plan.group_end[i] = plan.total_groups;
     }
@@ -267,7 +263,7 @@ struct MatmulRun {
         // and each token's run of rows then goes to y at once. y's rows lie w.rows floats apart,
         // 8 KB on the 3B shape's 2048: a GEMM's scattered stores into them (a few floats to each of
         // 48 lines that share one L1 set) halved its speed on Zen 5 (docs/performance.md).
-        alignas(64) float tile[kMaxItemTokens * kMaxItemRows];
+        alignas(64) float tile[kMaxItemTokens * kGemmItemRows];
         if (w.groups && plan.group_gemms[i]) {
             group_gemm(i, r0, n_rows, t0, t1, tile);
         } else {
