@@ -92,20 +92,30 @@ struct TileOperands {
     }
 };
 
+// out[t * out_stride + r] = rows[r * row_stride + t] for r < n_rows, t < n_tokens, except the
+// corner r < done_rows, t < done_tokens that a caller has already written.
+inline void store_token_major_floats(const float* rows, std::size_t row_stride, int n_rows, int n_tokens, float* out,
+                                     std::size_t out_stride, int done_rows = 0, int done_tokens = 0) {
+    for (int r = 0; r < n_rows; ++r)
+        for (int t = r < done_rows ? done_tokens : 0; t < n_tokens; ++t)
+            out[std::size_t(t) * out_stride + std::size_t(r)] = rows[std::size_t(r) * row_stride + std::size_t(t)];
+}
+
 // A GEMM call's results, held row by row (rows[r * row_stride + t]), written to the caller's
-// token-major output (out[t * out_stride + r]). On x86 four rows go at once through 4 x 4
-// transposes of SSE registers (baseline x86-64): a float at a time, the write-back of a GEMM
-// call (4 rows x 48 tokens, read back from just-stored 512-bit sums) was a sizeable share of a
-// call over a 2048-weight row (docs/performance.md).
+// token-major output (out[t * out_stride + r]). On x86 whole 4 x 4 blocks go through transposes
+// of SSE registers (baseline x86-64) and only the edges a float at a time: written wholly a float
+// at a time, the write-back of a GEMM call (4 rows x 48 tokens, read back from just-stored 512-bit
+// sums) was a sizeable share of a call over a 2048-weight row (docs/performance.md).
 inline void store_token_major(const float* rows, std::size_t row_stride, int n_rows, int n_tokens, float* out,
                               std::size_t out_stride) {
-    int r = 0;
+    int done_rows = 0, done_tokens = 0;
 #if defined(__SSE__)
-    for (; r + 4 <= n_rows; r += 4) {
+    done_rows = n_rows / 4 * 4;
+    done_tokens = n_tokens / 4 * 4;
+    for (int r = 0; r < done_rows; r += 4) {
         const float* row = rows + std::size_t(r) * row_stride;
         float* to = out + std::size_t(r);
-        int t = 0;
-        for (; t + 4 <= n_tokens; t += 4) {
+        for (int t = 0; t < done_tokens; t += 4) {
             __m128 t0 = _mm_loadu_ps(row + t), t1 = _mm_loadu_ps(row + row_stride + t);
             __m128 t2 = _mm_loadu_ps(row + 2 * row_stride + t), t3 = _mm_loadu_ps(row + 3 * row_stride + t);
             _MM_TRANSPOSE4_PS(t0, t1, t2, t3);  // now token t + k's four rows in tk
@@ -114,20 +124,17 @@ inline void store_token_major(const float* rows, std::size_t row_stride, int n_r
             _mm_storeu_ps(to + std::size_t(t + 2) * out_stride, t2);
             _mm_storeu_ps(to + std::size_t(t + 3) * out_stride, t3);
         }
-        for (; t < n_tokens; ++t)
-            for (int k = 0; k < 4; ++k) to[std::size_t(t) * out_stride + std::size_t(k)] = row[std::size_t(k) * row_stride + std::size_t(t)];
     }
 #endif
-    for (; r < n_rows; ++r)
-        for (int t = 0; t < n_tokens; ++t)
-            out[std::size_t(t) * out_stride + std::size_t(r)] = rows[std::size_t(r) * row_stride + std::size_t(t)];
+    store_token_major_floats(rows, row_stride, n_rows, n_tokens, out, out_stride, done_rows, done_tokens);
 }
 
+// A decode tile's results: its few columns never fill a transpose, and with C = 1 GCC warns
+// (-Warray-bounds) on the transposes' loads it cannot see are dead.
 template <int C>
 inline void store_tile(const float (&result)[kTileRows][C], int n_rows, int n_cols, float* out,
                        std::size_t out_stride) {
-    for (int r = 0; r < n_rows; ++r)
-        for (int c = 0; c < n_cols; ++c) out[std::size_t(c) * out_stride + std::size_t(r)] = result[r][c];
+    store_token_major_floats(&result[0][0], C, n_rows, n_cols, out, out_stride);
 }
 
 // Decode (one column) and prompt tiles are separate instantiations; nothing else is.
