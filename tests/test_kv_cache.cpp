@@ -68,6 +68,36 @@ TEST_CASE("a large cache costs memory only for the positions written, and copies
     CHECK(std::memcmp(a.value_row(3, 0), b.value_row(3, 0), written * head_dim * 2) == 0);
 }
 
+TEST_CASE("a prefix copied from another cache replaces what the cache held, and only a like cache lends one") {
+    const int n_layers = 2, n_kv = 2, head_dim = 32, capacity = 16;
+    KvCache source(n_layers, n_kv, head_dim, capacity), target(n_layers, n_kv, head_dim, capacity);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    std::vector<float> k(std::size_t(10) * n_kv * head_dim), v(k.size());
+    for (float& x : k) x = value(rng);
+    for (float& x : v) x = value(rng);
+    for (int l = 0; l < n_layers; ++l) kv_store(source.layer(l), 0, k.data(), v.data(), 10);
+    source.commit_positions(10);
+    std::vector<float> other(std::size_t(12) * n_kv * head_dim, 0.75f);
+    for (int l = 0; l < n_layers; ++l) kv_store(target.layer(l), 0, other.data(), other.data(), 12);
+    target.commit_positions(12);
+
+    target.assign_prefix(source, 6);
+    CHECK(target.size() == 6);
+    for (int l = 0; l < n_layers; ++l)
+        for (int h = 0; h < n_kv; ++h) {
+            const KvLayer a = source.layer(l), b = target.layer(l);
+            CHECK(std::memcmp(a.key_row(h, 0), b.key_row(h, 0), 6 * head_dim * 2) == 0);
+            CHECK(std::memcmp(a.value_row(h, 0), b.value_row(h, 0), 6 * head_dim * 2) == 0);
+        }
+    CHECK_THROWS_WITH_AS(target.assign_prefix(source, 11), doctest::Contains("cannot copy 11 positions, the source holds 10"),
+                         Error);
+    KvCache quantized(n_layers, n_kv, head_dim, capacity, {KvType::q8_0, KvType::q8_0});
+    CHECK_THROWS_WITH_AS(quantized.assign_prefix(source, 2), doctest::Contains("one shape and type"), Error);
+    KvCache wider(n_layers, n_kv * 2, head_dim, capacity);
+    CHECK_THROWS_WITH_AS(wider.assign_prefix(source, 2), doctest::Contains("one shape and type"), Error);
+}
+
 TEST_CASE("cache types are named as llama.cpp names them, and only those names parse") {
     for (KvType t : {KvType::f16, KvType::q8_0, KvType::q4_0}) CHECK(parse_kv_type(kv_type_name(t)) == t);
     CHECK(std::string(kv_type_name(KvType::q8_0)) == "q8_0");

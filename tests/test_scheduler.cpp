@@ -4,9 +4,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -146,6 +148,50 @@ TEST_CASE("a continued conversation reuses the slot's cache and gives the same t
     const smol::StreamEvent again = scheduler.submit(request_for(second, 8))->collect();
     CHECK(again.usage.cached_tokens == int(second.size()) - 1);
     CHECK(again.content == turn2.content);
+}
+
+TEST_CASE("a new conversation copies a shared prefix into a free slot and leaves another's cache for its next turn") {
+    smol::SchedulerOptions options;
+    options.slots = 2;
+    options.context = 256;
+    smol::Scheduler scheduler(smol_test::float_engine(), options);
+    const auto& tokenizer = scheduler.tokenizer();
+    const std::string system = "<|im_start|>system\nBe brief and exact in every answer.<|im_end|>\n";
+    const auto a1 = tokenizer.encode(system + "<|im_start|>user\nWhat is a cache?<|im_end|>\n<|im_start|>assistant\n", true);
+    const auto b1 = tokenizer.encode(system + "<|im_start|>user\nName a prime.<|im_end|>\n<|im_start|>assistant\n", true);
+    const auto shared = tokenizer.encode(system + "<|im_start|>user\n", true);
+    const auto starts_with = [](std::span<const std::int32_t> tokens, const std::vector<std::int32_t>& head) {
+        return tokens.size() >= head.size() && std::equal(head.begin(), head.end(), tokens.begin());
+    };
+    REQUIRE(starts_with(a1, shared));
+    REQUIRE(starts_with(b1, shared));
+
+    const smol::StreamEvent a_turn1 = scheduler.submit(request_for(a1, 6))->collect();
+    REQUIRE(a_turn1.finish != smol::FinishReason::error);
+    // b shares the system prompt with a's idle slot: the prefix is copied into the empty slot.
+    const smol::StreamEvent b_turn1 = scheduler.submit(request_for(b1, 6))->collect();
+    CHECK(b_turn1.usage.cached_tokens >= int(shared.size()));
+    CHECK(b_turn1.usage.cached_tokens < int(b1.size()));
+    const auto caches = scheduler.cached_tokens();
+    REQUIRE(caches.size() == 2);
+    CHECK(starts_with(caches[0], a1));  // a's cache is whole
+    CHECK(starts_with(caches[1], b1));
+
+    // The copied keys and values give the reply a fresh run gives.
+    smol::Scheduler fresh(smol_test::float_engine(), options);
+    CHECK(fresh.submit(request_for(b1, 6))->collect().content == b_turn1.content);
+
+    // a's next turn finds its own cache.
+    auto a2 = a1;
+    const auto more = tokenizer.encode("Memory.<|im_end|>\n<|im_start|>user\nAnd then?<|im_end|>\n<|im_start|>assistant\n", true);
+    a2.insert(a2.end(), more.begin(), more.end());
+    const smol::StreamEvent a_turn2 = scheduler.submit(request_for(a2, 6))->collect();
+    CHECK(a_turn2.usage.cached_tokens >= int(a1.size()));
+    // With both slots taken, a third conversation takes the least recently used one (b's).
+    const auto c1 = tokenizer.encode(system + "<|im_start|>user\nSay hi.<|im_end|>\n<|im_start|>assistant\n", true);
+    const smol::StreamEvent c_turn1 = scheduler.submit(request_for(c1, 6))->collect();
+    CHECK(c_turn1.usage.cached_tokens >= int(shared.size()));
+    CHECK(starts_with(scheduler.cached_tokens()[0], a2));
 }
 
 TEST_CASE("a cached prefix is reused only within its cache partition, and the reply is the same either way") {

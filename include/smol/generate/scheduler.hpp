@@ -4,9 +4,10 @@
 // The scheduler owns the model, a fixed number of slots (each a Sequence, generate/sequence.hpp:
 // a KV cache, the tokens it holds and the generation on it, the same one a ChatSession runs
 // alone), a queue of waiting requests and one worker thread. Each step of the worker:
-//   1. admits waiting requests into free slots, preferring the slot whose cached tokens share
-//      the longest prefix with the new prompt (a continued conversation only runs its new
-//      tokens; the Sequence does the reuse);
+//   1. admits waiting requests into free slots: a continued conversation into its own slot (it
+//      only runs its new tokens; the Sequence does the reuse), a new one into an empty slot with
+//      a copy of the longest prefix another slot shares with it (a common system prompt), and
+//      only when no slot is empty into the slot sharing the longest prefix (place_locked);
 //   2. builds one batch: the next chunk of each prompt still being read (at most prompt_chunk
 //      tokens in total per step, so a long new prompt stalls the others by a bounded amount;
 //      prompts take the budget in the order their requests were admitted, so a request that
@@ -343,6 +344,7 @@ public:
         if (!s.sequence.has_cache() && !make_room_locked(&s))
             throw SlotBusyError("slot " + std::to_string(slot) +
                                 " cannot be restored now: running requests hold the cache memory budget (--cache-budget)");
+        s.prompt_length = tokens.size();
         s.sequence.adopt(std::move(cache), std::move(tokens));
         s.sequence.set_step_costs(&engine_->step_costs());
         s.cache_partition = std::move(partition);
@@ -394,6 +396,7 @@ private:
         Sequence sequence;
         Clock::time_point last_used{};
         std::string cache_partition;  // GenerationRequest::cache_partition of what the cache holds
+        std::size_t prompt_length = 0;  // the prompt tokens of the last request (or restored tokens)
         // The request being served; only the worker touches what follows `active`.
         bool active = false;
         Pending job;
@@ -428,30 +431,78 @@ private:
         }
         for (auto it = queue_.begin(); it != queue_.end();) {
             Pending& p = *it;
-            // The free slot sharing the longest prefix; among equals, one without a cache
-            // (nothing to lose), then the least recently used.
-            Slot* best = nullptr;
-            std::size_t best_prefix = 0;
-            for (Slot& slot : slots_) {
-                if (slot.active || !may_run(slot, p.request)) continue;
-                const std::size_t prefix = reusable_prefix(slot, p.request);
-                const auto rank = [](const Slot& s, std::size_t pre) {
-                    return std::tuple(pre, !s.sequence.has_cache(), -s.last_used.time_since_epoch().count());
-                };
-                if (!best || rank(slot, prefix) > rank(*best, best_prefix)) {
-                    best = &slot;
-                    best_prefix = prefix;
-                }
-            }
-            if (!best && p.request.slot >= 0) {
+            const Placement place = place_locked(p.request);
+            if (!place.slot && p.request.slot >= 0) {
                 ++it;  // waits for the slot it names; those behind it may take the others
                 continue;
             }
-            if (!best) return;  // every slot busy
-            if (!best->sequence.has_cache() && !make_room_locked(best)) return;
-            start_locked(*best, std::move(p));
+            if (!place.slot) return;  // every slot busy
+            Slot& slot = *place.slot;
+            if (!slot.sequence.has_cache() && !make_room_locked(&slot)) return;
+            if (place.prefix_from) {
+                // Under mutex_, but a copy of n positions costs far less than running them.
+                start_cache_locked(slot, p.request.cache_partition);
+                slot.sequence.copy_prefix_from(place.prefix_from->sequence, place.prefix);
+            }
+            start_locked(slot, std::move(p));
             it = queue_.erase(it);
         }
+    }
+
+    // Where a waiting request runs: `slot` (nullptr: no free slot it may run in), and the slot
+    // whose cache lends it the `prefix` it shares with the prompt when that is another one.
+    struct Placement {
+        Slot* slot = nullptr;
+        const Slot* prefix_from = nullptr;
+        std::size_t prefix = 0;
+    };
+
+    // Under mutex_, in this order:
+    //   1. a free slot the prompt continues (it keeps the whole prompt of the slot's last request,
+    //      as a conversation's next turn does): the longest such;
+    //   2. a free slot holding no tokens, while memory holds its cache without freeing another's:
+    //      the longest prefix any slot shares with the prompt is copied into it, so a new
+    //      conversation reuses a common system prompt without taking the cache of a conversation
+    //      that is coming back (with prefix-first, its next turn found its slot taken);
+    //   3. the free slot sharing the longest prefix; among equals one without a cache (nothing to
+    //      lose), then the least recently used.
+    Placement place_locked(const GenerationRequest& request) {
+        Placement continued, fresh, shared;
+        const Slot* lender = nullptr;
+        std::size_t lent = 0;
+        const auto rank = [](const Slot& s, std::size_t prefix) {
+            return std::tuple(prefix, !s.sequence.has_cache(), -s.last_used.time_since_epoch().count());
+        };
+        for (Slot& slot : slots_) {
+            const std::size_t prefix = reusable_prefix(slot, request);
+            if (prefix > lent) {
+                lender = &slot;
+                lent = prefix;
+            }
+            if (slot.active || !may_run(slot, request)) continue;
+            const std::size_t last_prompt = std::min(slot.prompt_length, slot.sequence.tokens().size());
+            if (last_prompt > 0 && prefix >= last_prompt && prefix > continued.prefix) continued = {&slot, nullptr, prefix};
+            // Holding no tokens; one whose cache is allocated already first.
+            if (slot.sequence.tokens().empty() &&
+                (!fresh.slot || slot.sequence.has_cache() > fresh.slot->sequence.has_cache()))
+                fresh.slot = &slot;
+            if (!shared.slot || rank(slot, prefix) > rank(*shared.slot, shared.prefix)) shared = {&slot, nullptr, prefix};
+        }
+        if (continued.slot) return continued;
+        if (fresh.slot && (fresh.slot->sequence.has_cache() || room_for_one_more_locked())) {
+            if (lender) fresh = {fresh.slot, lender, lent};
+            return fresh;
+        }
+        return shared;
+    }
+
+    // Whether one more cache fits the memory budget with every cache allocated now kept.
+    bool room_for_one_more_locked() const {
+        if (options_.cache_budget_bytes == 0) return true;
+        std::size_t allocated = 0;
+        for (const Slot& s : slots_)
+            if (s.sequence.has_cache()) ++allocated;
+        return (allocated + 1) * cache_bytes_ <= options_.cache_budget_bytes;
     }
 
     // Frees idle caches (least recently used first) until one more fits the budget; false if
@@ -486,16 +537,22 @@ private:
         return slot.sequence.shared_prefix(request.prompt);
     }
 
-    void start_locked(Slot& slot, Pending p) {
+    // Gives the slot a cache if it has none, emptied of another partition's tokens.
+    void start_cache_locked(Slot& slot, const std::string& partition) {
         if (!slot.sequence.has_cache()) {
             slot.sequence.set_cache(engine_->make_cache(options_.context));
             slot.sequence.set_step_costs(&engine_->step_costs());
         }
         // Another partition's tokens go before start() could keep any of them.
-        if (slot.cache_partition != p.request.cache_partition) {
+        if (slot.cache_partition != partition) {
             slot.sequence.reset();
-            slot.cache_partition = p.request.cache_partition;
+            slot.cache_partition = partition;
         }
+    }
+
+    void start_locked(Slot& slot, Pending p) {
+        start_cache_locked(slot, p.request.cache_partition);
+        slot.prompt_length = p.request.prompt.size();
         // submit() checked the prompt against this context, so start() does not throw here. The
         // pipeline stays where it is when the job moves into the slot.
         stats_.cached_tokens += slot.sequence.start(p.request.prompt, p.pipeline.get());

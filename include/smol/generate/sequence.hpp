@@ -109,6 +109,16 @@ public:
         tokens_.reserve(std::size_t(cache_->capacity()));
         end();
     }
+    // Replaces what the cache holds with the first `n` tokens of `other`'s and their keys and
+    // values: a prefix another sequence computed, so this one need not run it again.
+    void copy_prefix_from(const Sequence& other, std::size_t n) {
+        if (!cache_ || !other.cache_) fail("sequence: copying a prefix needs a KV cache on both sides");
+        if (n > other.tokens_.size())
+            fail("sequence: cannot copy ", n, " tokens, the other sequence holds ", other.tokens_.size());
+        cache_->assign_prefix(*other.cache_, int(n));
+        tokens_.assign(other.tokens_.begin(), other.tokens_.begin() + std::ptrdiff_t(n));
+        end();
+    }
     // The attached cache, or nullptr (a cache file is written from it).
     const KvCache* cache() const { return cache_ ? &*cache_ : nullptr; }
     // Frees the cache's memory (a scheduler under its memory budget); its tokens go with it.

@@ -90,13 +90,28 @@ public:
     // copy's resident memory is what the original has used.
     KvCache copy() const {
         KvCache c(n_layers_, n_kv_heads_, head_dim_, capacity_, types_);
-        for (std::size_t head = 0; head < heads(); ++head) {
-            const std::span<std::byte> keys = filled_keys(head, size_), values = filled_values(head, size_);
-            std::memcpy(c.filled_keys(head, size_).data(), keys.data(), keys.size());
-            std::memcpy(c.filled_values(head, size_).data(), values.data(), values.size());
-        }
-        c.size_ = size_;
+        c.assign_prefix(*this, size_);
         return c;
+    }
+
+    // Makes this cache hold the first `n` positions of `other` (a prefix another sequence
+    // computed) in place of what it held. Both caches must have the same shape and types.
+    void assign_prefix(const KvCache& other, int n) {
+        if (other.n_layers_ != n_layers_ || other.n_kv_heads_ != n_kv_heads_ || other.head_dim_ != head_dim_ ||
+            !(other.types_ == types_))
+            fail("KV cache: a prefix is copied only between caches of one shape and type; expected ", n_layers_,
+                 " layers x ", n_kv_heads_, " heads x ", head_dim_, " values of ", kv_type_name(types_.keys), "/",
+                 kv_type_name(types_.values), ", found ", other.n_layers_, " x ", other.n_kv_heads_, " x ",
+                 other.head_dim_, " of ", kv_type_name(other.types_.keys), "/", kv_type_name(other.types_.values));
+        if (n < 0 || n > other.size_ || n > capacity_)
+            fail("KV cache: cannot copy ", n, " positions, the source holds ", other.size_, " and this one fits ",
+                 capacity_);
+        for (std::size_t head = 0; head < heads(); ++head) {
+            const std::span<std::byte> keys = other.filled_keys(head, n), values = other.filled_values(head, n);
+            std::memcpy(filled_keys(head, n).data(), keys.data(), keys.size());
+            std::memcpy(filled_values(head, n).data(), values.data(), values.size());
+        }
+        size_ = n;
     }
 
     // Every layer's heads, layer by layer: the regions filled_keys and filled_values take.
