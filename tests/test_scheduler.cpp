@@ -62,6 +62,14 @@ std::string visible_text(const smol::text::Tokenizer& tokenizer, std::vector<std
     return text + decoder.flush();
 }
 
+// `slots` slots of `context` tokens each.
+smol::SchedulerOptions slot_options(int slots, int context) {
+    smol::SchedulerOptions options;
+    options.slots = slots;
+    options.context = context;
+    return options;
+}
+
 smol::GenerationRequest request_for(std::vector<std::int32_t> prompt, int max_tokens) {
     smol::GenerationRequest r;
     r.prompt = std::move(prompt);
@@ -119,9 +127,7 @@ TEST_CASE("batched decoding of four sequences matches each sequence run alone") 
 }
 
 TEST_CASE("a continued conversation reuses the slot's cache and gives the same tokens") {
-    smol::SchedulerOptions options;
-    options.slots = 2;
-    options.context = 256;
+    const smol::SchedulerOptions options = slot_options(2, 256);
     smol::Scheduler scheduler(smol_test::float_engine(), options);
     const auto& tokenizer = scheduler.tokenizer();
     const auto first = tokenizer.encode("<|im_start|>user\nWhat is a cache?<|im_end|>\n<|im_start|>assistant\n", true);
@@ -151,9 +157,7 @@ TEST_CASE("a continued conversation reuses the slot's cache and gives the same t
 }
 
 TEST_CASE("a new conversation copies a shared prefix into a free slot and leaves another's cache for its next turn") {
-    smol::SchedulerOptions options;
-    options.slots = 2;
-    options.context = 256;
+    const smol::SchedulerOptions options = slot_options(2, 256);
     smol::Scheduler scheduler(smol_test::float_engine(), options);
     const auto& tokenizer = scheduler.tokenizer();
     const std::string system = "<|im_start|>system\nBe brief and exact in every answer.<|im_end|>\n";
