@@ -439,12 +439,7 @@ private:
             if (!place.slot) return;  // every slot busy
             Slot& slot = *place.slot;
             if (!slot.sequence.has_cache() && !make_room_locked(&slot)) return;
-            if (place.prefix_from) {
-                // Under mutex_, but a copy of n positions costs far less than running them.
-                start_cache_locked(slot, p.request.cache_partition);
-                slot.sequence.copy_prefix_from(place.prefix_from->sequence, place.prefix);
-            }
-            start_locked(slot, std::move(p));
+            start_locked(slot, std::move(p), place);
             it = queue_.erase(it);
         }
     }
@@ -468,18 +463,12 @@ private:
     //      lose), then the least recently used.
     Placement place_locked(const GenerationRequest& request) {
         Placement continued, fresh, shared;
-        const Slot* lender = nullptr;
-        std::size_t lent = 0;
         const auto rank = [](const Slot& s, std::size_t prefix) {
             return std::tuple(prefix, !s.sequence.has_cache(), -s.last_used.time_since_epoch().count());
         };
         for (Slot& slot : slots_) {
-            const std::size_t prefix = reusable_prefix(slot, request);
-            if (prefix > lent) {
-                lender = &slot;
-                lent = prefix;
-            }
             if (slot.active || !may_run(slot, request)) continue;
+            const std::size_t prefix = reusable_prefix(slot, request);
             const std::size_t last_prompt = std::min(slot.prompt_length, slot.sequence.tokens().size());
             if (last_prompt > 0 && prefix >= last_prompt && prefix > continued.prefix) continued = {&slot, nullptr, prefix};
             // Holding no tokens; one whose cache is allocated already first.
@@ -489,33 +478,29 @@ private:
             if (!shared.slot || rank(slot, prefix) > rank(*shared.slot, shared.prefix)) shared = {&slot, nullptr, prefix};
         }
         if (continued.slot) return continued;
-        if (fresh.slot && (fresh.slot->sequence.has_cache() || room_for_one_more_locked())) {
-            if (lender) fresh = {fresh.slot, lender, lent};
-            return fresh;
-        }
-        return shared;
+        if (!fresh.slot || !(fresh.slot->sequence.has_cache() || room_for_one_more_locked())) return shared;
+        for (const Slot& slot : slots_)  // the lender may be serving a request: its prefix stays put
+            if (const std::size_t prefix = reusable_prefix(slot, request); prefix > fresh.prefix) {
+                fresh.prefix_from = &slot;
+                fresh.prefix = prefix;
+            }
+        return fresh;
     }
 
-    // Whether one more cache fits the memory budget with every cache allocated now kept.
+    // Whether one more cache fits the memory budget with every cache allocated now kept (the
+    // first always does, whatever the budget).
     bool room_for_one_more_locked() const {
         if (options_.cache_budget_bytes == 0) return true;
         std::size_t allocated = 0;
         for (const Slot& s : slots_)
             if (s.sequence.has_cache()) ++allocated;
-        return (allocated + 1) * cache_bytes_ <= options_.cache_budget_bytes;
+        return allocated == 0 || (allocated + 1) * cache_bytes_ <= options_.cache_budget_bytes;
     }
 
     // Frees idle caches (least recently used first) until one more fits the budget; false if
     // it cannot fit yet because active requests hold the memory.
     bool make_room_locked(Slot* target) {
-        if (options_.cache_budget_bytes == 0) return true;
-        auto allocated = [&] {
-            std::size_t n = 0;
-            for (const Slot& s : slots_)
-                if (s.sequence.has_cache()) ++n;
-            return n;
-        };
-        while (allocated() > 0 && (allocated() + 1) * cache_bytes_ > options_.cache_budget_bytes) {
+        while (!room_for_one_more_locked()) {
             Slot* victim = nullptr;
             for (Slot& s : slots_)
                 if (&s != target && !s.active && s.sequence.has_cache() && (!victim || s.last_used < victim->last_used))
@@ -537,21 +522,19 @@ private:
         return slot.sequence.shared_prefix(request.prompt);
     }
 
-    // Gives the slot a cache if it has none, emptied of another partition's tokens.
-    void start_cache_locked(Slot& slot, const std::string& partition) {
+    // Starts the request in the slot `place` chose, with the prefix it lends from another slot.
+    void start_locked(Slot& slot, Pending p, const Placement& place) {
         if (!slot.sequence.has_cache()) {
             slot.sequence.set_cache(engine_->make_cache(options_.context));
             slot.sequence.set_step_costs(&engine_->step_costs());
         }
         // Another partition's tokens go before start() could keep any of them.
-        if (slot.cache_partition != partition) {
+        if (slot.cache_partition != p.request.cache_partition) {
             slot.sequence.reset();
-            slot.cache_partition = partition;
+            slot.cache_partition = p.request.cache_partition;
         }
-    }
-
-    void start_locked(Slot& slot, Pending p) {
-        start_cache_locked(slot, p.request.cache_partition);
+        // Under mutex_, but a copy of n positions costs far less than running them.
+        if (place.prefix_from) slot.sequence.copy_prefix_from(place.prefix_from->sequence, place.prefix);
         slot.prompt_length = p.request.prompt.size();
         // submit() checked the prompt against this context, so start() does not throw here. The
         // pipeline stays where it is when the job moves into the slot.
