@@ -2,8 +2,9 @@
 # Builds the libFuzzer targets with clang (ASan + UBSan) in their own build folder, seeds a
 # corpus for each and fuzzes them one after the other, the given time split evenly: the GGUF
 # reader (fuzz_gguf), the tokenizer on the real vocabulary (fuzz_tokenizer), smol-server's
-# request parsing, its OpenAI, Messages, Responses and ollama mappings and chat-template rendering (fuzz_request) and its connection
-# gate's HTTP framing (fuzz_http_framing). Exits non-zero
+# connection gate's HTTP framing (fuzz_http_framing), and its request parsing, OpenAI,
+# Messages, Responses and ollama mappings and chat-template rendering (fuzz_request, compiled
+# while the first three run). Exits non-zero
 # on any finding (crash, sanitizer report, an exception the target does not allow, a broken
 # round trip, a timeout or running out of memory).
 #
@@ -22,8 +23,13 @@ echo "==> configuring $build_dir with $CXX (SMOL_FUZZ=ON)"
 cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSMOL_FUZZ=ON -DSMOL_BUILD_TESTS=OFF -DSMOL_BUILD_TOOLS=OFF -DSMOL_BUILD_EXAMPLES=OFF
-echo "==> building fuzz_gguf, fuzz_tokenizer, fuzz_request and fuzz_http_framing"
-cmake --build "$build_dir" -j "$jobs" --target fuzz_gguf fuzz_tokenizer fuzz_request fuzz_http_framing
+echo "==> building fuzz_gguf, fuzz_tokenizer and fuzz_http_framing"
+cmake --build "$build_dir" -j "$jobs" --target fuzz_gguf fuzz_tokenizer fuzz_http_framing
+# fuzz_request (the server's request code: most of the stage's compile) builds on one core while
+# the other fuzzes the first three targets, one at a time as before; its run waits for the build.
+echo "==> building fuzz_request beside the first three runs (log: $build_dir/fuzz_request-build.log)"
+cmake --build "$build_dir" -j 1 --target fuzz_request > "$build_dir/fuzz_request-build.log" 2>&1 &
+request_build=$!
 per_target=$(( seconds / 4 > 0 ? seconds / 4 : 1 ))
 
 # usage: run_fuzzer NAME MAX_LEN [more libFuzzer flags]. Corpora are kept between runs, so
@@ -211,6 +217,51 @@ DICT
 # Pieces are at most a few hundred bytes; 4 KB keeps runs fast while holding several of them.
 run_fuzzer tokenizer 4096 -dict="$build_dir/tokenizer.dict"
 
+# Framing seeds (the first byte sets how many bytes arrive at a time): requests as clients send
+# them, chunked bodies, pipelining, the refusals, and replies as httplib writes them.
+seeds="$build_dir/seeds-http_framing"
+mkdir -p "$seeds"
+rm -f "$seeds"/*
+python3 - "$seeds" <<'PY'
+import os, sys
+
+out_dir = sys.argv[1]
+cases = [
+    b'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n',
+    b'POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
+    b'POST /tokenize HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n5\r\nhello\r\n1a;x=1\r\n'
+    b'abcdefghijklmnopqrstuvwxyz\r\n0\r\nTrailer: t\r\n\r\n',
+    b'\r\nGET / HTTP/1.0\r\nConnection: keep-alive\r\nX-Smol-Client: 6.6.6.6\r\n\r\nGET /next HTTP/1.1\r\n\r\n',
+    b'POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n',
+    b'POST / HTTP/1.1\r\nContent-Length : 5\r\nX: a\nb\r\n  folded\r\n\r\n',
+    b'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n'
+    b'6\r\ndata: \r\n0\r\n\r\n',
+    b'HTTP/1.1 204 No Content\r\nKeep-Alive: timeout=5, max=5\r\nContent-Length: 0\r\n\r\n',
+]
+for i, case in enumerate(cases):
+    for split in (1, 7):
+        with open(os.path.join(out_dir, f'case-{i:02d}-{split}.http'), 'wb') as f:
+            f.write(bytes([split - 1]) + case)
+PY
+echo "==> $(ls "$seeds" | wc -l) framing seeds in $seeds"
+
+cat > "$build_dir/http_framing.dict" <<'DICT'
+crlf="\x0d\x0a"
+end="\x0d\x0a\x0d\x0a"
+http11=" HTTP/1.1"
+content_length="Content-Length: "
+chunked="Transfer-Encoding: chunked"
+connection_close="Connection: close"
+keep_alive="Connection: keep-alive"
+expect="Expect: 100-continue"
+client="X-Smol-Client: "
+last_chunk="0\x0d\x0a\x0d\x0a"
+status="HTTP/1.1 200 OK"
+DICT
+
+# Headers past the 2 KB limit the target sets are refused, so a little more is enough.
+run_fuzzer http_framing 4096 -dict="$build_dir/http_framing.dict"
+
 # Request seeds: every chat case of the template references as a chat request (first byte 0:
 # chat, 1: text completion, 2: Anthropic messages, 3: its count_tokens, 4: Responses, 5: its
 # input_tokens, 6: ollama chat, 7: ollama generate), and requests using
@@ -390,49 +441,9 @@ DICT
 
 # Request bodies of a few KB cover every field; a chat case with a long system prompt is larger,
 # and the expansion bytes make a short input stand for megabytes.
+if ! wait "$request_build"; then
+  tail -n 40 "$build_dir/fuzz_request-build.log"
+  echo "fuzz: building fuzz_request failed (log: $build_dir/fuzz_request-build.log)" >&2
+  exit 1
+fi
 run_fuzzer request 16384 -dict="$build_dir/request.dict"
-
-# Framing seeds (the first byte sets how many bytes arrive at a time): requests as clients send
-# them, chunked bodies, pipelining, the refusals, and replies as httplib writes them.
-seeds="$build_dir/seeds-http_framing"
-mkdir -p "$seeds"
-rm -f "$seeds"/*
-python3 - "$seeds" <<'PY'
-import os, sys
-
-out_dir = sys.argv[1]
-cases = [
-    b'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n',
-    b'POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
-    b'POST /tokenize HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n5\r\nhello\r\n1a;x=1\r\n'
-    b'abcdefghijklmnopqrstuvwxyz\r\n0\r\nTrailer: t\r\n\r\n',
-    b'\r\nGET / HTTP/1.0\r\nConnection: keep-alive\r\nX-Smol-Client: 6.6.6.6\r\n\r\nGET /next HTTP/1.1\r\n\r\n',
-    b'POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n',
-    b'POST / HTTP/1.1\r\nContent-Length : 5\r\nX: a\nb\r\n  folded\r\n\r\n',
-    b'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n'
-    b'6\r\ndata: \r\n0\r\n\r\n',
-    b'HTTP/1.1 204 No Content\r\nKeep-Alive: timeout=5, max=5\r\nContent-Length: 0\r\n\r\n',
-]
-for i, case in enumerate(cases):
-    for split in (1, 7):
-        with open(os.path.join(out_dir, f'case-{i:02d}-{split}.http'), 'wb') as f:
-            f.write(bytes([split - 1]) + case)
-PY
-echo "==> $(ls "$seeds" | wc -l) framing seeds in $seeds"
-
-cat > "$build_dir/http_framing.dict" <<'DICT'
-crlf="\x0d\x0a"
-end="\x0d\x0a\x0d\x0a"
-http11=" HTTP/1.1"
-content_length="Content-Length: "
-chunked="Transfer-Encoding: chunked"
-connection_close="Connection: close"
-keep_alive="Connection: keep-alive"
-expect="Expect: 100-continue"
-client="X-Smol-Client: "
-last_chunk="0\x0d\x0a\x0d\x0a"
-status="HTTP/1.1 200 OK"
-DICT
-
-# Headers past the 2 KB limit the target sets are refused, so a little more is enough.
-run_fuzzer http_framing 4096 -dict="$build_dir/http_framing.dict"
