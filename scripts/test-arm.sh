@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The ARM stage: cross-builds the tests that need no download stack (the kernel tests, the
 # attention kernels, the tiny-fixture logits and the tokenizer) for AArch64 with Debian's
-# g++-aarch64-linux-gnu, and runs them under qemu-user (the kernel tests and the Q4_K_M fixture
-# on each of three emulated cores, the tokenizer on one); each core must pick its own kernel set:
+# g++-aarch64-linux-gnu, and runs them under qemu-user (the kernel tests, matmul over row groups
+# and the Q4_K_M fixture on each of three emulated cores, the tokenizer on one); each core must
+# pick its own kernel set:
 #   -cpu max         Armv8.x with dotprod and i8mm: i8mm
 #   -cpu cortex-a76  Armv8.2 with dotprod:         dotprod
 #   -cpu cortex-a53  Armv8.0:                      neon
@@ -43,7 +44,7 @@ done
   exit 1
 }
 
-tests=(test_quant_kernels test_int8_peak test_attention test_swiglu test_reference test_tokenizer)
+tests=(test_quant_kernels test_int8_peak test_attention test_swiglu test_reference test_tokenizer test_matmul)
 mkdir -p "$out/include"
 ln -sfn "$xsimd_include/xsimd" "$out/include/xsimd"
 flags=(-std=c++20 -O1 -fopenmp -Wall -Wextra -Wno-unused-parameter -Werror -Iinclude -isystem "$out/include"
@@ -92,6 +93,8 @@ for i in "${!cpus[@]}"; do
   run "$cpu" test_attention "--test-case-exclude=attention matches*"
   run "$cpu" test_swiglu  # the NEON kernel against aarch64 glibc's expf
   run "$cpu" test_reference "--test-case=Q4_K_M fixture*"
+  # Row groups read by prompts: ARM's GEMMs restore the rows once and any thread reads them later.
+  run "$cpu" test_matmul "--test-case=matrices read as row groups*"
 done
 run cortex-a53 test_tokenizer
 

@@ -80,6 +80,7 @@ private:
 namespace matmul_detail {
 
 inline constexpr std::int64_t kDecodeRunsPerThread = 16;     // decode rows are handed out in this many runs per thread
+inline constexpr std::int64_t kPromptRunsPerThread = 8;  // prompt items are handed out in this many runs per thread and token block
 inline constexpr std::int64_t kTokenBlock = 64;              // tokens whose activations stay in L2
 // A GEMM work item's result tile (MatmulRun::item): token_block tokens (at most 96: kTokenBlock
 // rounded up to whole calls of AVX-512's 48) of kGemmItemRows rows. 16 rows make each token's
@@ -183,8 +184,9 @@ struct MatmulPlan {
     std::int64_t total_groups = 0;
     // Rows restored from row groups for the GEMMs: with one token block every item is visited
     // once, so each thread restores into its own slot, still in its caches when the GEMM reads it;
-    // with several, a thread's items are restored once, in the first block, into room for whole
-    // matrices (restoring per block made long prompts measurably slower on the 3B shape).
+    // with several, every item's rows are restored once, in the first block, into room for whole
+    // matrices, and read there by any thread in later blocks (restoring per block made long
+    // prompts measurably slower on the 3B shape).
     bool restore_once = false;
     // Tokens per block of the prompt's work items: kTokenBlock, rounded up to whole calls of the
     // widest GEMM (AVX-512's 48 a call: 96), since a call of a few tokens unpacks its weights for
@@ -377,15 +379,22 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
         for (std::int64_t g = 0; g < total_groups; ++g) run.item(g, 0, 1);
         return;
     }
+    // Prompts too take their items in runs as threads finish, not in fixed shares: cores differ
+    // in speed (a hybrid CPU's performance and efficiency cores, a neighbour on a shared host),
+    // and with fixed shares the fast thread waits for the slow one at the end of every matmul.
+    // Without a barrier between token blocks a thread starts the next block while the others
+    // finish theirs, except after the first block when rows restored there (restore_once) are
+    // read by whichever thread takes their item later.
+    const std::int64_t run_items = std::max<std::int64_t>(1, total_groups / (kPromptRunsPerThread * team));
 #pragma omp parallel num_threads(team)
     {
-        // Static and nowait: every token block gives a thread the same rows (OpenMP assigns the
-        // iterations of equal static loops in one region alike), so its weights are still in its
-        // caches from the previous block, and rows it restored in the first block are its own.
         for (std::int64_t t0 = 0; t0 < n_tokens; t0 += plan.token_block) {
             const std::int64_t t1 = std::min(n_tokens, t0 + plan.token_block);
-#pragma omp for schedule(static) nowait
+#pragma omp for schedule(dynamic, run_items) nowait
             for (std::int64_t g = 0; g < total_groups; ++g) run.item(g, t0, t1);
+            if (plan.restore_once && t0 == 0) {
+#pragma omp barrier
+            }
         }
     }
 }
