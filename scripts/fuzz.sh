@@ -28,8 +28,11 @@ cmake --build "$build_dir" -j "$jobs" --target fuzz_gguf fuzz_tokenizer fuzz_htt
 # fuzz_request (the server's request code: most of the stage's compile) builds on one core while
 # the other fuzzes the first three targets, one at a time as before; its run waits for the build.
 echo "==> building fuzz_request beside the first three runs (log: $build_dir/fuzz_request-build.log)"
-cmake --build "$build_dir" -j 1 --target fuzz_request > "$build_dir/fuzz_request-build.log" 2>&1 &
+# In its own process group (setsid), so that the whole build, ninja and compilers, can be ended.
+setsid cmake --build "$build_dir" -j 1 --target fuzz_request > "$build_dir/fuzz_request-build.log" 2>&1 &
 request_build=$!
+# A fuzzer that finds something ends the script early: the background build goes with it.
+trap 'kill -- "-$request_build" 2> /dev/null || true' EXIT
 per_target=$(( seconds / 4 > 0 ? seconds / 4 : 1 ))
 
 # usage: run_fuzzer NAME MAX_LEN [more libFuzzer flags]. Corpora are kept between runs, so

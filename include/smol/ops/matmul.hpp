@@ -79,9 +79,9 @@ private:
 
 namespace matmul_detail {
 
-inline constexpr std::int64_t kDecodeRunsPerThread = 16;     // decode rows are handed out in this many runs per thread
-inline constexpr std::int64_t kPromptRunsPerThread = 8;  // prompt items are handed out in this many runs per thread and token block
-inline constexpr std::int64_t kTokenBlock = 64;              // tokens whose activations stay in L2
+inline constexpr std::int64_t kDecodeRunsPerThread = 16;  // decode's items are handed out in this many runs per thread
+inline constexpr std::int64_t kPromptRunsPerThread = 8;   // a prompt's, in this many per thread and token block
+inline constexpr std::int64_t kTokenBlock = 64;           // tokens whose activations stay in L2
 // A GEMM work item's result tile (MatmulRun::item): token_block tokens (at most 96: kTokenBlock
 // rounded up to whole calls of AVX-512's 48) of kGemmItemRows rows. 16 rows make each token's
 // results one whole 64-byte line of y: with 8, two items wrote halves of the same lines, which
@@ -369,23 +369,16 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
     const MatmulRun run{plan, targets, acts, restored};
     const std::int64_t total_groups = plan.total_groups;
 
-    if (n_tokens == 1) {
-        // Runs of rows handed out as threads finish, not fixed halves: on a shared host one
-        // thread is often slowed by a neighbour, and with static halves the other one waits at
-        // the barrier. Runs stay long enough for the prefetcher. (On a busy host dynamic runs
-        // decoded faster than static halves; figures in docs/performance.md.)
-        const std::int64_t chunk = std::max<std::int64_t>(1, total_groups / (kDecodeRunsPerThread * team));
-#pragma omp parallel for schedule(dynamic, chunk) num_threads(team)
-        for (std::int64_t g = 0; g < total_groups; ++g) run.item(g, 0, 1);
-        return;
-    }
-    // Prompts too take their items in runs as threads finish, not in fixed shares: cores differ
-    // in speed (a hybrid CPU's performance and efficiency cores, a neighbour on a shared host),
-    // and with fixed shares the fast thread waits for the slow one at the end of every matmul.
-    // Without a barrier between token blocks a thread starts the next block while the others
-    // finish theirs, except after the first block when rows restored there (restore_once) are
-    // read by whichever thread takes their item later.
-    const std::int64_t run_items = std::max<std::int64_t>(1, total_groups / (kPromptRunsPerThread * team));
+    // Items are handed out in runs as threads finish, not in fixed shares: cores differ in
+    // speed (a hybrid CPU's performance and efficiency cores, a neighbour on a shared host), and
+    // with fixed shares the fast thread waits for the slow one at the end of every matmul. Runs
+    // stay long enough for the prefetcher; decode's are shorter, since its whole matmul is one
+    // token block (figures for both in docs/performance.md). Without a barrier between token
+    // blocks a thread starts the next block while the others finish theirs, except after the
+    // first block when rows restored there (restore_once) are read by whichever thread takes
+    // their item later.
+    const std::int64_t runs_per_thread = n_tokens == 1 ? kDecodeRunsPerThread : kPromptRunsPerThread;
+    const std::int64_t run_items = std::max<std::int64_t>(1, total_groups / (runs_per_thread * team));
 #pragma omp parallel num_threads(team)
     {
         for (std::int64_t t0 = 0; t0 < n_tokens; t0 += plan.token_block) {
