@@ -568,30 +568,36 @@ inline __m256 gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, int h
     }
 }
 
-// How a GEMM forms a sub-block's products and applies its scale: dots[r] += scale[r] * (row r's
-// 4-byte groups first..first+Groups-1 . half h's 8 tokens' groups), exact, for the 4 rows; scale[r]
-// is scale_vector(row r's sub-block scale). Two forms, one driver (kquant_gemm).
+// How a GEMM forms a sub-block's products and applies its scale: dots[r][i] += scale[r] * (row r's
+// 4-byte groups first..first+Groups-1 . half h + i's 8 tokens' groups), exact, for the 4 rows and
+// H halves (kHalvesAtOnce at most); scale[r] is scale_vector(row r's sub-block scale). Two forms, one
+// driver (kquant_gemm).
 //
 // MaddubsProducts (AVX2): vpmaddubsw gives i16 pair sums, a run of them is added in i16 and one
 // vpmaddwd per run applies the scale. A run is as many groups as a lane may sum in i16: a product
 // pair is at most 2 * kMaxQuant * 128 in magnitude (Q8_K activations run -128..127), so the sum
 // stays exact. Summing in i16 (vpaddw) and applying the scale once per run halves the multiplies of
 // the plain maddubs + madd per group: Q4_K sums a whole sub-block of 32, Q5_K half of one, Q6_K two
-// groups.
+// groups. Q4_K's runs of a whole sub-block take both halves of a packed block at once: each
+// broadcast weight group then meets 16 tokens, and the i32 totals, updated once a run, live in
+// memory. With shorter runs those updates cost what the broadcasts saved (Q5_K, Q3_K and Q2_K
+// level, Q6_K slower; figures in docs/performance.md).
 template <class Kernel>
 inline constexpr int kGroupsPerWordSum =
     std::min(QK_K / 4 / Kernel::kSubBlocks, 32767 / (2 * Kernel::kMaxQuant * 128));
 
 struct MaddubsProducts {
+    template <class Kernel>
+    static constexpr int kHalvesAtOnce = kGroupsPerWordSum<Kernel> >= 8 ? 2 : 1;
     static __m256i scale_vector(std::int16_t scale) { return _mm256_set1_epi16(scale); }
-    template <class Kernel, int Groups>
-    __attribute__((always_inline)) static void add_sub_block(__m256i (&dots)[kTileRows],
+    template <class Kernel, int Groups, int H>
+    __attribute__((always_inline)) static void add_sub_block(__m256i (&dots)[kTileRows][H],
                                                              const avx2::UnpackedQuants (&u)[kTileRows],
                                                              const BlockQ8Kx16& a, int h, int first,
                                                              const __m256i (&scale)[kTileRows]) {
         constexpr int run = kGroupsPerWordSum<Kernel>;
         static_assert(run >= 1 && Groups % run == 0, "a sub-block splits into whole runs");
-        avx2::dot_group_run<run, Groups / run>(dots, u, a, h, first, scale);
+        avx2::dot_group_run<run, Groups / run, H>(dots, u, a, h, first, scale);
     }
 };
 
@@ -604,6 +610,8 @@ struct MaddubsProducts {
 // block totals they hold 12 of the 16 registers.
 template <class Dot>
 struct DpbusdProducts {
+    template <class Kernel>
+    static constexpr int kHalvesAtOnce = 1;
     static __m256i scale_vector(std::int16_t scale) { return _mm256_set1_epi32(scale); }
 
     // runs[r][k % 2] += row r's group `first` . the tokens' group, for K groups from `first`.
@@ -620,18 +628,20 @@ struct DpbusdProducts {
         }
     }
 
-    template <class Kernel, int Groups>
-    __attribute__((always_inline)) static void add_sub_block(__m256i (&dots)[kTileRows],
+    template <class Kernel, int Groups, int H>
+    __attribute__((always_inline)) static void add_sub_block(__m256i (&dots)[kTileRows][H],
                                                              const avx2::UnpackedQuants (&u)[kTileRows],
                                                              const BlockQ8Kx16& a, int h, int first,
                                                              const __m256i (&scale)[kTileRows]) {
+        static_assert(H == 1, "one half at a time: two would need 16 registers of runs");
         __m256i runs[kTileRows][2];  // [row][group parity] i32
         SMOL_UNROLL
         for (int r = 0; r < kTileRows; ++r) runs[r][0] = runs[r][1] = _mm256_setzero_si256();
         group_runs<Groups>(runs, u, a, h, first);
         SMOL_UNROLL
         for (int r = 0; r < kTileRows; ++r)
-            dots[r] = _mm256_add_epi32(dots[r], _mm256_mullo_epi32(_mm256_add_epi32(runs[r][0], runs[r][1]), scale[r]));
+            dots[r][0] =
+                _mm256_add_epi32(dots[r][0], _mm256_mullo_epi32(_mm256_add_epi32(runs[r][0], runs[r][1]), scale[r]));
     }
 };
 
@@ -661,14 +671,43 @@ struct GroupRows {
     }
 };
 
+// Halves h..h+H-1 (8 tokens each, of one packed block `a`) against the 4 unpacked rows of block
+// b: their exact totals (products, scales, bsum term) and the float step into acc[r][half].
+template <class Kernel, class Products, int H>
+SMOL_INLINE_INTO_SET inline void halves_step(const avx2::UnpackedQuants (&u)[kTileRows],
+                                             const GemmFactors (&factors)[kTileRows],
+                                             const __m256i (&scale_vectors)[Kernel::kSubBlocks][kTileRows],
+                                             const BsumFactorPairs& bsum_factor_pairs, const BlockQ8Kx16& a, int h,
+                                             float (*acc)[8], int half) {
+    constexpr int groups_per_sub_block = QK_K / 4 / Kernel::kSubBlocks;
+    __m256i dots[kTileRows][H];
+    SMOL_UNROLL
+    for (int r = 0; r < kTileRows; ++r) {
+        SMOL_UNROLL
+        for (int i = 0; i < H; ++i) dots[r][i] = _mm256_setzero_si256();
+    }
+    for (int j = 0; j < Kernel::kSubBlocks; ++j)
+        Products::template add_sub_block<Kernel, groups_per_sub_block, H>(dots, u, a, h, groups_per_sub_block * j,
+                                                                          scale_vectors[j]);
+    SMOL_UNROLL
+    for (int r = 0; r < kTileRows; ++r) {
+        SMOL_UNROLL
+        for (int i = 0; i < H; ++i) {
+            float* sums = acc[r * (kGemmTokensAvx2 / 8) + half + i];
+            _mm256_store_ps(sums, gemm_accumulate<Kernel>(factors[r], a, h + i, dots[r][i], bsum_factor_pairs, r,
+                                                          _mm256_load_ps(sums)));
+        }
+    }
+}
+
 // A call's tokens (up to kGemmTokensAvx2: groups of 16, two halves of 8 each) against the tile's
-// rows: each weight block is unpacked once for all of them. A half at a time keeps its 4 rows'
-// runs and i32 block totals in registers; the float sums wait in memory. Products: one of the two
-// forms above; Rows: StoredRows or GroupRows.
+// rows: each weight block is unpacked once for all of them. Products::kHalvesAtOnce halves at a
+// time keep their 4 rows' runs in registers (and one half its i32 block totals too); the float
+// sums wait in memory. Products: one of the two forms above; Rows: StoredRows or GroupRows.
 template <class Kernel, class Products, class Rows>
 inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const BlockQ8Kx16* acts, int n_tokens,
                              float* out, std::size_t out_stride) {
-    constexpr int R = kTileRows, SubBlocks = Kernel::kSubBlocks, groups_per_sub_block = QK_K / 4 / SubBlocks;
+    constexpr int R = kTileRows, SubBlocks = Kernel::kSubBlocks, H = Products::template kHalvesAtOnce<Kernel>;
     constexpr int kMaxHalves = kGemmTokensAvx2 / 8;
     if (n_rows <= 0 || n_tokens <= 0) return;
     const std::int64_t blocks = n / QK_K;
@@ -688,19 +727,14 @@ inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const
             for (int p = 0; p < kBsumPairs<Kernel>; ++p)
                 bsum_factor_pairs[p][r] = avx2::word_pair(factors[r].bsum_factors + 2 * p);
         }
-        for (int half = 0; half < halves; ++half) {
-            const BlockQ8Kx16& a = acts[(half / 2) * blocks + b];
-            const int h = half % 2;
-            __m256i dots[R];
-            SMOL_UNROLL
-            for (int r = 0; r < R; ++r) dots[r] = _mm256_setzero_si256();
-            for (int j = 0; j < SubBlocks; ++j)
-                Products::template add_sub_block<Kernel, groups_per_sub_block>(dots, u, a, h, groups_per_sub_block * j,
-                                                                               scale_vectors[j]);
-            SMOL_UNROLL
-            for (int r = 0; r < R; ++r)
-                _mm256_store_ps(acc[r][half], gemm_accumulate<Kernel>(factors[r], a, h, dots[r], bsum_factor_pairs, r,
-                                                                       _mm256_load_ps(acc[r][half])));
+        int half = 0;
+        for (; half + H <= halves; half += H)  // H halves start at an even half: they share a packed block
+            halves_step<Kernel, Products, H>(u, factors, scale_vectors, bsum_factor_pairs, acts[(half / 2) * blocks + b],
+                                             half % 2, acc[0], half);
+        if constexpr (H > 1) {
+            if (half < halves)  // an odd last half (n_tokens % 16 in 1..8) alone, not with the zeros after it
+                halves_step<Kernel, Products, 1>(u, factors, scale_vectors, bsum_factor_pairs,
+                                                 acts[(half / 2) * blocks + b], half % 2, acc[0], half);
         }
     }
     kernel_detail::store_token_major(&acc[0][0][0], kMaxHalves * 8, n_rows, std::min(n_tokens, kGemmTokensAvx2), out,
