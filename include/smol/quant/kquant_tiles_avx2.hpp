@@ -672,13 +672,14 @@ struct GroupRows {
 };
 
 // Halves h..h+H-1 (8 tokens each, of one packed block `a`) against the 4 unpacked rows of block
-// b: their exact totals (products, scales, bsum term) and the float step into acc[r][half].
+// b: their exact totals (products, scales, bsum term) and the float step into acc[r][half + i]
+// (the driver's [row][half] sums).
 template <class Kernel, class Products, int H>
 SMOL_INLINE_INTO_SET inline void halves_step(const avx2::UnpackedQuants (&u)[kTileRows],
                                              const GemmFactors (&factors)[kTileRows],
                                              const __m256i (&scale_vectors)[Kernel::kSubBlocks][kTileRows],
                                              const BsumFactorPairs& bsum_factor_pairs, const BlockQ8Kx16& a, int h,
-                                             float (*acc)[8], int half) {
+                                             float (&acc)[kTileRows][kGemmTokensAvx2 / 8][8], int half) {
     constexpr int groups_per_sub_block = QK_K / 4 / Kernel::kSubBlocks;
     __m256i dots[kTileRows][H];
     SMOL_UNROLL
@@ -693,7 +694,7 @@ SMOL_INLINE_INTO_SET inline void halves_step(const avx2::UnpackedQuants (&u)[kTi
     for (int r = 0; r < kTileRows; ++r) {
         SMOL_UNROLL
         for (int i = 0; i < H; ++i) {
-            float* sums = acc[r * (kGemmTokensAvx2 / 8) + half + i];
+            float* sums = acc[r][half + i];
             _mm256_store_ps(sums, gemm_accumulate<Kernel>(factors[r], a, h + i, dots[r][i], bsum_factor_pairs, r,
                                                           _mm256_load_ps(sums)));
         }
@@ -730,11 +731,11 @@ inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const
         int half = 0;
         for (; half + H <= halves; half += H)  // H halves start at an even half: they share a packed block
             halves_step<Kernel, Products, H>(u, factors, scale_vectors, bsum_factor_pairs, acts[(half / 2) * blocks + b],
-                                             half % 2, acc[0], half);
+                                             half % 2, acc, half);
         if constexpr (H > 1) {
             if (half < halves)  // an odd last half (n_tokens % 16 in 1..8) alone, not with the zeros after it
                 halves_step<Kernel, Products, 1>(u, factors, scale_vectors, bsum_factor_pairs,
-                                                 acts[(half / 2) * blocks + b], half % 2, acc[0], half);
+                                                 acts[(half / 2) * blocks + b], half % 2, acc, half);
         }
     }
     kernel_detail::store_token_major(&acc[0][0][0], kMaxHalves * 8, n_rows, std::min(n_tokens, kGemmTokensAvx2), out,
