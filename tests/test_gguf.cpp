@@ -13,9 +13,12 @@
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "smol/core/aligned_buffer.hpp"
+#include "smol/core/platform.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/gguf/writer.hpp"
 
@@ -914,6 +917,49 @@ TEST_CASE("gguf: a model file replaced by rename while mapped keeps its old byte
     const File reopened = File::open(model.path);
     CHECK(reopened.get_string("general.architecture") == "next");
     CHECK(Bytes(reopened.tensor("t").data, reopened.tensor("t").data + 32) == new_data);
+}
+
+// The "THPeligible" line of the mapping holding p in /proc/self/smaps: 1 where the kernel may back
+// it with transparent huge pages, 0 where not, -1 where the file or the line is missing.
+int huge_page_eligible(const void* p) {
+    std::ifstream smaps("/proc/self/smaps");
+    const auto address = std::uintptr_t(p);
+    bool inside = false;
+    for (std::string line; std::getline(smaps, line);) {
+        unsigned long start = 0, end = 0;
+        char dash = 0;
+        std::istringstream header(line);
+        if (line.find(':') == std::string::npos || line.find(':') > line.find(' ')) {  // a mapping's first line
+            if (header >> std::hex >> start >> dash >> end && dash == '-') inside = start <= address && address < end;
+            continue;
+        }
+        if (inside && line.rfind("THPeligible:", 0) == 0) return std::stoi(line.substr(12));
+    }
+    return -1;
+}
+
+TEST_CASE("huge-page advice makes a buffer's whole 2 MiB pages eligible for transparent huge pages") {
+    std::ifstream enabled("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string modes;
+    std::getline(enabled, modes);
+    if (modes.find("[madvise]") == std::string::npos) {
+        MESSAGE("transparent huge pages are not in madvise mode here ('", modes, "'): the advice changes nothing to see");
+        return;
+    }
+    constexpr std::size_t kBytes = std::size_t(16) << 20;
+    smol::AlignedBuffer plain(kBytes), advised(kBytes);
+    const std::uint8_t* middle_of_plain = plain.data() + kBytes / 2;
+    const std::uint8_t* middle_of_advised = advised.data() + kBytes / 2;
+    if (huge_page_eligible(middle_of_plain) < 0) {
+        MESSAGE("/proc/self/smaps has no THPeligible line here: nothing to check");
+        return;
+    }
+    CHECK(huge_page_eligible(middle_of_plain) == 0);
+    smol::platform::advise_huge_pages(advised.data(), advised.size());
+    CHECK(huge_page_eligible(middle_of_advised) == 1);
+    CHECK(huge_page_eligible(middle_of_plain) == 0);  // the advice stays inside the buffer
+    smol::platform::advise_huge_pages(plain.data() + 1, std::size_t(1) << 20);  // no whole huge page: nothing
+    CHECK(huge_page_eligible(middle_of_plain) == 0);
 }
 
 }  // namespace test_gguf

@@ -45,6 +45,20 @@ inline void* reserve_lazy_zeroed(std::size_t n) {
     return p;
 }
 
+// Asks for the whole 2 MiB pages inside [p, p + n) to be backed by huge pages (transparent huge
+// pages in "madvise" mode). Advice only: where the system has none, nothing changes.
+inline void advise_huge_pages(void* p, std::size_t n) {
+#ifdef MADV_HUGEPAGE
+    constexpr std::uintptr_t kHuge = std::uintptr_t(2) << 20;
+    const std::uintptr_t first = (std::uintptr_t(p) + kHuge - 1) / kHuge * kHuge;
+    const std::uintptr_t end = (std::uintptr_t(p) + n) / kHuge * kHuge;
+    if (end > first) (void)::madvise(reinterpret_cast<void*>(first), end - first, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
 // The n bytes of the open file fd, read-only and private (nothing is written through it, so it
 // shares the page cache with every other reader), or nullptr (with errno set).
 inline const void* map_read_only(int fd, std::size_t n) {
