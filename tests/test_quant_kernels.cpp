@@ -551,7 +551,7 @@ void check_gemm(TensorType wtype, const GemmShape& shape, const std::function<Ge
             }
         for (const int n_rows : {1, 3, shape.rows - 1, shape.rows})
             for (const int first_token : {0, shape.tokens})
-                for (const int n_tokens : {1, 7, 16, 17, 33, shape.tokens}) {
+                for (const int n_tokens : {1, 7, 16, 17, 33, 49, 65, shape.tokens}) {
                     if (n_tokens > shape.tokens || first_token + n_tokens > max_tokens || n_rows < 1) continue;
                     const std::size_t out_stride = std::size_t(shape.rows) + 1;
                     std::vector<float> out(out_stride * std::size_t(shape.tokens), std::numeric_limits<float>::quiet_NaN());

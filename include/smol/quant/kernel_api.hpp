@@ -59,9 +59,9 @@ using DotTileFn = void (*)(std::int64_t n, const std::uint8_t* weights, std::siz
 // Each weight block is unpacked once and used for all the tokens, and no horizontal sums are
 // needed: results come out in lanes.
 inline constexpr int kGemmTokens = 32;  // the ARM GEMMs (whole groups of 16, one after another)
-// AVX-512: three groups of 16, so 12 chains of vpdpbusd hide its latency and each unpacked
-// weight block serves 48 tokens; the block totals' float sums wait in L1 (kquant_tiles_avx512.hpp).
-inline constexpr int kGemmTokensAvx512 = 48;
+// AVX-512: six groups of 16, in passes of three (12 chains of vpdpbusd hide its latency), so each
+// unpacked weight block serves 96 tokens; the float sums wait in L1 (kquant_tiles_avx512.hpp).
+inline constexpr int kGemmTokensAvx512 = 96;
 // AVX2: its float sums wait in L1, so more tokens spread the unpacking thinner; 64 tokens ran
 // faster than 32 for both Q4_K and Q6_K.
 inline constexpr int kGemmTokensAvx2 = 64;

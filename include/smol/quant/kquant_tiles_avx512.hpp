@@ -206,20 +206,74 @@ struct Q2KDecode {
 // ---------------------------------------------------------------------------------------------
 // Prompt GEMMs: vector lanes are 16 tokens of a packed group, each 4-byte group of an unpacked
 // weight row is broadcast and one vpdpbusd multiplies it with the group's tokens
-// (scaled_block_dots), so each unpacked byte serves G groups of tokens. Each (row, token) lane
-// ends a block with the exact integer totals and takes the reference's float step, as the AVX2
-// driver's gemm_accumulate: the decode tiles' bits. The registers hold the integer sums of up to
-// three groups (R * G chains of vpdpbusd, and as many block totals); the float sums, touched once
-// a block, wait in L1. Kernel: a Gemm kernel of kquant_tiles_avx2.hpp.
-// Rows: where the rows come from (kquant_tiles_avx2.hpp's StoredRows or GroupRows).
-template <class Kernel, int G, class Rows>
-SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_groups(std::int64_t n, const Rows& rows, int n_rows,
-                                                                           const BlockQ8Kx16* acts, int n_tokens, float* out,
-                                                                           std::size_t out_stride) {
+// (scaled_block_dots), so each unpacked byte serves every group of the call. Each (row, token)
+// lane ends a block with the exact integer totals and takes the reference's float step, as the
+// AVX2 driver's gemm_accumulate: the decode tiles' bits. Kernel: a Gemm kernel of
+// kquant_tiles_avx2.hpp. Rows: where the rows come from (kquant_tiles_avx2.hpp's StoredRows or
+// GroupRows).
+
+// The registers hold the integer sums of three token groups at a time (R * G chains of vpdpbusd
+// and as many block totals), so a call's groups (kGemmTokensAvx512 / 16) go through each
+// unpacked block in passes of up to three; the float sums, touched once a block, wait in L1.
+inline constexpr int kGroupsPerPass = 3;
+inline constexpr int kMaxGroups = kGemmTokensAvx512 / kPackedTokens;
+static_assert(kMaxGroups % kGroupsPerPass == 0, "full passes, and a short one only for a call's last tokens");
+
+using GroupSums = float[kTileRows][kMaxGroups][kPackedTokens];  // [row][token group][token]
+
+// Token groups g0..g0+G-1 (acts + g * blocks: group g's blocks) against block b's unpacked rows:
+// their exact totals and the float step into sums[r][g].
+template <class Kernel, int G>
+SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void block_pass(
+    const detail::UnpackedQuants (&u)[kTileRows], const avx2_kquant::GemmFactors (&factors)[kTileRows],
+    const std::int32_t (&scales32)[kTileRows][16], const BlockQ8Kx16* acts, std::int64_t blocks, std::int64_t b, int g0,
+    GroupSums& sums) {
     constexpr int R = kTileRows;
+    const BlockQ8Kx16* a[G];
+    SMOL_UNROLL
+    for (int g = 0; g < G; ++g) a[g] = acts + (g0 + g) * blocks + b;
+    __m512i dots[R][G];
+    detail::scaled_block_dots<Kernel::kSubBlocks>(dots, u, a, [&](int r, int j) { return scales32[r][j]; });
+    SMOL_UNROLL
+    for (int r = 0; r < R; ++r) {
+        const avx2_kquant::GemmFactors& f = factors[r];
+        SMOL_UNROLL
+        for (int g = 0; g < G; ++g) {
+            __m512i bsum_term = _mm512_setzero_si512();  // sum_k factor_k * sum_k (bsum_dots')
+            SMOL_UNROLL
+            for (int p = 0; p < avx2_kquant::kBsumPairs<Kernel>; ++p)
+                bsum_term = _mm512_dpwssd_epi32(bsum_term, _mm512_load_si512(avx2_kquant::bsum_pair<Kernel>(*a[g], p)),
+                                                detail::word_pair(f.bsum_factors + 2 * p));
+            const __m512 ad = _mm512_load_ps(a[g]->d);
+            float* group_sums = sums[r][g0 + g];
+            __m512 acc = _mm512_load_ps(group_sums);
+            if constexpr (Kernel::kOffsetShift == 0) {
+                acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.d), ad), _mm512_cvtepi32_ps(dots[r][g]), acc);
+                acc = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.dmin), ad), _mm512_cvtepi32_ps(bsum_term), acc);
+            } else {
+                const __m512i total = _mm512_sub_epi32(dots[r][g], _mm512_slli_epi32(bsum_term, Kernel::kOffsetShift));
+                acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.d), ad), _mm512_cvtepi32_ps(total), acc);
+            }
+            _mm512_store_ps(group_sums, acc);
+        }
+    }
+}
+
+// A call's tokens (up to kGemmTokensAvx512) against the tile's rows, each weight block unpacked
+// once for all of them: full passes of three groups, then the groups left (a short batch: a
+// speculative verify step, a prompt's tail) in one pass of as many as they fill rather than a
+// group computed for nothing.
+template <class Kernel, class Rows>
+SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows,
+                                                                         const BlockQ8Kx16* acts, int n_tokens,
+                                                                         float* out, std::size_t out_stride) {
+    constexpr int R = kTileRows;
+    if (n_rows <= 0 || n_tokens <= 0) return;
+    n_tokens = std::min(n_tokens, kGemmTokensAvx512);
     const std::int64_t blocks = n / QK_K;
     const int groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
-    alignas(64) float acc_mem[R][G][kPackedTokens] = {};
+    const int full = groups - groups % kGroupsPerPass;
+    alignas(64) GroupSums sums = {};
     detail::UnpackedQuants u[R];
     avx2_kquant::GemmFactors factors[R];
     alignas(64) std::int32_t scales32[R][16];  // factors[r].scales widened: vpmulld broadcasts them from memory
@@ -230,49 +284,12 @@ SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_groups(std::
             const __m256i scales16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(factors[r].scales));
             _mm512_store_si512(scales32[r], _mm512_cvtepi16_epi32(scales16));
         }
-        const BlockQ8Kx16* a[G];
-        SMOL_UNROLL
-        for (int g = 0; g < G; ++g) a[g] = acts + std::min(g, groups - 1) * blocks + b;
-        __m512i dots[R][G];
-        detail::scaled_block_dots<Kernel::kSubBlocks>(dots, u, a, [&](int r, int j) { return scales32[r][j]; });
-        SMOL_UNROLL
-        for (int r = 0; r < R; ++r) {
-            const avx2_kquant::GemmFactors& f = factors[r];
-            SMOL_UNROLL
-            for (int g = 0; g < G; ++g) {
-                __m512i bsum_term = _mm512_setzero_si512();  // sum_k factor_k * sum_k (bsum_dots')
-                SMOL_UNROLL
-                for (int p = 0; p < avx2_kquant::kBsumPairs<Kernel>; ++p)
-                    bsum_term = _mm512_dpwssd_epi32(bsum_term, _mm512_load_si512(avx2_kquant::bsum_pair<Kernel>(*a[g], p)),
-                                                    detail::word_pair(f.bsum_factors + 2 * p));
-                const __m512 ad = _mm512_load_ps(a[g]->d);
-                __m512 acc = _mm512_load_ps(acc_mem[r][g]);
-                if constexpr (Kernel::kOffsetShift == 0) {
-                    acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.d), ad), _mm512_cvtepi32_ps(dots[r][g]), acc);
-                    acc = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.dmin), ad), _mm512_cvtepi32_ps(bsum_term), acc);
-                } else {
-                    const __m512i total = _mm512_sub_epi32(dots[r][g], _mm512_slli_epi32(bsum_term, Kernel::kOffsetShift));
-                    acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.d), ad), _mm512_cvtepi32_ps(total), acc);
-                }
-                _mm512_store_ps(acc_mem[r][g], acc);
-            }
-        }
+        for (int g0 = 0; g0 < full; g0 += kGroupsPerPass)
+            block_pass<Kernel, kGroupsPerPass>(u, factors, scales32, acts, blocks, b, g0, sums);
+        if (groups - full == 1) block_pass<Kernel, 1>(u, factors, scales32, acts, blocks, b, full, sums);
+        if (groups - full == 2) block_pass<Kernel, 2>(u, factors, scales32, acts, blocks, b, full, sums);
     }
-    kernel_detail::store_token_major(&acc_mem[0][0][0], G * kPackedTokens, n_rows, n_tokens, out, out_stride);
-}
-
-// A call's tokens in as many packed groups as they fill (a short batch: a speculative verify
-// step, a prompt's tail) rather than a group computed twice, at most kGemmTokensAvx512 / 16.
-template <class Kernel, class Rows>
-SMOL_TARGET_AVX512 inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const BlockQ8Kx16* acts,
-                                                int n_tokens, float* out, std::size_t out_stride) {
-    if (n_rows <= 0 || n_tokens <= 0) return;
-    if (n_tokens <= kPackedTokens)
-        kquant_gemm_groups<Kernel, 1>(n, rows, n_rows, acts, n_tokens, out, out_stride);
-    else if (n_tokens <= 2 * kPackedTokens)
-        kquant_gemm_groups<Kernel, 2>(n, rows, n_rows, acts, n_tokens, out, out_stride);
-    else
-        kquant_gemm_groups<Kernel, kGemmTokensAvx512 / kPackedTokens>(n, rows, n_rows, acts, n_tokens, out, out_stride);
+    kernel_detail::store_token_major(&sums[0][0][0], kMaxGroups * kPackedTokens, n_rows, n_tokens, out, out_stride);
 }
 
 // The two entry points: a GemmTileFn over rows as stored, a GroupGemmFn over a row group's rows.
