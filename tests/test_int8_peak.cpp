@@ -81,10 +81,13 @@ TEST_CASE("the int8 peak reference is each instruction's arithmetic") {
     // vpdpbusd: a unsigned, b signed, 4 products, no saturation.
     CHECK(one_lane(Int8Product::dpbusd, 255, 0x80, 1) == 4 * 255 * -128);
     CHECK(one_lane(Int8Product::dpbusd, 255, 127, 3) == 3 * 4 * 255 * 127);
-    // vpmaddubsw saturates each pair's sum to i16: 2 * 255 * 127 = 64770 becomes 32767.
-    CHECK(one_lane(Int8Product::maddubs, 255, 127, 1) == 2 * 32767);
-    CHECK(one_lane(Int8Product::maddubs, 255, 0x80, 1) == 2 * -32768);
-    CHECK(one_lane(Int8Product::maddubs, 3, 5, 2) == 2 * 4 * 15);
+    // vpmaddubsw saturates each pair's sum to i16 (2 * 255 * 127 = 64770 becomes 32767) and vpaddw
+    // adds it into its own word, wrapping modulo 2^16: an i32 lane holds two equal words here.
+    const auto words = [](std::int32_t word) { return std::int32_t(std::uint32_t(std::uint16_t(word)) * 0x10001u); };
+    CHECK(one_lane(Int8Product::maddubs, 255, 127, 1) == words(32767));
+    CHECK(one_lane(Int8Product::maddubs, 255, 0x80, 1) == words(-32768));
+    CHECK(one_lane(Int8Product::maddubs, 3, 5, 2) == words(2 * 2 * 15));
+    CHECK(one_lane(Int8Product::maddubs, 255, 127, 3) == words(3 * 32767 - 65536));  // 98301 wraps to 32765
     // sdot: both signed, so 0xff is -1.
     CHECK(one_lane(Int8Product::sdot, 0xff, 0x80, 1) == 4 * 128);
     // smmla: both signed, 8 products per lane (a row of a 2 x 8 by a column of an 8 x 2), and four

@@ -9,7 +9,8 @@
 // vectors `a` and two `b` (for AMX, tiles of 16 rows x 64 bytes), and `chains` accumulators, chain
 // j multiplying a[(j / 2) % 2] with b[j % 2] once per iteration (for AMX's four chains exactly a
 // 2 x 2 tile blocking). After `iterations` rounds the accumulators are stored to `sums`, chain after
-// chain: each i32 lane holds iterations times its product sum, wrapping as the instructions do.
+// chain: each i32 lane holds iterations times its product sum, wrapping as the instructions do
+// (for vpmaddubsw, whose sums are words, two i16 lanes each wrapping modulo 2^16).
 // The loops over chains are unrolled (`#pragma GCC unroll`, which Clang reads too) so that every
 // accumulator and operand lives in a register. Empty asm statements, which emit nothing, keep the
 // compiler from shortening the work: one on each accumulator after its step (chains with equal
@@ -38,8 +39,9 @@ namespace smol {
 // The integer products a loop runs, each as its instruction defines it.
 enum class Int8Product {
     dpbusd,   // vpdpbusd: per i32 lane, 4 unsigned a bytes times 4 signed b bytes, summed
-    maddubs,  // vpmaddubsw + vpmaddwd(ones) + vpaddd: pairs of u8 x s8 summed with i16 saturation,
-              // then two such pairs summed per i32 lane
+    maddubs,  // vpmaddubsw + vpaddw: pairs of u8 x s8 summed with i16 saturation, each pair's sum
+              // added into its own i16 lane (wrapping), as the AVX2 GEMMs sum a run of products;
+              // an i32 lane of the stored sums holds two such words (low: bytes 0-1, high: 2-3)
     sdot,     // sdot: per i32 lane, 4 signed a bytes times 4 signed b bytes, summed
     smmla,    // smmla: a 2 x 8 by 8 x 2 signed product, lane 2r + c = sum over k < 8 of a[8r + k] * b[8c + k]
     tdpbusd,  // AMX: C[m][n] += sum over k < 16, i < 4 of A[m][4k + i] (u8) * B[k][4n + i] (s8)
@@ -84,10 +86,15 @@ inline void int8_peak_reference(const Int8PeakLoop& loop, const std::uint8_t* a,
                 case Int8Product::dpbusd:
                     for (int i = 0; i < 4; ++i) once += u(al[i]) * s(bl[i]);
                     break;
-                case Int8Product::maddubs:
-                    once = saturate16(u(al[0]) * s(bl[0]) + u(al[1]) * s(bl[1])) +
-                           saturate16(u(al[2]) * s(bl[2]) + u(al[3]) * s(bl[3]));
-                    break;
+                case Int8Product::maddubs: {
+                    // Each word wraps modulo 2^16 as vpaddw adds it up.
+                    const auto word = [&](int i) {
+                        const std::int32_t pair = saturate16(u(al[i]) * s(bl[i]) + u(al[i + 1]) * s(bl[i + 1]));
+                        return std::uint32_t(std::uint16_t(std::uint64_t(std::uint32_t(pair)) * std::uint64_t(iterations)));
+                    };
+                    sums[std::size_t(j) * lanes + l] = std::int32_t(word(0) | word(2) << 16);
+                    continue;
+                }
                 case Int8Product::sdot:
                     for (int i = 0; i < 4; ++i) once += s(al[i]) * s(bl[i]);
                     break;
@@ -156,8 +163,8 @@ SMOL_TARGET_AVX_VNNI inline void avx_vnni_loop(const std::uint8_t* a, const std:
 #endif
 
 #if SMOL_HAVE_AVX2_KERNELS
-// 4 operands, the ones, 6 accumulators and the products in flight fill AVX2's 16 ymm registers.
-inline constexpr int kAvx2Chains = 6;
+// 4 operands, 8 accumulators and the products in flight fill AVX2's 16 ymm registers.
+inline constexpr int kAvx2Chains = 8;
 
 inline void avx2_loop(const std::uint8_t* a, const std::uint8_t* b, std::int64_t iterations, std::int32_t* sums) {
     __m256i av[2], bv[2], acc[kAvx2Chains];
@@ -165,15 +172,13 @@ inline void avx2_loop(const std::uint8_t* a, const std::uint8_t* b, std::int64_t
         av[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 32 * i));
         bv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32 * i));
     }
-    const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 16
     for (int j = 0; j < kAvx2Chains; ++j) acc[j] = _mm256_setzero_si256();
     for (std::int64_t it = 0; it < iterations; ++it)
 #pragma GCC unroll 16  // constant indices keep every accumulator and operand in a register
         for (int j = 0; j < kAvx2Chains; ++j) {
             __asm__ volatile("" : "+x"(av[(j / 2) % 2]), "+x"(bv[j % 2]));
-            const __m256i pairs = _mm256_maddubs_epi16(av[(j / 2) % 2], bv[j % 2]);
-            acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(pairs, ones));
+            acc[j] = _mm256_add_epi16(acc[j], _mm256_maddubs_epi16(av[(j / 2) % 2], bv[j % 2]));
         }
 #pragma GCC unroll 16
     for (int j = 0; j < kAvx2Chains; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + 8 * j), acc[j]);
@@ -280,7 +285,7 @@ inline const Int8PeakLoop* int8_peak_loop(Isa isa) {
     switch (isa) {
 #if SMOL_HAVE_AVX2_KERNELS
         case Isa::avx2: {
-            static constexpr Int8PeakLoop loop{Isa::avx2, Int8Product::maddubs, "vpmaddubsw+vpmaddwd", 32, kAvx2Chains,
+            static constexpr Int8PeakLoop loop{Isa::avx2, Int8Product::maddubs, "vpmaddubsw+vpaddw", 32, kAvx2Chains,
                                                avx2_loop};
             return &loop;
         }
