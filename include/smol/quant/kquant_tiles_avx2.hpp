@@ -671,16 +671,17 @@ struct GroupRows {
     }
 };
 
-// Halves h..h+H-1 (8 tokens each, of one packed block `a`) against the 4 unpacked rows of block
-// b: their exact totals (products, scales, bsum term) and the float step into acc[r][half + i]
-// (the driver's [row][half] sums).
+// The call's halves half..half+H-1 (8 tokens each, of one packed block `a`; H > 1 starts at an
+// even half) against the 4 unpacked rows of block b: their exact totals (products, scales, bsum
+// term) and the float step into acc[r][half + i] (the driver's [row][half] sums).
 template <class Kernel, class Products, int H>
 SMOL_INLINE_INTO_SET inline void halves_step(const avx2::UnpackedQuants (&u)[kTileRows],
                                              const GemmFactors (&factors)[kTileRows],
                                              const __m256i (&scale_vectors)[Kernel::kSubBlocks][kTileRows],
-                                             const BsumFactorPairs& bsum_factor_pairs, const BlockQ8Kx16& a, int h,
+                                             const BsumFactorPairs& bsum_factor_pairs, const BlockQ8Kx16& a,
                                              float (&acc)[kTileRows][kGemmTokensAvx2 / 8][8], int half) {
     constexpr int groups_per_sub_block = QK_K / 4 / Kernel::kSubBlocks;
+    const int h = half % 2;  // the half's place in its packed block
     __m256i dots[kTileRows][H];
     SMOL_UNROLL
     for (int r = 0; r < kTileRows; ++r) {
@@ -731,11 +732,11 @@ inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const
         int half = 0;
         for (; half + H <= halves; half += H)  // H halves start at an even half: they share a packed block
             halves_step<Kernel, Products, H>(u, factors, scale_vectors, bsum_factor_pairs, acts[(half / 2) * blocks + b],
-                                             half % 2, acc, half);
+                                             acc, half);
         if constexpr (H > 1) {
             if (half < halves)  // an odd last half (n_tokens % 16 in 1..8) alone, not with the zeros after it
                 halves_step<Kernel, Products, 1>(u, factors, scale_vectors, bsum_factor_pairs,
-                                                 acts[(half / 2) * blocks + b], half % 2, acc, half);
+                                                 acts[(half / 2) * blocks + b], acc, half);
         }
     }
     kernel_detail::store_token_major(&acc[0][0][0], kMaxHalves * 8, n_rows, std::min(n_tokens, kGemmTokensAvx2), out,
