@@ -54,9 +54,15 @@ bool runnable(Isa isa) {
 struct Gen {
     std::mt19937 rng;
     bool exact;
-    bool extreme = false;  // every k-quant quant at its largest, Q8_K activations at -128 or 127
+    // extreme: each k-quant block's quants all at their lowest or all at their largest, Q8_K
+    // activations at -127 or 127 (the quantizer's range)
+    bool extreme = false;
+    std::uint8_t extreme_byte = 0xff;
 
-    std::uint8_t quant_byte() { return extreme ? std::uint8_t(0xff) : byte(); }
+    std::uint8_t quant_byte() { return extreme ? extreme_byte : byte(); }
+    void start_block() {
+        if (extreme) extreme_byte = uniform(0, 1) ? 0xff : 0x00;
+    }
 
     int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
     std::uint8_t byte() { return std::uint8_t(uniform(0, 255)); }
@@ -66,6 +72,7 @@ struct Gen {
 
     BlockQ4K q4k() {
         BlockQ4K b;
+        start_block();
         b.d = exact ? f32_to_fp16(1.0f / 16) : half_in(0.0005f, 0.02f);
         b.dmin = exact ? f32_to_fp16(1.0f / 32) : half_in(0.0005f, 0.02f);
         for (auto& s : b.scales) s = byte();
@@ -78,6 +85,7 @@ struct Gen {
     }
     BlockQ6K q6k() {
         BlockQ6K b;
+        start_block();
         for (auto& q : b.ql) q = quant_byte();
         for (auto& q : b.qh) q = quant_byte();
         for (auto& s : b.scales) s = std::int8_t(exact ? uniform(-8, 8) : uniform(-128, 127));
@@ -85,7 +93,7 @@ struct Gen {
         return b;
     }
     // IQ4_XS: extreme has every scale at -32 (the stored 0) and the table's two ends (nibbles 0
-    // and 15) against activations of -128 and 127.
+    // and 15) against activations of -127 and 127.
     BlockIQ4XS iq4xs() {
         BlockIQ4XS b;
         b.d = exact ? f32_to_fp16(1.0f / 8) : half_in(-0.01f, 0.01f);
@@ -96,6 +104,7 @@ struct Gen {
     }
     BlockQ2K q2k() {
         BlockQ2K b;
+        start_block();
         for (auto& s : b.scales) s = exact ? std::uint8_t(byte() & 0x77) : byte();  // exact: scales and mins below 8
         for (auto& q : b.qs) q = quant_byte();
         b.d = exact ? f32_to_fp16(1.0f / 16) : half_in(0.0005f, 0.02f);
@@ -104,6 +113,7 @@ struct Gen {
     }
     BlockQ3K q3k() {
         BlockQ3K b;
+        start_block();
         for (auto& q : b.hmask) q = quant_byte();
         for (auto& q : b.qs) q = quant_byte();
         for (auto& s : b.scales) s = byte();
@@ -127,7 +137,7 @@ struct Gen {
         b.d = exact ? 1.0f / 64 : std::uniform_real_distribution<float>(-0.05f, 0.05f)(rng);
         const bool all_lowest = extreme && uniform(0, 1) == 0;  // the largest sums, all of one sign
         for (auto& q : b.qs)
-            q = std::int8_t(all_lowest ? -128 : extreme ? (uniform(0, 1) ? 127 : -128) : uniform(-127, 127));
+            q = std::int8_t(all_lowest ? -127 : extreme ? (uniform(0, 1) ? 127 : -127) : uniform(-127, 127));
         for (int j = 0; j < QK_K / 16; ++j) {
             int s = 0;
             for (int l = 0; l < 16; ++l) s += b.qs[16 * j + l];
@@ -264,8 +274,9 @@ decltype(auto) visit_kquant(TensorType type, F&& f) {
     }
 }
 
-// Random weights of one k-quant type against random Q8_K activations (or, `extreme`, every quant
-// at its largest against activations of -128 and 127: the kernels' largest integer sums).
+// Random weights of one k-quant type against random Q8_K activations (or, `extreme`, each block's
+// quants at their lowest or largest against activations of -127 and 127: the kernels' largest
+// integer sums).
 template <class Weight>
 void check_kquant(Isa isa, TensorType wtype, bool exact, std::uint32_t seed, bool extreme = false) {
     const KernelSet set = kernels_for(isa);
@@ -428,8 +439,7 @@ void check_row_groups(TensorType type, const std::vector<NamedGroupDot>& extra =
     CAPTURE(type_name(type));
     const RowGroupLayout& layout = weight_row(type).row_groups;
     REQUIRE(layout.exists());
-    // extreme: the largest quants against -128/127, the bound of the kernels' i16 runs (Q4_K
-    // 8 * 2 * 15 * 128, Q6_K 2 * 2 * 63 * 128).
+    // extreme: the lowest or largest quants against -127/127, the bounds of the kernels' i16 runs.
     for (const bool extreme : {false, true}) {
         CAPTURE(extreme);
         Gen gen{std::mt19937(extreme ? 91 : 90), false};
@@ -522,9 +532,9 @@ namespace {
 using GemmCall = std::function<void(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                                     const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride)>;
 
-// Random rows of a type with Q8_K activations (k-quant or IQ4_XS) against random Q8_K tokens (or, `extreme`, the largest quants against
-// activations of -128 and 127) through `gemm` (which may pick its kernel
-// by the token count, as dispatch does), for every row count up to shape.rows and token counts
+// Random rows of a type with Q8_K activations (k-quant or IQ4_XS) against random Q8_K tokens (or,
+// `extreme`, each block's quants at their lowest or largest against activations of -127 and 127)
+// through `gemm` (which may pick its kernel by the token count, as dispatch does), for every row count up to shape.rows and token counts
 // up to shape.tokens, from the first group and from a later one. Every output must be the
 // reference's bits, and nothing outside the n_rows x n_tokens corner may be written.
 void check_gemm(TensorType wtype, const GemmShape& shape, const std::function<GemmCall(int n_tokens)>& gemm_for,
@@ -606,7 +616,8 @@ TEST_CASE("k-quant and IQ4_XS prompt GEMMs give the reference's bits for every r
             };
             check_gemm(wtype, widest.shape, gemm_for, 60 + std::uint32_t(wtype));
             // The kernels sum products in narrow integers where the bounds allow (the AVX2 GEMMs
-            // in i16): the largest quants against activations of -128 reach those bounds.
+            // in i16): the extreme quants against activations of -127 and 127 reach those bounds
+            // (Q6_K's runs of signed quants: 8 products of -32 * -127 in a lane).
             check_gemm(wtype, widest.shape, gemm_for, 80 + std::uint32_t(wtype), true);
             // Matrices held as row groups: the same rows read from a group, as either half of it
             // (the other half holds different rows), through the set's group GEMM where it has one.
@@ -770,7 +781,7 @@ TEST_CASE("AMX GEMMs give the reference's bits, on emulated tiles and on AMX har
 }
 #endif
 
-TEST_CASE("packing Q8_K activations 16 tokens to a block keeps every quant, bsum and scale") {
+TEST_CASE("packing Q8_K activations 16 tokens to a block keeps every quant, bsum and scale, and sums them by lane") {
     Gen gen{std::mt19937(23), false};
     const std::int64_t blocks = 3, n_tokens = 21;
     const auto rows = rows_of<BlockQ8K>(int(n_tokens), blocks, std::size_t(blocks) * sizeof(BlockQ8K), [&] { return gen.q8k(); });
@@ -786,6 +797,20 @@ TEST_CASE("packing Q8_K activations 16 tokens to a block keeps every quant, bsum
             CHECK(p.d[t] == (real ? src->d : 0.0f));
             for (int i = 0; i < QK_K; ++i) REQUIRE(p.qs[i / 4][t][i % 4] == (real ? src->qs[i] : 0));
             for (int j = 0; j < QK_K / 16; ++j) REQUIRE(p.bsums[j / 2][t][j % 2] == (real ? src->bsums[j] : 0));
+            // Sums from the quants themselves: 32 in a row, and per sub-block of 16 the quants a
+            // vpmaddubsw lane meets (4-byte groups' bytes 0-1 the even lane, 2-3 the odd one).
+            for (int i = 0; i < QK_K / 32; ++i) {
+                int sum = 0;
+                for (int l = 0; l < 32; ++l) sum += real ? src->qs[32 * i + l] : 0;
+                REQUIRE(p.sums32[i / 2][t][i % 2] == sum);
+            }
+            for (int j = 0; j < QK_K / 16; ++j)
+                for (int lane = 0; lane < 2; ++lane) {
+                    int sum = 0;
+                    for (int l = 0; l < 16; ++l)
+                        if (l % 4 / 2 == lane) sum += real ? src->qs[16 * j + l] : 0;
+                    REQUIRE(p.lane_sums16[j][t][lane] == sum);
+                }
         }
 }
 

@@ -70,16 +70,21 @@ static_assert(sizeof(BlockQ8K) == 292);
 // One Q8_K block of 16 tokens regrouped so that a vector's lanes are tokens: each token's 4-byte
 // groups side by side, then each token's bsums in pairs, and the sums of 32 quants in pairs (the
 // types whose mins or offsets go by sub-blocks of 32 read those: one multiply-add per two
-// sub-blocks instead of two). Kernels that broadcast 4 weight bytes against 16 tokens read it;
-// packing.hpp writes it.
+// sub-blocks instead of two), and each sub-block of 16's sums by vpmaddubsw lane (a group's
+// quants 0-1 meet a token's even i16 lane, 2-3 its odd one): the GEMMs of the types whose unsigned
+// quants carry an offset start each run at minus the offset times these, so the runs end with
+// the signed quants' products (kquant_tiles_avx2.hpp, kOffsetInRuns). Kernels that broadcast 4
+// weight bytes against 16 tokens read it; packing.hpp writes it.
 inline constexpr int kPackedTokens = 16;
 struct alignas(64) BlockQ8Kx16 {  // 64-byte aligned: kernels load whole vectors
     std::int8_t qs[QK_K / 4][kPackedTokens][4];                // [group of 4 quants][token][quant]
     std::int16_t bsums[QK_K / 32][kPackedTokens][2];           // [pair j][token]: bsums 2j and 2j + 1
     std::int16_t sums32[QK_K / 64][kPackedTokens][2];          // [pair j][token]: sums of quants 64j.. and 64j + 32..
     float d[kPackedTokens];                                     // [token]
+    std::int16_t lane_sums16[QK_K / 16][kPackedTokens][2];     // [sub-block j][token][lane l]: sum over its groups g
+                                                                // of quants 16j + 4g + 2l and 16j + 4g + 2l + 1
 };
-static_assert(sizeof(BlockQ8Kx16) == 4928 && sizeof(BlockQ8Kx16) % 64 == 0);
+static_assert(sizeof(BlockQ8Kx16) == 5952 && sizeof(BlockQ8Kx16) % 64 == 0);
 
 struct BlockQ8_0 {
     std::uint16_t d;  // fp16

@@ -230,13 +230,25 @@ __attribute__((always_inline)) inline void word_sums(__m256i (&sums)[kTileRows][
 
 // dots[r][half - h] += scale[r] * (row r's groups first..first+Runs*K-1 . the half's tokens'
 // groups), for halves h..h+H-1: one vpmaddwd per row and half for each run of K groups' i16 sums.
+// With run_starts (one run: Runs == 1), each row's run of half h + i starts at run_starts[i]
+// rather than at zero.
 template <int K, int Runs, int H>
 __attribute__((always_inline)) inline void dot_group_run(__m256i (&dots)[kTileRows][H], const UnpackedQuants (&u)[kTileRows],
                                                          const BlockQ8Kx16& a, int h, int first,
-                                                         const __m256i (&scale)[kTileRows]) {
+                                                         const __m256i (&scale)[kTileRows],
+                                                         const __m256i* run_starts = nullptr) {
     if constexpr (Runs > 0) {
         __m256i sums[kTileRows][H];
-        word_sums<K, true, H>(sums, u, a, h, first);
+        if (run_starts != nullptr) {
+            SMOL_UNROLL
+            for (int r = 0; r < kTileRows; ++r) {
+                SMOL_UNROLL
+                for (int i = 0; i < H; ++i) sums[r][i] = run_starts[i];
+            }
+            word_sums<K, false, H>(sums, u, a, h, first);
+        } else {
+            word_sums<K, true, H>(sums, u, a, h, first);
+        }
         SMOL_UNROLL
         for (int r = 0; r < kTileRows; ++r) {
             SMOL_UNROLL

@@ -98,13 +98,15 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void dot_groups(__m512i
     }
 }
 
-// dots[r][g] = sum over the block's sub-blocks j of scale(r, j) * (row r's quants of sub-block
-// j . token group g's), exact: the shared core of the k-quant GEMMs.
-template <int SubBlocks, int R, int G, class Scale>
+// dots[r][g] = sum over the block's sub-blocks j of scale(r, j) * (run_start(j, g) + row r's
+// quants of sub-block j . token group g's), exact: the shared core of the k-quant GEMMs.
+// run_start(j, g): the i32 each row's run of sub-block j starts at for token group g's 16 tokens
+// (zero, or minus the offset the unsigned quants add).
+template <int SubBlocks, int R, int G, class Scale, class RunStart>
 SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void scaled_block_dots(__m512i (&dots)[R][G],
                                                                                 const UnpackedQuants (&u)[R],
                                                                                 const BlockQ8Kx16* const (&a)[G],
-                                                                                Scale scale) {
+                                                                                Scale scale, RunStart run_start) {
     constexpr int groups_per_sub_block = QK_K / 4 / SubBlocks;
     SMOL_UNROLL
     for (int r = 0; r < R; ++r)
@@ -113,9 +115,11 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void scaled_block_dots(
     for (int j = 0; j < SubBlocks; ++j) {
         __m512i sub[R][G];
         SMOL_UNROLL
-        for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) {
+            const __m512i start = run_start(j, g);
             SMOL_UNROLL
-            for (int g = 0; g < G; ++g) sub[r][g] = _mm512_setzero_si512();
+            for (int r = 0; r < R; ++r) sub[r][g] = start;
+        }
         dot_groups<groups_per_sub_block>(sub, u, a, groups_per_sub_block * j);
         SMOL_UNROLL
         for (int r = 0; r < R; ++r) {

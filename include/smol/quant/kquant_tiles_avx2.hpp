@@ -325,7 +325,8 @@ struct Q2KDecode {
 //
 // A Gemm kernel: Weight; kSubBlocks (8 of 32 weights or 16 of 16); kOffsetShift: 0 for the types
 // with mins (dmin * min_j meets the bsums), else log2 of what the unsigned quants exceed the
-// signed ones by (Q3_K: 4, Q6_K: 32), taken out as offset * sum_j scale_j * bsum_j; kMaxQuant,
+// signed ones by (Q3_K: 4, Q6_K: 32), taken out as offset * sum_j scale_j * bsum_j (or, by the
+// drivers that take it inside the runs, kOffsetInRuns below, through the lane sums); kMaxQuant,
 // the largest unsigned quant (it bounds the i16 sums); and unpack(weight block, UnpackedQuants&,
 // GemmFactors&).
 
@@ -552,12 +553,16 @@ inline __m256i bsum_dots(const BlockQ8Kx16& ab, int h, const BsumFactorPairs& fa
 }
 
 // The float step of one block for half h's 8 tokens (acc), as the reference's
-// q4k_accumulate_block (with mins) or q6k_accumulate_block (the offset taken out first);
-// factor_pairs, r: bsum_dots'.
-template <class Kernel>
+// q4k_accumulate_block (with mins) or q6k_accumulate_block (the offset taken out first, unless
+// the products took it: !kBsumTerm); factor_pairs, r: bsum_dots'.
+template <class Kernel, bool kBsumTerm = true>
 inline __m256 gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, int h, __m256i dots,
                               const BsumFactorPairs& factor_pairs, int r, __m256 acc) {
     const __m256 ad = _mm256_load_ps(ab.d + 8 * h);
+    if constexpr (!kBsumTerm) {
+        static_assert(Kernel::kOffsetShift > 0, "a type with mins always takes its bsum term");
+        return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.d), ad), _mm256_cvtepi32_ps(dots), acc);
+    }
     const __m256i bsum_term = bsum_dots<Kernel>(ab, h, factor_pairs, r);
     if constexpr (Kernel::kOffsetShift == 0) {
         acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.d), ad), _mm256_cvtepi32_ps(dots), acc);
@@ -577,18 +582,35 @@ inline __m256 gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, int h
 // vpmaddwd per run applies the scale. A run is as many groups as a lane may sum in i16: a product
 // pair is at most 2 * kMaxQuant * 128 in magnitude (Q8_K activations run -128..127), so the sum
 // stays exact. Summing in i16 (vpaddw) and applying the scale once per run halves the multiplies of
-// the plain maddubs + madd per group: Q4_K sums a whole sub-block of 32, Q5_K half of one, Q6_K two
-// groups. Q4_K's runs of a whole sub-block take both halves of a packed block at once: each
-// broadcast weight group then meets 16 tokens, and the i32 totals, updated once a run, live in
-// memory. With shorter runs those updates cost what the broadcasts saved (Q5_K, Q3_K and Q2_K
-// level, Q6_K slower; figures in docs/performance.md).
+// the plain maddubs + madd per group: Q4_K sums a whole sub-block of 32, Q5_K half of one.
+// Q4_K's runs of a whole sub-block take both halves of a packed block at once: each broadcast
+// weight group then meets 16 tokens, and the i32 totals, updated once a run, live in memory. With
+// shorter runs those updates cost what the broadcasts saved (Q5_K and Q2_K level; figures in
+// docs/performance.md).
+//
+// The types with an offset and sub-blocks of 16 (Q6_K, Q3_K) take the offset inside the runs
+// (kOffsetInRuns): a lane's run starts at minus 2^kOffsetShift times the sum of the activations it
+// will meet (BlockQ8Kx16::lane_sums16), so it ends holding the signed quants' products. vpaddw
+// wraps, so only that end value must fit an i16: at most 8 products of 2^kOffsetShift * 127 (the
+// quantizer's activations run -127..127), 32512 for Q6_K. A Q6_K run is then a whole sub-block
+// (4 groups, where its unsigned quants allowed 2) and the float step drops the bsum term: 1.25
+// multiplies a group where there were 1.5 and 8 more a block.
+template <class Kernel>
+inline constexpr bool kOffsetInRuns = Kernel::kOffsetShift > 0 && Kernel::kBsumWidth == 16;
+// Sub-block j's lane sums for half h's 8 tokens: two words per token.
+inline __m256i lane_sums16(const BlockQ8Kx16& a, int j, int h) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(a.lane_sums16[j][8 * h]));
+}
 template <class Kernel>
 inline constexpr int kGroupsPerWordSum =
-    std::min(QK_K / 4 / Kernel::kSubBlocks, 32767 / (2 * Kernel::kMaxQuant * 128));
+    kOffsetInRuns<Kernel> ? std::min(QK_K / 4 / Kernel::kSubBlocks, 32767 / (2 * (1 << Kernel::kOffsetShift) * 127))
+                          : std::min(QK_K / 4 / Kernel::kSubBlocks, 32767 / (2 * Kernel::kMaxQuant * 128));
 
 struct MaddubsProducts {
     template <class Kernel>
     static constexpr int kHalvesAtOnce = kGroupsPerWordSum<Kernel> >= 8 ? 2 : 1;
+    template <class Kernel>
+    static constexpr bool kBsumTerm = !kOffsetInRuns<Kernel>;
     static __m256i scale_vector(std::int16_t scale) { return _mm256_set1_epi16(scale); }
     template <class Kernel, int Groups, int H>
     __attribute__((always_inline)) static void add_sub_block(__m256i (&dots)[kTileRows][H],
@@ -597,7 +619,17 @@ struct MaddubsProducts {
                                                              const __m256i (&scale)[kTileRows]) {
         constexpr int run = kGroupsPerWordSum<Kernel>;
         static_assert(run >= 1 && Groups % run == 0, "a sub-block splits into whole runs");
-        avx2::dot_group_run<run, Groups / run, H>(dots, u, a, h, first, scale);
+        if constexpr (kOffsetInRuns<Kernel>) {
+            static_assert(run == Groups, "the offset is taken in one run per sub-block");
+            __m256i run_starts[H];  // -2^shift * the lane sums of the half's tokens
+            SMOL_UNROLL
+            for (int i = 0; i < H; ++i)
+                run_starts[i] = _mm256_sub_epi16(_mm256_setzero_si256(),
+                                                 _mm256_slli_epi16(lane_sums16(a, first / Groups, h + i), Kernel::kOffsetShift));
+            avx2::dot_group_run<run, 1, H>(dots, u, a, h, first, scale, run_starts);
+        } else {
+            avx2::dot_group_run<run, Groups / run, H>(dots, u, a, h, first, scale);
+        }
     }
 };
 
@@ -612,6 +644,8 @@ template <class Dot>
 struct DpbusdProducts {
     template <class Kernel>
     static constexpr int kHalvesAtOnce = 1;
+    template <class Kernel>
+    static constexpr bool kBsumTerm = !kOffsetInRuns<Kernel>;
     static __m256i scale_vector(std::int16_t scale) { return _mm256_set1_epi32(scale); }
 
     // runs[r][k % 2] += row r's group `first` . the tokens' group, for K groups from `first`.
@@ -635,8 +669,14 @@ struct DpbusdProducts {
                                                              const __m256i (&scale)[kTileRows]) {
         static_assert(H == 1, "one half at a time: two would need 16 registers of runs");
         __m256i runs[kTileRows][2];  // [row][group parity] i32
+        __m256i start = _mm256_setzero_si256();
+        if constexpr (kOffsetInRuns<Kernel>)  // the offset in i32: each token's two lane sums times -2^shift
+            start = _mm256_madd_epi16(lane_sums16(a, first / Groups, h), _mm256_set1_epi16(short(-(1 << Kernel::kOffsetShift))));
         SMOL_UNROLL
-        for (int r = 0; r < kTileRows; ++r) runs[r][0] = runs[r][1] = _mm256_setzero_si256();
+        for (int r = 0; r < kTileRows; ++r) {
+            runs[r][0] = start;
+            runs[r][1] = _mm256_setzero_si256();
+        }
         group_runs<Groups>(runs, u, a, h, first);
         SMOL_UNROLL
         for (int r = 0; r < kTileRows; ++r)
@@ -696,8 +736,8 @@ SMOL_INLINE_INTO_SET inline void halves_step(const avx2::UnpackedQuants (&u)[kTi
         SMOL_UNROLL
         for (int i = 0; i < H; ++i) {
             float* sums = acc[r][half + i];
-            _mm256_store_ps(sums, gemm_accumulate<Kernel>(factors[r], a, h + i, dots[r][i], bsum_factor_pairs, r,
-                                                          _mm256_load_ps(sums)));
+            _mm256_store_ps(sums, gemm_accumulate<Kernel, Products::template kBsumTerm<Kernel>>(
+                                      factors[r], a, h + i, dots[r][i], bsum_factor_pairs, r, _mm256_load_ps(sums)));
         }
     }
 }
@@ -725,9 +765,11 @@ inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const
         for (int r = 0; r < R; ++r) {
             SMOL_UNROLL
             for (int j = 0; j < SubBlocks; ++j) scale_vectors[j][r] = Products::scale_vector(factors[r].scales[j]);
-            SMOL_UNROLL
-            for (int p = 0; p < kBsumPairs<Kernel>; ++p)
-                bsum_factor_pairs[p][r] = avx2::word_pair(factors[r].bsum_factors + 2 * p);
+            if constexpr (Products::template kBsumTerm<Kernel>) {
+                SMOL_UNROLL
+                for (int p = 0; p < kBsumPairs<Kernel>; ++p)
+                    bsum_factor_pairs[p][r] = avx2::word_pair(factors[r].bsum_factors + 2 * p);
+            }
         }
         int half = 0;
         for (; half + H <= halves; half += H)  // H halves start at an even half: they share a packed block

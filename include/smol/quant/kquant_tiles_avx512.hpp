@@ -221,6 +221,20 @@ static_assert(kMaxGroups % kGroupsPerPass == 0, "full passes, and a short one on
 
 using GroupSums = float[kTileRows][kMaxGroups][kPackedTokens];  // [row][token group][token]
 
+// Where scaled_block_dots' runs start: at zero, or at minus 2^shift times the activation sums
+// each i32 lane will meet (a sub-block's two lane sums per token, BlockQ8Kx16::lane_sums16).
+struct ZeroRunStart {
+    SMOL_TARGET_AVX512 __m512i operator()(int, int) const { return _mm512_setzero_si512(); }
+};
+template <int G>
+struct OffsetRunStart {
+    const BlockQ8Kx16* const (&a)[G];
+    int shift;
+    SMOL_TARGET_AVX512 __m512i operator()(int j, int g) const {
+        return _mm512_madd_epi16(_mm512_load_si512(a[g]->lane_sums16[j][0]), _mm512_set1_epi16(short(-(1 << shift))));
+    }
+};
+
 // Token groups g0..g0+G-1 (acts + g * blocks: group g's blocks) against block b's unpacked rows:
 // their exact totals and the float step into sums[r][g].
 template <class Kernel, int G>
@@ -232,27 +246,41 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void block_pass(
     const BlockQ8Kx16* a[G];
     SMOL_UNROLL
     for (int g = 0; g < G; ++g) a[g] = acts + (g0 + g) * blocks + b;
+    // As the AVX2 MaddubsProducts, the types with an offset and sub-blocks of 16 start each run at
+    // minus the offset their unsigned quants add (one vpmaddwd per sub-block and token group,
+    // where the float step's bsum term took 8 vpdpwssd per row and group).
+    constexpr bool offset_in_runs = avx2_kquant::kOffsetInRuns<Kernel>;
+    const auto scale = [&](int r, int j) { return scales32[r][j]; };
     __m512i dots[R][G];
-    detail::scaled_block_dots<Kernel::kSubBlocks>(dots, u, a, [&](int r, int j) { return scales32[r][j]; });
+    if constexpr (offset_in_runs)
+        detail::scaled_block_dots<Kernel::kSubBlocks>(dots, u, a, scale, OffsetRunStart<G>{a, Kernel::kOffsetShift});
+    else
+        detail::scaled_block_dots<Kernel::kSubBlocks>(dots, u, a, scale, ZeroRunStart{});
     SMOL_UNROLL
     for (int r = 0; r < R; ++r) {
         const avx2_kquant::GemmFactors& f = factors[r];
         SMOL_UNROLL
         for (int g = 0; g < G; ++g) {
-            __m512i bsum_term = _mm512_setzero_si512();  // sum_k factor_k * sum_k (bsum_dots')
-            SMOL_UNROLL
-            for (int p = 0; p < avx2_kquant::kBsumPairs<Kernel>; ++p)
-                bsum_term = _mm512_dpwssd_epi32(bsum_term, _mm512_load_si512(avx2_kquant::bsum_pair<Kernel>(*a[g], p)),
-                                                detail::word_pair(f.bsum_factors + 2 * p));
             const __m512 ad = _mm512_load_ps(a[g]->d);
             float* group_sums = sums[r][g0 + g];
             __m512 acc = _mm512_load_ps(group_sums);
-            if constexpr (Kernel::kOffsetShift == 0) {
-                acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.d), ad), _mm512_cvtepi32_ps(dots[r][g]), acc);
-                acc = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.dmin), ad), _mm512_cvtepi32_ps(bsum_term), acc);
+            const __m512 d_ad = _mm512_mul_ps(_mm512_set1_ps(f.d), ad);
+            if constexpr (offset_in_runs) {
+                acc = _mm512_fmadd_ps(d_ad, _mm512_cvtepi32_ps(dots[r][g]), acc);
             } else {
-                const __m512i total = _mm512_sub_epi32(dots[r][g], _mm512_slli_epi32(bsum_term, Kernel::kOffsetShift));
-                acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.d), ad), _mm512_cvtepi32_ps(total), acc);
+                __m512i bsum_term = _mm512_setzero_si512();  // sum_k factor_k * sum_k (bsum_dots')
+                SMOL_UNROLL
+                for (int p = 0; p < avx2_kquant::kBsumPairs<Kernel>; ++p)
+                    bsum_term = _mm512_dpwssd_epi32(bsum_term,
+                                                    _mm512_load_si512(avx2_kquant::bsum_pair<Kernel>(*a[g], p)),
+                                                    detail::word_pair(f.bsum_factors + 2 * p));
+                if constexpr (Kernel::kOffsetShift == 0) {
+                    acc = _mm512_fmadd_ps(d_ad, _mm512_cvtepi32_ps(dots[r][g]), acc);
+                    acc = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.dmin), ad), _mm512_cvtepi32_ps(bsum_term), acc);
+                } else {
+                    const __m512i total = _mm512_sub_epi32(dots[r][g], _mm512_slli_epi32(bsum_term, Kernel::kOffsetShift));
+                    acc = _mm512_fmadd_ps(d_ad, _mm512_cvtepi32_ps(total), acc);
+                }
             }
             _mm512_store_ps(group_sums, acc);
         }

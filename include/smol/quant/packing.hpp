@@ -26,6 +26,7 @@ inline void pack_q8k_x16(const BlockQ8K* rows, std::int64_t n_tokens, std::int64
                 for (int k = 0; k < QK_K / 4; ++k) std::memset(packed.qs[k][t], 0, 4);
                 for (int j = 0; j < QK_K / 32; ++j) packed.bsums[j][t][0] = packed.bsums[j][t][1] = 0;
                 for (int j = 0; j < QK_K / 64; ++j) packed.sums32[j][t][0] = packed.sums32[j][t][1] = 0;
+                for (int j = 0; j < QK_K / 16; ++j) packed.lane_sums16[j][t][0] = packed.lane_sums16[j][t][1] = 0;
                 packed.d[t] = 0.0f;
                 continue;
             }
@@ -38,6 +39,12 @@ inline void pack_q8k_x16(const BlockQ8K* rows, std::int64_t n_tokens, std::int64
             for (int j = 0; j < QK_K / 64; ++j)  // |sum| <= 32 * 128: an i16
                 for (int k = 0; k < 2; ++k)
                     packed.sums32[j][t][k] = std::int16_t(block.bsums[4 * j + 2 * k] + block.bsums[4 * j + 2 * k + 1]);
+            for (int j = 0; j < QK_K / 16; ++j) {  // the even lane's quants; the odd lane has the rest of bsum j
+                const std::int8_t* q = block.qs + 16 * j;
+                const int even = q[0] + q[1] + q[4] + q[5] + q[8] + q[9] + q[12] + q[13];
+                packed.lane_sums16[j][t][0] = std::int16_t(even);
+                packed.lane_sums16[j][t][1] = std::int16_t(block.bsums[j] - even);
+            }
             packed.d[t] = block.d;
         }
     }
