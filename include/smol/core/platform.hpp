@@ -45,14 +45,19 @@ inline void* reserve_lazy_zeroed(std::size_t n) {
     return p;
 }
 
+// Gives `advice` for the whole pages of `page` bytes inside [p, p + n), if any: a page only partly
+// in the range is left alone.
+inline void advise_whole_pages(const void* p, std::size_t n, std::size_t page, int advice) {
+    const std::uintptr_t first = (std::uintptr_t(p) + page - 1) / page * page;
+    const std::uintptr_t end = (std::uintptr_t(p) + n) / page * page;
+    if (end > first) (void)::madvise(reinterpret_cast<void*>(first), end - first, advice);
+}
+
 // Asks for the whole 2 MiB pages inside [p, p + n) to be backed by huge pages (transparent huge
 // pages in "madvise" mode). Advice only: where the system has none, nothing changes.
 inline void advise_huge_pages(void* p, std::size_t n) {
 #ifdef MADV_HUGEPAGE
-    constexpr std::uintptr_t kHuge = std::uintptr_t(2) << 20;
-    const std::uintptr_t first = (std::uintptr_t(p) + kHuge - 1) / kHuge * kHuge;
-    const std::uintptr_t end = (std::uintptr_t(p) + n) / kHuge * kHuge;
-    if (end > first) (void)::madvise(reinterpret_cast<void*>(first), end - first, MADV_HUGEPAGE);
+    advise_whole_pages(p, n, std::size_t(2) << 20, MADV_HUGEPAGE);
 #else
     (void)p;
     (void)n;
@@ -76,12 +81,7 @@ inline void advise_will_need(const void* p, std::size_t n) {
 
 // Tells the system that the whole pages inside [p, p + n) will not be read again, so they leave
 // the process's resident memory (a later read pages a file's back in from the file).
-inline void advise_wont_need(const void* p, std::size_t n) {
-    const std::size_t page = page_size();
-    const std::uintptr_t first = (std::uintptr_t(p) + page - 1) / page * page;
-    const std::uintptr_t end = (std::uintptr_t(p) + n) / page * page;
-    if (end > first) (void)::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
-}
+inline void advise_wont_need(const void* p, std::size_t n) { advise_whole_pages(p, n, page_size(), MADV_DONTNEED); }
 
 // How many bytes of the page-aligned range [p, p + n) are resident, in whole pages; false (with
 // errno set) where the system cannot say.
