@@ -534,9 +534,10 @@ using GemmCall = std::function<void(std::int64_t n, const std::uint8_t* weights,
 
 // Random rows of a type with Q8_K activations (k-quant or IQ4_XS) against random Q8_K tokens (or,
 // `extreme`, each block's quants at their lowest or largest against activations of -127 and 127)
-// through `gemm` (which may pick its kernel by the token count, as dispatch does), for every row count up to shape.rows and token counts
-// up to shape.tokens, from the first group and from a later one. Every output must be the
-// reference's bits, and nothing outside the n_rows x n_tokens corner may be written.
+// through `gemm` (which may pick its kernel by the token count, as dispatch does), for every row
+// count up to shape.rows and token counts up to shape.tokens, from the first group and from a
+// later one. Every output must be the reference's bits, and nothing outside the n_rows x n_tokens
+// corner may be written.
 void check_gemm(TensorType wtype, const GemmShape& shape, const std::function<GemmCall(int n_tokens)>& gemm_for,
                 std::uint32_t seed, bool extreme = false) {
     Gen gen{std::mt19937(seed), false, extreme};

@@ -526,6 +526,15 @@ struct Q2KGemm {
     }
 };
 
+// The types whose drivers take the offset inside the integer runs, from the lane sums, rather than
+// in the float step from the bsums (MaddubsProducts below says how).
+template <class Kernel>
+inline constexpr bool kOffsetInRuns = Kernel::kOffsetShift > 0 && Kernel::kBsumWidth == 16;
+// Sub-block j's lane sums for half h's 8 tokens: two words per token.
+inline __m256i lane_sums16(const BlockQ8Kx16& a, int j, int h) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(a.lane_sums16[j][8 * h]));
+}
+
 // The activation sums a Gemm kernel's bsum_factors meet: sums of kBsumWidth quants (16: the
 // bsums; 32: the types whose mins or offsets go by sub-blocks of 32), in pairs, two words per
 // token. Pair p of token t: bsum_pair<Kernel>(a, p) + 2 t.
@@ -554,13 +563,12 @@ inline __m256i bsum_dots(const BlockQ8Kx16& ab, int h, const BsumFactorPairs& fa
 
 // The float step of one block for half h's 8 tokens (acc), as the reference's
 // q4k_accumulate_block (with mins) or q6k_accumulate_block (the offset taken out first, unless
-// the products took it: !kBsumTerm); factor_pairs, r: bsum_dots'.
-template <class Kernel, bool kBsumTerm = true>
+// the runs took it); factor_pairs, r: bsum_dots'.
+template <class Kernel>
 inline __m256 gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, int h, __m256i dots,
                               const BsumFactorPairs& factor_pairs, int r, __m256 acc) {
     const __m256 ad = _mm256_load_ps(ab.d + 8 * h);
-    if constexpr (!kBsumTerm) {
-        static_assert(Kernel::kOffsetShift > 0, "a type with mins always takes its bsum term");
+    if constexpr (kOffsetInRuns<Kernel>) {
         return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f.d), ad), _mm256_cvtepi32_ps(dots), acc);
     }
     const __m256i bsum_term = bsum_dots<Kernel>(ab, h, factor_pairs, r);
@@ -595,22 +603,14 @@ inline __m256 gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, int h
 // quantizer's activations run -127..127), 32512 for Q6_K. A Q6_K run is then a whole sub-block
 // (4 groups, where its unsigned quants allowed 2) and the float step drops the bsum term: 1.25
 // multiplies a group where there were 1.5 and 8 more a block.
+template <class Kernel>  // a product's magnitude: unsigned quants against any byte, or signed ones against -127..127
+inline constexpr int kLargestRunProduct = kOffsetInRuns<Kernel> ? (1 << Kernel::kOffsetShift) * 127 : Kernel::kMaxQuant * 128;
 template <class Kernel>
-inline constexpr bool kOffsetInRuns = Kernel::kOffsetShift > 0 && Kernel::kBsumWidth == 16;
-// Sub-block j's lane sums for half h's 8 tokens: two words per token.
-inline __m256i lane_sums16(const BlockQ8Kx16& a, int j, int h) {
-    return _mm256_load_si256(reinterpret_cast<const __m256i*>(a.lane_sums16[j][8 * h]));
-}
-template <class Kernel>
-inline constexpr int kGroupsPerWordSum =
-    kOffsetInRuns<Kernel> ? std::min(QK_K / 4 / Kernel::kSubBlocks, 32767 / (2 * (1 << Kernel::kOffsetShift) * 127))
-                          : std::min(QK_K / 4 / Kernel::kSubBlocks, 32767 / (2 * Kernel::kMaxQuant * 128));
+inline constexpr int kGroupsPerWordSum = std::min(QK_K / 4 / Kernel::kSubBlocks, 32767 / (2 * kLargestRunProduct<Kernel>));
 
 struct MaddubsProducts {
     template <class Kernel>
     static constexpr int kHalvesAtOnce = kGroupsPerWordSum<Kernel> >= 8 ? 2 : 1;
-    template <class Kernel>
-    static constexpr bool kBsumTerm = !kOffsetInRuns<Kernel>;
     static __m256i scale_vector(std::int16_t scale) { return _mm256_set1_epi16(scale); }
     template <class Kernel, int Groups, int H>
     __attribute__((always_inline)) static void add_sub_block(__m256i (&dots)[kTileRows][H],
@@ -644,8 +644,6 @@ template <class Dot>
 struct DpbusdProducts {
     template <class Kernel>
     static constexpr int kHalvesAtOnce = 1;
-    template <class Kernel>
-    static constexpr bool kBsumTerm = !kOffsetInRuns<Kernel>;
     static __m256i scale_vector(std::int16_t scale) { return _mm256_set1_epi32(scale); }
 
     // runs[r][k % 2] += row r's group `first` . the tokens' group, for K groups from `first`.
@@ -736,8 +734,8 @@ SMOL_INLINE_INTO_SET inline void halves_step(const avx2::UnpackedQuants (&u)[kTi
         SMOL_UNROLL
         for (int i = 0; i < H; ++i) {
             float* sums = acc[r][half + i];
-            _mm256_store_ps(sums, gemm_accumulate<Kernel, Products::template kBsumTerm<Kernel>>(
-                                      factors[r], a, h + i, dots[r][i], bsum_factor_pairs, r, _mm256_load_ps(sums)));
+            _mm256_store_ps(sums, gemm_accumulate<Kernel>(factors[r], a, h + i, dots[r][i], bsum_factor_pairs, r,
+                                                          _mm256_load_ps(sums)));
         }
     }
 }
@@ -765,7 +763,7 @@ inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const
         for (int r = 0; r < R; ++r) {
             SMOL_UNROLL
             for (int j = 0; j < SubBlocks; ++j) scale_vectors[j][r] = Products::scale_vector(factors[r].scales[j]);
-            if constexpr (Products::template kBsumTerm<Kernel>) {
+            if constexpr (!kOffsetInRuns<Kernel>) {
                 SMOL_UNROLL
                 for (int p = 0; p < kBsumPairs<Kernel>; ++p)
                     bsum_factor_pairs[p][r] = avx2::word_pair(factors[r].bsum_factors + 2 * p);
