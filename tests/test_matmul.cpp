@@ -103,6 +103,24 @@ std::vector<float> random_activations(std::int64_t tokens, std::int64_t cols, st
     return x;
 }
 
+// A matrix regrouped into row groups, as the loader holds Q4_K and Q6_K, with its rows as stored
+// garbled: they must never be read.
+struct Grouped {
+    MatrixView view;
+    AlignedBuffer groups;
+    std::vector<std::uint8_t> garbled;
+};
+Grouped grouped(const Matrix& m) {
+    Grouped g{m.view(), AlignedBuffer(std::size_t(m.rows / kGroupRows) * m.view().group_bytes()), {}};
+    for (std::int64_t i = 0; i < m.rows / kGroupRows; ++i)
+        weight_row(m.type).row_groups.interleave(m.data.data() + std::size_t(i * kGroupRows) * m.row_bytes, m.row_bytes,
+                                                 m.cols / QK_K, g.groups.data() + std::size_t(i) * g.view.group_bytes());
+    g.view.groups = g.groups.data();
+    for (const std::uint8_t byte : m.data) g.garbled.push_back(std::uint8_t(~byte));
+    g.view.data = g.garbled.data();
+    return g;
+}
+
 struct ThreadCount {  // restores the OpenMP thread count on scope exit
     int saved = omp_get_max_threads();
     explicit ThreadCount(int n) { omp_set_num_threads(n); }
@@ -197,23 +215,7 @@ TEST_CASE("matrices read as row groups give the bits of their rows as stored: ev
     const Matrix q4 = random_matrix(TensorType::Q4_K, 48, cols, 16, 301);  // padded rows
     const Matrix q6 = random_matrix(TensorType::Q6_K, 40, cols, 0, 302);
     const Matrix q5 = random_matrix(TensorType::Q5_K, 37, cols, 0, 303);  // no row groups: read as stored
-    struct Grouped {
-        MatrixView view;
-        AlignedBuffer groups;
-        std::vector<std::uint8_t> garbled;  // the rows as stored must never be read
-    };
-    const auto group = [](const Matrix& m) {
-        Grouped g{m.view(), AlignedBuffer(std::size_t(m.rows / kGroupRows) * m.view().group_bytes()), {}};
-        for (std::int64_t i = 0; i < m.rows / kGroupRows; ++i)
-            weight_row(m.type).row_groups.interleave(m.data.data() + std::size_t(i * kGroupRows) * m.row_bytes,
-                                                     m.row_bytes, m.cols / QK_K,
-                                                     g.groups.data() + std::size_t(i) * g.view.group_bytes());
-        g.view.groups = g.groups.data();
-        for (const std::uint8_t byte : m.data) g.garbled.push_back(std::uint8_t(~byte));
-        g.view.data = g.garbled.data();
-        return g;
-    };
-    const Grouped g4 = group(q4), g6 = group(q6);
+    const Grouped g4 = grouped(q4), g6 = grouped(q6);
     const auto x = random_activations(130, cols, 304);
     for (const Isa isa : kAllIsas) {
         if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
@@ -254,6 +256,60 @@ TEST_CASE("matrices read as row groups give the bits of their rows as stored: ev
     MatmulScratch scratch;
     CHECK_THROWS_WITH_AS(matmul(ragged, x.data(), 1, y.data(), scratch),
                          "matmul: a matrix read as row groups needs a multiple of 8 rows, found 44", smol::Error);
+}
+
+TEST_CASE("matmul_gated gives the bits of swiglu over the two matmuls: every pairing, batch, set and thread count") {
+    // The MLP's gate and up projections in one pass, each item computing its rows of both: the
+    // GEMMs, the decode tiles and row groups, a group beside rows as stored (items of whole groups
+    // for both), partial items, and formats that cannot share activations (two matmuls then).
+    const std::int64_t cols = 512;
+    const Matrix q4 = random_matrix(TensorType::Q4_K, 40, cols, 16, 401), q4_up = random_matrix(TensorType::Q4_K, 40, cols, 0, 402);
+    const Matrix q6 = random_matrix(TensorType::Q6_K, 40, cols, 0, 403), q5 = random_matrix(TensorType::Q5_K, 40, cols, 0, 404);
+    const Matrix q8 = random_matrix(TensorType::Q8_0, 37, cols, 0, 405), q40 = random_matrix(TensorType::Q4_0, 37, cols, 0, 406);
+    const Matrix q3 = random_matrix(TensorType::Q3_K, 37, cols, 0, 407), f16 = random_matrix(TensorType::F16, 37, cols, 0, 408);
+    const Matrix f32 = random_matrix(TensorType::F32, 37, cols, 0, 409);
+    const Grouped g4 = grouped(q4), g4_up = grouped(q4_up), g6 = grouped(q6);
+    const MatrixView v4 = q4.view(), v5 = q5.view(), v8 = q8.view(), v40 = q40.view(), v3 = q3.view(), v16 = f16.view(),
+                     v32 = f32.view();
+    struct Pair {
+        const char* name;
+        const MatrixView *gate, *up;
+    };
+    const Pair pairs[] = {{"Q4_K groups, Q4_K groups", &g4.view, &g4_up.view}, {"Q4_K groups, Q5_K", &g4.view, &v5},
+                          {"Q5_K, Q6_K groups", &v5, &g6.view},                {"Q4_K, Q6_K groups", &v4, &g6.view},
+                          {"Q8_0, Q4_0", &v8, &v40},                           {"F16, F32", &v16, &v32},
+                          {"Q3_K, Q8_0 (formats differ)", &v3, &v8}};
+    const auto x = random_activations(130, cols, 410);
+    for (const Isa isa : kAllIsas) {
+        if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
+        CAPTURE(isa_name(isa));
+        const KernelSet set = kernels_for(isa);
+        for (const Pair& pair : pairs) {
+            CAPTURE(pair.name);
+            const std::int64_t rows = pair.gate->rows;
+            for (const int threads : {1, 2}) {
+                CAPTURE(threads);
+                const ThreadCount scope(threads);
+                for (const std::int64_t tokens : {1, 2, 5, 16, 33, 130}) {
+                    CAPTURE(tokens);
+                    std::vector<float> gate(std::size_t(tokens * rows)), up(gate.size()), want(gate.size()), got(gate.size());
+                    MatmulScratch scratch;
+                    matmul(set, *pair.gate, x.data(), tokens, gate.data(), scratch);
+                    matmul(set, *pair.up, x.data(), tokens, up.data(), scratch);
+                    swiglu_scalar(gate.data(), up.data(), want.data(), std::int64_t(want.size()));
+                    matmul_gated(set, *pair.gate, *pair.up, x.data(), tokens, got.data(), scratch);
+                    REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+                }
+            }
+        }
+    }
+    std::vector<float> h(40);
+    MatmulScratch scratch;
+    for (const MatrixView* short_up : {&v3, &v8}) {  // 37 rows against 40: sharing the activations, and not
+        CHECK_THROWS_WITH_AS(matmul_gated(g4.view, *short_up, x.data(), 1, h.data(), scratch),
+                             "matmul_gated: the gate and up projections must have the same rows, found 40 and 37",
+                             smol::Error);
+    }
 }
 
 TEST_CASE("quantized matmul approximates the float product") {

@@ -111,6 +111,14 @@ TEST_CASE("SwiGLU kernels give the scalar loop's bits at glibc expf's special ca
     for (const SwigluKernels* k : runnable_simd_sets()) {
         check_same_bits(*k, gate, up);
         check_same_bits(*k, sweep, sweep_up);
+        // In a tail shorter than a vector (taken through one padded vector), alone and after a
+        // whole vector.
+        for (float s : special)
+            for (const std::size_t n : {std::size_t(7), std::size_t(16 + 5)}) {
+                std::vector<float> short_gate = random_floats(n, 5, 3.0f);
+                short_gate.back() = s;
+                check_same_bits(*k, short_gate, random_floats(n, 6, 1.0f));
+            }
     }
 }
 

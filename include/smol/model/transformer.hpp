@@ -21,7 +21,6 @@
 #include "smol/ops/matmul.hpp"
 #include "smol/ops/rmsnorm.hpp"
 #include "smol/ops/rope.hpp"
-#include "smol/ops/swiglu.hpp"
 #include "smol/quant/reference.hpp"
 
 namespace smol {
@@ -48,8 +47,7 @@ public:
         k_.resize(n * Config::d_kv);
         v_.resize(n * Config::d_kv);
         att_.resize(n * Config::d_q);
-        gate_.resize(n * Config::d_ffn);
-        up_.resize(n * Config::d_ffn);
+        hidden_.resize(n * Config::d_ffn);
         positions_.resize(n);
         logit_rows_.resize(n * Config::d_model);
     }
@@ -181,10 +179,9 @@ private:
         add_in_place(x_.data(), xn_.data(), std::int64_t(n_tokens) * d);
 
         rmsnorm(x_.data(), w.ffn_norm.data(), xn_.data(), n_tokens, d, eps, threads_);  // xn: [n_tokens, d_model]
-        project(xn_.data(), n_tokens, {{&w.ffn_gate, gate_.data()},   // gate: [n_tokens, d_ffn]
-                                       {&w.ffn_up, up_.data()}});      // up: [n_tokens, d_ffn]
-        swiglu(gate_.data(), up_.data(), gate_.data(), std::int64_t(n_tokens) * Config::d_ffn, threads_);
-        matmul(w.ffn_down, gate_.data(), n_tokens, xn_.data(), scratch_, threads_);  // xn: [n_tokens, d_model]
+        // hidden: [n_tokens, d_ffn] = silu(xn W_gate) * (xn W_up)
+        matmul_gated(w.ffn_gate, w.ffn_up, xn_.data(), n_tokens, hidden_.data(), scratch_, threads_);
+        matmul(w.ffn_down, hidden_.data(), n_tokens, xn_.data(), scratch_, threads_);  // xn: [n_tokens, d_model]
         add_in_place(x_.data(), xn_.data(), std::int64_t(n_tokens) * d);
     }
 
@@ -213,8 +210,7 @@ private:
     std::vector<float> k_;      // [max_batch, n_kv_heads * head_dim]
     std::vector<float> v_;      // [max_batch, n_kv_heads * head_dim]
     std::vector<float> att_;    // [max_batch, n_heads * head_dim]
-    std::vector<float> gate_;   // [max_batch, d_ffn]
-    std::vector<float> up_;     // [max_batch, d_ffn]
+    std::vector<float> hidden_;  // [max_batch, d_ffn] the MLP's gated hidden state
     std::vector<std::int32_t> positions_;  // [max_batch]
     std::vector<float> logit_rows_;  // [max_batch, d_model] final hidden states whose logits are wanted
 };

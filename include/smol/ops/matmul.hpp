@@ -13,7 +13,8 @@
 // (row_groups.hpp) is read through its group kernels for batches the tiles would take, and by the
 // GEMMs as it is where the GEMM's set has a group form (AVX2, AVX-VNNI, AVX-512); for the others
 // (AMX, ARM) its rows are restored once per call by the thread that multiplies them. Decode,
-// prompt and group kernels give the same bits.
+// prompt and group kernels give the same bits. matmul_gated computes the SwiGLU MLP's gate and
+// up projections in one pass and writes only silu(gate) * up.
 
 #include <omp.h>
 
@@ -28,6 +29,7 @@
 #include "smol/core/error.hpp"
 #include "smol/core/tensor_types.hpp"
 #include "smol/core/threads.hpp"
+#include "smol/ops/swiglu.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dispatch.hpp"
 #include "smol/quant/packing.hpp"
@@ -71,10 +73,16 @@ public:
     std::size_t capacity() const { return activations_.size(); }
     // At least `bytes` bytes for restored weight rows, likewise.
     std::uint8_t* restored_rows(std::size_t bytes) { return rows_.at_least(bytes); }
+    // At least `count` floats for a product computed apart (matmul_gated's up projection where the
+    // two are not fused), likewise.
+    float* separate_product(std::size_t count) {
+        return reinterpret_cast<float*>(product_.at_least(count * sizeof(float)));
+    }
 
 private:
     AlignedBuffer activations_;
     AlignedBuffer rows_;
+    AlignedBuffer product_;
 };
 
 namespace matmul_detail {
@@ -194,10 +202,15 @@ struct MatmulPlan {
     std::int64_t token_block = kTokenBlock;
     std::size_t restored_at[kMaxTargets];  // restore_once: where a target's rows go
     std::size_t restored_bytes = 0;  // restore_once: all such targets' rows; else one slot, the largest item
+    // A gated product (matmul_gated): targets 0 and 1 are the gate and up projections of the same
+    // rows; each item computes its rows of both and writes only swiglu(gate, up) to target 0's y.
+    const SwigluKernels* swiglu = nullptr;
 };
 
-// Checks the targets against each other and picks their kernels and work items.
-inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTarget> targets, std::int64_t n_tokens) {
+// Checks the targets against each other and picks their kernels and work items; `gated`: the
+// two targets are a gate and an up projection, to be fused where the plan allows (MatmulPlan::swiglu).
+inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTarget> targets, std::int64_t n_tokens,
+                              bool gated = false) {
     if (targets.size() > kMaxTargets) fail("matmul: at most ", kMaxTargets, " fused products, got ", targets.size());
     MatmulPlan plan;
     const MatrixView& first = *targets[0].w;
@@ -229,6 +242,11 @@ inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTa
                  ", more than the ", kMaxItemTokens, " an item's tile holds");
     }
     plan.restore_once = n_tokens > plan.token_block;
+    // Gated, an item covers the same kGemmItemRows rows of both. Only with GEMMs: a decode step,
+    // bound by reading the weights, took 4% longer with each item reading rows of both matrices
+    // (two streams) than with the products apart, each matrix one stream (docs/performance.md).
+    const bool fused_gate = gated && plan.use_gemm;
+    if (fused_gate) plan.swiglu = &swiglu_kernels();
     for (std::size_t i = 0; i < targets.size(); ++i) {
         const MatrixView& w = *targets[i].w;
         plan.group_rows[i] = plan.use_gemm ? kGemmItemRows : w.groups ? kGroupRows : kTileRows;
@@ -237,7 +255,7 @@ inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTa
             plan.restored_bytes = plan.restore_once
                                       ? plan.restored_bytes + std::size_t(w.rows) * w.row_bytes
                                       : std::max(plan.restored_bytes, std::size_t(plan.group_rows[i]) * w.row_bytes);
-        plan.total_groups += (w.rows + plan.group_rows[i] - 1) / plan.group_rows[i];
+        if (!fused_gate || i == 0) plan.total_groups += (w.rows + plan.group_rows[i] - 1) / plan.group_rows[i];
         plan.group_end[i] = plan.total_groups;
     }
     return plan;
@@ -257,35 +275,57 @@ struct MatmulRun {
         const MatrixView& w = *targets[i].w;
         const std::int64_t r0 = (group - (i ? plan.group_end[i - 1] : 0)) * plan.group_rows[i];
         const int n_rows = int(std::min<std::int64_t>(plan.group_rows[i], w.rows - r0));
-        float* out = targets[i].y + r0;
-        if (w.groups && !plan.use_gemm) return group_dots(i, r0, t0, t1, out);
-        const std::uint8_t* rows = w.data + std::size_t(r0) * w.row_bytes;
-        if (!plan.use_gemm) return dot_tiles(i, rows, n_rows, t0, t1, out);
+        float* const y = targets[i].y + r0 + t0 * w.rows;  // token t0's results
+        if (!plan.use_gemm) return products(i, r0, n_rows, t0, t1, y, std::size_t(w.rows));
         // The GEMMs write the item's results into a tile ([token][row], its rows side by side),
         // and each token's run of rows then goes to y at once. y's rows lie w.rows floats apart,
         // 8 KB on the 3B shape's 2048: a GEMM's scattered stores into them (a few floats to each of
         // 48 lines that share one L1 set) halved its speed on Zen 5 (docs/performance.md).
-        alignas(64) float tile[kMaxItemTokens * kGemmItemRows];
-        if (w.groups && plan.group_gemms[i]) {
-            group_gemm(i, r0, n_rows, t0, t1, tile);
-        } else {
-            if (w.groups) rows = restore(i, r0, n_rows, t0);
-            gemm(i, rows, n_rows, t0, t1, tile);
+        alignas(64) float tile[kMaxItemTokens * kGemmItemRows];  // [t - t0][r - r0]
+        products(i, r0, n_rows, t0, t1, tile, std::size_t(n_rows));
+        if (plan.swiglu != nullptr) {  // the same rows of the up projection, met by the gate in the tile
+            alignas(64) float up[kMaxItemTokens * kGemmItemRows];  // [t - t0][r - r0]
+            products(1, r0, n_rows, t0, t1, up, std::size_t(n_rows));
+            plan.swiglu->swiglu(tile, up, tile, (t1 - t0) * n_rows);
         }
-        for (std::int64_t t = t0; t < t1; ++t) {
-            const float* from = tile + (t - t0) * n_rows;
-            float* to = out + t * w.rows;
+        for (std::int64_t t = 0; t < t1 - t0; ++t) {
+            const float* from = tile + t * n_rows;
+            float* to = y + t * w.rows;
             for (int r = 0; r < n_rows; ++r) to[r] = from[r];
         }
     }
 
+    // Target i's rows [r0, r0 + n_rows) against tokens [t0, t1), on the kernels the plan chose:
+    // token t's results at out + (t - t0) * stride.
+    void products(std::size_t i, std::int64_t r0, int n_rows, std::int64_t t0, std::int64_t t1, float* out,
+                  std::size_t stride) const {
+        const MatrixView& w = *targets[i].w;
+        if (!plan.use_gemm) {
+            if (w.groups) return group_dots(i, r0, t0, t1, out, stride);
+            return dot_tiles(i, r0, n_rows, t0, t1, out, stride);
+        }
+        if (w.groups && plan.group_gemms[i]) return group_gemm(i, r0, n_rows, t0, t1, out, stride);
+        const std::uint8_t* rows = w.groups ? restore(i, r0, n_rows, t0) : w.data + std::size_t(r0) * w.row_bytes;
+        gemm(i, rows, n_rows, t0, t1, out, stride);
+    }
+
     // One row group, kTileCols tokens per call.
-    void group_dots(std::size_t i, std::int64_t r0, std::int64_t t0, std::int64_t t1, float* out) const {
+    void group_dots(std::size_t i, std::int64_t r0, std::int64_t t0, std::int64_t t1, float* out, std::size_t stride) const {
         const MatrixView& w = *targets[i].w;
         const std::uint8_t* g = w.groups + std::size_t(r0 / kGroupRows) * plan.group_bytes[i];
         for (std::int64_t t = t0; t < t1; t += kTileCols)
             plan.group_dots[i](w.cols, g, acts.data + std::size_t(t) * acts.stride, acts.stride,
-                               int(std::min<std::int64_t>(kTileCols, t1 - t)), out + t * w.rows, std::size_t(w.rows));
+                               int(std::min<std::int64_t>(kTileCols, t1 - t)), out + (t - t0) * stride, stride);
+    }
+
+    // Dot-product tiles, kTileCols tokens per call.
+    void dot_tiles(std::size_t i, std::int64_t r0, int n_rows, std::int64_t t0, std::int64_t t1, float* out,
+                   std::size_t stride) const {
+        const MatrixView& w = *targets[i].w;
+        const std::uint8_t* rows = w.data + std::size_t(r0) * w.row_bytes;
+        for (std::int64_t t = t0; t < t1; t += kTileCols)
+            plan.tiles[i](w.cols, rows, w.row_bytes, n_rows, acts.data + std::size_t(t) * acts.stride, acts.stride,
+                          int(std::min<std::int64_t>(kTileCols, t1 - t)), out + (t - t0) * stride, stride);
     }
 
     // The item's rows restored from their row groups for a GEMM (once per call with
@@ -311,9 +351,9 @@ struct MatmulRun {
         return rows_here;
     }
 
-    // GEMM calls over row groups as they are, each group's two halves of kTileRows rows, into
-    // `tile` ([token - t0][row - r0], n_rows floats a token).
-    void group_gemm(std::size_t i, std::int64_t r0, int n_rows, std::int64_t t0, std::int64_t t1, float* tile) const {
+    // GEMM calls over row groups as they are, each group's two halves of kTileRows rows.
+    void group_gemm(std::size_t i, std::int64_t r0, int n_rows, std::int64_t t0, std::int64_t t1, float* out,
+                    std::size_t stride) const {
         const MatrixView& w = *targets[i].w;
         const GemmShape shape = plan.gemm_shapes[i];
         for (std::int64_t t = t0; t < t1; t += shape.tokens) {
@@ -321,13 +361,13 @@ struct MatmulRun {
             const int n_cols = int(std::min<std::int64_t>(shape.tokens, t1 - t));
             for (int sub = 0; sub < n_rows; sub += kTileRows)
                 plan.group_gemms[i](w.cols, w.groups + std::size_t((r0 + sub) / kGroupRows) * plan.group_bytes[i],
-                                    sub % kGroupRows, packed, n_cols, tile + (t - t0) * n_rows + sub, std::size_t(n_rows));
+                                    sub % kGroupRows, packed, n_cols, out + (t - t0) * stride + sub, stride);
         }
     }
 
-    // GEMM calls over the packed activations into `tile`, as group_gemm; t0 is a multiple of
-    // kPackedTokens.
-    void gemm(std::size_t i, const std::uint8_t* rows, int n_rows, std::int64_t t0, std::int64_t t1, float* tile) const {
+    // GEMM calls over the packed activations, as group_gemm; t0 is a multiple of kPackedTokens.
+    void gemm(std::size_t i, const std::uint8_t* rows, int n_rows, std::int64_t t0, std::int64_t t1, float* out,
+              std::size_t stride) const {
         const MatrixView& w = *targets[i].w;
         const GemmShape shape = plan.gemm_shapes[i];
         for (std::int64_t t = t0; t < t1; t += shape.tokens) {
@@ -335,31 +375,14 @@ struct MatmulRun {
             const int n_cols = int(std::min<std::int64_t>(shape.tokens, t1 - t));
             for (int sub = 0; sub < n_rows; sub += shape.rows)
                 plan.gemms[i](w.cols, rows + std::size_t(sub) * w.row_bytes, w.row_bytes, std::min(shape.rows, n_rows - sub),
-                              packed, n_cols, tile + (t - t0) * n_rows + sub, std::size_t(n_rows));
+                              packed, n_cols, out + (t - t0) * stride + sub, stride);
         }
-    }
-
-    // Dot-product tiles, kTileCols tokens per call.
-    void dot_tiles(std::size_t i, const std::uint8_t* rows, int n_rows, std::int64_t t0, std::int64_t t1, float* out) const {
-        const MatrixView& w = *targets[i].w;
-        for (std::int64_t t = t0; t < t1; t += kTileCols)
-            plan.tiles[i](w.cols, rows, w.row_bytes, n_rows, acts.data + std::size_t(t) * acts.stride, acts.stride,
-                          int(std::min<std::int64_t>(kTileCols, t1 - t)), out + t * w.rows, std::size_t(w.rows));
     }
 };
 
-}  // namespace matmul_detail
-
-// y_i = W_i x for every target, with the given kernel set: the targets share one input, so it
-// is quantized once and all their rows are split among the threads in one parallel region
-// (fewer barriers, better balance than one call per matrix). Every W_i must have the same
-// number of columns and the same activation format. x: [n_tokens, cols]. `threads`: the work's
-// thread count (thread_team), which every parallel region here runs on.
-inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targets, const float* x,
-                   std::int64_t n_tokens, MatmulScratch& scratch, int threads = 0) {
-    using namespace matmul_detail;
-    if (targets.empty()) return;
-    const MatmulPlan plan = plan_matmul(kernels, targets, n_tokens);
+// The plan's products of x ([n_tokens, cols]) on `threads` threads (thread_team).
+inline void run_plan(const KernelSet& kernels, const MatmulPlan& plan, std::span<const MatmulTarget> targets,
+                     const float* x, std::int64_t n_tokens, MatmulScratch& scratch, int threads) {
     if (plan.total_groups == 0 || n_tokens == 0) return;
     const std::int64_t cols = targets[0].w->cols;
     const int team = thread_team(threads);
@@ -392,12 +415,54 @@ inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targe
     }
 }
 
+}  // namespace matmul_detail
+
+// y_i = W_i x for every target, with the given kernel set: the targets share one input, so it
+// is quantized once and all their rows are split among the threads in one parallel region
+// (fewer barriers, better balance than one call per matrix). Every W_i must have the same
+// number of columns and the same activation format. x: [n_tokens, cols]. `threads`: the work's
+// thread count (thread_team), which every parallel region here runs on.
+inline void matmul(const KernelSet& kernels, std::span<const MatmulTarget> targets, const float* x,
+                   std::int64_t n_tokens, MatmulScratch& scratch, int threads = 0) {
+    if (targets.empty()) return;
+    matmul_detail::run_plan(kernels, matmul_detail::plan_matmul(kernels, targets, n_tokens), targets, x, n_tokens,
+                            scratch, threads);
+}
+
 // y[t * rows + r] = sum_c W[r][c] * x[t * cols + c] for t in [0, n_tokens), with the given
 // kernel set. x: [n_tokens, cols], y: [n_tokens, rows]; y must not overlap x or W.
 inline void matmul(const KernelSet& kernels, const MatrixView& w, const float* x, std::int64_t n_tokens, float* y,
                    MatmulScratch& scratch, int threads = 0) {
     const MatmulTarget target{&w, y};
     matmul(kernels, std::span<const MatmulTarget>(&target, 1), x, n_tokens, scratch, threads);
+}
+
+// h = silu(W_gate x) * (W_up x), elementwise, with the given kernel set: the SwiGLU MLP's gated
+// hidden state, h: [n_tokens, W_gate.rows]. With GEMMs (prompts, batches) each work item computes
+// its rows of both products and writes only h, so neither product is written out and read back;
+// otherwise the two products are computed apart and met by swiglu(). Either way the bits are
+// those of swiglu() on the two matmuls. x: [n_tokens, cols]; h must not overlap x or the weights.
+inline void matmul_gated(const KernelSet& kernels, const MatrixView& gate, const MatrixView& up, const float* x,
+                         std::int64_t n_tokens, float* h, MatmulScratch& scratch, int threads = 0) {
+    using namespace matmul_detail;
+    if (gate.rows != up.rows)
+        fail("matmul_gated: the gate and up projections must have the same rows, found ", gate.rows, " and ", up.rows);
+    const bool shared_input = weight_row(gate.type).activations == weight_row(up.type).activations;
+    if (shared_input) {
+        const MatmulTarget targets[] = {{&gate, h}, {&up, nullptr}};
+        const MatmulPlan plan = plan_matmul(kernels, targets, n_tokens, true);
+        if (plan.swiglu != nullptr) return run_plan(kernels, plan, targets, x, n_tokens, scratch, threads);
+    }
+    // Without GEMMs (a decode step, float weights) or a shared input: the two products apart.
+    float* up_product = scratch.separate_product(std::size_t(n_tokens * up.rows));
+    if (shared_input) {
+        const MatmulTarget apart[] = {{&gate, h}, {&up, up_product}};
+        matmul(kernels, apart, x, n_tokens, scratch, threads);
+    } else {
+        matmul(kernels, gate, x, n_tokens, h, scratch, threads);
+        matmul(kernels, up, x, n_tokens, up_product, scratch, threads);
+    }
+    swiglu(h, up_product, h, n_tokens * gate.rows, threads);
 }
 
 // The same with the process-wide kernel set (kernels() in dispatch.hpp).
@@ -408,6 +473,10 @@ inline void matmul(const MatrixView& w, const float* x, std::int64_t n_tokens, f
 inline void matmul(std::span<const MatmulTarget> targets, const float* x, std::int64_t n_tokens, MatmulScratch& scratch,
                    int threads = 0) {
     matmul(kernels(), targets, x, n_tokens, scratch, threads);
+}
+inline void matmul_gated(const MatrixView& gate, const MatrixView& up, const float* x, std::int64_t n_tokens, float* h,
+                         MatmulScratch& scratch, int threads = 0) {
+    matmul_gated(kernels(), gate, up, x, n_tokens, h, scratch, threads);
 }
 
 }  // namespace smol
