@@ -243,8 +243,8 @@ inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTa
     }
     plan.restore_once = n_tokens > plan.token_block;
     // Gated, an item covers the same kGemmItemRows rows of both. Only with GEMMs: a decode step,
-    // bound by reading the weights, took 4% longer with each item reading rows of both matrices
-    // (two streams) than with the products apart, each matrix one stream (docs/performance.md).
+    // bound by reading the weights, ran slower with each item reading rows of both matrices (two
+    // streams) than with the products apart, each matrix one stream (docs/performance.md).
     const bool fused_gate = gated && plan.use_gemm;
     if (fused_gate) plan.swiglu = &swiglu_kernels();
     for (std::size_t i = 0; i < targets.size(); ++i) {
