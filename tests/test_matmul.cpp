@@ -259,9 +259,10 @@ TEST_CASE("matrices read as row groups give the bits of their rows as stored: ev
 }
 
 TEST_CASE("matmul_gated gives the bits of swiglu over the two matmuls: every pairing, batch, set and thread count") {
-    // The MLP's gate and up projections in one pass, each item computing its rows of both: the
-    // GEMMs, the decode tiles and row groups, a group beside rows as stored (items of whole groups
-    // for both), partial items, and formats that cannot share activations (two matmuls then).
+    // The MLP's gate and up projections in one pass where GEMMs run, each item computing its rows
+    // of both: row groups and rows as stored, side by side, and partial items. Apart otherwise: a
+    // decode step's tiles and row groups, float weights, and formats that cannot share
+    // activations (two matmuls then).
     const std::int64_t cols = 512;
     const Matrix q4 = random_matrix(TensorType::Q4_K, 40, cols, 16, 401), q4_up = random_matrix(TensorType::Q4_K, 40, cols, 0, 402);
     const Matrix q6 = random_matrix(TensorType::Q6_K, 40, cols, 0, 403), q5 = random_matrix(TensorType::Q5_K, 40, cols, 0, 404);

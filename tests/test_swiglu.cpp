@@ -111,8 +111,8 @@ TEST_CASE("SwiGLU kernels give the scalar loop's bits at glibc expf's special ca
     for (const SwigluKernels* k : runnable_simd_sets()) {
         check_same_bits(*k, gate, up);
         check_same_bits(*k, sweep, sweep_up);
-        // In a tail shorter than a vector (taken through one padded vector), alone and after a
-        // whole vector.
+        // In a tail shorter than a vector (the values after the last whole vector), alone and
+        // after a whole vector.
         for (float s : special)
             for (const std::size_t n : {std::size_t(7), std::size_t(16 + 5)}) {
                 std::vector<float> short_gate = random_floats(n, 5, 3.0f);

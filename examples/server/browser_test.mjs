@@ -141,7 +141,6 @@ try {
   check(endIds.length === 2, `the end-of-turn tokens are ${endIds}`);
   await page.fill('#max-tokens', '4000');
   await page.dispatchEvent('#max-tokens', 'change');
-  const lastReplyStats = () => page.evaluate(() => [...document.querySelectorAll('.message.assistant')].at(-1)?.querySelector('.stats')?.textContent);
   let stopped = false;
   for (let attempt = 0; attempt < 3 && !stopped; ++attempt) {
     await page.route('**/v1/chat/completions', async (route) => {
@@ -157,9 +156,8 @@ try {
       return (reply?.querySelector('.content')?.textContent.length ?? 0) + (reply?.querySelector('.reasoning')?.textContent.length ?? 0) > 0;
     }, replies, { timeout: 120000 });
     if (await page.click('#stop', { timeout: 5000 }).then(() => true, () => false)) {
-      await page.waitForFunction(() => [...document.querySelectorAll('.message.assistant')].at(-1)?.querySelector('.stats')?.textContent === 'stopped',
-                                 null, { timeout: 10000 }).catch(() => {});
-      stopped = (await lastReplyStats()) === 'stopped';
+      stopped = await page.waitForFunction(() => [...document.querySelectorAll('.message.assistant')].at(-1)?.querySelector('.stats')?.textContent === 'stopped',
+                                           null, { timeout: 10000 }).then(() => true, () => false);
     } else {  // the reply ended before the click
       await page.waitForFunction(() => [...document.querySelectorAll('.message.assistant')].at(-1)?.querySelector('.stats'), null, { timeout: 180000 });
     }

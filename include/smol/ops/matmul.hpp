@@ -448,16 +448,15 @@ inline void matmul_gated(const KernelSet& kernels, const MatrixView& gate, const
     if (gate.rows != up.rows)
         fail("matmul_gated: the gate and up projections must have the same rows, found ", gate.rows, " and ", up.rows);
     const bool shared_input = weight_row(gate.type).activations == weight_row(up.type).activations;
-    if (shared_input) {
-        const MatmulTarget targets[] = {{&gate, h}, {&up, nullptr}};
-        const MatmulPlan plan = plan_matmul(kernels, targets, n_tokens, true);
-        if (plan.swiglu != nullptr) return run_plan(kernels, plan, targets, x, n_tokens, scratch, threads);
-    }
-    // Without GEMMs (a decode step, float weights) or a shared input: the two products apart.
+    const MatmulTarget fused[] = {{&gate, h}, {&up, nullptr}};
+    const MatmulPlan plan = shared_input ? plan_matmul(kernels, fused, n_tokens, true) : MatmulPlan{};
+    if (plan.swiglu != nullptr) return run_plan(kernels, plan, fused, x, n_tokens, scratch, threads);
+    // The two products apart: without GEMMs (a decode step, float weights) by the same plan, which
+    // is then the plain one of the two; with inputs quantized apart, by two matmuls.
     float* up_product = scratch.separate_product(std::size_t(n_tokens * up.rows));
     if (shared_input) {
         const MatmulTarget apart[] = {{&gate, h}, {&up, up_product}};
-        matmul(kernels, apart, x, n_tokens, scratch, threads);
+        run_plan(kernels, plan, apart, x, n_tokens, scratch, threads);
     } else {
         matmul(kernels, gate, x, n_tokens, h, scratch, threads);
         matmul(kernels, up, x, n_tokens, up_product, scratch, threads);
