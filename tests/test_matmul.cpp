@@ -258,6 +258,50 @@ TEST_CASE("matrices read as row groups give the bits of their rows as stored: ev
                          "matmul: a matrix read as row groups needs a multiple of 8 rows, found 44", smol::Error);
 }
 
+TEST_CASE("wide inputs take half token blocks, with every token's bits unchanged") {
+    // Every work item reads its token block's packed activations again, so a block whose
+    // activations outgrow three quarters of L2 is halved once (token_block_for).
+    using matmul_detail::token_block_for;
+    const std::size_t mib = std::size_t(1) << 20;
+    CHECK(token_block_for(96, 2048, mib) == 96);      // AVX-512, the 3B model's 2048 columns: 286 KB
+    CHECK(token_block_for(96, 11008, mib) == 48);     // ffn_down's input: 1.5 MB at 96 tokens
+    CHECK(token_block_for(96, 11008, 2 * mib) == 96);
+    CHECK(token_block_for(64, 11008, mib) == 32);     // AVX2
+    CHECK(token_block_for(64, 11008, 2 * mib) == 64);  // AMX on a Xeon's 2 MiB L2: 1 MB
+    CHECK(token_block_for(32, 11008, mib) == 32);     // the ARM GEMMs: two calls of 32, then one
+    CHECK(token_block_for(16, 11008, mib / 4) == 32);  // halved once, not down to single calls
+
+    // 45 blocks: 1.5 MB at 96 tokens, over three quarters of a 2 MiB L2 as of a 1 MiB one, so the
+    // blocks halve on most machines that run this.
+    const std::int64_t cols = 45 * QK_K, tokens = 130;
+    const Matrix q4 = random_matrix(TensorType::Q4_K, 16, cols, 0, 311);
+    const Matrix q6 = random_matrix(TensorType::Q6_K, 16, cols, 0, 312);
+    const Grouped g4 = grouped(q4);
+    const auto x = random_activations(tokens, cols, 313);
+    for (const Isa isa : kAllIsas) {
+        if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
+        CAPTURE(isa_name(isa));
+        const KernelSet set = kernels_for(isa);
+        const MatrixView v4 = q4.view(), v6 = q6.view();
+        for (const MatrixView* view : {&v4, &g4.view, &v6}) {
+            CAPTURE(type_name(view->type));
+            const MatmulTarget target{view, nullptr};
+            const matmul_detail::MatmulPlan plan = matmul_detail::plan_matmul(set, std::span(&target, 1), tokens);
+            if (plan.use_gemm)
+                CHECK(plan.token_block ==
+                      token_block_for(plan.gemm_shapes[0].tokens, cols, matmul_detail::l2_bytes_here()));
+            MatmulScratch scratch;
+            std::vector<float> batch(std::size_t(tokens * view->rows)), alone(std::size_t(view->rows));
+            matmul(set, *view, x.data(), tokens, batch.data(), scratch);
+            for (std::int64_t t = 0; t < tokens; ++t) {
+                CAPTURE(t);
+                matmul(set, *view, x.data() + t * cols, 1, alone.data(), scratch);
+                REQUIRE(std::memcmp(alone.data(), batch.data() + t * view->rows, alone.size() * sizeof(float)) == 0);
+            }
+        }
+    }
+}
+
 TEST_CASE("matmul_gated gives the bits of swiglu over the two matmuls: every pairing, batch, set and thread count") {
     // The MLP's gate and up projections in one pass where GEMMs run, each item computing its rows
     // of both: row groups and rows as stored, side by side, and partial items. Apart otherwise: a

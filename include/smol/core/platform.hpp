@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -121,18 +122,38 @@ inline void restart_self(char** argv) {
     if (!path.empty()) ::execv(path.c_str(), argv);
 }
 
-// The largest cache's size in bytes (the last level), 0 where the system does not say.
-inline std::size_t last_level_cache_bytes() {
 #if defined(__APPLE__)
-    for (const char* name : {"hw.l3cachesize", "hw.perflevel0.l2cachesize", "hw.l2cachesize"}) {
+// The first of the sysctl values `names` the system has, in bytes; 0 if none.
+inline std::size_t sysctl_bytes(std::initializer_list<const char*> names) {
+    for (const char* name : names) {
         std::int64_t value = 0;
         std::size_t size = sizeof value;
         if (::sysctlbyname(name, &value, &size, nullptr, 0) == 0 && value > 0) return std::size_t(value);
     }
     return 0;
+}
+#endif
+
+// The largest cache's size in bytes (the last level), 0 where the system does not say.
+inline std::size_t last_level_cache_bytes() {
+#if defined(__APPLE__)
+    return sysctl_bytes({"hw.l3cachesize", "hw.perflevel0.l2cachesize", "hw.l2cachesize"});
 #elif defined(_SC_LEVEL3_CACHE_SIZE)
     const long llc = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
     return llc > 0 ? std::size_t(llc) : 0;
+#else
+    return 0;
+#endif
+}
+
+// A core's second-level cache in bytes (a performance core's on a hybrid Mac), 0 where the
+// system does not say.
+inline std::size_t l2_cache_bytes() {
+#if defined(__APPLE__)
+    return sysctl_bytes({"hw.perflevel0.l2cachesize", "hw.l2cachesize"});
+#elif defined(_SC_LEVEL2_CACHE_SIZE)
+    const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l2 > 0 ? std::size_t(l2) : 0;
 #else
     return 0;
 #endif

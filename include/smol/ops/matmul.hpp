@@ -27,6 +27,7 @@
 
 #include "smol/core/aligned_buffer.hpp"
 #include "smol/core/error.hpp"
+#include "smol/core/platform.hpp"
 #include "smol/core/tensor_types.hpp"
 #include "smol/core/threads.hpp"
 #include "smol/ops/swiglu.hpp"
@@ -89,9 +90,9 @@ namespace matmul_detail {
 
 inline constexpr std::int64_t kDecodeRunsPerThread = 16;  // decode's items are handed out in this many runs per thread
 inline constexpr std::int64_t kPromptRunsPerThread = 8;   // a prompt's, in this many per thread and token block
-inline constexpr std::int64_t kTokenBlock = 64;           // tokens whose activations stay in L2
+inline constexpr std::int64_t kTokenBlock = 64;           // tokens whose activations stay in L2 (token_block_for)
 // A GEMM work item's result tile (MatmulRun::item): token_block tokens (at most 96: kTokenBlock
-// rounded up to whole calls of AVX-512's 48) of kGemmItemRows rows. 16 rows make each token's
+// rounded up to a whole call of AVX-512's 96) of kGemmItemRows rows. 16 rows make each token's
 // results one whole 64-byte line of y: with 8, two items wrote halves of the same lines, which
 // the first had long lost from L1 (y's rows lie 8 KB apart on the 3B shape, all in one set).
 inline constexpr std::int64_t kMaxItemTokens = 96;
@@ -174,6 +175,28 @@ namespace matmul_detail {
 
 inline constexpr int kMaxTargets = 4;  // fused products in one call
 
+// Tokens per block of a prompt's work items, given the widest GEMM call among the targets, the
+// input's columns and a core's L2 in bytes: kTokenBlock rounded up to whole calls, since a call
+// of a few tokens unpacks its weights for little work. Every work item reads the block's packed
+// activations again, so they should wait in L2 beside the weights streaming through: where a wide
+// input (the 3B model's ffn_down, 11008 columns) makes them outgrow three quarters of L2, the
+// block is halved once (AVX-512's 96 tokens to 48, still whole passes of its GEMM; AVX2's 64 to
+// 32; the ARM GEMMs' two calls of 32 to one), so that each item finds them there rather than in
+// L3 (docs/performance.md).
+inline std::int64_t token_block_for(std::int64_t widest_call, std::int64_t cols, std::size_t l2_bytes) {
+    const std::int64_t block = (kTokenBlock + widest_call - 1) / widest_call * widest_call;
+    const std::size_t packed_bytes =
+        std::size_t(block / kPackedTokens) * std::size_t((cols + QK_K - 1) / QK_K) * sizeof(BlockQ8Kx16);
+    const bool halves_whole = (block / 2) % kPackedTokens == 0;
+    return packed_bytes > l2_bytes / 4 * 3 && halves_whole ? block / 2 : block;
+}
+
+// This machine's L2 for token_block_for: 1 MiB where the system does not say.
+inline std::size_t l2_bytes_here() {
+    static const std::size_t bytes = platform::l2_cache_bytes() ? platform::l2_cache_bytes() : std::size_t(1) << 20;
+    return bytes;
+}
+
 // Planning: the kernels each target is read with, and how its rows are cut into work items (a
 // tile's rows or a row group's; in GEMM mode kGemmItemRows), numbered across targets.
 struct MatmulPlan {
@@ -196,9 +219,7 @@ struct MatmulPlan {
     // matrices, and read there by any thread in later blocks (restoring per block made long
     // prompts measurably slower on the 3B shape).
     bool restore_once = false;
-    // Tokens per block of the prompt's work items: kTokenBlock, rounded up to whole calls of the
-    // widest GEMM (AVX-512's 48 a call: 96), since a call of a few tokens unpacks its weights for
-    // little work.
+    // Tokens per block of the prompt's work items (token_block_for).
     std::int64_t token_block = kTokenBlock;
     std::size_t restored_at[kMaxTargets];  // restore_once: where a target's rows go
     std::size_t restored_bytes = 0;  // restore_once: all such targets' rows; else one slot, the largest item
@@ -236,7 +257,7 @@ inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTa
     if (plan.use_gemm) {
         std::int64_t widest = 0;
         for (std::size_t i = 0; i < targets.size(); ++i) widest = std::max<std::int64_t>(widest, plan.gemm_shapes[i].tokens);
-        plan.token_block = (kTokenBlock + widest - 1) / widest * widest;
+        plan.token_block = token_block_for(widest, first.cols, l2_bytes_here());
         if (plan.token_block > kMaxItemTokens)
             fail("matmul: a GEMM of ", widest, " tokens a call makes token blocks of ", plan.token_block,
                  ", more than the ", kMaxItemTokens, " an item's tile holds");
