@@ -193,7 +193,10 @@ inline std::int64_t token_block_for(std::int64_t widest_call, std::int64_t cols,
 
 // This machine's L2 for token_block_for: 1 MiB where the system does not say.
 inline std::size_t l2_bytes_here() {
-    static const std::size_t bytes = platform::l2_cache_bytes() ? platform::l2_cache_bytes() : std::size_t(1) << 20;
+    static const std::size_t bytes = [] {
+        const std::size_t said = platform::l2_cache_bytes();
+        return said ? said : std::size_t(1) << 20;
+    }();
     return bytes;
 }
 
