@@ -132,6 +132,12 @@ inline std::size_t sysctl_bytes(std::initializer_list<const char*> names) {
     }
     return 0;
 }
+#else
+// A sysconf value in bytes; 0 where the system does not say (sysconf answers -1 or 0 then).
+inline std::size_t sysconf_bytes(int name) {
+    const long value = ::sysconf(name);
+    return value > 0 ? std::size_t(value) : 0;
+}
 #endif
 
 // The largest cache's size in bytes (the last level), 0 where the system does not say.
@@ -139,8 +145,7 @@ inline std::size_t last_level_cache_bytes() {
 #if defined(__APPLE__)
     return sysctl_bytes({"hw.l3cachesize", "hw.perflevel0.l2cachesize", "hw.l2cachesize"});
 #elif defined(_SC_LEVEL3_CACHE_SIZE)
-    const long llc = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
-    return llc > 0 ? std::size_t(llc) : 0;
+    return sysconf_bytes(_SC_LEVEL3_CACHE_SIZE);
 #else
     return 0;
 #endif
@@ -152,8 +157,7 @@ inline std::size_t l2_cache_bytes() {
 #if defined(__APPLE__)
     return sysctl_bytes({"hw.perflevel0.l2cachesize", "hw.l2cachesize"});
 #elif defined(_SC_LEVEL2_CACHE_SIZE)
-    const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return l2 > 0 ? std::size_t(l2) : 0;
+    return sysconf_bytes(_SC_LEVEL2_CACHE_SIZE);
 #else
     return 0;
 #endif
