@@ -194,14 +194,6 @@ inline __m256i broadcast_group(const UnpackedQuants& u, int group) {
     return _mm256_set1_epi32(four);
 }
 
-// Two adjacent i16 factors (two[0] the low word, two[1] the high) in every lane, for madd against
-// bsum pairs: read as one i32, so the broadcast comes from memory rather than from shifts and ors.
-inline __m256i word_pair(const std::int16_t* two) {
-    std::int32_t pair;
-    std::memcpy(&pair, two, 4);
-    return _mm256_set1_epi32(pair);
-}
-
 // Row r's maddubs products with the tokens of halves h..h+H-1 over the 4-byte groups
 // first..first+K-1, summed in i16 into sums[r][half - h] (which `Start` sets rather than adds to;
 // the caller bounds K so that nothing wraps), unrolled at compile time: as a loop, gcc copies

@@ -550,6 +550,17 @@ inline const std::int16_t* bsum_pair(const BlockQ8Kx16& a, int p) {
 // sum_k factor_k * sum_k over the activation sums of the 8 tokens of half h, as i32 per token:
 // sum pair p meets factor_pairs[p][r], row r's factors 2p and 2p + 1 as words.
 using BsumFactorPairs = __m256i[8][kTileRows];  // [sum pair p][row]
+
+// Row r's factor pairs, each in every lane of factor_pairs[p][r]: in-lane dword shuffles of the
+// factors' two 128-bit halves (as scale_vectors, no trips through general registers).
+template <class Kernel>
+inline void bsum_factor_pair_vectors(const std::int16_t (&factors)[16], BsumFactorPairs& factor_pairs, int r) {
+    const __m256i halves[2] = {_mm256_broadcastsi128_si256(load_128(factors)),
+                               _mm256_broadcastsi128_si256(load_128(factors + 8))};
+    for_each_constant<kBsumPairs<Kernel>>([&]<int p>(std::integral_constant<int, p>) {
+        factor_pairs[p][r] = _mm256_shuffle_epi32(halves[p / 4], (p % 4) * 0x55);
+    });
+}
 template <class Kernel>
 inline __m256i bsum_dots(const BlockQ8Kx16& ab, int h, const BsumFactorPairs& factor_pairs, int r) {
     __m256i sum = _mm256_setzero_si256();
@@ -583,8 +594,8 @@ inline __m256 gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, int h
 
 // How a GEMM forms a sub-block's products and applies its scale: dots[r][i] += scale[r] * (row r's
 // 4-byte groups first..first+Groups-1 . half h + i's 8 tokens' groups), exact, for the 4 rows and
-// H halves (kHalvesAtOnce at most); scale[r] is scale_vector(row r's sub-block scale). Two forms, one
-// driver (kquant_gemm).
+// H halves (kHalvesAtOnce at most); scale[r] is row r's sub-block scale in every lane
+// (scale_vectors). Two forms, one driver (kquant_gemm).
 //
 // MaddubsProducts (AVX2): vpmaddubsw gives i16 pair sums, a run of them is added in i16 and one
 // vpmaddwd per run applies the scale. A run is as many groups as a lane may sum in i16: a product
@@ -611,7 +622,19 @@ inline constexpr int kGroupsPerWordSum = std::min(QK_K / 4 / Kernel::kSubBlocks,
 struct MaddubsProducts {
     template <class Kernel>
     static constexpr int kHalvesAtOnce = kGroupsPerWordSum<Kernel> >= 8 ? 2 : 1;
-    static __m256i scale_vector(std::int16_t scale) { return _mm256_set1_epi16(scale); }
+    // Row r's sub-block scales (the first SubBlocks of GemmFactors::scales) each in every word of
+    // out[j][r]: shuffles of the scales' two 128-bit halves, where set1 per scale took each word
+    // out to a general register and back.
+    template <int SubBlocks>
+    static void scale_vectors(const std::int16_t (&scales)[16], __m256i (&out)[SubBlocks][kTileRows], int r) {
+        const __m256i halves[2] = {_mm256_broadcastsi128_si256(load_128(scales)),
+                                   _mm256_broadcastsi128_si256(load_128(scales + 8))};
+        SMOL_UNROLL
+        for (int j = 0; j < SubBlocks; ++j) {
+            const int i = j % 8;  // the word's place in its half: bytes 2i and 2i + 1 into every word
+            out[j][r] = _mm256_shuffle_epi8(halves[j / 8], _mm256_set1_epi16(short((2 * i + 1) << 8 | 2 * i)));
+        }
+    }
     template <class Kernel, int Groups, int H>
     __attribute__((always_inline)) static void add_sub_block(__m256i (&dots)[kTileRows][H],
                                                              const avx2::UnpackedQuants (&u)[kTileRows],
@@ -644,7 +667,11 @@ template <class Dot>
 struct DpbusdProducts {
     template <class Kernel>
     static constexpr int kHalvesAtOnce = 1;
-    static __m256i scale_vector(std::int16_t scale) { return _mm256_set1_epi32(scale); }
+    template <int SubBlocks>
+    static void scale_vectors(const std::int16_t (&scales)[16], __m256i (&out)[SubBlocks][kTileRows], int r) {
+        SMOL_UNROLL
+        for (int j = 0; j < SubBlocks; ++j) out[j][r] = _mm256_set1_epi32(scales[j]);
+    }
 
     // runs[r][k % 2] += row r's group `first` . the tokens' group, for K groups from `first`.
     template <int K>
@@ -761,13 +788,8 @@ inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const
         rows.unpack(b, u, factors);
         SMOL_UNROLL
         for (int r = 0; r < R; ++r) {
-            SMOL_UNROLL
-            for (int j = 0; j < SubBlocks; ++j) scale_vectors[j][r] = Products::scale_vector(factors[r].scales[j]);
-            if constexpr (!kOffsetInRuns<Kernel>) {
-                SMOL_UNROLL
-                for (int p = 0; p < kBsumPairs<Kernel>; ++p)
-                    bsum_factor_pairs[p][r] = avx2::word_pair(factors[r].bsum_factors + 2 * p);
-            }
+            Products::scale_vectors(factors[r].scales, scale_vectors, r);
+            if constexpr (!kOffsetInRuns<Kernel>) bsum_factor_pair_vectors<Kernel>(factors[r].bsum_factors, bsum_factor_pairs, r);
         }
         int half = 0;
         for (; half + H <= halves; half += H)  // H halves start at an even half: they share a packed block
