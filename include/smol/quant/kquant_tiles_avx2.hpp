@@ -555,8 +555,9 @@ using BsumFactorPairs = __m256i[8][kTileRows];  // [sum pair p][row]
 // factors' two 128-bit halves (as scale_vectors, no trips through general registers).
 template <class Kernel>
 inline void bsum_factor_pair_vectors(const std::int16_t (&factors)[16], BsumFactorPairs& factor_pairs, int r) {
-    const __m256i halves[2] = {_mm256_broadcastsi128_si256(load_128(factors)),
-                               _mm256_broadcastsi128_si256(load_128(factors + 8))};
+    __m256i halves[(kBsumPairs<Kernel> + 3) / 4];  // only those the type fills
+    SMOL_UNROLL
+    for (int k = 0; k < (kBsumPairs<Kernel> + 3) / 4; ++k) halves[k] = _mm256_broadcastsi128_si256(load_128(factors + 8 * k));
     for_each_constant<kBsumPairs<Kernel>>([&]<int p>(std::integral_constant<int, p>) {
         factor_pairs[p][r] = _mm256_shuffle_epi32(halves[p / 4], (p % 4) * 0x55);
     });
@@ -627,8 +628,9 @@ struct MaddubsProducts {
     // out to a general register and back.
     template <int SubBlocks>
     static void scale_vectors(const std::int16_t (&scales)[16], __m256i (&out)[SubBlocks][kTileRows], int r) {
-        const __m256i halves[2] = {_mm256_broadcastsi128_si256(load_128(scales)),
-                                   _mm256_broadcastsi128_si256(load_128(scales + 8))};
+        __m256i halves[(SubBlocks + 7) / 8];  // only those the type fills
+        SMOL_UNROLL
+        for (int k = 0; k < (SubBlocks + 7) / 8; ++k) halves[k] = _mm256_broadcastsi128_si256(load_128(scales + 8 * k));
         SMOL_UNROLL
         for (int j = 0; j < SubBlocks; ++j) {
             const int i = j % 8;  // the word's place in its half: bytes 2i and 2i + 1 into every word
