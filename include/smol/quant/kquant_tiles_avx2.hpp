@@ -551,13 +551,21 @@ inline const std::int16_t* bsum_pair(const BlockQ8Kx16& a, int p) {
 // sum pair p meets factor_pairs[p][r], row r's factors 2p and 2p + 1 as words.
 using BsumFactorPairs = __m256i[8][kTileRows];  // [sum pair p][row]
 
+// The 128-bit halves of a 16-word factor array that its first Words words fill, each in both
+// lanes: what the in-lane shuffles below pick single factors from (only those halves are read,
+// so words a type leaves unset are never loaded).
+template <int Words>
+inline void filled_halves(const std::int16_t (&words)[16], __m256i (&halves)[(Words + 7) / 8]) {
+    SMOL_UNROLL
+    for (int k = 0; k < (Words + 7) / 8; ++k) halves[k] = _mm256_broadcastsi128_si256(load_128(words + 8 * k));
+}
+
 // Row r's factor pairs, each in every lane of factor_pairs[p][r]: in-lane dword shuffles of the
 // factors' two 128-bit halves (as scale_vectors, no trips through general registers).
 template <class Kernel>
 inline void bsum_factor_pair_vectors(const std::int16_t (&factors)[16], BsumFactorPairs& factor_pairs, int r) {
-    __m256i halves[(kBsumPairs<Kernel> + 3) / 4];  // only those the type fills
-    SMOL_UNROLL
-    for (int k = 0; k < (kBsumPairs<Kernel> + 3) / 4; ++k) halves[k] = _mm256_broadcastsi128_si256(load_128(factors + 8 * k));
+    __m256i halves[(kBsumPairs<Kernel> + 3) / 4];
+    filled_halves<2 * kBsumPairs<Kernel>>(factors, halves);
     for_each_constant<kBsumPairs<Kernel>>([&]<int p>(std::integral_constant<int, p>) {
         factor_pairs[p][r] = _mm256_shuffle_epi32(halves[p / 4], (p % 4) * 0x55);
     });
@@ -628,9 +636,8 @@ struct MaddubsProducts {
     // out to a general register and back.
     template <int SubBlocks>
     static void scale_vectors(const std::int16_t (&scales)[16], __m256i (&out)[SubBlocks][kTileRows], int r) {
-        __m256i halves[(SubBlocks + 7) / 8];  // only those the type fills
-        SMOL_UNROLL
-        for (int k = 0; k < (SubBlocks + 7) / 8; ++k) halves[k] = _mm256_broadcastsi128_si256(load_128(scales + 8 * k));
+        __m256i halves[(SubBlocks + 7) / 8];
+        filled_halves<SubBlocks>(scales, halves);
         SMOL_UNROLL
         for (int j = 0; j < SubBlocks; ++j) {
             const int i = j % 8;  // the word's place in its half: bytes 2i and 2i + 1 into every word
