@@ -194,30 +194,36 @@ inline __m256i broadcast_group(const UnpackedQuants& u, int group) {
     return _mm256_set1_epi32(four);
 }
 
-// Row r's maddubs products with the tokens of halves h..h+H-1 over the 4-byte groups
+// One run: row r's maddubs products with the tokens of halves h..h+H-1 over the 4-byte groups
 // first..first+K-1, summed in i16 into sums[r][half - h] (which `Start` sets rather than adds to;
-// the caller bounds K so that nothing wraps), unrolled at compile time: as a loop, gcc copies
-// every accumulator between registers on each trip. Two halves (H = 2) take each broadcast weight
-// group to 16 tokens: 6 memory reads per 8 products where one half made 5 per 4.
+// the caller bounds K so that nothing wraps), then dots[r][half - h] += scale[r] * those sums,
+// unrolled at compile time: as a loop, gcc copies every accumulator between registers on each
+// trip. Two halves (H = 2) take each broadcast weight group to 16 tokens: 6 memory reads per 8
+// products where one half made 5 per 4. The last group's products meet the scale row by row, so
+// each row's sums are done with before the next row's are complete: applied after the whole
+// run, with all of them held at once, gcc spilled sums to memory and read them straight back at
+// every run's end (the speed-up is in docs/performance.md).
 template <int K, bool Start, int H>
-__attribute__((always_inline)) inline void word_sums(__m256i (&sums)[kTileRows][H], const UnpackedQuants (&u)[kTileRows],
-                                                     const BlockQ8Kx16& a, int h, int first) {
-    if constexpr (K > 0) {
-        __m256i x[H];
+__attribute__((always_inline)) inline void scaled_run(__m256i (&dots)[kTileRows][H], __m256i (&sums)[kTileRows][H],
+                                                      const UnpackedQuants (&u)[kTileRows], const BlockQ8Kx16& a, int h,
+                                                      int first, const __m256i (&scale)[kTileRows]) {
+    static_assert(K > 0, "a run holds at least one group");
+    __m256i x[H];
+    SMOL_UNROLL
+    for (int i = 0; i < H; ++i) x[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.qs[first][8 * (h + i)]));
+    SMOL_UNROLL
+    for (int r = 0; r < kTileRows; ++r) {
+        const __m256i weights = broadcast_group(u[r], first);
         SMOL_UNROLL
-        for (int i = 0; i < H; ++i) x[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.qs[first][8 * (h + i)]));
-        SMOL_UNROLL
-        for (int r = 0; r < kTileRows; ++r) {
-            const __m256i weights = broadcast_group(u[r], first);
-            SMOL_UNROLL
-            for (int i = 0; i < H; ++i) {
-                const __m256i products = _mm256_maddubs_epi16(weights, x[i]);
-                sums[r][i] = Start ? products : _mm256_add_epi16(sums[r][i], products);
-                asm("" : "+x"(sums[r][i]));  // keeps the running sum: gcc would otherwise reassociate the adds
-            }                                // into a tree, holding all the products at once and spilling them
+        for (int i = 0; i < H; ++i) {
+            const __m256i products = _mm256_maddubs_epi16(weights, x[i]);
+            sums[r][i] = Start ? products : _mm256_add_epi16(sums[r][i], products);
+            asm("" : "+x"(sums[r][i]));  // keeps the running sum: gcc would otherwise reassociate the adds
+                                         // into a tree, holding all the products at once and spilling them
+            if constexpr (K == 1) dots[r][i] = _mm256_add_epi32(dots[r][i], _mm256_madd_epi16(sums[r][i], scale[r]));
         }
-        word_sums<K - 1, false, H>(sums, u, a, h, first + 1);
     }
+    if constexpr (K > 1) scaled_run<K - 1, false, H>(dots, sums, u, a, h, first + 1, scale);
 }
 
 // dots[r][half - h] += scale[r] * (row r's groups first..first+Runs*K-1 . the half's tokens'
@@ -237,14 +243,9 @@ __attribute__((always_inline)) inline void dot_group_run(__m256i (&dots)[kTileRo
                 SMOL_UNROLL
                 for (int i = 0; i < H; ++i) sums[r][i] = run_starts[i];
             }
-            word_sums<K, false, H>(sums, u, a, h, first);
+            scaled_run<K, false, H>(dots, sums, u, a, h, first, scale);
         } else {
-            word_sums<K, true, H>(sums, u, a, h, first);
-        }
-        SMOL_UNROLL
-        for (int r = 0; r < kTileRows; ++r) {
-            SMOL_UNROLL
-            for (int i = 0; i < H; ++i) dots[r][i] = _mm256_add_epi32(dots[r][i], _mm256_madd_epi16(sums[r][i], scale[r]));
+            scaled_run<K, true, H>(dots, sums, u, a, h, first, scale);
         }
         dot_group_run<K, Runs - 1, H>(dots, u, a, h, first + K, scale);
     }
