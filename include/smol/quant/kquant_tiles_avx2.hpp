@@ -551,20 +551,24 @@ inline const std::int16_t* bsum_pair(const BlockQ8Kx16& a, int p) {
 // sum pair p meets factor_pairs[p][r], row r's factors 2p and 2p + 1 as words.
 using BsumFactorPairs = __m256i[8][kTileRows];  // [sum pair p][row]
 
+// How many 128-bit halves a factor array's first Words words fill (callers size their arrays with
+// it: returning std::array<__m256i> draws -Wignored-attributes).
+template <int Words>
+inline constexpr int kFilledHalves = (Words + 7) / 8;
 // The 128-bit halves of a 16-word factor array that its first Words words fill, each in both
 // lanes: what the in-lane shuffles below pick single factors from (only those halves are read,
 // so words a type leaves unset are never loaded).
 template <int Words>
-inline void filled_halves(const std::int16_t (&words)[16], __m256i (&halves)[(Words + 7) / 8]) {
+inline void filled_halves(const std::int16_t (&words)[16], __m256i (&halves)[kFilledHalves<Words>]) {
     SMOL_UNROLL
-    for (int k = 0; k < (Words + 7) / 8; ++k) halves[k] = _mm256_broadcastsi128_si256(load_128(words + 8 * k));
+    for (int k = 0; k < kFilledHalves<Words>; ++k) halves[k] = _mm256_broadcastsi128_si256(load_128(words + 8 * k));
 }
 
 // Row r's factor pairs, each in every lane of factor_pairs[p][r]: in-lane dword shuffles of the
 // factors' two 128-bit halves (as scale_vectors, no trips through general registers).
 template <class Kernel>
 inline void bsum_factor_pair_vectors(const std::int16_t (&factors)[16], BsumFactorPairs& factor_pairs, int r) {
-    __m256i halves[(kBsumPairs<Kernel> + 3) / 4];
+    __m256i halves[kFilledHalves<2 * kBsumPairs<Kernel>>];
     filled_halves<2 * kBsumPairs<Kernel>>(factors, halves);
     for_each_constant<kBsumPairs<Kernel>>([&]<int p>(std::integral_constant<int, p>) {
         factor_pairs[p][r] = _mm256_shuffle_epi32(halves[p / 4], (p % 4) * 0x55);
@@ -611,10 +615,10 @@ inline __m256 gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, int h
 // pair is at most 2 * kMaxQuant * 128 in magnitude (Q8_K activations run -128..127), so the sum
 // stays exact. Summing in i16 (vpaddw) and applying the scale once per run halves the multiplies of
 // the plain maddubs + madd per group: Q4_K sums a whole sub-block of 32, Q5_K half of one.
-// Q4_K's runs of a whole sub-block take both halves of a packed block at once: each broadcast
-// weight group then meets 16 tokens, and the i32 totals, updated once a run, live in memory. With
-// shorter runs those updates cost what the broadcasts saved (Q5_K and Q2_K level; figures in
-// docs/performance.md).
+// Every type's runs take both halves of a packed block at once: each broadcast weight group then
+// meets 16 tokens, and the i32 totals that do not fit the registers live in memory. Since each
+// run's last group meets the scale row by row (scaled_run), that pays for runs of 4 groups too
+// (Q5_K, Q6_K, Q3_K, Q2_K; figures in docs/performance.md).
 //
 // The types with an offset and sub-blocks of 16 (Q6_K, Q3_K) take the offset inside the runs
 // (kOffsetInRuns): a lane's run starts at minus 2^kOffsetShift times the sum of the activations it
@@ -630,13 +634,13 @@ inline constexpr int kGroupsPerWordSum = std::min(QK_K / 4 / Kernel::kSubBlocks,
 
 struct MaddubsProducts {
     template <class Kernel>
-    static constexpr int kHalvesAtOnce = kGroupsPerWordSum<Kernel> >= 8 ? 2 : 1;
+    static constexpr int kHalvesAtOnce = 2;
     // Row r's sub-block scales (the first SubBlocks of GemmFactors::scales) each in every word of
     // out[j][r]: shuffles of the scales' two 128-bit halves, where set1 per scale took each word
     // out to a general register and back.
     template <int SubBlocks>
     static void scale_vectors(const std::int16_t (&scales)[16], __m256i (&out)[SubBlocks][kTileRows], int r) {
-        __m256i halves[(SubBlocks + 7) / 8];
+        __m256i halves[kFilledHalves<SubBlocks>];
         filled_halves<SubBlocks>(scales, halves);
         SMOL_UNROLL
         for (int j = 0; j < SubBlocks; ++j) {
