@@ -633,7 +633,6 @@ template <class Kernel>
 inline constexpr int kGroupsPerWordSum = std::min(QK_K / 4 / Kernel::kSubBlocks, 32767 / (2 * kLargestRunProduct<Kernel>));
 
 struct MaddubsProducts {
-    template <class Kernel>
     static constexpr int kHalvesAtOnce = 2;
     // Row r's sub-block scales (the first SubBlocks of GemmFactors::scales) each in every word of
     // out[j][r]: shuffles of the scales' two 128-bit halves, where set1 per scale took each word
@@ -678,7 +677,6 @@ struct MaddubsProducts {
 // block totals they hold 12 of the 16 registers.
 template <class Dot>
 struct DpbusdProducts {
-    template <class Kernel>
     static constexpr int kHalvesAtOnce = 1;
     template <int SubBlocks>
     static void scale_vectors(const std::int16_t (&scales)[16], __m256i (&out)[SubBlocks][kTileRows], int r) {
@@ -787,7 +785,7 @@ SMOL_INLINE_INTO_SET inline void halves_step(const avx2::UnpackedQuants (&u)[kTi
 template <class Kernel, class Products, class Rows>
 inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const BlockQ8Kx16* acts, int n_tokens,
                              float* out, std::size_t out_stride) {
-    constexpr int R = kTileRows, SubBlocks = Kernel::kSubBlocks, H = Products::template kHalvesAtOnce<Kernel>;
+    constexpr int R = kTileRows, SubBlocks = Kernel::kSubBlocks, H = Products::kHalvesAtOnce;
     constexpr int kMaxHalves = kGemmTokensAvx2 / 8;
     if (n_rows <= 0 || n_tokens <= 0) return;
     const std::int64_t blocks = n / QK_K;
