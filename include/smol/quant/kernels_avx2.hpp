@@ -202,7 +202,9 @@ inline __m256i broadcast_group(const UnpackedQuants& u, int group) {
 // products where one half made 5 per 4. The last group's products meet the scale row by row, so
 // each row's sums are done with before the next row's are complete: applied after the whole
 // run, with all of them held at once, gcc spilled sums to memory and read them straight back at
-// every run's end (the speed-up is in docs/performance.md).
+// every run's end (the speed-up is in docs/performance.md). A run's complete sums stay locals,
+// never written back to `sums`: written there, gcc kept one dead store per row and half at
+// every run's end.
 template <int K, bool Start, int H>
 __attribute__((always_inline)) inline void scaled_run(__m256i (&dots)[kTileRows][H], __m256i (&sums)[kTileRows][H],
                                                       const UnpackedQuants (&u)[kTileRows], const BlockQ8Kx16& a, int h,
@@ -217,10 +219,11 @@ __attribute__((always_inline)) inline void scaled_run(__m256i (&dots)[kTileRows]
         SMOL_UNROLL
         for (int i = 0; i < H; ++i) {
             const __m256i products = _mm256_maddubs_epi16(weights, x[i]);
-            sums[r][i] = Start ? products : _mm256_add_epi16(sums[r][i], products);
-            asm("" : "+x"(sums[r][i]));  // keeps the running sum: gcc would otherwise reassociate the adds
-                                         // into a tree, holding all the products at once and spilling them
-            if constexpr (K == 1) dots[r][i] = _mm256_add_epi32(dots[r][i], _mm256_madd_epi16(sums[r][i], scale[r]));
+            __m256i sum = Start ? products : _mm256_add_epi16(sums[r][i], products);
+            asm("" : "+x"(sum));  // keeps the running sum: gcc would otherwise reassociate the adds
+                                  // into a tree, holding all the products at once and spilling them
+            if constexpr (K == 1) dots[r][i] = _mm256_add_epi32(dots[r][i], _mm256_madd_epi16(sum, scale[r]));
+            else sums[r][i] = sum;
         }
     }
     if constexpr (K > 1) scaled_run<K - 1, false, H>(dots, sums, u, a, h, first + 1, scale);
