@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -938,7 +939,16 @@ int huge_page_eligible(const void* p) {
     return -1;
 }
 
-TEST_CASE("huge-page advice makes a buffer's whole 2 MiB pages eligible for transparent huge pages") {
+TEST_CASE("buffers of 2 MiB or more start on a huge page and may be backed by one; advice stays inside its range") {
+    constexpr std::size_t kBytes = std::size_t(16) << 20;
+    smol::AlignedBuffer large(kBytes), small(std::size_t(1) << 20);
+    CHECK(std::uintptr_t(large.data()) % smol::AlignedBuffer::kHugePage == 0);
+    CHECK(std::uintptr_t(small.data()) % smol::AlignedBuffer::kAlignment == 0);
+    smol::AlignedFloats floats;
+    floats.resize(kBytes / sizeof(float) + 3);
+    CHECK(std::uintptr_t(floats.data()) % smol::AlignedBuffer::kHugePage == 0);
+    CHECK(std::all_of(floats.data(), floats.data() + floats.size(), [](float f) { return f == 0.0f; }));
+
     std::ifstream enabled("/sys/kernel/mm/transparent_hugepage/enabled");
     std::string modes;
     std::getline(enabled, modes);
@@ -946,20 +956,19 @@ TEST_CASE("huge-page advice makes a buffer's whole 2 MiB pages eligible for tran
         MESSAGE("transparent huge pages are not in madvise mode here ('", modes, "'): the advice changes nothing to see");
         return;
     }
-    constexpr std::size_t kBytes = std::size_t(16) << 20;
-    smol::AlignedBuffer plain(kBytes), advised(kBytes);
+    std::vector<std::uint8_t> plain(kBytes);  // allocated without advice
     const std::uint8_t* middle_of_plain = plain.data() + kBytes / 2;
-    const std::uint8_t* middle_of_advised = advised.data() + kBytes / 2;
     if (huge_page_eligible(middle_of_plain) < 0) {
         MESSAGE("/proc/self/smaps has no THPeligible line here: nothing to check");
         return;
     }
     CHECK(huge_page_eligible(middle_of_plain) == 0);
-    smol::platform::advise_huge_pages(advised.data(), advised.size());
-    CHECK(huge_page_eligible(middle_of_advised) == 1);
-    CHECK(huge_page_eligible(middle_of_plain) == 0);  // the advice stays inside the buffer
+    CHECK(huge_page_eligible(large.data() + kBytes / 2) == 1);
+    CHECK(huge_page_eligible(reinterpret_cast<const std::uint8_t*>(floats.data()) + kBytes / 2) == 1);
     smol::platform::advise_huge_pages(plain.data() + 1, std::size_t(1) << 20);  // no whole huge page: nothing
     CHECK(huge_page_eligible(middle_of_plain) == 0);
+    smol::platform::advise_huge_pages(plain.data(), plain.size());
+    CHECK(huge_page_eligible(middle_of_plain) == 1);
 }
 
 }  // namespace test_gguf

@@ -1,23 +1,45 @@
 #pragma once
-// Bytes aligned for whole-vector loads: 64 bytes, a cache line and an AVX-512 register.
+// Bytes aligned for whole-vector loads: 64 bytes, a cache line and an AVX-512 register. Buffers of
+// 2 MiB or more start on a 2 MiB boundary and ask for transparent huge pages before their first
+// write, so that TLB misses do not pace the code that streams through them: the row groups,
+// which prompts and decode read whole, and a batch's activations, into which a GEMM item writes
+// one 64-byte line per token, each in another row kilobytes from the last (docs/performance.md).
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 
+#include "smol/core/platform.hpp"
+
 namespace smol {
 
+namespace aligned_buffer_detail {
+// Frees with the alignment the buffer was allocated with.
+struct Delete {
+    std::size_t alignment = 64;
+    void operator()(std::uint8_t* p) const { ::operator delete[](p, std::align_val_t{alignment}); }
+};
+}  // namespace aligned_buffer_detail
+
 class AlignedBuffer {
+    using Delete = aligned_buffer_detail::Delete;
+
 public:
     static constexpr std::size_t kAlignment = 64;
+    static constexpr std::size_t kHugePage = std::size_t(2) << 20;
 
     AlignedBuffer() = default;
     explicit AlignedBuffer(std::size_t bytes) { reset(bytes); }
 
     // A fresh buffer of `bytes` bytes (contents unspecified); the old one is freed.
     void reset(std::size_t bytes) {
-        data_.reset(bytes ? static_cast<std::uint8_t*>(::operator new[](bytes, std::align_val_t{kAlignment})) : nullptr);
+        data_.reset();
+        const std::size_t alignment = bytes >= kHugePage ? kHugePage : kAlignment;
+        auto* p = bytes ? static_cast<std::uint8_t*>(::operator new[](bytes, std::align_val_t{alignment})) : nullptr;
+        data_ = std::unique_ptr<std::uint8_t[], Delete>(p, Delete{alignment});
+        if (alignment == kHugePage) platform::advise_huge_pages(p, bytes);
         size_ = bytes;
     }
     // At least `bytes` bytes, growing by half again or to `bytes`; contents are not kept on growth.
@@ -31,10 +53,24 @@ public:
     std::size_t size() const { return size_; }
 
 private:
-    struct Delete {
-        void operator()(std::uint8_t* p) const { ::operator delete[](p, std::align_val_t{kAlignment}); }
-    };
     std::unique_ptr<std::uint8_t[], Delete> data_;
+    std::size_t size_ = 0;
+};
+
+// n floats, zeroed, in an AlignedBuffer (so a batch's activations get its huge pages).
+class AlignedFloats {
+public:
+    void resize(std::size_t n) {
+        buffer_.reset(n * sizeof(float));
+        if (n) std::memset(buffer_.data(), 0, n * sizeof(float));
+        size_ = n;
+    }
+    float* data() { return reinterpret_cast<float*>(buffer_.data()); }
+    const float* data() const { return reinterpret_cast<const float*>(buffer_.data()); }
+    std::size_t size() const { return size_; }
+
+private:
+    AlignedBuffer buffer_;
     std::size_t size_ = 0;
 };
 

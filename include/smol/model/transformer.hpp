@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "smol/core/aligned_buffer.hpp"
 #include "smol/core/error.hpp"
 #include "smol/model/config.hpp"
 #include "smol/model/kv_cache.hpp"
@@ -204,15 +205,15 @@ private:
     int max_batch_;
     MatmulScratch scratch_;
     RopeTable rope_;
-    std::vector<float> x_;      // [max_batch, d_model] residual stream
-    std::vector<float> xn_;     // [max_batch, d_model] normed input / sublayer output
-    std::vector<float> q_;      // [max_batch, n_heads * head_dim]
-    std::vector<float> k_;      // [max_batch, n_kv_heads * head_dim]
-    std::vector<float> v_;      // [max_batch, n_kv_heads * head_dim]
-    std::vector<float> att_;    // [max_batch, n_heads * head_dim]
-    std::vector<float> hidden_;  // [max_batch, d_ffn] the MLP's gated hidden state
+    AlignedFloats x_;      // [max_batch, d_model] residual stream
+    AlignedFloats xn_;     // [max_batch, d_model] normed input / sublayer output
+    AlignedFloats q_;      // [max_batch, n_heads * head_dim]
+    AlignedFloats k_;      // [max_batch, n_kv_heads * head_dim]
+    AlignedFloats v_;      // [max_batch, n_kv_heads * head_dim]
+    AlignedFloats att_;    // [max_batch, n_heads * head_dim]
+    AlignedFloats hidden_;  // [max_batch, d_ffn] the MLP's gated hidden state
     std::vector<std::int32_t> positions_;  // [max_batch]
-    std::vector<float> logit_rows_;  // [max_batch, d_model] final hidden states whose logits are wanted
+    AlignedFloats logit_rows_;  // [max_batch, d_model] final hidden states whose logits are wanted
 };
 
 }  // namespace smol

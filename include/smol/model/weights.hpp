@@ -103,11 +103,10 @@ inline void make_row_groups(ModelWeights& w, const gguf::File& file, int threads
     std::vector<std::size_t> offset(grouped.size() + 1, 0);  // bytes, each matrix 64-byte aligned
     for (std::size_t i = 0; i < grouped.size(); ++i)
         offset[i + 1] = offset[i] + (std::size_t(grouped[i]->rows / kGroupRows) * grouped[i]->group_bytes() + 63) / 64 * 64;
+    // In huge pages (AlignedBuffer): prompts and decode stream every group, and in 4 KiB pages each
+    // 4 KiB read may miss the TLB; under a hypervisor's nested page tables that walk is slow enough
+    // to halve decode and short prompts, differently in each process (docs/performance.md).
     w.row_groups.reset(offset.back());
-    // Prompts and decode stream every group: in 4 KiB pages each 4 KiB read may miss the TLB, and
-    // under a hypervisor's nested page tables that walk is slow enough to halve decode and short
-    // prompts, differently in each process (docs/performance.md). Advised before the first write.
-    platform::advise_huge_pages(w.row_groups.data(), w.row_groups.size());
     // Matrix by matrix, each let go as soon as it is copied: the process never holds much more
     // than the weights once.
     for (std::size_t i = 0; i < grouped.size(); ++i) {
