@@ -16,9 +16,10 @@
 namespace smol {
 
 namespace aligned_buffer_detail {
+inline constexpr std::size_t kVectorAlignment = 64;
 // Frees with the alignment the buffer was allocated with.
 struct Delete {
-    std::size_t alignment = 64;
+    std::size_t alignment = kVectorAlignment;
     void operator()(std::uint8_t* p) const { ::operator delete[](p, std::align_val_t{alignment}); }
 };
 }  // namespace aligned_buffer_detail
@@ -27,7 +28,7 @@ class AlignedBuffer {
     using Delete = aligned_buffer_detail::Delete;
 
 public:
-    static constexpr std::size_t kAlignment = 64;
+    static constexpr std::size_t kAlignment = aligned_buffer_detail::kVectorAlignment;
     static constexpr std::size_t kHugePage = std::size_t(2) << 20;
 
     AlignedBuffer() = default;
@@ -63,15 +64,13 @@ public:
     void resize(std::size_t n) {
         buffer_.reset(n * sizeof(float));
         if (n) std::memset(buffer_.data(), 0, n * sizeof(float));
-        size_ = n;
     }
     float* data() { return reinterpret_cast<float*>(buffer_.data()); }
     const float* data() const { return reinterpret_cast<const float*>(buffer_.data()); }
-    std::size_t size() const { return size_; }
+    std::size_t size() const { return buffer_.size() / sizeof(float); }
 
 private:
     AlignedBuffer buffer_;
-    std::size_t size_ = 0;
 };
 
 }  // namespace smol

@@ -11,7 +11,6 @@
 
 #include "smol/core/aligned_buffer.hpp"
 #include "smol/core/error.hpp"
-#include "smol/core/platform.hpp"
 #include "smol/core/threads.hpp"
 #include "smol/gguf/reader.hpp"
 #include "smol/model/config.hpp"
