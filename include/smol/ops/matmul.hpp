@@ -423,16 +423,17 @@ inline void run_plan(const KernelSet& kernels, const MatmulPlan& plan, std::span
     // token block (figures for both in docs/performance.md). Without a barrier between token
     // blocks a thread starts the next block while the others finish theirs, except after the
     // first block when rows restored there (restore_once) are read by whichever thread takes
-    // their item later.
+    // their item later; where nothing is restored (every target has a group GEMM) no thread waits.
     const std::int64_t runs_per_thread = n_tokens == 1 ? kDecodeRunsPerThread : kPromptRunsPerThread;
     const std::int64_t run_items = std::max<std::int64_t>(1, total_groups / (runs_per_thread * team));
+    const bool restored_rows_shared = plan.restore_once && plan.restored_bytes > 0;
 #pragma omp parallel num_threads(team)
     {
         for (std::int64_t t0 = 0; t0 < n_tokens; t0 += plan.token_block) {
             const std::int64_t t1 = std::min(n_tokens, t0 + plan.token_block);
 #pragma omp for schedule(dynamic, run_items) nowait
             for (std::int64_t g = 0; g < total_groups; ++g) run.item(g, t0, t1);
-            if (plan.restore_once && t0 == 0) {
+            if (restored_rows_shared && t0 == 0) {
 #pragma omp barrier
             }
         }
