@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "float_bits.hpp"
 #include "smol/core/half.hpp"
 #include "smol/ops/attention.hpp"
 
@@ -52,9 +53,7 @@ struct TestLayer {
     }
 };
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using smol_test::same_bits;
 
 }  // namespace
 

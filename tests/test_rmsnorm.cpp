@@ -6,10 +6,10 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
+#include "float_bits.hpp"
 #include "smol/ops/rmsnorm.hpp"
 
 // The cases in a namespace of their own: the file shares a unity build with its group
@@ -32,9 +32,7 @@ std::vector<float> rmsnorm_by_definition(const std::vector<float>& x, const std:
     return y;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using smol_test::same_bits;
 
 }  // namespace
 

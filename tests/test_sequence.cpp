@@ -7,13 +7,13 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "float_bits.hpp"
 #include "smol/generate/engine.hpp"
 #include "smol/generate/pipeline.hpp"
 #include "smol/generate/sequence.hpp"
@@ -46,9 +46,7 @@ GenerationParams params_for(float temperature, int max_tokens) {
     return p;
 }
 
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using smol_test::same_bits;
 
 // What one generation produced: the tokens picked, the logits each was picked from (as the
 // model gave them), the text shown, and how it ended.

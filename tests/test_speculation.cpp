@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "float_bits.hpp"
 #include "smol/generate/engine.hpp"
 #include "smol/generate/pipeline.hpp"
 #include "smol/generate/scheduler.hpp"
@@ -50,9 +51,7 @@ std::vector<std::int32_t> lookup(const std::vector<std::int32_t>& context, std::
 }
 
 // (Empty spans may have no data pointer, which memcmp must not be given.)
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
+using smol_test::same_bits;
 
 // What one generation produced, and the state it left.
 struct Run {
