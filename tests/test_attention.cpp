@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -257,6 +258,19 @@ TEST_CASE("integer Q4_0 key scores: the scalar reference is the exact block dots
     }
 }
 
+TEST_CASE("a chunk's largest score is std::max_element's at every length") {
+    for (int n : {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 200, 256}) {
+        CAPTURE(n);
+        for (unsigned seed = 0; seed < 8; ++seed) {
+            std::vector<float> s = random_floats(std::size_t(n), 300u + seed, 4.0f);
+            s[seed % std::size_t(n)] = -INFINITY;  // masked scores may be -inf
+            CHECK(attention_detail::largest(s.data(), n) == *std::max_element(s.begin(), s.end()));
+            s[std::size_t(n) - 1] = 1e9f;  // the largest last, in the tail past the eight running maxima
+            CHECK(attention_detail::largest(s.data(), n) == 1e9f);
+        }
+    }
+}
+
 TEST_CASE("in-place score and accumulate kernels give the bits of rows loaded first") {
     // Decode reads cache rows in place and prompts copy them to floats first; a token's output
     // is the same either way only if these agree to the bit.
@@ -277,6 +291,9 @@ TEST_CASE("in-place score and accumulate kernels give the bits of rows loaded fi
                     kv_kernels::store_row_scalar(type, x.data() + std::size_t(j) * head_dim, rows.data() + j * row_bytes, head_dim);
                     set->load_row(type, rows.data() + j * row_bytes, loaded.data() + std::size_t(j) * head_dim, head_dim);
                 }
+                std::vector<float> run(x.size());  // prompts convert a run of a head's rows in one call
+                set->load_row(type, rows.data(), run.data(), n_keys * head_dim);
+                CHECK(same_bits(run, loaded));
                 for (int n_rows : {1, 3, 4, 6, 9}) {
                     CAPTURE(n_rows);
                     const std::vector<float> q = random_floats(std::size_t(n_rows) * head_dim, 80u + n_rows);

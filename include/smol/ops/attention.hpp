@@ -77,6 +77,19 @@ inline Scratch& thread_scratch() {
     return scratch;
 }
 
+// The largest of s[0..n), n >= 1: the same value as std::max_element's, from eight running
+// maxima, where one chain would wait out vmaxss's latency at each of a chunk's scores (a
+// prompt's item has 32 rows of up to kAttentionChunk).
+inline float largest(const float* s, int n) {
+    float m[8];
+    std::fill_n(m, 8, s[0]);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; ++k) m[k] = std::max(m[k], s[i + k]);
+    for (; i < n; ++i) m[0] = std::max(m[0], s[i]);
+    return *std::max_element(m, m + 8);
+}
+
 // The partial softmax of chunk `chunk` for n_rows query rows of KV head g: row r sees the
 // chunk's first visible[r] positions (at least 1). q: [n_rows, head_dim], and q8 the same rows
 // quantized where the keys are Q4_0 (nullptr otherwise); max, sum: [n_rows];
@@ -95,13 +108,12 @@ inline void attend_chunk(const kv_kernels::AttentionKernels& k, const KvLayer& c
     else if (in_place) k.scores_cache(cache.key_type, q, n_rows, cache.key_row(g, first), n, hd, scale, scores, kAttentionChunk);
     else for (int j = 0; j < n; j += kAttentionStep) {
         const int step = std::min(kAttentionStep, n - j);
-        for (int i = 0; i < step; ++i)
-            k.load_row(cache.key_type, cache.key_row(g, first + j + i), s.rows.data() + std::size_t(i) * hd, hd);
+        k.load_row(cache.key_type, cache.key_row(g, first + j), s.rows.data(), step * hd);  // a head's rows lie in a run
         k.scores(q, n_rows, s.rows.data(), step, hd, scale, scores + j, kAttentionChunk);
     }
     for (int r = 0; r < n_rows; ++r) {
         float* sr = scores + std::size_t(r) * kAttentionChunk;
-        max[r] = *std::max_element(sr, sr + visible[r]);
+        max[r] = largest(sr, visible[r]);
         sum[r] = k.softmax_weights(sr, visible[r], max[r]);
         std::fill(sr + visible[r], sr + n, 0.0f);  // positions this row may not see weigh nothing
     }
@@ -109,8 +121,7 @@ inline void attend_chunk(const kv_kernels::AttentionKernels& k, const KvLayer& c
     if (in_place) k.accumulate_cache(cache.value_type, scores, kAttentionChunk, n_rows, cache.value_row(g, first), n, hd, acc);
     else for (int j = 0; j < n; j += kAttentionStep) {
         const int step = std::min(kAttentionStep, n - j);
-        for (int i = 0; i < step; ++i)
-            k.load_row(cache.value_type, cache.value_row(g, first + j + i), s.rows.data() + std::size_t(i) * hd, hd);
+        k.load_row(cache.value_type, cache.value_row(g, first + j), s.rows.data(), step * hd);
         k.accumulate(scores + j, kAttentionChunk, n_rows, s.rows.data(), step, hd, acc);
     }
 }

@@ -88,7 +88,8 @@ inline void accumulate_scalar(const float* p, int p_stride, int n_rows, const fl
 // attention falls back to the scalar set otherwise.
 struct AttentionKernels {
     Isa isa;
-    void (*load_row)(KvType type, const std::byte* row, float* out, int head_dim);
+    // `values` floats from a cache row, or from a run of consecutive rows (a multiple of 32 values)
+    void (*load_row)(KvType type, const std::byte* row, float* out, int values);
     void (*scores)(const float* q, int n_rows, const float* keys, int n_keys, int head_dim, float scale, float* out,
                    int score_stride);
     float (*softmax_weights)(float* s, int n, float max);

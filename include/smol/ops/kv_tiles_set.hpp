@@ -24,11 +24,11 @@
 
 inline constexpr int kStep = 2 * Floats::kLanes;  // row values per step: two vectors
 
-// A cache row back as floats: the bits CacheRows gives the tiles, so scores over load_row's
-// copies and scores_cache agree. head_dim: a multiple of 32.
+// A cache row (or a run of consecutive rows) back as floats: the bits CacheRows gives the tiles,
+// so scores over load_row's copies and scores_cache agree. values: a multiple of 32.
 template <KvType T>
-SMOL_SET_TARGET inline void load_row_of(const std::byte* row, float* out, int head_dim) {
-    for (int s = 0; s < head_dim / kStep; ++s) {
+SMOL_SET_TARGET inline void load_row_of(const std::byte* row, float* out, int values) {
+    for (int s = 0; s < values / kStep; ++s) {
         Floats::V v0, v1;
         CacheRows<T>::load2(row, s, v0, v1);
         Floats::store(out + kStep * s, v0);
@@ -36,8 +36,8 @@ SMOL_SET_TARGET inline void load_row_of(const std::byte* row, float* out, int he
     }
 }
 
-inline void load_row(KvType type, const std::byte* row, float* out, int head_dim) {
-    with_kv_type(type, [&](auto t) { load_row_of<t>(row, out, head_dim); });
+inline void load_row(KvType type, const std::byte* row, float* out, int values) {
+    with_kv_type(type, [&](auto t) { load_row_of<t>(row, out, values); });
 }
 
 // exp_poly on a vector; -inf and anything below exp_poly::kMin give exactly 0.
