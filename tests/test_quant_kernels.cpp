@@ -782,14 +782,13 @@ TEST_CASE("AMX GEMMs give the reference's bits, on emulated tiles and on AMX har
 }
 #endif
 
-TEST_CASE("packing Q8_K activations 16 tokens to a block keeps every quant, bsum and scale, and sums them by lane") {
-    Gen gen{std::mt19937(23), false};
-    const std::int64_t blocks = 3, n_tokens = 21;
-    const auto rows = rows_of<BlockQ8K>(int(n_tokens), blocks, std::size_t(blocks) * sizeof(BlockQ8K), [&] { return gen.q8k(); });
-    const auto* q = reinterpret_cast<const BlockQ8K*>(rows.data());
-    std::vector<BlockQ8Kx16> packed(std::size_t(2 * blocks));
-    pack_q8k_x16(q, n_tokens, blocks, packed.data());
-    for (std::int64_t token = 0; token < 2 * kPackedTokens; ++token)
+namespace {
+
+// Packed Q8_K activations against their definition: every quant, bsum and scale of each token in
+// its lanes, zeros past n_tokens, and the sums recomputed from the quants.
+void check_packed(const BlockQ8K* q, std::int64_t n_tokens, std::int64_t blocks, const std::vector<BlockQ8Kx16>& packed) {
+    const std::int64_t groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
+    for (std::int64_t token = 0; token < groups * kPackedTokens; ++token)
         for (std::int64_t b = 0; b < blocks; ++b) {
             const BlockQ8Kx16& p = packed[std::size_t(token / kPackedTokens * blocks + b)];
             const int t = int(token % kPackedTokens);
@@ -813,6 +812,30 @@ TEST_CASE("packing Q8_K activations 16 tokens to a block keeps every quant, bsum
                     REQUIRE(p.lane_sums16[j][t][lane] == sum);
                 }
         }
+}
+
+}  // namespace
+
+TEST_CASE("packing Q8_K activations 16 tokens to a block keeps every quant, bsum and scale, and sums them by lane") {
+    // pack_q8k_x16 runs this build's packer (AVX2 on x86, where it is the baseline); the scalar
+    // reference is checked as well, and the two must agree byte for byte.
+    Gen gen{std::mt19937(23), false};
+    const std::int64_t blocks = 3;
+    for (const std::int64_t n_tokens : {1, 7, 8, 16, 21, 40}) {
+        CAPTURE(n_tokens);
+        const auto rows = rows_of<BlockQ8K>(int(n_tokens), blocks, std::size_t(blocks) * sizeof(BlockQ8K), [&] { return gen.q8k(); });
+        const auto* q = reinterpret_cast<const BlockQ8K*>(rows.data());
+        const std::size_t n_packed = std::size_t((n_tokens + kPackedTokens - 1) / kPackedTokens * blocks);
+        std::vector<BlockQ8Kx16> packed(n_packed), reference(n_packed);
+        std::memset(packed.data(), 0x5a, n_packed * sizeof(BlockQ8Kx16));  // every byte must be written
+        std::memset(reference.data(), 0xa5, n_packed * sizeof(BlockQ8Kx16));
+        pack_q8k_x16(q, n_tokens, blocks, packed.data());
+        for (std::size_t i = 0; i < n_packed; ++i)
+            packing_detail::pack_block_scalar(q, n_tokens, blocks, std::int64_t(i) / blocks, std::int64_t(i) % blocks, reference[i]);
+        check_packed(q, n_tokens, blocks, packed);
+        check_packed(q, n_tokens, blocks, reference);
+        CHECK(std::memcmp(packed.data(), reference.data(), n_packed * sizeof(BlockQ8Kx16)) == 0);
+    }
 }
 
 namespace {
