@@ -9,9 +9,7 @@
 #include "smol/core/threads.hpp"
 #include "smol/quant/blocks.hpp"
 
-#if SMOL_HAVE_AVX2_KERNELS
-#include <immintrin.h>
-#endif
+#include "smol/quant/transpose_avx2.hpp"
 
 namespace smol {
 
@@ -73,24 +71,9 @@ inline void pack_block_avx2(const BlockQ8K* rows, std::int64_t n_tokens, std::in
         }
         __m256i bsum[QK_K / 16];  // [j]: bsum j of the 8 tokens, as i32
         for (int k0 = 0; k0 < QK_K / 4; k0 += 8) {
-            __m256i r[8];  // token i's groups k0..k0+7
-            for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from[i]->qs + 4 * k0));
-            __m256i t[8], u[8];
-            for (int i = 0; i < 8; i += 2) {
-                t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
-                t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
-            }
-            for (int i = 0; i < 8; i += 4) {
-                u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
-                u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
-                u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
-                u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
-            }
-            __m256i c[8];  // [g]: group k0 + g of the 8 tokens
-            for (int g = 0; g < 4; ++g) {
-                c[g] = _mm256_permute2x128_si256(u[g], u[g + 4], 0x20);
-                c[g + 4] = _mm256_permute2x128_si256(u[g], u[g + 4], 0x31);
-            }
+            __m256i c[8];  // token i's groups k0..k0+7, then [g]: group k0 + g of the 8 tokens
+            for (int i = 0; i < 8; ++i) c[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from[i]->qs + 4 * k0));
+            avx2_transpose::transpose_8x8_epi32(c);
             for (int g = 0; g < 8; ++g) _mm256_storeu_si256(reinterpret_cast<__m256i*>(packed.qs[k0 + g][t0]), c[g]);
             for (int h = 0; h < 2; ++h) {  // sub-blocks of 16: groups k0 + 4h .. k0 + 4h + 3
                 __m256i lanes = _mm256_maddubs_epi16(ones8, c[4 * h]);

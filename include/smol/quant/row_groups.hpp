@@ -26,6 +26,7 @@
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/kernel_api.hpp"
 #include "smol/quant/reference.hpp"
+#include "smol/quant/transpose_avx2.hpp"
 
 namespace smol {
 
@@ -92,22 +93,10 @@ inline void transpose_reference(const std::uint8_t* const (&from)[8], std::uint8
 //                    the pairs of one row; 8 x 16 bytes).
 #if SMOL_HAVE_AVX2_KERNELS
 inline void transpose_quads(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
-    __m256i v[8], t[8], u[8];
+    __m256i v[8];
     for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from[i]));
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
-        t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
-        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
-        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
-        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int j = 0; j < 4; ++j) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(to[j]), _mm256_permute2x128_si256(u[j], u[j + 4], 0x20));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(to[j + 4]), _mm256_permute2x128_si256(u[j], u[j + 4], 0x31));
-    }
+    avx2_transpose::transpose_8x8_epi32(v);
+    for (int j = 0; j < 8; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(to[j]), v[j]);
 }
 
 inline void transpose_pairs(const std::uint8_t* const (&from)[8], std::uint8_t* const (&to)[8]) {
