@@ -1723,6 +1723,37 @@ TEST_CASE("smol-server: SIGINT exits 0 promptly, also with an idle keep-alive co
     }
 }
 
+TEST_CASE("smol-server: at shutdown a request not yet at the server gets 503 with Retry-After, never a silent close") {
+    // A balancer retries a 503 on another replica, but not a request that got no reply at all
+    // (the replica may have died of that request): closing these connections without a word
+    // would lose their requests.
+    ServerProcess server({"-c", "256", "--parallel", "1", "--drain-timeout", "0"});
+    const int port = server.port();
+    const std::string body = chat("Hello", 4, false).dump();
+    const int half_header = connect_to(port);
+    send_all(half_header, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    const int half_body = connect_to(port);
+    send_all(half_body, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                        "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 5));
+    const int nothing_sent = connect_to(port);
+    // Between requests on a kept-alive connection nothing is lost by closing it (its client sees
+    // the close before it sends), as at the drain's start.
+    const int kept_alive = connect_to(port);
+    send_all(kept_alive, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    CHECK(read_one_response(kept_alive).status == 200);
+
+    server.send_signal(SIGTERM);
+    for (const int fd : {half_header, half_body, nothing_sent}) {
+        const Response r = parse_response(read_to_end(fd, 10));
+        ::close(fd);
+        check_error(r, 503, "server_shutting_down");
+        CHECK(r.headers.count("retry-after") == 1);
+    }
+    CHECK(read_to_end(kept_alive, 10).empty());
+    ::close(kept_alive);
+    CHECK(server.wait_exit(10) == 0);
+}
+
 // A Messages API request as Anthropic's clients send it: the key in x-api-key (none when empty).
 Response anthropic_http(int port, const std::string& path, const json& body, const std::string& key = kKey) {
     const std::string text = body.dump();

@@ -197,11 +197,8 @@ public:
             }
             if (!finishing_seen_ && finishing_.load()) {
                 finishing_seen_ = true;
-                if (listen_fd_ >= 0) {
-                    ::close(listen_fd_);
-                    listen_fd_ = -1;
-                }
-                close_where([](const Conn& c) { return c.phase != Phase::upstream; });
+                stop_accepting();
+                refuse_unforwarded();
                 next_check_ = std::min(next_check_, finish_deadline_.load());
             }
             if (GateClock::now() >= next_check_) check_deadlines();
@@ -227,9 +224,9 @@ public:
         wake();
     }
 
-    // Shutdown, last step (any thread): stops accepting, closes every connection without a
-    // request at the server, lets the replies under way reach their clients until `deadline`,
-    // then ends run(). Whether every reply got through in time.
+    // Shutdown, last step (any thread): stops accepting, answers 503 to every request not yet at
+    // the server, lets the replies under way reach their clients until `deadline`, then ends
+    // run(). Whether every reply got through in time.
     bool finish(GateClock::time_point deadline) {
         draining_.store(true);
         finish_deadline_.store(deadline);
@@ -394,8 +391,10 @@ private:
         for (std::uint64_t id : ids) drop(*conns_.at(id));
     }
 
-    // ---- accepting: new connections, or a 503 past max_connections (gate_accepting.hpp) ----
-    void accept_all();
+    // ---- accepting: new connections, a 503 past max_connections, the end at shutdown (gate_accepting.hpp) ----
+    bool accept_all();
+    void stop_accepting();
+    void refuse_unforwarded();
     static std::string address_of(const sockaddr_storage& addr);
 
     // ---- the client's side: a request read by its framing, refusals, writes (gate_request_reading.hpp) ----

@@ -1,6 +1,8 @@
 #pragma once
-// The connection gate's accepting part: the listening socket it is given (open_listener), and
-// taking new client connections from it, with a 503 past `max_connections`.
+// The connection gate's accepting part: the listening socket it is given (open_listener),
+// taking new client connections from it, with a 503 past `max_connections`, and at shutdown
+// the end of both: the last connections taken and every request not yet at the server
+// answered, never dropped unanswered.
 //
 // Part of ConnectionGate: connection_gate.hpp declares the class and includes this file at its end.
 
@@ -48,21 +50,23 @@ inline int open_listener(const std::string& host, int port, int& bound_port, std
     return fd;
 }
 
-inline void ConnectionGate::accept_all() {
+// Takes up to 256 waiting connections; whether the listener's queue was found empty.
+inline bool ConnectionGate::accept_all() {
     for (int i = 0; i < 256 && listen_fd_ >= 0; ++i) {
         sockaddr_storage addr{};
         socklen_t len = sizeof addr;
         const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED) continue;
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            const int err = errno;
+            if (err == EINTR || err == ECONNABORTED) continue;
+            if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
                 // Out of descriptors: stop looking at the listener for a moment (it would
                 // be reported ready again at once) rather than spin.
                 ::epoll_ctl(epoll_, EPOLL_CTL_DEL, listen_fd_, nullptr);
                 accept_paused_until_ = GateClock::now() + std::chrono::milliseconds(100);
                 next_check_ = std::min(next_check_, accept_paused_until_);
             }
-            return;
+            return err == EAGAIN || err == EWOULDBLOCK;
         }
         const std::string client = address_of(addr);
         if (conns_.size() >= std::size_t(options_.max_connections)) {
@@ -94,6 +98,33 @@ inline void ConnectionGate::accept_all() {
         add(fd, key(c.id, Kind::client), EPOLLIN | EPOLLRDHUP);
         c.events = EPOLLIN | EPOLLRDHUP;
         set_deadline(c, GateClock::now() + options_.header_timeout);
+    }
+    return listen_fd_ < 0;
+}
+
+// Shutdown: closing the listener resets the connections the kernel has completed but not handed
+// over yet, under requests their clients (a balancer) may already have sent, and a balancer does
+// not retry a request that got no reply. So the queue is emptied first (those connections are
+// answered like the rest, refuse_unforwarded); a client connecting after the close is refused at
+// connect, which clients and balancers retry elsewhere.
+inline void ConnectionGate::stop_accepting() {
+    // The queue holds at most SOMAXCONN; the bound only keeps a connect flood from holding the loop.
+    for (int rounds = 0; rounds < 64 && !accept_all(); ++rounds) {}
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    listen_fd_ = -1;
+}
+
+// Shutdown: every connection whose request has not reached the server gets a 503 (with
+// Retry-After, so a balancer sends it to another replica), also one whose request has not arrived
+// yet; only a kept-alive connection between requests is closed, as at the drain's start.
+inline void ConnectionGate::refuse_unforwarded() {
+    std::vector<std::uint64_t> ids;
+    for (const auto& [id, c] : conns_)
+        if (c->phase == Phase::header || c->phase == Phase::body) ids.push_back(id);
+    for (std::uint64_t id : ids) {
+        Conn& c = *conns_.at(id);  // refuse() drops only the connection it answers
+        if (c.phase == Phase::header && c.in.empty() && c.requests > 0) drop(c);
+        else refuse(c, {503, "server_shutting_down", "the server is shutting down; retry in a moment"});
     }
 }
 
