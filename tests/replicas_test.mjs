@@ -48,8 +48,10 @@ check(parsed.status === 0, `(d) haproxy -c accepts ${args.config}${parsed.status
 const nginxCheck = spawnSync('nginx', ['-t', '-c', args.config.replace(/haproxy\.cfg$/, 'nginx.conf')], { encoding: 'utf8' });
 if (nginxCheck.error) console.log('note (d): nginx not installed, deploy/nginx.conf not checked');
 else check(nginxCheck.status === 0, `(d) nginx -t accepts deploy/nginx.conf${nginxCheck.status === 0 ? '' : ':\n' + nginxCheck.stderr}`);
-const haproxy = spawn(args.haproxy, ['-db', '-f', args.config], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+// Its log (failed requests only, at the config's level) goes to stdout, its own messages to stderr.
+const haproxy = spawn(args.haproxy, ['-db', '-f', args.config], { env, stdio: ['ignore', 'pipe', 'pipe'] });
 let haproxyLog = '';
+haproxy.stdout.on('data', (d) => { haproxyLog += d; });
 haproxy.stderr.on('data', (d) => { haproxyLog += d; });
 process.on('exit', () => haproxy.kill('SIGKILL'));
 const lb = `http://127.0.0.1:${lbPort}`;
@@ -81,7 +83,8 @@ async function chat(sessionId, messages, { stream = false, maxTokens = 8, onHead
       result.complete = res.status === 200 && !result.body.error;
     }
   } catch (e) {
-    result.error = String(e);  // the connection was cut (its replica died)
+    // The connection was cut (its replica died); what the socket said, for a failure's report.
+    result.error = `${e}${e.cause ? ` (${e.cause.code ?? ''} ${e.cause.message ?? e.cause})` : ''} at ${new Date().toISOString()}`;
   }
   return result;
 }
@@ -182,5 +185,9 @@ async function busyByReplica() {
   console.log(`note (c): ${turnedAway} request(s) turned away by the draining replica and retried elsewhere`);
 }
 
-if (process.exitCode) console.log(haproxyLog);
+// A failure's report: what HAProxy logged, and the end of each replica's log.
+if (process.exitCode) {
+  console.log(`HAProxy's log:\n${haproxyLog}`);
+  for (const [name, replica] of Object.entries(replicas)) console.log(`${name}'s log (end):\n${replica.log.slice(-4000)}`);
+}
 finish();

@@ -44,9 +44,10 @@ export function testArgs() {
 
 let passes = 0;
 let failures = 0;
-// One check: an ok or FAIL line.
+// One check: an ok or FAIL line; a failure sets process.exitCode, which a test may look at to
+// print what helps explain it.
 export function check(condition, what) {
-  if (condition) { passes++; console.log(`ok   ${what}`); } else { failures++; console.log(`FAIL ${what}`); }
+  if (condition) { passes++; console.log(`ok   ${what}`); } else { failures++; process.exitCode = 1; console.log(`FAIL ${what}`); }
 }
 // The totals, and the process's exit status: 1 when any check failed.
 export function finish() {
