@@ -183,6 +183,32 @@ TEST_CASE("SIMD score, softmax, row and accumulate kernels match their scalar re
     }
 }
 
+TEST_CASE("SIMD accumulate is, for every element, one FMA chain over the value rows in order") {
+    // The definition the sets' bits rest on, whatever the column passes they take: 96 is a wide
+    // pass and a narrow one on AVX-512 and NEON, 32 a narrow one only.
+    for (const kv_kernels::AttentionKernels* set : runnable_simd_sets()) {
+        const std::string isa(isa_name(set->isa));
+        CAPTURE(isa);
+        for (int head_dim : {32, 64, 96, 128})
+            for (int n_rows : {1, 3, 4, 6, 9}) {
+                CAPTURE(head_dim);
+                CAPTURE(n_rows);
+                const int n_values = 37, stride = 40;
+                const std::vector<float> p = random_floats(std::size_t(n_rows) * stride, 70u + n_rows);
+                const std::vector<float> v = random_floats(std::size_t(n_values) * head_dim, 80u + head_dim);
+                std::vector<float> acc = random_floats(std::size_t(n_rows) * head_dim, 90u + n_rows), chain = acc;
+                set->accumulate(p.data(), stride, n_rows, v.data(), n_values, head_dim, acc.data());
+                for (int r = 0; r < n_rows; ++r)
+                    for (int i = 0; i < head_dim; ++i) {
+                        float& a = chain[std::size_t(r) * head_dim + i];
+                        for (int j = 0; j < n_values; ++j)
+                            a = std::fma(p[std::size_t(r) * stride + j], v[std::size_t(j) * head_dim + i], a);
+                    }
+                CHECK(same_bits(acc, chain));
+            }
+    }
+}
+
 TEST_CASE("integer Q4_0 key scores: the scalar reference is the exact block dots, every set gives its numbers") {
     const KvType type = KvType::q4_0;
     std::vector<const kv_kernels::AttentionKernels*> sets = runnable_simd_sets();
