@@ -8,7 +8,6 @@
 #include "smol/core/simd_targets.hpp"
 #include "smol/core/threads.hpp"
 #include "smol/quant/blocks.hpp"
-
 #include "smol/quant/transpose_avx2.hpp"
 
 namespace smol {
