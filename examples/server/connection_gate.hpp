@@ -193,7 +193,7 @@ public:
             }
             if (!draining_seen_ && draining_.load()) {
                 draining_seen_ = true;
-                close_where([](const Conn& c) { return c.phase == Phase::header && c.in.empty() && c.requests > 0; });
+                close_where([](const Conn& c) { return c.between_requests(); });
             }
             if (!finishing_seen_ && finishing_.load()) {
                 finishing_seen_ = true;
@@ -295,6 +295,8 @@ private:
         GateClock::time_point last_progress;
 
         std::size_t pending() const { return out.size() - out_sent; }
+        // Kept alive after a reply, with nothing of its next request read yet.
+        bool between_requests() const { return phase == Phase::header && in.empty() && requests > 0; }
         bool up_unsent() const { return up_sent < to_up.size() + (fwd_end - fwd_from); }
     };
 

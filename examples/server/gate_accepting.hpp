@@ -123,7 +123,7 @@ inline void ConnectionGate::refuse_unforwarded() {
         if (c->phase == Phase::header || c->phase == Phase::body) ids.push_back(id);
     for (std::uint64_t id : ids) {
         Conn& c = *conns_.at(id);  // refuse() drops only the connection it answers
-        if (c.phase == Phase::header && c.in.empty() && c.requests > 0) drop(c);
+        if (c.between_requests()) drop(c);
         else refuse(c, {503, "server_shutting_down", "the server is shutting down; retry in a moment"});
     }
 }

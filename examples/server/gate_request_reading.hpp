@@ -36,7 +36,7 @@ inline void ConnectionGate::on_client_readable(Conn& c, std::uint32_t ev) {
         watch(c);
         return;
     }
-    if ((ev & EPOLLIN) && c.in.empty() && c.phase == Phase::header && c.requests > 0)
+    if ((ev & EPOLLIN) && c.between_requests())
         set_deadline(c, GateClock::now() + options_.header_timeout);  // a kept-alive connection's next request
     char buffer[16384];
     while (true) {
