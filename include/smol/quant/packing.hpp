@@ -14,26 +14,20 @@ namespace smol {
 
 namespace packing_detail {
 
-// Token t of packed block (group, b): its Q8_K block, or none past n_tokens.
-inline const BlockQ8K* token_block(const BlockQ8K* rows, std::int64_t n_tokens, std::int64_t blocks, std::int64_t group,
+// Token t of packed block (group, b): its Q8_K block, or past n_tokens a block of zeros (zero
+// quants, sums and scale), so those lanes add nothing.
+inline const BlockQ8K& token_block(const BlockQ8K* rows, std::int64_t n_tokens, std::int64_t blocks, std::int64_t group,
                                    std::int64_t b, int t) {
+    static const BlockQ8K kNone{};
     const std::int64_t token = group * kPackedTokens + t;
-    return token < n_tokens ? &rows[token * blocks + b] : nullptr;
+    return token < n_tokens ? rows[token * blocks + b] : kNone;
 }
 
 // The reference: one packed block, field by field, a token at a time.
 inline void pack_block_scalar(const BlockQ8K* rows, std::int64_t n_tokens, std::int64_t blocks, std::int64_t group,
                               std::int64_t b, BlockQ8Kx16& packed) {
     for (int t = 0; t < kPackedTokens; ++t) {
-        const BlockQ8K* block = token_block(rows, n_tokens, blocks, group, b, t);
-        if (block == nullptr) {
-            for (int k = 0; k < QK_K / 4; ++k) std::memset(packed.qs[k][t], 0, 4);
-            for (int j = 0; j < QK_K / 32; ++j) packed.bsums[j][t][0] = packed.bsums[j][t][1] = 0;
-            for (int j = 0; j < QK_K / 64; ++j) packed.sums32[j][t][0] = packed.sums32[j][t][1] = 0;
-            for (int j = 0; j < QK_K / 16; ++j) packed.lane_sums16[j][t][0] = packed.lane_sums16[j][t][1] = 0;
-            packed.d[t] = 0.0f;
-            continue;
-        }
+        const BlockQ8K* block = &token_block(rows, n_tokens, blocks, group, b, t);
         for (int k = 0; k < QK_K / 4; ++k) std::memcpy(packed.qs[k][t], block->qs + 4 * k, 4);
         for (int j = 0; j < QK_K / 32; ++j) {
             packed.bsums[j][t][0] = block->bsums[2 * j];
@@ -59,13 +53,11 @@ inline void pack_block_scalar(const BlockQ8K* rows, std::int64_t n_tokens, std::
 // those up), equal to the quantizer's bsums since both are exact sums of the same quants.
 inline void pack_block_avx2(const BlockQ8K* rows, std::int64_t n_tokens, std::int64_t blocks, std::int64_t group,
                             std::int64_t b, BlockQ8Kx16& packed) {
-    static const BlockQ8K kNone{};  // tokens past n_tokens: zero quants, sums and scale
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     for (int t0 = 0; t0 < kPackedTokens; t0 += 8) {
         const BlockQ8K* from[8];
         for (int i = 0; i < 8; ++i) {
-            const BlockQ8K* block = token_block(rows, n_tokens, blocks, group, b, t0 + i);
-            from[i] = block ? block : &kNone;
+            from[i] = &token_block(rows, n_tokens, blocks, group, b, t0 + i);
             packed.d[t0 + i] = from[i]->d;
         }
         __m256i bsum[QK_K / 16];  // [j]: bsum j of the 8 tokens, as i32
