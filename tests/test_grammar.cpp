@@ -1,6 +1,7 @@
 // GBNF grammars (text/grammar.hpp): parsing, the byte-level matcher with UTF-8, and the
 // built-in JSON grammar against texts that are and are not JSON.
 
+#include <cmath>
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -130,6 +131,17 @@ TEST_CASE("the JSON object grammar takes JSON objects and nothing else") {
         CHECK_FALSE(matches(g, bad));
     }
     CHECK(viable(g, R"({"key": [1, {"x)"));
+    // Numbers stay finite doubles: a model allowed "1E400" writes it (nlohmann refuses it).
+    for (const std::string number : {"-9999999999999999.9999999999999999e+99", "1E-99", "0", "-0.5"}) {
+        CAPTURE(number);
+        const std::string text = R"({"n": )" + number + "}";
+        CHECK(matches(g, text));
+        CHECK(std::isfinite(nlohmann::json::parse(text).at("n").get<double>()));
+    }
+    for (const std::string number : {"1e400", "1E100", "12345678901234567", "0.12345678901234567"}) {
+        CAPTURE(number);
+        CHECK_FALSE(matches(g, R"({"n": )" + number + "}"));
+    }
 
     // Random texts the matcher accepts are JSON that nlohmann parses (the matcher is not looser).
     std::mt19937 rng(3);

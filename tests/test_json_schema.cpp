@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <regex>
 #include <string>
@@ -106,6 +107,18 @@ TEST_CASE("JSON schema: integer and number bounds are exact") {
     const Grammar unit = compile(R"({"type": "number", "minimum": -1, "maximum": 2})");
     for (const char* ok : {"-1", "-0.5", "0", "0.25", "1.999", "2", "-0.0"}) CHECK(matches(unit, ok));
     for (const char* bad : {"-1.5", "2.5", "3", "-2", "1e3", ".5"}) CHECK_FALSE(matches(unit, bad));
+
+    // Unbounded, a number is still one that parses to a finite double (kJsonNumberRule).
+    const Grammar any = compile(R"({"type": "number"})");
+    for (const std::string ok : {"-9999999999999999.9999999999999999e+99", "1E-99", "0.5e7"}) {
+        CAPTURE(ok);
+        CHECK(matches(any, ok));
+        CHECK(std::isfinite(nlohmann::json::parse(ok).get<double>()));
+    }
+    for (const std::string bad : {"1e400", "1e100", "12345678901234567", "0.12345678901234567"}) {
+        CAPTURE(bad);
+        CHECK_FALSE(matches(any, bad));
+    }
 }
 
 TEST_CASE("JSON schema: anyOf, type lists, const, nullable and recursive $defs") {

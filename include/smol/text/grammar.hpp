@@ -18,6 +18,7 @@
 // holds, and throws GrammarTooComplex past its budget rather than run on.
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -820,17 +821,43 @@ private:
     }
 };
 
-// A JSON object (RFC 8259's grammar, whitespace limited to a short run so that a weak model
-// cannot spend its tokens on it): what response_format {"type": "json_object"} asks for.
-inline constexpr std::string_view kJsonObjectGrammar = R"gbnf(
+// A JSON number that every JSON parser reads as a finite double: at most 16 digits before the
+// point and 16 after, an exponent of at most two digits (|x| < 1e115). RFC 8259's number has no
+// bounds, and a model writes what it is allowed to: "4158E10797..." is grammatical, yet C++
+// parsers such as nlohmann::json refuse it (number overflow) and Python reads it as inf.
+inline constexpr std::string_view kJsonNumberRule =
+    R"gbnf("-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?)gbnf";
+
+namespace grammar_text_detail {
+// The characters of several texts one after another, built at compile time (a grammar's text
+// with a shared rule inside it stays one constant).
+template <std::size_t... Sizes>
+constexpr std::array<char, (Sizes + ...)> join(const std::array<std::string_view, sizeof...(Sizes)>& parts) {
+    std::array<char, (Sizes + ...)> out{};
+    std::size_t at = 0;
+    for (std::string_view part : parts)
+        for (char c : part) out[at++] = c;
+    return out;
+}
+
+inline constexpr std::string_view kJsonObjectRules = R"gbnf(
 root    ::= object
 value   ::= object | array | string | number | "true" | "false" | "null"
 object  ::= "{" ws ( member ( "," ws member )* )? "}"
 member  ::= string ws ":" ws value ws
 array   ::= "[" ws ( value ws ( "," ws value ws )* )? "]"
 string  ::= "\"" ( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
-number  ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
 ws      ::= [ \t\n]{0,8}
-)gbnf";
+number  ::= )gbnf";
+inline constexpr std::string_view kLineEnd = "\n";
+inline constexpr auto kJsonObjectChars =
+    join<kJsonObjectRules.size(), kJsonNumberRule.size(), kLineEnd.size()>({kJsonObjectRules, kJsonNumberRule, kLineEnd});
+}  // namespace grammar_text_detail
+
+// A JSON object (RFC 8259's grammar, whitespace limited to a short run so that a weak model
+// cannot spend its tokens on it, numbers as kJsonNumberRule): what response_format
+// {"type": "json_object"} asks for.
+inline constexpr std::string_view kJsonObjectGrammar{grammar_text_detail::kJsonObjectChars.data(),
+                                                     grammar_text_detail::kJsonObjectChars.size()};
 
 }  // namespace smol::text

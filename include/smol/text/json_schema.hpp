@@ -223,7 +223,7 @@ private:
     }
     std::string number() {
         if (!rules_.count("number"))
-            rules_["number"] = "\"-\"? (\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?";
+            rules_["number"] = std::string(kJsonNumberRule);  // finite in every parser
         return "number";
     }
 
