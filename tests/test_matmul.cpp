@@ -357,6 +357,40 @@ TEST_CASE("matmul_gated gives the bits of swiglu over the two matmuls: every pai
     }
 }
 
+TEST_CASE("matmul_add gives the bits of y[i] += (W x)[i]: every type path, batch, set and thread count") {
+    // With GEMMs each item adds its results as it writes them back (whole items, a partial one,
+    // several token blocks); without them (a decode step, float and Q8_0 weights) the product is
+    // computed apart and added.
+    const std::int64_t cols = 512;
+    const Matrix q4 = random_matrix(TensorType::Q4_K, 40, cols, 16, 501), q6 = random_matrix(TensorType::Q6_K, 40, cols, 0, 502);
+    const Matrix q8 = random_matrix(TensorType::Q8_0, 37, cols, 0, 503), f32 = random_matrix(TensorType::F32, 37, cols, 0, 504);
+    const Grouped g6 = grouped(q6);
+    const MatrixView v4 = q4.view(), v8 = q8.view(), v32 = f32.view();
+    const auto x = random_activations(130, cols, 505);
+    for (const Isa isa : kAllIsas) {
+        if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
+        CAPTURE(isa_name(isa));
+        const KernelSet set = kernels_for(isa);
+        for (const MatrixView* view : {&v4, &g6.view, &v8, &v32}) {
+            CAPTURE(type_name(view->type));
+            for (const int threads : {1, 2}) {
+                CAPTURE(threads);
+                const ThreadCount scope(threads);
+                for (const std::int64_t tokens : {1, 3, 16, 130}) {
+                    CAPTURE(tokens);
+                    const auto residual = random_activations(tokens, view->rows, 506);
+                    std::vector<float> product(residual.size()), want(residual), got(residual);
+                    MatmulScratch scratch;
+                    matmul(set, *view, x.data(), tokens, product.data(), scratch);
+                    for (std::size_t i = 0; i < want.size(); ++i) want[i] += product[i];
+                    matmul_add(set, *view, x.data(), tokens, got.data(), scratch);
+                    REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("quantized matmul approximates the float product") {
     // Against unquantized activations the difference is the Q8 quantization error: RMS about
     // 1/(127 * sqrt(12)) of each block's largest activation, far below 1% of sum |w x|.

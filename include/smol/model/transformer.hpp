@@ -176,14 +176,13 @@ private:
                       kv_kernels::attention_kernels(), threads_);
             t += n;
         }
-        matmul(w.attn_output, att_.data(), n_tokens, xn_.data(), scratch_, threads_);  // xn: [n_tokens, d_model]
-        add_in_place(x_.data(), xn_.data(), std::int64_t(n_tokens) * d);
+        // x: [n_tokens, d_model] += att W_o (the residual, added as the products are written)
+        matmul_add(w.attn_output, att_.data(), n_tokens, x_.data(), scratch_, threads_);
 
         rmsnorm(x_.data(), w.ffn_norm.data(), xn_.data(), n_tokens, d, eps, threads_);  // xn: [n_tokens, d_model]
         // hidden: [n_tokens, d_ffn] = silu(xn W_gate) * (xn W_up)
         matmul_gated(w.ffn_gate, w.ffn_up, xn_.data(), n_tokens, hidden_.data(), scratch_, threads_);
-        matmul(w.ffn_down, hidden_.data(), n_tokens, xn_.data(), scratch_, threads_);  // xn: [n_tokens, d_model]
-        add_in_place(x_.data(), xn_.data(), std::int64_t(n_tokens) * d);
+        matmul_add(w.ffn_down, hidden_.data(), n_tokens, x_.data(), scratch_, threads_);  // x += hidden W_down
     }
 
     // Several projections of the same input: one fused matmul when their activation formats
@@ -197,16 +196,12 @@ private:
         for (const auto& t : targets) matmul(*t.w, x, n_tokens, t.y, scratch_, threads_);
     }
 
-    static void add_in_place(float* x, const float* y, std::int64_t n) {
-        for (std::int64_t i = 0; i < n; ++i) x[i] += y[i];
-    }
-
     ModelWeights weights_;
     int max_batch_;
     MatmulScratch scratch_;
     RopeTable rope_;
     AlignedFloats x_;      // [max_batch, d_model] residual stream
-    AlignedFloats xn_;     // [max_batch, d_model] normed input / sublayer output
+    AlignedFloats xn_;     // [max_batch, d_model] normed input
     AlignedFloats q_;      // [max_batch, n_heads * head_dim]
     AlignedFloats k_;      // [max_batch, n_kv_heads * head_dim]
     AlignedFloats v_;      // [max_batch, n_kv_heads * head_dim]

@@ -14,7 +14,8 @@
 // GEMMs as it is where the GEMM's set has a group form (AVX2, AVX-VNNI, AVX-512); for the others
 // (AMX, ARM) its rows are restored once per call by the thread that multiplies them. Decode,
 // prompt and group kernels give the same bits. matmul_gated computes the SwiGLU MLP's gate and
-// up projections in one pass and writes only silu(gate) * up.
+// up projections in one pass and writes only silu(gate) * up; matmul_add adds W x into y (a
+// residual) as the GEMM items write their results, so the product is never stored and read back.
 
 #include <omp.h>
 
@@ -75,7 +76,7 @@ public:
     // At least `bytes` bytes for restored weight rows, likewise.
     std::uint8_t* restored_rows(std::size_t bytes) { return rows_.at_least(bytes); }
     // At least `count` floats for a product computed apart (matmul_gated's up projection where the
-    // two are not fused), likewise.
+    // two are not fused, matmul_add's product without GEMMs), likewise.
     float* separate_product(std::size_t count) {
         return reinterpret_cast<float*>(product_.at_least(count * sizeof(float)));
     }
@@ -229,6 +230,9 @@ struct MatmulPlan {
     // A gated product (matmul_gated): targets 0 and 1 are the gate and up projections of the same
     // rows; each item computes its rows of both and writes only swiglu(gate, up) to target 0's y.
     const SwigluKernels* swiglu = nullptr;
+    // The items add their results to y (y += W x, matmul_add) rather than store them. GEMMs only:
+    // the other kernels write y themselves.
+    bool accumulate = false;
 };
 
 // Checks the targets against each other and picks their kernels and work items; `gated`: the
@@ -315,7 +319,10 @@ struct MatmulRun {
         for (std::int64_t t = 0; t < t1 - t0; ++t) {
             const float* from = tile + t * n_rows;
             float* to = y + t * w.rows;
-            for (int r = 0; r < n_rows; ++r) to[r] = from[r];
+            if (plan.accumulate)
+                for (int r = 0; r < n_rows; ++r) to[r] += from[r];
+            else
+                for (int r = 0; r < n_rows; ++r) to[r] = from[r];
         }
     }
 
@@ -489,6 +496,26 @@ inline void matmul_gated(const KernelSet& kernels, const MatrixView& gate, const
     swiglu(h, up_product, h, n_tokens * gate.rows, threads);
 }
 
+// y += W x, elementwise the same as y[i] += (W x)[i] (a residual add), with the given kernel set.
+// With GEMMs (prompts, batches) each work item adds its results to y as it writes them back, so
+// the product is never stored and read again; otherwise the product is computed apart and then
+// added. x: [n_tokens, cols], y: [n_tokens, rows]; y must not overlap x or W.
+inline void matmul_add(const KernelSet& kernels, const MatrixView& w, const float* x, std::int64_t n_tokens, float* y,
+                       MatmulScratch& scratch, int threads = 0) {
+    using namespace matmul_detail;
+    const MatmulTarget into_y{&w, y};
+    MatmulPlan plan = plan_matmul(kernels, std::span<const MatmulTarget>(&into_y, 1), n_tokens);
+    if (plan.use_gemm) {
+        plan.accumulate = true;
+        return run_plan(kernels, plan, std::span<const MatmulTarget>(&into_y, 1), x, n_tokens, scratch, threads);
+    }
+    const std::int64_t count = n_tokens * w.rows;
+    float* product = scratch.separate_product(std::size_t(count));
+    const MatmulTarget apart{&w, product};
+    run_plan(kernels, plan, std::span<const MatmulTarget>(&apart, 1), x, n_tokens, scratch, threads);
+    for (std::int64_t i = 0; i < count; ++i) y[i] += product[i];
+}
+
 // The same with the process-wide kernel set (kernels() in dispatch.hpp).
 inline void matmul(const MatrixView& w, const float* x, std::int64_t n_tokens, float* y, MatmulScratch& scratch,
                    int threads = 0) {
@@ -501,6 +528,10 @@ inline void matmul(std::span<const MatmulTarget> targets, const float* x, std::i
 inline void matmul_gated(const MatrixView& gate, const MatrixView& up, const float* x, std::int64_t n_tokens, float* h,
                          MatmulScratch& scratch, int threads = 0) {
     matmul_gated(kernels(), gate, up, x, n_tokens, h, scratch, threads);
+}
+inline void matmul_add(const MatrixView& w, const float* x, std::int64_t n_tokens, float* y, MatmulScratch& scratch,
+                       int threads = 0) {
+    matmul_add(kernels(), w, x, n_tokens, y, scratch, threads);
 }
 
 }  // namespace smol
