@@ -391,6 +391,35 @@ TEST_CASE("matmul_add gives the bits of y[i] += (W x)[i]: every type path, batch
     }
 }
 
+TEST_CASE("GEMM activations quantized straight into packed blocks: the bytes of packing the quantized rows") {
+    // quantize_packed quantizes each packed block's tokens into a buffer of its own; the blocks must
+    // be those pack_q8k_x16 makes of the rows quantize_row_q8_k writes, partial last groups included
+    // (their missing tokens zero), on every set's quantizer and thread count.
+    const std::int64_t cols = 768;
+    const std::int64_t blocks = cols / QK_K;
+    auto x = random_activations(100, cols, 507);
+    std::fill_n(x.begin() + 3 * cols + QK_K, QK_K, 0.0f);  // an all-zero block: scale and quants zero
+    for (const Isa isa : kAllIsas) {
+        if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
+        CAPTURE(isa_name(isa));
+        const FromFloatFn quantize = kernels_for(isa).quantizer(TensorType::Q8_K);
+        for (const int threads : {1, 2}) {
+            CAPTURE(threads);
+            for (const std::int64_t tokens : {2, 15, 16, 17, 100}) {
+                CAPTURE(tokens);
+                std::vector<BlockQ8K> rows(std::size_t(tokens * blocks));
+                quantize_row_q8_k(x.data(), rows.data(), tokens * cols);
+                const std::size_t n_packed = std::size_t((tokens + kPackedTokens - 1) / kPackedTokens * blocks);
+                std::vector<BlockQ8Kx16> want(n_packed), got(n_packed);
+                std::memset(got.data(), 0x5a, n_packed * sizeof(BlockQ8Kx16));  // every byte must be written
+                pack_q8k_x16(rows.data(), tokens, blocks, want.data());
+                matmul_detail::quantize_packed(quantize, x.data(), tokens, cols, got.data(), threads);
+                REQUIRE(std::memcmp(want.data(), got.data(), n_packed * sizeof(BlockQ8Kx16)) == 0);
+            }
+        }
+    }
+}
+
 TEST_CASE("quantized matmul approximates the float product") {
     // Against unquantized activations the difference is the Q8 quantization error: RMS about
     // 1/(127 * sqrt(12)) of each block's largest activation, far below 1% of sum |w x|.

@@ -129,6 +129,25 @@ inline void quantize_activations(FromFloatFn quantize, std::int64_t block_elemen
     }
 }
 
+// Quantizes x ([n_tokens, cols]) to Q8_K with `quantize` and packs it 16 tokens to a block in
+// `out` ([ceil(n_tokens / 16)][cols / QK_K]): the bytes pack_q8k_x16 makes of the quantized
+// rows, but each packed block's tokens are quantized into a buffer on the stack and packed from
+// there, so the rows never go out to memory and back (the GEMMs read only the packed blocks).
+inline void quantize_packed(FromFloatFn quantize, const float* x, std::int64_t n_tokens, std::int64_t cols,
+                            BlockQ8Kx16* out, int team) {
+    const std::int64_t blocks = cols / QK_K;
+    const std::int64_t groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
+#pragma omp parallel for schedule(static) num_threads(team) if (n_tokens * blocks >= kParallelQuantizeBlocks)
+    for (std::int64_t i = 0; i < groups * blocks; ++i) {
+        const std::int64_t group = i / blocks, b = i % blocks;
+        const std::int64_t t0 = group * kPackedTokens;
+        const std::int64_t n = std::min<std::int64_t>(kPackedTokens, n_tokens - t0);
+        BlockQ8K rows[kPackedTokens];  // [token - t0]: block b of each token in the group
+        for (std::int64_t t = 0; t < n; ++t) quantize(x + (t0 + t) * cols + b * QK_K, &rows[t], QK_K);
+        pack_block(rows, n, 1, 0, 0, out[i]);
+    }
+}
+
 }  // namespace matmul_detail
 
 // One product of a fused call: y = W x, y: [n_tokens, W.rows].
@@ -139,35 +158,35 @@ struct MatmulTarget {
 
 namespace matmul_detail {
 
+// The activations in the one form the plan's kernels read: rows (the tiles and decode kernels)
+// or packed blocks (the GEMMs).
 struct Activations {
-    const std::uint8_t* data;  // [n_tokens, stride bytes]
+    const std::uint8_t* data;  // [n_tokens, stride bytes], or null when packed
     std::size_t stride;
     const BlockQ8Kx16* packed;  // [ceil(n_tokens / 16), cols / QK_K] when the GEMM kernels read them, else null
 };
 
-inline std::size_t round_up_64(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
-
-// Quantizes x once into the activation format `format` (F32: x as it is), and packs Q8_K
-// activations 16 tokens to a block when `pack` (for GEMM kernels).
+// Quantizes x once into the activation format `format` (F32: x as it is), into rows, or with
+// `pack` (for GEMM kernels, whose format is Q8_K) into blocks of 16 tokens.
 inline Activations prepare_activations(const KernelSet& kernels, TensorType format, const float* x,
                                        std::int64_t n_tokens, std::int64_t cols, bool pack, MatmulScratch& scratch,
                                        int team) {
     if (format == TensorType::F32) return {reinterpret_cast<const std::uint8_t*>(x), std::size_t(cols) * sizeof(float), nullptr};
+    if (pack) {  // only the Q8_K GEMMs read packed activations, and then nothing else
+        if (format != TensorType::Q8_K)
+            fail("matmul: GEMM activations are packed from Q8_K, found ", type_name(format));
+        const std::size_t groups = std::size_t((n_tokens + kPackedTokens - 1) / kPackedTokens);
+        auto* packed = reinterpret_cast<BlockQ8Kx16*>(scratch.bytes(groups * std::size_t(cols / QK_K) * sizeof(BlockQ8Kx16)));
+        quantize_packed(kernels.quantizer(format), x, n_tokens, cols, packed, team);
+        return {nullptr, 0, packed};
+    }
     const TypeRow& blocks = type_row(format, "matmul activations");
     const std::int64_t per_token = cols / std::int64_t(blocks.block_elements);
     const std::size_t stride = std::size_t(per_token) * blocks.block_bytes;
-    const std::size_t rows_bytes = round_up_64(std::size_t(n_tokens) * stride);
-    const std::size_t groups = std::size_t((n_tokens + kPackedTokens - 1) / kPackedTokens);
-    const std::size_t packed_bytes = pack ? groups * std::size_t(per_token) * sizeof(BlockQ8Kx16) : 0;
-    std::uint8_t* buffer = scratch.bytes(rows_bytes + packed_bytes);
+    std::uint8_t* buffer = scratch.bytes(std::size_t(n_tokens) * stride);
     quantize_activations(kernels.quantizer(format), std::int64_t(blocks.block_elements), blocks.block_bytes, x,
                          n_tokens, cols, buffer, team);
-    BlockQ8Kx16* packed = nullptr;
-    if (pack) {  // only the Q8_K GEMMs read packed activations
-        packed = reinterpret_cast<BlockQ8Kx16*>(buffer + rows_bytes);
-        pack_q8k_x16(reinterpret_cast<const BlockQ8K*>(buffer), n_tokens, per_token, packed, team);
-    }
-    return {buffer, stride, packed};
+    return {buffer, stride, nullptr};
 }
 
 }  // namespace matmul_detail

@@ -91,6 +91,17 @@ inline void pack_block_avx2(const BlockQ8K* rows, std::int64_t n_tokens, std::in
 
 }  // namespace packing_detail
 
+// Packed block (group, b) of rows ([n_tokens][blocks] Q8_K) with this build's packer: AVX2 on
+// x86, where it is the baseline; the scalar reference elsewhere.
+inline void pack_block(const BlockQ8K* rows, std::int64_t n_tokens, std::int64_t blocks, std::int64_t group,
+                       std::int64_t b, BlockQ8Kx16& packed) {
+#if SMOL_HAVE_AVX2_KERNELS
+    packing_detail::pack_block_avx2(rows, n_tokens, blocks, group, b, packed);
+#else
+    packing_detail::pack_block_scalar(rows, n_tokens, blocks, group, b, packed);
+#endif
+}
+
 // rows: [n_tokens][blocks] Q8_K; out: [ceil(n_tokens / 16)][blocks]. Tokens past n_tokens in the
 // last group are zero, so they contribute nothing and their lanes are never stored.
 // `threads`: the work's thread count (thread_team).
@@ -98,13 +109,7 @@ inline void pack_q8k_x16(const BlockQ8K* rows, std::int64_t n_tokens, std::int64
                          int threads = 0) {
     const std::int64_t groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
 #pragma omp parallel for schedule(static) num_threads(thread_team(threads)) if (groups * blocks >= 32)
-    for (std::int64_t i = 0; i < groups * blocks; ++i) {
-#if SMOL_HAVE_AVX2_KERNELS
-        packing_detail::pack_block_avx2(rows, n_tokens, blocks, i / blocks, i % blocks, out[i]);
-#else
-        packing_detail::pack_block_scalar(rows, n_tokens, blocks, i / blocks, i % blocks, out[i]);
-#endif
-    }
+    for (std::int64_t i = 0; i < groups * blocks; ++i) pack_block(rows, n_tokens, blocks, i / blocks, i % blocks, out[i]);
 }
 
 }  // namespace smol
