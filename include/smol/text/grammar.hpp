@@ -821,25 +821,38 @@ private:
     }
 };
 
-// A JSON number that every JSON parser reads as a finite double: at most 16 digits before the
-// point and 16 after, an exponent of at most two digits (|x| < 1e115). RFC 8259's number has no
-// bounds, and a model writes what it is allowed to: "4158E10797..." is grammatical, yet C++
-// parsers such as nlohmann::json refuse it (number overflow) and Python reads it as inf.
-inline constexpr std::string_view kJsonNumberRule =
-    R"gbnf("-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?)gbnf";
-
 namespace grammar_text_detail {
-// The characters of several texts one after another, built at compile time (a grammar's text
-// with a shared rule inside it stays one constant).
-template <std::size_t... Sizes>
-constexpr std::array<char, (Sizes + ...)> join(const std::array<std::string_view, sizeof...(Sizes)>& parts) {
-    std::array<char, (Sizes + ...)> out{};
+// The characters of several texts one after another, built at compile time, so that a grammar's
+// text with shared rules inside it stays one constant.
+template <const std::string_view&... Parts>
+inline constexpr auto kJoinedChars = [] {
+    std::array<char, (Parts.size() + ...)> out{};
     std::size_t at = 0;
-    for (std::string_view part : parts)
+    for (std::string_view part : {Parts...})
         for (char c : part) out[at++] = c;
     return out;
-}
+}();
+template <const std::string_view&... Parts>
+inline constexpr std::string_view joined{kJoinedChars<Parts...>.data(), kJoinedChars<Parts...>.size()};
 
+inline constexpr std::string_view kOptionalBegin = " ( ", kOptionalEnd = " )?", kLineEnd = "\n";
+}  // namespace grammar_text_detail
+
+// The parts of a JSON number that every JSON parser reads as a finite double: at most 16 digits
+// before the point and 16 after, an exponent of at most two digits (|x| < 1e115). RFC 8259's
+// number has no bounds, and a model writes what it is allowed to: "4158E10797..." is
+// grammatical, yet C++ parsers such as nlohmann::json refuse it (number overflow) and Python
+// reads it as inf. The schema compiler (json_schema.hpp) builds its bounded numbers from them.
+inline constexpr std::string_view kJsonIntegerRule = R"gbnf("-"? ( "0" | [1-9] [0-9]{0,15} ))gbnf";
+inline constexpr std::string_view kJsonFractionRule = R"gbnf("." [0-9]{1,16})gbnf";
+inline constexpr std::string_view kJsonExponentRule = R"gbnf([eE] [-+]? [0-9]{1,2})gbnf";
+// integer ( fraction )? ( exponent )?
+inline constexpr std::string_view kJsonNumberRule =
+    grammar_text_detail::joined<kJsonIntegerRule, grammar_text_detail::kOptionalBegin, kJsonFractionRule,
+                                grammar_text_detail::kOptionalEnd, grammar_text_detail::kOptionalBegin,
+                                kJsonExponentRule, grammar_text_detail::kOptionalEnd>;
+
+namespace grammar_text_detail {
 inline constexpr std::string_view kJsonObjectRules = R"gbnf(
 root    ::= object
 value   ::= object | array | string | number | "true" | "false" | "null"
@@ -849,15 +862,12 @@ array   ::= "[" ws ( value ws ( "," ws value ws )* )? "]"
 string  ::= "\"" ( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
 ws      ::= [ \t\n]{0,8}
 number  ::= )gbnf";
-inline constexpr std::string_view kLineEnd = "\n";
-inline constexpr auto kJsonObjectChars =
-    join<kJsonObjectRules.size(), kJsonNumberRule.size(), kLineEnd.size()>({kJsonObjectRules, kJsonNumberRule, kLineEnd});
 }  // namespace grammar_text_detail
 
 // A JSON object (RFC 8259's grammar, whitespace limited to a short run so that a weak model
 // cannot spend its tokens on it, numbers as kJsonNumberRule): what response_format
 // {"type": "json_object"} asks for.
-inline constexpr std::string_view kJsonObjectGrammar{grammar_text_detail::kJsonObjectChars.data(),
-                                                     grammar_text_detail::kJsonObjectChars.size()};
+inline constexpr std::string_view kJsonObjectGrammar =
+    grammar_text_detail::joined<grammar_text_detail::kJsonObjectRules, kJsonNumberRule, grammar_text_detail::kLineEnd>;
 
 }  // namespace smol::text

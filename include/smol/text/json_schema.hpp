@@ -725,7 +725,7 @@ private:
 
     std::string integer(const json& schema, const std::string& where) {
         const auto [lo, hi] = bounds(schema, where, true);
-        if (!lo && !hi) return add("integer", "\"-\"? (\"0\" | [1-9] [0-9]{0,15})");
+        if (!lo && !hi) return add("integer", std::string(kJsonIntegerRule));
         return add("integer", int_range(lo, hi));
     }
 
@@ -734,7 +734,7 @@ private:
     std::string bounded_number(const json& schema, const std::string& where) {
         const auto [lo, hi] = bounds(schema, where, false);
         if (!lo && !hi) return number();
-        const std::string fraction = "\".\" [0-9]{1,16}";
+        const std::string fraction(kJsonFractionRule);
         std::vector<std::string> parts{int_range(lo, hi)};
         // x.f with x >= 0 lies in (x, x+1): fine for x in [max(lo, 0), hi - 1].
         const std::int64_t pos_lo = lo ? std::max<std::int64_t>(*lo, 0) : 0;
