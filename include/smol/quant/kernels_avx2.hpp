@@ -328,8 +328,15 @@ using Floats = simd::Avx2Floats;
 }  // namespace detail
 
 // Q8_K activation quantizer, byte for byte equal to the reference one: the same float products
-// rounded half to even by vroundps (nearbyint under the default mode), the same maximum (the
+// rounded half to even (vcvtps2dq under the default mode, as nearbyint), the same maximum (the
 // first element of largest magnitude) and bsums summed from the quants.
+//
+// The largest magnitude comes from the block's signed maximum and minimum, four chains of each,
+// where one chain of |x| maxima waited out vmaxps's latency at every vector and a search for the
+// element that set it (a branch of varying length, mispredicted at every block) had to follow:
+// the sign is the larger side's, and only a tie (+a and -a both present) needs the search for
+// the first. maxps and minps return their second operand for NaN, so NaNs are skipped as in the
+// reference.
 inline void quantize_row_q8_k(const float* x, BlockQ8K* out, std::int64_t n) {  // x: [n]
     if (n % QK_K != 0) fail("quantize_row_q8_k: row length must be a multiple of ", QK_K, ", got ", n);
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -337,36 +344,47 @@ inline void quantize_row_q8_k(const float* x, BlockQ8K* out, std::int64_t n) {  
     const __m256i byte_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (std::int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
         BlockQ8K& block = out[b];
-        __m256 vmax = _mm256_setzero_ps();
-        // |x| first: maxps returns its second operand for NaN, so NaNs are skipped as in the reference.
-        for (int i = 0; i < QK_K; i += 8) vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), vmax);
-        __m128 m = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
-        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        m = _mm_max_ss(m, _mm_movehdup_ps(m));
-        const float amax = _mm_cvtss_f32(m);
-        if (amax == 0.0f) {
-            std::memset(&block, 0, sizeof(block));
-            continue;
-        }
-        const __m256 vamax = _mm256_set1_ps(amax);
-        int first = 0;
-        for (;; first += 8) {
-            const __m256 hit = _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + first), abs_mask), vamax, _CMP_EQ_OQ);
-            const int mask = _mm256_movemask_ps(hit);
-            if (mask != 0) {
-                first += std::countr_zero(unsigned(mask));
-                break;
+        __m256 top[4], bottom[4];  // [chain]: running maxima and minima, from 0
+        for (int k = 0; k < 4; ++k) top[k] = bottom[k] = _mm256_setzero_ps();
+        for (int i = 0; i < QK_K; i += 32)
+            for (int k = 0; k < 4; ++k) {
+                const __m256 v = _mm256_loadu_ps(x + i + 8 * k);
+                top[k] = _mm256_max_ps(v, top[k]);
+                bottom[k] = _mm256_min_ps(v, bottom[k]);
             }
+        const __m256 t8 = _mm256_max_ps(_mm256_max_ps(top[0], top[1]), _mm256_max_ps(top[2], top[3]));
+        const __m256 b8 = _mm256_min_ps(_mm256_min_ps(bottom[0], bottom[1]), _mm256_min_ps(bottom[2], bottom[3]));
+        __m128 t = _mm_max_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+        t = _mm_max_ps(t, _mm_movehl_ps(t, t));
+        t = _mm_max_ss(t, _mm_movehdup_ps(t));
+        __m128 m = _mm_min_ps(_mm256_castps256_ps128(b8), _mm256_extractf128_ps(b8, 1));
+        m = _mm_min_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_min_ss(m, _mm_movehdup_ps(m));
+        const float largest = _mm_cvtss_f32(t), smallest = _mm_cvtss_f32(m);
+        float max = largest > -smallest ? largest : smallest;  // the element of largest magnitude
+        if (largest == -smallest) {
+            if (largest == 0.0f) {
+                std::memset(&block, 0, sizeof(block));
+                continue;
+            }
+            const __m256 vamax = _mm256_set1_ps(largest);
+            int first = 0;
+            for (;; first += 8) {
+                const __m256 hit = _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + first), abs_mask), vamax, _CMP_EQ_OQ);
+                const int mask = _mm256_movemask_ps(hit);
+                if (mask != 0) {
+                    first += std::countr_zero(unsigned(mask));
+                    break;
+                }
+            }
+            max = x[first];
         }
-        const float iscale = -127.0f / x[first];
+        const float iscale = -127.0f / max;
         const __m256 vscale = _mm256_set1_ps(iscale);
         for (int i = 0; i < QK_K; i += 64) {
             __m256i q[8];  // 64 quants as int32
-            for (int k = 0; k < 8; ++k) {
-                const __m256 v = _mm256_mul_ps(vscale, _mm256_loadu_ps(x + i + 8 * k));
-                const __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(r), limit);
-            }
+            for (int k = 0; k < 8; ++k)
+                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vscale, _mm256_loadu_ps(x + i + 8 * k))), limit);
             for (int k = 0; k < 8; k += 4) {  // 32 quants: pack to bytes, undo the per-lane interleave
                 const __m256i words = _mm256_packs_epi32(q[k], q[k + 1]);
                 const __m256i words2 = _mm256_packs_epi32(q[k + 2], q[k + 3]);

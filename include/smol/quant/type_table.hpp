@@ -307,8 +307,9 @@ inline constexpr TypeRow kTypeTable[] = {
                                                                                                   SMOL_FLOAT_TILES(f16)),
     type_table_detail::row<TensorType::BF16, std::uint16_t, dequantize_row_bf16, quantize_row_bf16>(
         TensorType::F32, SMOL_FLOAT_TILES(bf16)),
-    // Activations only: what the k-quants' rows meet. The quantizer is memory-bound, so the AVX2
-    // version serves every set that runs AVX2 code, and the neon one every ARM set.
+    // Activations only: what the k-quants' rows meet. The AVX2 quantizer serves every set that runs
+    // AVX2 code (an AVX-512 one would save too little of a prompt for a second copy;
+    // docs/performance.md), and the neon one every ARM set.
 #if SMOL_HAVE_AVX2_KERNELS
     type_table_detail::with_avx2_from_float(
         type_table_detail::row<TensorType::Q8_K, BlockQ8K, dequantize_row_q8_k, quantize_row_q8_k>(TensorType::Q8_K),
