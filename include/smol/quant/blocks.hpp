@@ -72,8 +72,9 @@ static_assert(sizeof(BlockQ8K) == 292);
 // types whose mins or offsets go by sub-blocks of 32 read those: one multiply-add per two
 // sub-blocks instead of two), and each sub-block of 16's sums by vpmaddubsw lane (a group's
 // quants 0-1 meet a token's even i16 lane, 2-3 its odd one): the GEMMs of the types whose unsigned
-// quants carry an offset start each run at minus the offset times these, so the runs end with
-// the signed quants' products (kquant_tiles_avx2.hpp, kOffsetInRuns). Kernels that broadcast 4
+// quants carry an offset start each run at minus the offset times these (AVX-512's at minus the
+// offset times the bsums), so the runs end with the signed quants' products
+// (kquant_tiles_avx2.hpp, kOffsetInRuns). Kernels that broadcast 4
 // weight bytes against 16 tokens read it; packing.hpp writes it.
 inline constexpr int kPackedTokens = 16;
 struct alignas(64) BlockQ8Kx16 {  // 64-byte aligned: kernels load whole vectors

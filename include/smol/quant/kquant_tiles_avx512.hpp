@@ -221,17 +221,22 @@ static_assert(kMaxGroups % kGroupsPerPass == 0, "full passes, and a short one on
 
 using GroupSums = float[kTileRows][kMaxGroups][kPackedTokens];  // [row][token group][token]
 
-// Where scaled_block_dots' runs start: at zero, or at minus 2^shift times the activation sums
-// each i32 lane will meet (a sub-block's two lane sums per token, BlockQ8Kx16::lane_sums16).
+// Where scaled_block_dots' runs start: at zero, or at minus 2^Shift times the activation sum
+// each i32 lane will meet (sub-block j's bsum per token: word j % 2 of BlockQ8Kx16::bsums[j / 2],
+// sign-extended and scaled by shifts, then negated), operations that leave the multiply pipes to
+// vpdpbusd, where a vpmaddwd of the two lane sums (as AVX-VNNI's DpbusdProducts takes them) took
+// one of its slots.
 struct ZeroRunStart {
     SMOL_TARGET_AVX512 __m512i operator()(int, int) const { return _mm512_setzero_si512(); }
 };
-template <int G>
+template <int G, int Shift>
 struct OffsetRunStart {
     const BlockQ8Kx16* const (&a)[G];
-    int shift;
     SMOL_TARGET_AVX512 __m512i operator()(int j, int g) const {
-        return _mm512_madd_epi16(_mm512_load_si512(a[g]->lane_sums16[j][0]), _mm512_set1_epi16(short(-(1 << shift))));
+        const __m512i pairs = _mm512_load_si512(a[g]->bsums[j / 2][0]);
+        const __m512i scaled = j % 2 == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(pairs, 16), 16 - Shift)
+                                          : _mm512_slli_epi32(_mm512_srai_epi32(pairs, 16), Shift);
+        return _mm512_sub_epi32(_mm512_setzero_si512(), scaled);
     }
 };
 
@@ -253,7 +258,7 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void block_pass(
     const auto scale = [&](int r, int j) { return scales32[r][j]; };
     __m512i dots[R][G];
     if constexpr (offset_in_runs)
-        detail::scaled_block_dots<Kernel::kSubBlocks>(dots, u, a, scale, OffsetRunStart<G>{a, Kernel::kOffsetShift});
+        detail::scaled_block_dots<Kernel::kSubBlocks>(dots, u, a, scale, OffsetRunStart<G, Kernel::kOffsetShift>{a});
     else
         detail::scaled_block_dots<Kernel::kSubBlocks>(dots, u, a, scale, ZeroRunStart{});
     SMOL_UNROLL
