@@ -136,7 +136,7 @@ inline void quantize_activations(FromFloatFn quantize, std::int64_t block_elemen
 inline void quantize_packed(FromFloatFn quantize, const float* x, std::int64_t n_tokens, std::int64_t cols,
                             BlockQ8Kx16* out, int team) {
     const std::int64_t blocks = cols / QK_K;
-    const std::int64_t groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
+    const std::int64_t groups = packed_groups(n_tokens);
 #pragma omp parallel for schedule(static) num_threads(team) if (n_tokens * blocks >= kParallelQuantizeBlocks)
     for (std::int64_t i = 0; i < groups * blocks; ++i) {
         const std::int64_t group = i / blocks, b = i % blocks;
@@ -175,7 +175,7 @@ inline Activations prepare_activations(const KernelSet& kernels, TensorType form
     if (pack) {  // only the Q8_K GEMMs read packed activations, and then nothing else
         if (format != TensorType::Q8_K)
             fail("matmul: GEMM activations are packed from Q8_K, found ", type_name(format));
-        const std::size_t groups = std::size_t((n_tokens + kPackedTokens - 1) / kPackedTokens);
+        const std::size_t groups = std::size_t(packed_groups(n_tokens));
         auto* packed = reinterpret_cast<BlockQ8Kx16*>(scratch.bytes(groups * std::size_t(cols / QK_K) * sizeof(BlockQ8Kx16)));
         quantize_packed(kernels.quantizer(format), x, n_tokens, cols, packed, team);
         return {nullptr, 0, packed};

@@ -77,6 +77,8 @@ static_assert(sizeof(BlockQ8K) == 292);
 // (kquant_tiles_avx2.hpp, kOffsetInRuns). Kernels that broadcast 4
 // weight bytes against 16 tokens read it; packing.hpp writes it.
 inline constexpr int kPackedTokens = 16;
+// Packed blocks of 16 tokens that n tokens fill, the last one perhaps in part.
+constexpr std::int64_t packed_groups(std::int64_t n_tokens) { return (n_tokens + kPackedTokens - 1) / kPackedTokens; }
 struct alignas(64) BlockQ8Kx16 {  // 64-byte aligned: kernels load whole vectors
     std::int8_t qs[QK_K / 4][kPackedTokens][4];                // [group of 4 quants][token][quant]
     std::int16_t bsums[QK_K / 32][kPackedTokens][2];           // [pair j][token]: bsums 2j and 2j + 1

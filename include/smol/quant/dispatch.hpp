@@ -168,7 +168,7 @@ inline std::string gemm_disagreement(TensorType type, const KernelSet::Gemm& gem
         for (float& v : x) v = next();
         quantize_row_q8_k(x.data(), acts.data() + std::size_t(t) * std::size_t(n / QK_K), n);
     }
-    const std::size_t groups = std::size_t((shape.tokens + kPackedTokens - 1) / kPackedTokens);
+    const std::size_t groups = std::size_t(packed_groups(shape.tokens));
     std::vector<BlockQ8Kx16> packed(groups * std::size_t(n / QK_K));
     pack_q8k_x16(acts.data(), shape.tokens, n / QK_K, packed.data());
     const auto out_size = std::size_t(shape.tokens) * std::size_t(n_rows);

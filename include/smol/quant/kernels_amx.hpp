@@ -220,7 +220,7 @@ SMOL_TARGET_AMX void gemm(Tiles& tiles, std::int64_t n, const std::uint8_t* weig
     using Block = std::conditional_t<Q4K, BlockQ4K, BlockQ6K>;
     if (n_rows <= 0 || n_tokens <= 0) return;
     const std::int64_t blocks = n / QK_K;
-    const int groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
+    const int groups = int(packed_groups(n_tokens));
     const Block* rows[kRows];
     for (int r = 0; r < kRows; ++r)
         rows[r] = reinterpret_cast<const Block*>(weights + std::size_t(std::min(r, n_rows - 1)) * row_bytes);

@@ -304,7 +304,7 @@ SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_rows(std::in
     if (n_rows <= 0 || n_tokens <= 0) return;
     n_tokens = std::min(n_tokens, kGemmTokensAvx512);
     const std::int64_t blocks = n / QK_K;
-    const int groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
+    const int groups = int(packed_groups(n_tokens));
     const int full = groups - groups % kGroupsPerPass;
     alignas(64) GroupSums sums = {};
     detail::UnpackedQuants u[R];

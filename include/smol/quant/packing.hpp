@@ -107,7 +107,7 @@ inline void pack_block(const BlockQ8K* rows, std::int64_t n_tokens, std::int64_t
 // `threads`: the work's thread count (thread_team).
 inline void pack_q8k_x16(const BlockQ8K* rows, std::int64_t n_tokens, std::int64_t blocks, BlockQ8Kx16* out,
                          int threads = 0) {
-    const std::int64_t groups = (n_tokens + kPackedTokens - 1) / kPackedTokens;
+    const std::int64_t groups = packed_groups(n_tokens);
 #pragma omp parallel for schedule(static) num_threads(thread_team(threads)) if (groups * blocks >= 32)
     for (std::int64_t i = 0; i < groups * blocks; ++i) pack_block(rows, n_tokens, blocks, i / blocks, i % blocks, out[i]);
 }
