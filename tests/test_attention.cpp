@@ -209,6 +209,53 @@ TEST_CASE("SIMD accumulate is, for every element, one FMA chain over the value r
     }
 }
 
+namespace {
+
+// A score's lane sums added in the set's fixed order (float_vectors.hpp's sum_each8): NEON's
+// pairs (0+1)+(2+3); AVX2's ((0+1)+(2+3))+((4+5)+(6+7)); AVX-512 first adds lane l + 8 to lane
+// l, then sums the 8 as AVX2 does.
+float lanes_summed(Isa isa, std::vector<float> lanes) {
+    if (isa == Isa::neon) return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    if (isa == Isa::avx512)
+        for (int l = 0; l < 8; ++l) lanes[l] = lanes[l] + lanes[l + 8];
+    return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
+int float_lanes(Isa isa) { return isa == Isa::avx512 ? 16 : isa == Isa::avx2 ? 8 : 4; }
+
+}  // namespace
+
+TEST_CASE("SIMD scores are, for every score, one FMA chain per lane summed in the set's fixed order") {
+    // The definition a score's bits rest on, whatever the tile's slot: lane l chains the
+    // products of elements l, l + lanes, ... in order, then the lanes are summed (lanes_summed)
+    // and scaled. Rows and keys not multiples of the tile's leave partial tiles.
+    for (const kv_kernels::AttentionKernels* set : runnable_simd_sets()) {
+        const std::string isa(isa_name(set->isa));
+        CAPTURE(isa);
+        const int lanes = float_lanes(set->isa);
+        const float scale = 0.0883883f;
+        for (int head_dim : {32, 64, 128})
+            for (int n_rows : {1, 4, 6, 9}) {
+                CAPTURE(head_dim);
+                CAPTURE(n_rows);
+                const int n_keys = 37, stride = 40;
+                const std::vector<float> q = random_floats(std::size_t(n_rows) * head_dim, 100u + n_rows);
+                const std::vector<float> k = random_floats(std::size_t(n_keys) * head_dim, 110u + head_dim);
+                std::vector<float> scores(std::size_t(n_rows) * stride, -1.0f), expected = scores;
+                set->scores(q.data(), n_rows, k.data(), n_keys, head_dim, scale, scores.data(), stride);
+                for (int r = 0; r < n_rows; ++r)
+                    for (int j = 0; j < n_keys; ++j) {
+                        std::vector<float> chains(std::size_t(lanes), 0.0f);
+                        for (int i = 0; i < head_dim; ++i)
+                            chains[std::size_t(i % lanes)] = std::fma(q[std::size_t(r) * head_dim + i],
+                                                                      k[std::size_t(j) * head_dim + i], chains[std::size_t(i % lanes)]);
+                        expected[std::size_t(r) * stride + j] = lanes_summed(set->isa, chains) * scale;
+                    }
+                CHECK(same_bits(scores, expected));
+            }
+    }
+}
+
 TEST_CASE("integer Q4_0 key scores: the scalar reference is the exact block dots, every set gives its numbers") {
     const KvType type = KvType::q4_0;
     std::vector<const kv_kernels::AttentionKernels*> sets = runnable_simd_sets();

@@ -160,10 +160,27 @@ struct Avx512Floats {
     SMOL_TARGET_AVX512 static float sum(V v) { return _mm512_reduce_add_ps(v); }
     // The softmax's sum and a score tile's: folded to 8 lanes, then summed as an AVX2 vector is.
     SMOL_TARGET_AVX512 static float sum_folded(V v) { return Avx2Floats::sum_folded(fold8(v)); }
+    // [fold8(x) | fold8(y)]: lanes 0-7 of each plus its lanes 8-15.
+    SMOL_TARGET_AVX512 static V folded_pair(V x, V y) {
+        return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xee));
+    }
+    // _mm256_hadd_ps on each 256-bit half: [hadd(x.low, y.low) | hadd(x.high, y.high)].
+    SMOL_TARGET_AVX512 static V hadd_halves(V x, V y) {
+        return _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x88), _mm512_shuffle_ps(x, y, 0xdd));
+    }
+    // A score tile's sums: each a[i] folded (fold8), then summed as Avx2Floats::sum8 sums, by
+    // the same additions done for two accumulators at a time in 512-bit registers (half the adds
+    // and shuffles of eight fold8 and sum8's 256-bit steps).
     SMOL_TARGET_AVX512 static void sum_each8(const V* a, float scale, float* out) {
-        _mm256_storeu_ps(out, _mm256_mul_ps(Avx2Floats::sum8(fold8(a[0]), fold8(a[1]), fold8(a[2]), fold8(a[3]),
-                                                             fold8(a[4]), fold8(a[5]), fold8(a[6]), fold8(a[7])),
-                                            _mm256_set1_ps(scale)));
+        // fi = fold8(a[i]); sum8's t0 = hadd(f0, f1), t1 = hadd(f2, f3), and so on.
+        const V t01 = hadd_halves(folded_pair(a[0], a[2]), folded_pair(a[1], a[3]));  // [t0 | t1]
+        const V t23 = hadd_halves(folded_pair(a[4], a[6]), folded_pair(a[5], a[7]));  // [t2 | t3]
+        // [u0 | u1]: sum8's u0 = hadd(t0, t1) and u1 = hadd(t2, t3).
+        const V u = hadd_halves(_mm512_shuffle_f32x4(t01, t23, 0x44), _mm512_shuffle_f32x4(t01, t23, 0xee));
+        // sum8's last step, [u0.low + u0.high, u1.low + u1.high], on the 128-bit quarters.
+        const V quarters = _mm512_shuffle_f32x4(u, u, _MM_SHUFFLE(3, 1, 2, 0));  // u0.low, u1.low, u0.high, u1.high
+        const __m256 sums = _mm256_add_ps(_mm512_castps512_ps256(quarters), _mm512_extractf32x8_ps(quarters, 1));
+        _mm256_storeu_ps(out, _mm256_mul_ps(sums, _mm256_set1_ps(scale)));
     }
 };
 

@@ -134,13 +134,16 @@ SMOL_SET_TARGET inline void scores_tiles(const float* q, int n_rows, Rows keys, 
     for (int j = 0; j < n_keys; j += kScoreKeys) {
         decltype(keys.row(0)) k[kScoreKeys];
         for (int i = 0; i < kScoreKeys; ++i) k[i] = keys.row(std::min(j + i, n_keys - 1));
+        const int keys_here = std::min(kScoreKeys, n_keys - j);
         for (int r = 0; r < n_rows; r += 4) {
             const float* rows[4];
             for (int i = 0; i < 4; ++i) rows[i] = q + std::size_t(std::min(r + i, n_rows - 1)) * head_dim;
             score_tile<Rows>(rows, k, head_dim, scale, out);
-            for (int i = 0; i < 4 && r + i < n_rows; ++i)
-                for (int c = 0; c < kScoreKeys && j + c < n_keys; ++c)
-                    scores[std::size_t(r + i) * score_stride + j + c] = out[kScoreKeys * i + c];
+            for (int i = 0; i < 4 && r + i < n_rows; ++i) {
+                float* to = scores + std::size_t(r + i) * score_stride + j;
+                if (keys_here == kScoreKeys) std::memcpy(to, out + kScoreKeys * i, sizeof(float) * kScoreKeys);  // one move
+                else std::copy_n(out + kScoreKeys * i, keys_here, to);
+            }
         }
     }
 }
