@@ -169,8 +169,9 @@ struct Avx512Floats {
         return _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x88), _mm512_shuffle_ps(x, y, 0xdd));
     }
     // A score tile's sums: each a[i] folded (fold8), then summed as Avx2Floats::sum8 sums, by
-    // the same additions done for two accumulators at a time in 512-bit registers (half the adds
-    // and shuffles of eight fold8 and sum8's 256-bit steps).
+    // the same additions done for two accumulators at a time in 512-bit registers: 8 vector adds
+    // and 18 shuffles where eight fold8 and sum8's 256-bit steps take 15 and 22 (a vhaddps
+    // counted as the two shuffles and the add it runs as).
     SMOL_TARGET_AVX512 static void sum_each8(const V* a, float scale, float* out) {
         // fi = fold8(a[i]); sum8's t0 = hadd(f0, f1), t1 = hadd(f2, f3), and so on.
         const V t01 = hadd_halves(folded_pair(a[0], a[2]), folded_pair(a[1], a[3]));  // [t0 | t1]
