@@ -246,9 +246,10 @@ TEST_CASE("SIMD scores are, for every score, one FMA chain per lane summed in th
                 for (int r = 0; r < n_rows; ++r)
                     for (int j = 0; j < n_keys; ++j) {
                         std::vector<float> chains(std::size_t(lanes), 0.0f);
-                        for (int i = 0; i < head_dim; ++i)
-                            chains[std::size_t(i % lanes)] = std::fma(q[std::size_t(r) * head_dim + i],
-                                                                      k[std::size_t(j) * head_dim + i], chains[std::size_t(i % lanes)]);
+                        for (int i = 0; i < head_dim; ++i) {
+                            float& chain = chains[std::size_t(i % lanes)];
+                            chain = std::fma(q[std::size_t(r) * head_dim + i], k[std::size_t(j) * head_dim + i], chain);
+                        }
                         expected[std::size_t(r) * stride + j] = lanes_summed(set->isa, chains) * scale;
                     }
                 CHECK(same_bits(scores, expected));

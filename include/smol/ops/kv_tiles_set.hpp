@@ -140,9 +140,10 @@ SMOL_SET_TARGET inline void scores_tiles(const float* q, int n_rows, Rows keys, 
             for (int i = 0; i < 4; ++i) rows[i] = q + std::size_t(std::min(r + i, n_rows - 1)) * head_dim;
             score_tile<Rows>(rows, k, head_dim, scale, out);
             for (int i = 0; i < 4 && r + i < n_rows; ++i) {
+                const float* from = out + kScoreKeys * i;
                 float* to = scores + std::size_t(r + i) * score_stride + j;
-                if (keys_here == kScoreKeys) std::memcpy(to, out + kScoreKeys * i, sizeof(float) * kScoreKeys);  // one move
-                else std::copy_n(out + kScoreKeys * i, keys_here, to);
+                if (keys_here == kScoreKeys) std::memcpy(to, from, sizeof(float) * kScoreKeys);  // constant size: one move
+                else std::copy_n(from, keys_here, to);
             }
         }
     }
