@@ -22,6 +22,7 @@
 #include <sstream>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -515,11 +516,14 @@ std::vector<Test> plan_tests(const Options& o) {
 
 // What the machine can do at each thread count, measured before the tests: its memory read limit
 // (for tg, which streams the weights) and the int8 multiply-add peak of the kernel set that runs
-// (for pp, which is bound by those products). A limit not measured reads 0.
+// (for pp, which is bound by those products). A limit not measured reads 0. Beside them, the
+// CPUs each team may run on: a team bound to fewer CPUs than it has threads runs at a fraction of
+// its speed.
 struct MachineLimits {
     std::vector<int> threads;
     std::vector<double> read_gbps;         // [threads], or empty
     std::vector<double> int8_macs_per_s;   // [threads], or empty
+    std::vector<std::vector<int>> team_cpus;  // [threads]; empty where the system cannot say
     const smol::Int8PeakLoop* int8_loop = nullptr;  // the loop timed, where the set has one
 
     static double at(const std::vector<int>& threads, const std::vector<double>& values, int t) {
@@ -529,7 +533,26 @@ struct MachineLimits {
     }
     double read(int t) const { return at(threads, read_gbps, t); }
     double int8(int t) const { return at(threads, int8_macs_per_s, t); }
+    const std::vector<int>& cpus(int t) const {
+        for (std::size_t i = 0; i < threads.size(); ++i)
+            if (threads[i] == t) return team_cpus[i];
+        throw std::logic_error("smol-bench: no team measured for " + std::to_string(t) + " threads");
+    }
 };
+
+// CPU numbers as taskset -c writes them: runs of consecutive CPUs as first-last, e.g. "0-3,6".
+std::string cpu_list(const std::vector<int>& cpus) {
+    std::string text;
+    for (std::size_t i = 0; i < cpus.size();) {
+        std::size_t last = i;
+        while (last + 1 < cpus.size() && cpus[last + 1] == cpus[last] + 1) ++last;
+        if (!text.empty()) text += ',';
+        text += std::to_string(cpus[i]);
+        if (last > i) text += '-' + std::to_string(cpus[last]);
+        i = last + 1;
+    }
+    return text;
+}
 
 // Each limit only where a test will be compared with it (read: tg tests; int8: pp tests).
 MachineLimits measure_limits(const Options& o) {
@@ -542,6 +565,7 @@ MachineLimits measure_limits(const Options& o) {
         if (limits.int8_loop != nullptr)
             for (int t : o.threads) limits.int8_macs_per_s.push_back(smol_bench::measure_int8_peak(*limits.int8_loop, t));
     }
+    for (int t : o.threads) limits.team_cpus.push_back(smol::team_cpus(t));
     return limits;
 }
 
@@ -617,6 +641,7 @@ nlohmann::json json_row(const Test& test, const Sample& sample, const Figures& f
         {"int8_peak_fraction", null_or(f.int8_share > 0, f.int8_share)},
         {"peak_rss_bytes", smol::platform::peak_resident_bytes()},  // of the process so far, not of this test alone
         {"load_ms", model.load_ms},
+        {"team_cpus", limits.cpus(test.threads).empty() ? nlohmann::json(nullptr) : nlohmann::json(limits.cpus(test.threads))},
     };
 #ifdef SMOL_BUILD_COMMIT
     row["build_commit"] = SMOL_BUILD_COMMIT;
@@ -777,6 +802,10 @@ void print_limits(const MachineLimits& limits, const Options& o) {
     if (o.int8_peak && o.any_pp() && loop == nullptr)
         std::printf("int8 peak: not measured, the %s kernel set has no int8 peak loop\n",
                     std::string(smol::isa_name(smol::kernels().isa)).c_str());
+    for (std::size_t i = 0; i < limits.team_cpus.size(); ++i)
+        if (!limits.team_cpus[i].empty())
+            std::printf("%d thread%s: may run on CPUs %s\n", limits.threads[i], plural(limits.threads[i]),
+                        cpu_list(limits.team_cpus[i]).c_str());
 }
 
 // Each stepK against step1 of the same threads and depth, run minutes apart at most: on a shared

@@ -91,12 +91,13 @@ struct RunResult {
     std::string output;  // stdout and stderr together
 };
 
-// Runs one of the built tools; fails the test clearly when it was not built.
-RunResult run_tool(const std::string& tool, const std::string& args) {
+// Runs one of the built tools, after `env` (words for env(1), e.g. "-u NAME NAME=value") where
+// given; fails the test clearly when it was not built.
+RunResult run_tool(const std::string& tool, const std::string& args, const std::string& env = "") {
     const fs::path exe = kBin / tool;
     if (!fs::exists(exe))
         FAIL("tool not built: ", exe.string(), " (build it: cmake --build <build dir> --target ", tool, ")");
-    const std::string command = "'" + exe.string() + "' " + args + " 2>&1";
+    const std::string command = (env.empty() ? "" : "env " + env + " ") + "'" + exe.string() + "' " + args + " 2>&1";
     RunResult result;
     std::FILE* pipe = ::popen(command.c_str(), "r");
     REQUIRE(pipe != nullptr);
@@ -737,6 +738,38 @@ TEST_CASE("smol-bench -o json reports llama-bench's fields for pp and tg") {
     const auto missing = run_tool("smol-bench", "-m " + quoted(scratch_dir() / "none.gguf") + " -p 8 -n 0 -r 1");
     CHECK(missing.exit_code == 1);
     CHECK(missing.output.find("cannot open") != std::string::npos);
+}
+
+// OMP_PROC_BIND makes libgomp bind the initial thread to one CPU before main(), and the mask
+// survives the restart with the short OpenMP spin (core/threads.hpp): unless the restart lets the
+// thread onto every place again, a team of 2 ends up on that one CPU, at half the speed.
+TEST_CASE("smol-bench's team keeps a CPU per thread under OMP_PROC_BIND, through its restart") {
+    const std::vector<int> allowed = smol::platform::allowed_cpus();
+    if (allowed.size() < 2) {
+        MESSAGE("this process may run on ", allowed.size(), " CPU(s): no team of 2 to spread");
+        return;
+    }
+    // The ctest environment sets the short spin, which would skip the restart: unset it.
+    const std::string restarts = "-u GOMP_SPINCOUNT -u KMP_BLOCKTIME -u OMP_WAIT_POLICY -u SMOL_KEEP_OPENMP_WAIT";
+    const std::string args = "-m " + quoted(synthesized_tiny()) + " -o json -p 8 -n 0 -r 1 -t 1,2 --no-int8-peak";
+    const auto team_cpus = [](const nlohmann::json& rows, int threads) {
+        for (const auto& row : rows)
+            if (row.at("n_threads") == threads) return row.at("team_cpus").get<std::vector<int>>();
+        FAIL("no row for ", threads, " threads in ", rows.dump());
+        return std::vector<int>{};
+    };
+    const auto free = run_tool("smol-bench", args, restarts);
+    REQUIRE(free.exit_code == 0);
+    const auto free_rows = nlohmann::json::parse(free.output);
+    CHECK(team_cpus(free_rows, 2) == allowed);  // unbound: every thread may run anywhere
+    CHECK(team_cpus(free_rows, 1) == allowed);
+
+    const auto bound = run_tool("smol-bench", args, restarts + " OMP_PROC_BIND=close");
+    REQUIRE(bound.exit_code == 0);
+    const auto bound_rows = nlohmann::json::parse(bound.output);
+    // close: thread i on place i, places being the CPUs the process was given, in order.
+    CHECK(team_cpus(bound_rows, 2) == std::vector<int>{allowed[0], allowed[1]});
+    CHECK(team_cpus(bound_rows, 1) == std::vector<int>{allowed[0]});
 }
 
 TEST_CASE("smol-logits writes the reference logits of both tiny fixtures, and with YaRN") {

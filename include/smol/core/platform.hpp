@@ -1,7 +1,7 @@
 #pragma once
 // The operating system's calls that differ between Linux and macOS, in one place: memory
-// mappings and the advice given about them, which pages are resident, the running program's
-// path, and the process figures the tools report. The CPU's features are core/cpu.hpp's; every
+// mappings and the advice given about them, which pages are resident, the CPUs a thread may run
+// on, the running program's path, and the process figures the tools report. The CPU's features are core/cpu.hpp's; every
 // other header of the library, and smol-cli and smol-bench, use plain POSIX and these. Linux is
 // what is built and tested; the macOS branches (Apple Silicon) are written against Apple's
 // documented calls and have not been compiled (docs/arm.md).
@@ -21,6 +21,8 @@
 #include <mach-o/dyld.h>
 #include <sys/sysctl.h>
 #else
+#include <sched.h>
+
 #include <fstream>
 #endif
 
@@ -99,6 +101,35 @@ inline bool resident_bytes(const void* p, std::size_t n, std::size_t& bytes) {
     for (const auto flags : in_core) pages += flags & 1;
     bytes = pages * page;
     return true;
+}
+
+// The CPUs the calling thread may run on, ascending; empty where the system cannot say (macOS has
+// no CPU masks).
+inline std::vector<int> allowed_cpus() {
+    std::vector<int> cpus;
+#if !defined(__APPLE__)
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+        if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+#endif
+    return cpus;
+}
+
+// Lets the calling thread run on `cpus` (a program it executes inherits the mask); false where
+// the system refused (CPUs it does not have, say) or has no CPU masks.
+inline bool allow_cpus(const std::vector<int>& cpus) {
+#if defined(__APPLE__)
+    (void)cpus;
+    return false;
+#else
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (const int cpu : cpus)
+        if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+    return CPU_COUNT(&set) > 0 && ::sched_setaffinity(0, sizeof set, &set) == 0;
+#endif
 }
 
 // The running program's file, to start it again; empty where the system cannot say.
