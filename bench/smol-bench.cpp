@@ -22,7 +22,6 @@
 #include <sstream>
 #include <random>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -533,10 +532,10 @@ struct MachineLimits {
     }
     double read(int t) const { return at(threads, read_gbps, t); }
     double int8(int t) const { return at(threads, int8_macs_per_s, t); }
-    const std::vector<int>& cpus(int t) const {
-        for (std::size_t i = 0; i < threads.size(); ++i)
+    std::vector<int> cpus(int t) const {
+        for (std::size_t i = 0; i < team_cpus.size(); ++i)
             if (threads[i] == t) return team_cpus[i];
-        throw std::logic_error("smol-bench: no team measured for " + std::to_string(t) + " threads");
+        return {};
     }
 };
 

@@ -1,10 +1,10 @@
 #pragma once
 // The operating system's calls that differ between Linux and macOS, in one place: memory
 // mappings and the advice given about them, which pages are resident, the CPUs a thread may run
-// on, the running program's path, and the process figures the tools report. The CPU's features are core/cpu.hpp's; every
-// other header of the library, and smol-cli and smol-bench, use plain POSIX and these. Linux is
-// what is built and tested; the macOS branches (Apple Silicon) are written against Apple's
-// documented calls and have not been compiled (docs/arm.md).
+// on, the running program's path, and the process figures the tools report. The CPU's features
+// are core/cpu.hpp's; every other header of the library, and smol-cli and smol-bench, use plain
+// POSIX and these. Linux is what is built and tested; the macOS branches (Apple Silicon) are
+// written against Apple's documented calls and have not been compiled (docs/arm.md).
 
 #include <sys/mman.h>
 #include <sys/resource.h>
