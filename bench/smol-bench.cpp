@@ -525,18 +525,16 @@ struct MachineLimits {
     std::vector<std::vector<int>> team_cpus;  // [threads]; empty where the system cannot say
     const smol::Int8PeakLoop* int8_loop = nullptr;  // the loop timed, where the set has one
 
-    static double at(const std::vector<int>& threads, const std::vector<double>& values, int t) {
+    // values[i] for threads[i] == t; T{} (0, no CPUs) where not measured.
+    template <class T>
+    static T at(const std::vector<int>& threads, const std::vector<T>& values, int t) {
         for (std::size_t i = 0; i < values.size(); ++i)
             if (threads[i] == t) return values[i];
-        return 0;
+        return T{};
     }
     double read(int t) const { return at(threads, read_gbps, t); }
     double int8(int t) const { return at(threads, int8_macs_per_s, t); }
-    std::vector<int> cpus(int t) const {
-        for (std::size_t i = 0; i < team_cpus.size(); ++i)
-            if (threads[i] == t) return team_cpus[i];
-        return {};
-    }
+    std::vector<int> cpus(int t) const { return at(threads, team_cpus, t); }
 };
 
 // CPU numbers as taskset -c writes them: runs of consecutive CPUs as first-last, e.g. "0-3,6".
@@ -610,6 +608,7 @@ nlohmann::json null_or(bool present, double value) { return present ? nlohmann::
 
 nlohmann::json json_row(const Test& test, const Sample& sample, const Figures& f, const ModelFacts& model,
                         const MachineLimits& limits, const Options& o) {
+    const std::vector<int> team_cpus = limits.cpus(test.threads);
     nlohmann::json row = {
         {"model_filename", model.path},
         {"model_type", model.type},
@@ -640,7 +639,7 @@ nlohmann::json json_row(const Test& test, const Sample& sample, const Figures& f
         {"int8_peak_fraction", null_or(f.int8_share > 0, f.int8_share)},
         {"peak_rss_bytes", smol::platform::peak_resident_bytes()},  // of the process so far, not of this test alone
         {"load_ms", model.load_ms},
-        {"team_cpus", limits.cpus(test.threads).empty() ? nlohmann::json(nullptr) : nlohmann::json(limits.cpus(test.threads))},
+        {"team_cpus", team_cpus.empty() ? nlohmann::json(nullptr) : nlohmann::json(team_cpus)},
     };
 #ifdef SMOL_BUILD_COMMIT
     row["build_commit"] = SMOL_BUILD_COMMIT;
