@@ -185,7 +185,7 @@ TEST_CASE("SIMD score, softmax, row and accumulate kernels match their scalar re
 
 TEST_CASE("SIMD accumulate is, for every element, one FMA chain over the value rows in order") {
     // The definition the sets' bits rest on, whatever the column passes they take: 96 is a wide
-    // pass and a narrow one on AVX-512 and NEON, 32 a narrow one only.
+    // pass and a narrow one on AVX-512 (kAccumulateSteps), 32 a narrow one only.
     for (const kv_kernels::AttentionKernels* set : runnable_simd_sets()) {
         const std::string isa(isa_name(set->isa));
         CAPTURE(isa);

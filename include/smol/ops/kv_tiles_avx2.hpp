@@ -51,6 +51,7 @@ struct CacheRows {
 };
 
 using Floats = simd::Avx2Floats;
+inline constexpr int kAccumulateSteps = 1;
 inline constexpr int kScoreKeys = 2;
 
 #define SMOL_SET_TARGET

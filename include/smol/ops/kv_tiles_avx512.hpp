@@ -1,7 +1,8 @@
 #pragma once
 // The AVX-512 attention kernels: kv_tiles_set.hpp compiled over Avx512Floats for AVX-512, with
 // how a cache row's values become floats, 32 at a time (one Q8_0 or Q4_0 block). Scores go 4
-// query rows x 4 keys: 16 accumulators of AVX-512's 32 registers.
+// query rows x 4 keys, value sums 4 rows x 4 vectors (two steps): 16 accumulators each of
+// AVX-512's 32 registers.
 
 #include "smol/core/intrinsic_warnings.hpp"
 #include "smol/ops/kv_tiles.hpp"
@@ -49,6 +50,7 @@ struct CacheRows {
 };
 
 using Floats = simd::Avx512Floats;
+inline constexpr int kAccumulateSteps = 2;
 inline constexpr int kScoreKeys = 4;
 
 #define SMOL_SET_TARGET SMOL_TARGET_AVX512

@@ -20,6 +20,7 @@
 namespace smol::kv_kernels::neon {
 
 using Floats = simd::XsimdFloats;
+inline constexpr int kAccumulateSteps = 1;
 inline constexpr int kScoreKeys = 4;
 
 // Values 8 * step .. 8 * step + 7 of a cache row as floats: the exact conversion, then the same
