@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # smol-bench against llama.cpp's and ik_llama.cpp's llama-bench on one GGUF file, the programs
 # alternating round after round so that a neighbour's load or the clock's drift falls on all of
-# them alike, then a table of each test's median t/s per program and smol's ratio to each peer.
+# them alike, then a table of each test's median t/s per program and smol's ratio to each peer,
+# and, over two rounds or more, smol's ratio to the best peer in each round.
 # The peers are optional: with smol-bench alone it prints smol's figures only. Nothing is fetched
 # or built here; the peers' llama-bench binaries are given by path (docs/performance.md).
 #
@@ -110,7 +111,7 @@ def test_name(row):
     depth = int(row.get("n_depth", 0) or 0)
     return name + (f" @ d{depth}" if depth else "")
 
-speeds, commits, order = {}, {}, []  # (test, threads) -> program -> [t/s per round]
+speeds, commits, order = {}, {}, []  # (test, threads) -> program -> {round: t/s}
 for r in range(1, rounds + 1):
     for program in programs:
         path = out / f"round{r}-{program.replace(' ', '_')}.json"
@@ -123,7 +124,7 @@ for r in range(1, rounds + 1):
             if key not in speeds:
                 speeds[key] = {}
                 order.append(key)
-            speeds[key].setdefault(program, []).append(float(row["avg_ts"]))
+            speeds[key].setdefault(program, {})[r] = float(row["avg_ts"])
             if row.get("build_commit"):
                 commits[program] = row["build_commit"]
 
@@ -143,7 +144,7 @@ print("| " + " | ".join(header) + " |")
 print("|" + "|".join(["---"] + ["--:"] * (len(header) - 1)) + "|")
 for key in order:  # as smol-bench ran them: per thread count, the prompts, then generation
     test, threads = key
-    med = {p: median(speeds[key].get(p, [])) for p in programs}
+    med = {p: median(list(speeds[key].get(p, {}).values())) for p in programs}
     cells = [test, str(threads)] + [f"{med[p]:.2f}" if med[p] is not None else "-" for p in programs]
     smol = med.get("smol")
     if "llama.cpp" in peers:
@@ -152,6 +153,21 @@ for key in order:  # as smol-bench ran them: per thread count, the prompts, then
     if any(p.startswith("ik") for p in peers):
         cells.append(f"{smol / max(ik):.2f}x" if smol and ik else "-")
     print("| " + " | ".join(cells) + " |")
+if peers and rounds > 1:
+    # A median hides how steady the window was: a neighbour's load or the clock falls on one
+    # round of one program, so each round's own ratio shows whether the programs moved together.
+    print()
+    print("smol / best peer, round by round (the rounds' spread is the window's noise):")
+    print()
+    print("| test | threads | " + " | ".join(f"round {r}" for r in range(1, rounds + 1)) + " |")
+    print("|" + "|".join(["---"] + ["--:"] * (rounds + 1)) + "|")
+    for key in order:
+        cells = [key[0], str(key[1])]
+        for r in range(1, rounds + 1):
+            smol = speeds[key].get("smol", {}).get(r)
+            best = max((speeds[key].get(p, {}).get(r) or 0 for p in peers), default=0)
+            cells.append(f"{smol / best:.2f}x" if smol and best else "-")
+        print("| " + " | ".join(cells) + " |")
 if not peers:
     print("\nsmol-bench only: give --llama-bench and/or --ik-bench (or LLAMA_BENCH, IK_LLAMA_BENCH) for the peers' columns")
 EOF

@@ -3,7 +3,8 @@
 # with smol-bench alone it must print smol's column only; with a stand-in for llama.cpp's and
 # ik_llama.cpp's llama-bench (a script that prints llama-bench's JSON with 2.00 t/s for every test
 # and logs its arguments) it must alternate the programs round by round, run ik with -rtr 0 and
-# -rtr 1, and put each median and smol's ratio to the peers in the table.
+# -rtr 1, put each median and smol's ratio to the peers in the table, and give smol's ratio to the
+# best peer round by round.
 #   run_compare_test.sh SMOL_BENCH MODEL SCRATCH_DIR
 set -euo pipefail
 smol_bench=$1 model=$2 scratch=$3
@@ -48,7 +49,7 @@ echo "$peers"
 grep -qx '| test | threads | smol t/s | llama.cpp t/s | ik -rtr 0 t/s | ik -rtr 1 t/s | smol / llama.cpp | smol / best ik |' \
   <<< "$peers" || fail "expected a column per program and the two ratio columns"
 for test in pp8 tg2; do
-  row=$(grep "^| $test | 1 |" <<< "$peers") || fail "expected a $test row"
+  row=$(grep -m1 "^| $test | 1 |" <<< "$peers") || fail "expected a $test row"
   # smol's median over the peers' 2.00: both ratios are smol's t/s halved.
   awk -F' [|] ' -v test="$test" '{
       line = $0; smol = $3
@@ -60,6 +61,20 @@ for test in pp8 tg2; do
       }
   }' <<< "$row" || fail "wrong medians or ratios"
 done
+grep -qx '| test | threads | round 1 | round 2 |' <<< "$peers" || fail "expected the round-by-round table"
+for test in pp8 tg2; do
+  # Its rows follow the medians' table, so the last row of each test is the round-by-round one;
+  # with the peers at 2.00 every round, the two rounds' ratios average to the medians' ratio.
+  median_ratio=$(grep "^| $test | 1 |" <<< "$peers" | head -1 | awk -F' [|] ' '{ r = $7; sub(/x$/, "", r); print r }')
+  rounds_row=$(grep "^| $test | 1 |" <<< "$peers" | tail -1)
+  awk -F' [|] ' -v test="$test" -v want="$median_ratio" '{
+      line = $0; sub(/ [|]$/, "", $4)
+      a = $3; b = $4; sub(/x$/, "", a); sub(/x$/, "", b)
+      if (NF != 4 || a !~ /^[0-9]+\.[0-9][0-9]$/ || b !~ /^[0-9]+\.[0-9][0-9]$/) { print test ": expected two ratios, found " line; exit 1 }
+      if (((a + b) / 2 - want) > 0.011 || (want - (a + b) / 2) > 0.011) { print test ": expected rounds averaging " want ", found " line; exit 1 }
+  }' <<< "$rounds_row" || fail "wrong round-by-round ratios"
+done
+grep -q 'round by round' <<< "$alone" && fail "expected no round-by-round table without peers"
 calls=$(cat "$peer.calls")
 [[ $(grep -c -- '-rtr 0' <<< "$calls") == 2 && $(grep -c -- '-rtr 1' <<< "$calls") == 2 ]] ||
   fail "expected ik's runs with -rtr 0 and -rtr 1 once per round, found: $calls"
