@@ -407,6 +407,44 @@ TEST_CASE("a cancelled request stops within a token and frees its slot") {
     CHECK(next.usage.completion_tokens == 3);
 }
 
+TEST_CASE("with no queue a request runs when a slot is free, is refused while none is, and a named busy slot refuses") {
+    smol::SchedulerOptions options;
+    options.slots = 2;
+    options.context = 2048;
+    options.max_queue = 0;
+    smol::Scheduler scheduler(smol_test::quantized_engine(), options);
+    const auto prompt = scheduler.tokenizer().encode("Tell me a long story", true);
+    const auto endless = [&](int slot) {
+        smol::GenerationRequest request = request_for(prompt, 2000);
+        // No end-of-generation token can be picked, so each holds its slot until cancelled.
+        for (const std::int32_t id : scheduler.tokenizer().end_of_generation_ids())
+            request.params.sampling.logit_bias.emplace_back(id, -1e30f);
+        request.slot = slot;
+        return request;
+    };
+    const auto wait_for_active = [&](int want) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (scheduler.stats().active_slots != want) {
+            REQUIRE(std::chrono::steady_clock::now() < deadline);
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    };
+    // A limit of 0 once refused every request, since a request sits in the queue until the
+    // loop gives it a free slot.
+    auto first = scheduler.submit(endless(0));
+    wait_for_active(1);
+    CHECK_THROWS_AS(scheduler.submit(endless(0)), smol::QueueFullError);  // its slot is busy, another free
+    auto second = scheduler.submit(endless(-1));                           // the free one takes it
+    wait_for_active(2);
+    CHECK_THROWS_AS(scheduler.submit(request_for(prompt, 2)), smol::QueueFullError);
+    CHECK(scheduler.stats().requests_rejected == 2);
+    first->cancel();
+    second->cancel();
+    CHECK(first->collect().finish == smol::FinishReason::cancelled);
+    CHECK(second->collect().finish == smol::FinishReason::cancelled);
+    CHECK(scheduler.submit(request_for(prompt, 2))->collect().usage.completion_tokens == 2);
+}
+
 TEST_CASE("a full queue and a prompt longer than the context are refused without queueing") {
     smol::SchedulerOptions options;
     options.slots = 1;

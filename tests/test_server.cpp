@@ -1418,18 +1418,28 @@ TEST_CASE("smol-server: a page on another site cannot drive a loopback server") 
     CHECK(raw_http(proxied.port(), "GET /health HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n").status == 403);
 }
 
-TEST_CASE("smol-server: beyond the queue limit requests get 503") {
-    ServerProcess server({"-c", "512", "--parallel", "1", "--queue", "0"});
+TEST_CASE("smol-server: with --queue 0 a request runs when the slot is free and gets 503 while it is busy") {
+    ServerProcess server({"-c", "2048", "--parallel", "1", "--queue", "0"});
     const int port = server.port();
-    // One long streaming request holds the only slot...
+    const auto wait_for_active = [&](double want, const std::string& what) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (server.metric("smol_active_sessions") != want) {
+            if (std::chrono::steady_clock::now() > deadline) FAIL(what);
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    };
+    // No queue: a request that finds the only slot free runs (a limit of 0 once refused all)...
+    json endless = chat("Go on and on", 1500, true);
+    endless["ignore_eos"] = true;  // it holds the slot until the test closes its connection
     const int fd = connect_to(port);
-    send_all(fd, request_text("POST", "/v1/chat/completions", chat("Go on and on", 400, true).dump(), ""));
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (server.metric("smol_active_sessions") < 1 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    // ...so with no queue the next is refused.
+    send_all(fd, request_text("POST", "/v1/chat/completions", endless.dump(), ""));
+    wait_for_active(1, "the first request never started: with --queue 0 it found the slot free");
+    // ...the next, which would have to wait, is refused...
     check_error(http(port, "POST", "/v1/chat/completions", chat("Me too", 2, false).dump(), ""), 503, "server_busy");
+    // ...and once the hung-up client's generation stops, the slot takes a request again.
     ::close(fd);
+    wait_for_active(0, "the closed connection's generation did not stop");
+    CHECK(http(port, "POST", "/v1/chat/completions", chat("Now me", 2, false).dump(), "").status == 200);
 }
 
 TEST_CASE("smol-server: 8 concurrent streaming clients all complete, batched together") {
