@@ -268,7 +268,15 @@ public:
         auto pipeline = std::make_unique<GenerationPipeline>(engine_->tokenizer(), request.params, request.prompt,
                                                              request.assistant_prefix);
         std::lock_guard lock(mutex_);
-        if (const int waiting = requests_waiting_locked(); would_wait_locked(request) && waiting >= options_.max_queue) {
+        // The queue holds requests that wait for a slot and, until the loop's next turn, those that
+        // found one free; only the first count against max_queue, so with max_queue 0 a request is
+        // refused when no slot is free rather than always. A new request waits when the queue
+        // speaks for every free slot or the slot it names is busy.
+        const int queued = int(queue_.size());
+        const int free_slots = free_slots_locked();
+        const int waiting = std::max(0, queued - free_slots);
+        const bool would_wait = queued >= free_slots || (request.slot >= 0 && slots_[std::size_t(request.slot)].active);
+        if (would_wait && waiting >= options_.max_queue) {
             ++stats_.requests_rejected;
             throw QueueFullError("the server is busy: " + std::to_string(waiting) +
                                  " requests are already waiting for a slot; retry later");
@@ -487,20 +495,10 @@ private:
         return fresh;
     }
 
-    // The queue holds requests that wait for a slot and, until the loop's next turn, those that
-    // found one free; only the first count against max_queue, so with max_queue 0 a request is
-    // refused when no slot is free rather than always.
     int free_slots_locked() const {
         int free = 0;
         for (const Slot& s : slots_) free += s.active ? 0 : 1;
         return free;
-    }
-    int requests_waiting_locked() const { return std::max(0, int(queue_.size()) - free_slots_locked()); }
-    // Whether a new request would wait: every free slot is spoken for by the queue, or the slot
-    // it names is busy.
-    bool would_wait_locked(const GenerationRequest& request) const {
-        if (request.slot >= 0 && slots_[std::size_t(request.slot)].active) return true;
-        return int(queue_.size()) >= free_slots_locked();
     }
 
     // Whether one more cache fits the memory budget with every cache allocated now kept (the
