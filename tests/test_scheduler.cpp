@@ -78,6 +78,15 @@ smol::GenerationRequest request_for(std::vector<std::int32_t> prompt, int max_to
     return r;
 }
 
+// Until `want` slots generate (their requests left the queue for a slot); fails after a minute.
+void wait_for_active_slots(const smol::Scheduler& scheduler, int want) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (scheduler.stats().active_slots != want) {
+        REQUIRE(std::chrono::steady_clock::now() < deadline);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
 }  // namespace
 
 TEST_CASE("batched decoding of four sequences matches each sequence run alone") {
@@ -408,9 +417,7 @@ TEST_CASE("a cancelled request stops within a token and frees its slot") {
 }
 
 TEST_CASE("with no queue a request runs when a slot is free, is refused while none is, and a named busy slot refuses") {
-    smol::SchedulerOptions options;
-    options.slots = 2;
-    options.context = 2048;
+    smol::SchedulerOptions options = slot_options(2, 2048);
     options.max_queue = 0;
     smol::Scheduler scheduler(smol_test::quantized_engine(), options);
     const auto prompt = scheduler.tokenizer().encode("Tell me a long story", true);
@@ -422,20 +429,13 @@ TEST_CASE("with no queue a request runs when a slot is free, is refused while no
         request.slot = slot;
         return request;
     };
-    const auto wait_for_active = [&](int want) {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-        while (scheduler.stats().active_slots != want) {
-            REQUIRE(std::chrono::steady_clock::now() < deadline);
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-    };
     // A limit of 0 once refused every request, since a request sits in the queue until the
     // loop gives it a free slot.
     auto first = scheduler.submit(endless(0));
-    wait_for_active(1);
+    wait_for_active_slots(scheduler, 1);
     CHECK_THROWS_AS(scheduler.submit(endless(0)), smol::QueueFullError);  // its slot is busy, another free
     auto second = scheduler.submit(endless(-1));                           // the free one takes it
-    wait_for_active(2);
+    wait_for_active_slots(scheduler, 2);
     CHECK_THROWS_AS(scheduler.submit(request_for(prompt, 2)), smol::QueueFullError);
     CHECK(scheduler.stats().requests_rejected == 2);
     first->cancel();
@@ -464,7 +464,7 @@ TEST_CASE("a full queue and a prompt longer than the context are refused without
     const auto prompt = tokenizer.encode("Hello", true);
     auto running = scheduler.submit(request_for(prompt, 40));
     // Wait until the first request holds the slot, so the next one waits in the queue.
-    while (scheduler.stats().active_slots == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    wait_for_active_slots(scheduler, 1);
     auto waiting = scheduler.submit(request_for(prompt, 2));
     CHECK_THROWS_AS(scheduler.submit(request_for(prompt, 2)), smol::QueueFullError);
     CHECK(running->collect().finish == smol::FinishReason::max_tokens);

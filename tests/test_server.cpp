@@ -325,6 +325,14 @@ public:
         if (it == all.end()) FAIL("no metric " << name << " in /metrics");
         return it->second;
     }
+    // Until `want` requests generate; fails with `what` after 30 s.
+    void wait_for_active_sessions(double want, const std::string& what) const {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (metric("smol_active_sessions") != want) {
+            if (std::chrono::steady_clock::now() > deadline) FAIL(what);
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
     // The metrics once no request is generating and the token count stopped changing, so what
     // a test reads is final rather than a snapshot taken while the model still runs (reading
     // /metrics may itself wait behind the compute threads on a busy machine).
@@ -419,11 +427,7 @@ RepliesUnderWay start_two_replies(const ServerProcess& server, int max_tokens, c
         if (n <= 0) FAIL("the stream ended before any content: " << replies.streamed);
         replies.streamed.append(buffer, std::size_t(n));
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (server.metric("smol_active_sessions") < 2) {
-        if (std::chrono::steady_clock::now() > deadline) FAIL("the second request did not start");
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    server.wait_for_active_sessions(2, "the second request did not start");
     return replies;
 }
 
@@ -1421,24 +1425,17 @@ TEST_CASE("smol-server: a page on another site cannot drive a loopback server") 
 TEST_CASE("smol-server: with --queue 0 a request runs when the slot is free and gets 503 while it is busy") {
     ServerProcess server({"-c", "2048", "--parallel", "1", "--queue", "0"});
     const int port = server.port();
-    const auto wait_for_active = [&](double want, const std::string& what) {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-        while (server.metric("smol_active_sessions") != want) {
-            if (std::chrono::steady_clock::now() > deadline) FAIL(what);
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-    };
     // No queue: a request that finds the only slot free runs (a limit of 0 once refused all)...
     json endless = chat("Go on and on", 1500, true);
     endless["ignore_eos"] = true;  // it holds the slot until the test closes its connection
     const int fd = connect_to(port);
     send_all(fd, request_text("POST", "/v1/chat/completions", endless.dump(), ""));
-    wait_for_active(1, "the first request never started: with --queue 0 it found the slot free");
+    server.wait_for_active_sessions(1, "the first request never started: with --queue 0 it found the slot free");
     // ...the next, which would have to wait, is refused...
     check_error(http(port, "POST", "/v1/chat/completions", chat("Me too", 2, false).dump(), ""), 503, "server_busy");
     // ...and once the hung-up client's generation stops, the slot takes a request again.
     ::close(fd);
-    wait_for_active(0, "the closed connection's generation did not stop");
+    server.wait_for_active_sessions(0, "the closed connection's generation did not stop");
     CHECK(http(port, "POST", "/v1/chat/completions", chat("Now me", 2, false).dump(), "").status == 200);
 }
 
