@@ -130,11 +130,21 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void scaled_block_dots(
     }
 }
 
+// p, its target hidden from the compiler, so that a factor is read from memory where the GEMM's
+// float step uses it. Without this gcc hoists the broadcasts of a block's row factors out of the
+// token passes, forms each through a general register and spills it to the stack: set-up work
+// each block that cost more than the loads it saved (docs/performance.md, 2026-12-06).
+template <class T>
+SMOL_TARGET_AVX512 inline const T* read_in_place(const T* p) {
+    __asm__ volatile("" : "+r"(p));
+    return p;
+}
+
 // Two adjacent i16 factors (two[0] the low word, two[1] the high) in every lane, for vpdpwssd
 // against bsum pairs: read as one i32, so the broadcast comes from memory.
 SMOL_TARGET_AVX512 inline __m512i word_pair(const std::int16_t* two) {
     std::int32_t pair;
-    std::memcpy(&pair, two, 4);
+    std::memcpy(&pair, read_in_place(two), 4);
     return _mm512_set1_epi32(pair);
 }
 

@@ -269,7 +269,7 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void block_pass(
             const __m512 ad = _mm512_load_ps(a[g]->d);
             float* group_sums = sums[r][g0 + g];
             __m512 acc = _mm512_load_ps(group_sums);
-            const __m512 d_ad = _mm512_mul_ps(_mm512_set1_ps(f.d), ad);
+            const __m512 d_ad = _mm512_mul_ps(_mm512_set1_ps(*detail::read_in_place(&f.d)), ad);
             if constexpr (offset_in_runs) {
                 acc = _mm512_fmadd_ps(d_ad, _mm512_cvtepi32_ps(dots[r][g]), acc);
             } else {
@@ -281,7 +281,7 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void block_pass(
                                                     detail::word_pair(f.bsum_factors + 2 * p));
                 if constexpr (Kernel::kOffsetShift == 0) {
                     acc = _mm512_fmadd_ps(d_ad, _mm512_cvtepi32_ps(dots[r][g]), acc);
-                    acc = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_set1_ps(f.dmin), ad), _mm512_cvtepi32_ps(bsum_term), acc);
+                    acc = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_set1_ps(*detail::read_in_place(&f.dmin)), ad), _mm512_cvtepi32_ps(bsum_term), acc);
                 } else {
                     const __m512i total = _mm512_sub_epi32(dots[r][g], _mm512_slli_epi32(bsum_term, Kernel::kOffsetShift));
                     acc = _mm512_fmadd_ps(d_ad, _mm512_cvtepi32_ps(total), acc);
