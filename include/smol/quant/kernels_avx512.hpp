@@ -78,11 +78,23 @@ SMOL_TARGET_AVX512 inline __m512i broadcast_group(const UnpackedQuants& u, int g
     return _mm512_set1_epi32(four);
 }
 
+// A block's weight groups as scaled_block_dots reads them: group(r, k), row r's 4-byte group k
+// (weights 4k..4k+3) in all 16 lanes, as 2^quant_shift(j) times the quants of its sub-block j
+// (the GEMM driver scales the other sub-blocks up to match and shifts the block totals back down
+// by kDotsShift). Here rows unpacked to bytes, each group broadcast from them (any k-quant type);
+// kquant_tiles_avx512.hpp reads Q4_K's row groups in place.
+struct UnpackedGroups {
+    const UnpackedQuants (&u)[kTileRows];
+    static constexpr int kDotsShift = 0;
+    static constexpr int quant_shift(int) { return 0; }
+    SMOL_TARGET_AVX512 __m512i group(int r, int k) const { return detail::broadcast_group(u[r], k); }  // AVX2 has one too
+};
+
 // sub[r][g] += the products of row r's 4-byte groups first..first+K-1 with token group g's,
 // unrolled at compile time: as a loop, gcc copies every accumulator between registers on each
 // trip (16 moves per 8 vpdpbusd, measured).
-template <int K, int R, int G>
-SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void dot_groups(__m512i (&sub)[R][G], const UnpackedQuants (&u)[R],
+template <int K, int R, int G, class Groups>
+SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void dot_groups(__m512i (&sub)[R][G], const Groups& weights,
                                                                          const BlockQ8Kx16* const (&a)[G], int first) {
     if constexpr (K > 0) {
         __m512i x[G];
@@ -90,11 +102,11 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void dot_groups(__m512i
         for (int g = 0; g < G; ++g) x[g] = _mm512_load_si512(a[g]->qs[first]);
         SMOL_UNROLL
         for (int r = 0; r < R; ++r) {
-            const __m512i w = detail::broadcast_group(u[r], first);  // qualified: ADL would find AVX2's too
+            const __m512i w = weights.group(r, first);
             SMOL_UNROLL
             for (int g = 0; g < G; ++g) sub[r][g] = _mm512_dpbusd_epi32(sub[r][g], w, x[g]);
         }
-        dot_groups<K - 1>(sub, u, a, first + 1);
+        dot_groups<K - 1>(sub, weights, a, first + 1);
     }
 }
 
@@ -102,9 +114,9 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void dot_groups(__m512i
 // quants of sub-block j . token group g's), exact: the shared core of the k-quant GEMMs.
 // run_start(j, g): the i32 each row's run of sub-block j starts at for token group g's 16 tokens
 // (zero, or minus the offset the unsigned quants add).
-template <int SubBlocks, int R, int G, class Scale, class RunStart>
+template <int SubBlocks, int R, int G, class Groups, class Scale, class RunStart>
 SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void scaled_block_dots(__m512i (&dots)[R][G],
-                                                                                const UnpackedQuants (&u)[R],
+                                                                                const Groups& weights,
                                                                                 const BlockQ8Kx16* const (&a)[G],
                                                                                 Scale scale, RunStart run_start) {
     constexpr int groups_per_sub_block = QK_K / 4 / SubBlocks;
@@ -120,7 +132,7 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void scaled_block_dots(
             SMOL_UNROLL
             for (int r = 0; r < R; ++r) sub[r][g] = start;
         }
-        dot_groups<groups_per_sub_block>(sub, u, a, groups_per_sub_block * j);
+        dot_groups<groups_per_sub_block>(sub, weights, a, groups_per_sub_block * j);
         SMOL_UNROLL
         for (int r = 0; r < R; ++r) {
             const __m512i factor = _mm512_set1_epi32(scale(r, j));

@@ -413,6 +413,10 @@ struct Q4KGemm {
                                    _mm256_and_si256(_mm256_srli_epi16(rows[r], 4), low4));
             }
         }
+        group_factors(g, first, f);
+    }
+    // Rows first..first + 3's factors alone (AVX-512 reads the quants in place).
+    static void group_factors(const BlockQ4Kx8& g, int first, GemmFactors (&f)[kTileRows]) {
         // Scales are stored [sub-block j][row]: bytes (j, row) paired by sub-block pair first.
         const __m128i pair_up = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
         __m128i scale_pairs[4], mins[4], scales_by_row[2], mins_by_row[2];

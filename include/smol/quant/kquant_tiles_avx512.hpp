@@ -6,8 +6,9 @@
 // Decode: per 64 weights one vpdpbusd forms 16 sums of 4 products, vpackssdw narrows two such
 // vectors to words (at most 4 * 63 * 128 in magnitude, so nothing saturates) and one vpmaddwd
 // applies the sub-block scales; the exact block totals take the AVX2 driver's float step.
-// GEMM: the k-quants' Gemm kernels (kquant_tiles_avx2.hpp) unpack each weight block once; 16
-// tokens per vector, one vpdpbusd per 4-byte group (kernels_avx512.hpp, scaled_block_dots).
+// GEMM: the k-quants' Gemm kernels (kquant_tiles_avx2.hpp) unpack each weight block once (Q4_K's
+// row groups are read in place, Q4KGroupNibbles); 16 tokens per vector, one vpdpbusd per 4-byte
+// group (kernels_avx512.hpp, scaled_block_dots).
 // Either way the bits are the scalar reference's.
 //
 // The drivers are compiled for the baseline, and GCC and clang refuse to inline a function of a
@@ -29,6 +30,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/kernel_api.hpp"
@@ -240,11 +243,11 @@ struct OffsetRunStart {
     }
 };
 
-// Token groups g0..g0+G-1 (acts + g * blocks: group g's blocks) against block b's unpacked rows:
-// their exact totals and the float step into sums[r][g].
-template <class Kernel, int G>
+// Token groups g0..g0+G-1 (acts + g * blocks: group g's blocks) against block b's rows (their
+// weight groups and factors): their exact totals and the float step into sums[r][g].
+template <class Kernel, int G, class Groups>
 SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void block_pass(
-    const detail::UnpackedQuants (&u)[kTileRows], const avx2_kquant::GemmFactors (&factors)[kTileRows],
+    const Groups& weights, const avx2_kquant::GemmFactors (&factors)[kTileRows],
     const std::int32_t (&scales32)[kTileRows][16], const BlockQ8Kx16* acts, std::int64_t blocks, std::int64_t b, int g0,
     GroupSums& sums) {
     constexpr int R = kTileRows;
@@ -258,9 +261,15 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void block_pass(
     const auto scale = [&](int r, int j) { return scales32[r][j]; };
     __m512i dots[R][G];
     if constexpr (offset_in_runs)
-        detail::scaled_block_dots<Kernel::kSubBlocks>(dots, u, a, scale, OffsetRunStart<G, Kernel::kOffsetShift>{a});
+        detail::scaled_block_dots<Kernel::kSubBlocks>(dots, weights, a, scale, OffsetRunStart<G, Kernel::kOffsetShift>{a});
     else
-        detail::scaled_block_dots<Kernel::kSubBlocks>(dots, u, a, scale, ZeroRunStart{});
+        detail::scaled_block_dots<Kernel::kSubBlocks>(dots, weights, a, scale, ZeroRunStart{});
+    if constexpr (Groups::kDotsShift > 0) {  // exact: every total is a multiple of 2^kDotsShift
+        SMOL_UNROLL
+        for (int r = 0; r < R; ++r)
+            SMOL_UNROLL
+            for (int g = 0; g < G; ++g) dots[r][g] = _mm512_srai_epi32(dots[r][g], Groups::kDotsShift);
+    }
     SMOL_UNROLL
     for (int r = 0; r < R; ++r) {
         const avx2_kquant::GemmFactors& f = factors[r];
@@ -281,7 +290,8 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void block_pass(
                                                     detail::word_pair(f.bsum_factors + 2 * p));
                 if constexpr (Kernel::kOffsetShift == 0) {
                     acc = _mm512_fmadd_ps(d_ad, _mm512_cvtepi32_ps(dots[r][g]), acc);
-                    acc = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_set1_ps(*detail::read_in_place(&f.dmin)), ad), _mm512_cvtepi32_ps(bsum_term), acc);
+                    const __m512 dmin_ad = _mm512_mul_ps(_mm512_set1_ps(*detail::read_in_place(&f.dmin)), ad);
+                    acc = _mm512_fnmadd_ps(dmin_ad, _mm512_cvtepi32_ps(bsum_term), acc);
                 } else {
                     const __m512i total = _mm512_sub_epi32(dots[r][g], _mm512_slli_epi32(bsum_term, Kernel::kOffsetShift));
                     acc = _mm512_fmadd_ps(d_ad, _mm512_cvtepi32_ps(total), acc);
@@ -292,14 +302,55 @@ SMOL_TARGET_AVX512 __attribute__((always_inline)) inline void block_pass(
     }
 }
 
+// Where a call's weight groups come from (see kernels_avx512.hpp's UnpackedGroups). Rows
+// (kquant_tiles_avx2.hpp's StoredRows or GroupRows) unpack each block to bytes once per call:
+template <class Rows>
+struct UnpackedBlocks {
+    const Rows& rows;
+    detail::UnpackedQuants u[kTileRows];  // block b's rows, written by block(b)
+    explicit UnpackedBlocks(const Rows& from) : rows(from) {}
+    using Groups = detail::UnpackedGroups;
+    SMOL_TARGET_AVX512 Groups block(std::int64_t b, avx2_kquant::GemmFactors (&factors)[kTileRows]) {
+        rows.unpack(b, u, factors);
+        return {u};
+    }
+};
+
+// Q4_K's row groups (row_groups.hpp) read in place, nothing unpacked: group k of sub-block j is
+// the 4 bytes qs[j / 2][k % 8][row] of the group block, the low nibbles for even j, the high ones
+// for odd j. Masking the broadcast bytes (one vpandd with the broadcast from memory) leaves the
+// high nibbles as 16 times their quants, so the even sub-blocks' scales take a factor 16 too and
+// the block totals are shifted down by 4 (16 * 8 * 63 * 32 * 15 * 128 stays below 2^31).
+struct Q4KGroupNibbles {
+    const BlockQ4Kx8* group;  // the group's first block
+    int first;                // rows first..first + 3 of it
+    struct Groups {
+        const BlockQ4Kx8& block;
+        int first;
+        static constexpr int kDotsShift = 4;
+        static constexpr int quant_shift(int j) { return j % 2 == 0 ? 0 : 4; }
+        SMOL_TARGET_AVX512 __m512i group(int r, int k) const {
+            const int j = k / 8;
+            std::int32_t four;
+            std::memcpy(&four, block.qs[j / 2][k % 8][first + r], 4);
+            return _mm512_and_si512(_mm512_set1_epi32(four), _mm512_set1_epi8(char(j % 2 == 0 ? 0x0f : 0xf0)));
+        }
+    };
+    SMOL_TARGET_AVX512 Groups block(std::int64_t b, avx2_kquant::GemmFactors (&factors)[kTileRows]) const {
+        if (first == 0) prefetch_ahead<PrefetchInto::l2>(&group[b], sizeof(group[b]), kPrefetchBytes);
+        avx2_kquant::Q4KGemm::group_factors(group[b], first, factors);
+        return {group[b], first};
+    }
+};
+
 // A call's tokens (up to kGemmTokensAvx512) against the tile's rows, each weight block unpacked
-// once for all of them: full passes of three groups, then the groups left (a short batch: a
-// speculative verify step, a prompt's tail) in one pass of as many as they fill rather than a
-// group computed for nothing.
-template <class Kernel, class Rows>
-SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows,
-                                                                         const BlockQ8Kx16* acts, int n_tokens,
-                                                                         float* out, std::size_t out_stride) {
+// (where it is) once for all of them: full passes of three groups, then the groups left (a short
+// batch: a speculative verify step, a prompt's tail) in one pass of as many as they fill rather
+// than a group computed for nothing. Blocks: UnpackedBlocks or Q4KGroupNibbles.
+template <class Kernel, class Blocks>
+SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_blocks(std::int64_t n, Blocks& blocks_of_rows,
+                                                                           int n_rows, const BlockQ8Kx16* acts,
+                                                                           int n_tokens, float* out, std::size_t out_stride) {
     constexpr int R = kTileRows;
     if (n_rows <= 0 || n_tokens <= 0) return;
     n_tokens = std::min(n_tokens, kGemmTokensAvx512);
@@ -307,25 +358,45 @@ SMOL_TARGET_AVX512 __attribute__((flatten)) inline void kquant_gemm_rows(std::in
     const int groups = int(packed_groups(n_tokens));
     const int full = groups - groups % kGroupsPerPass;
     alignas(64) GroupSums sums = {};
-    detail::UnpackedQuants u[R];
     avx2_kquant::GemmFactors factors[R];
-    alignas(64) std::int32_t scales32[R][16];  // factors[r].scales widened: vpmulld broadcasts them from memory
+    // factors[r].scales widened, each times 2^(kDotsShift - quant_shift(j)): vpmulld broadcasts
+    // them from memory.
+    alignas(64) std::int32_t scales32[R][16];
     for (std::int64_t b = 0; b < blocks; ++b) {
-        rows.unpack(b, u, factors);
+        const auto weights = blocks_of_rows.block(b, factors);
+        using Groups = std::remove_const_t<decltype(weights)>;
+        // Read in the 128-bit halves the unpacking stored, only those the type fills: a wider load
+        // of two fresh stores cannot take its data from the store buffer and waits for L1.
         SMOL_UNROLL
-        for (int r = 0; r < R; ++r) {
-            const __m256i scales16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(factors[r].scales));
-            _mm512_store_si512(scales32[r], _mm512_cvtepi16_epi32(scales16));
-        }
+        for (int r = 0; r < R; ++r)
+            SMOL_UNROLL
+            for (int k = 0; k < avx2_kquant::kFilledHalves<Kernel::kSubBlocks>; ++k) {
+                __m256i scales = _mm256_cvtepi16_epi32(avx2_kquant::load_128(factors[r].scales + 8 * k));
+                if constexpr (Groups::kDotsShift > 0) {
+                    const auto shift = [k](int i) { return Groups::kDotsShift - Groups::quant_shift(8 * k + i); };
+                    const __m256i shifts = _mm256_setr_epi32(shift(0), shift(1), shift(2), shift(3), shift(4), shift(5),
+                                                             shift(6), shift(7));
+                    scales = _mm256_sllv_epi32(scales, shifts);
+                }
+                _mm256_store_si256(reinterpret_cast<__m256i*>(scales32[r] + 8 * k), scales);
+            }
         for (int g0 = 0; g0 < full; g0 += kGroupsPerPass)
-            block_pass<Kernel, kGroupsPerPass>(u, factors, scales32, acts, blocks, b, g0, sums);
-        if (groups - full == 1) block_pass<Kernel, 1>(u, factors, scales32, acts, blocks, b, full, sums);
-        if (groups - full == 2) block_pass<Kernel, 2>(u, factors, scales32, acts, blocks, b, full, sums);
+            block_pass<Kernel, kGroupsPerPass>(weights, factors, scales32, acts, blocks, b, g0, sums);
+        if (groups - full == 1) block_pass<Kernel, 1>(weights, factors, scales32, acts, blocks, b, full, sums);
+        if (groups - full == 2) block_pass<Kernel, 2>(weights, factors, scales32, acts, blocks, b, full, sums);
     }
     kernel_detail::store_token_major(&sums[0][0][0], kMaxGroups * kPackedTokens, n_rows, n_tokens, out, out_stride);
 }
 
-// The two entry points: a GemmTileFn over rows as stored, a GroupGemmFn over a row group's rows.
+template <class Kernel, class Rows>
+SMOL_TARGET_AVX512 inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const BlockQ8Kx16* acts,
+                                                int n_tokens, float* out, std::size_t out_stride) {
+    UnpackedBlocks<Rows> blocks(rows);
+    kquant_gemm_blocks<Kernel>(n, blocks, n_rows, acts, n_tokens, out, out_stride);
+}
+
+// The two entry points: a GemmTileFn over rows as stored, a GroupGemmFn over a row group's rows
+// (Q4_K's read in place, Q6_K's unpacked).
 template <class Kernel>
 SMOL_TARGET_AVX512 inline void kquant_gemm(std::int64_t n, const std::uint8_t* weights, std::size_t row_bytes, int n_rows,
                                            const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
@@ -335,8 +406,14 @@ SMOL_TARGET_AVX512 inline void kquant_gemm(std::int64_t n, const std::uint8_t* w
 template <class Kernel>
 SMOL_TARGET_AVX512 inline void kquant_group_gemm(std::int64_t n, const std::uint8_t* group, int first_row,
                                                  const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
-    const avx2_kquant::GroupRows<Kernel> rows{reinterpret_cast<const typename Kernel::Group*>(group), first_row};
-    kquant_gemm_rows<Kernel>(n, rows, kTileRows, acts, n_tokens, out, out_stride);
+    const auto* blocks = reinterpret_cast<const typename Kernel::Group*>(group);
+    if constexpr (std::is_same_v<Kernel, avx2_kquant::Q4KGemm>) {
+        Q4KGroupNibbles nibbles{blocks, first_row};
+        kquant_gemm_blocks<Kernel>(n, nibbles, kTileRows, acts, n_tokens, out, out_stride);
+    } else {
+        kquant_gemm_rows<Kernel>(n, avx2_kquant::GroupRows<Kernel>{blocks, first_row}, kTileRows, acts, n_tokens, out,
+                                 out_stride);
+    }
 }
 
 }  // namespace kquant_detail
