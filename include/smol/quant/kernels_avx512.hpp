@@ -87,7 +87,7 @@ struct UnpackedGroups {
     const UnpackedQuants (&u)[kTileRows];
     static constexpr int kDotsShift = 0;
     static constexpr int quant_shift(int) { return 0; }
-    SMOL_TARGET_AVX512 __m512i group(int r, int k) const { return detail::broadcast_group(u[r], k); }  // AVX2 has one too
+    SMOL_TARGET_AVX512 __m512i group(int r, int k) const { return detail::broadcast_group(u[r], k); }  // qualified: ADL finds AVX2's too
 };
 
 // sub[r][g] += the products of row r's 4-byte groups first..first+K-1 with token group g's,

@@ -746,8 +746,12 @@ struct GroupRows {
     int first;
     SMOL_INLINE_INTO_SET void unpack(std::int64_t b, avx2::UnpackedQuants (&u)[kTileRows],
                                      GemmFactors (&factors)[kTileRows]) const {
-        if (first == 0) prefetch_ahead<PrefetchInto::l2>(&group[b], sizeof(group[b]), kPrefetchBytes);
+        prefetch(b);
         Kernel::unpack_group(group[b], first, u, factors);
+    }
+    // The group blocks ahead of block b into L2, by the call over the group's first rows only.
+    SMOL_INLINE_INTO_SET void prefetch(std::int64_t b) const {
+        if (first == 0) prefetch_ahead<PrefetchInto::l2>(&group[b], sizeof(group[b]), kPrefetchBytes);
     }
 };
 

@@ -322,8 +322,7 @@ struct UnpackedBlocks {
 // high nibbles as 16 times their quants, so the even sub-blocks' scales take a factor 16 too and
 // the block totals are shifted down by 4 (16 * 8 * 63 * 32 * 15 * 128 stays below 2^31).
 struct Q4KGroupNibbles {
-    const BlockQ4Kx8* group;  // the group's first block
-    int first;                // rows first..first + 3 of it
+    avx2_kquant::GroupRows<avx2_kquant::Q4KGemm> rows;  // rows first..first + 3 of a row group
     struct Groups {
         const BlockQ4Kx8& block;
         int first;
@@ -337,9 +336,9 @@ struct Q4KGroupNibbles {
         }
     };
     SMOL_TARGET_AVX512 Groups block(std::int64_t b, avx2_kquant::GemmFactors (&factors)[kTileRows]) const {
-        if (first == 0) prefetch_ahead<PrefetchInto::l2>(&group[b], sizeof(group[b]), kPrefetchBytes);
-        avx2_kquant::Q4KGemm::group_factors(group[b], first, factors);
-        return {group[b], first};
+        rows.prefetch(b);
+        avx2_kquant::Q4KGemm::group_factors(rows.group[b], rows.first, factors);
+        return {rows.group[b], rows.first};
     }
 };
 
@@ -408,7 +407,7 @@ SMOL_TARGET_AVX512 inline void kquant_group_gemm(std::int64_t n, const std::uint
                                                  const BlockQ8Kx16* acts, int n_tokens, float* out, std::size_t out_stride) {
     const auto* blocks = reinterpret_cast<const typename Kernel::Group*>(group);
     if constexpr (std::is_same_v<Kernel, avx2_kquant::Q4KGemm>) {
-        Q4KGroupNibbles nibbles{blocks, first_row};
+        Q4KGroupNibbles nibbles{{blocks, first_row}};
         kquant_gemm_blocks<Kernel>(n, nibbles, kTileRows, acts, n_tokens, out, out_stride);
     } else {
         kquant_gemm_rows<Kernel>(n, avx2_kquant::GroupRows<Kernel>{blocks, first_row}, kTileRows, acts, n_tokens, out,
