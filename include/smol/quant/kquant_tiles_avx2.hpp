@@ -332,7 +332,10 @@ struct Q2KDecode {
 
 struct GemmFactors {
     alignas(32) std::int16_t scales[16];  // [sub-block]: its scale (the first kSubBlocks)
-    std::int16_t bsum_factors[16];        // [activation sum of kBsumWidth quants]: its sub-block's min, or scale
+    // [activation sum of kBsumWidth quants]: its sub-block's min, or scale; left unset by the types
+    // that take their offset inside the runs (kOffsetInRuns: Q6_K, Q3_K), which no driver reads
+    // them for
+    std::int16_t bsum_factors[16];
     float d, dmin;                        // dmin: 0 for the types without mins
 };
 
@@ -456,7 +459,6 @@ struct Q6KGemm {  // quants used unsigned, 0..63
     static void unpack(const BlockQ6K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         const __m256i scales16 = avx2::q6k_scales16(wb);
         _mm256_store_si256(reinterpret_cast<__m256i*>(f.scales), scales16);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(f.bsum_factors), scales16);
         f.d = avx2::half_to_float(wb.d);
         f.dmin = 0.0f;
         avx2::q6k_unpack(wb, u);
@@ -491,7 +493,6 @@ struct Q6KGemm {  // quants used unsigned, 0..63
         for (int r = 0; r < kTileRows; ++r) {
             store_row_words<true>(low_by_row, r, f[r].scales);
             store_row_words<true>(high_by_row, r, f[r].scales + 8);
-            std::memcpy(f[r].bsum_factors, f[r].scales, sizeof f[r].scales);
             f[r].d = avx2::half_to_float(g.d[first + r]);
             f[r].dmin = 0.0f;
         }
@@ -504,7 +505,6 @@ struct Q3KGemm {  // quants used unsigned, 0..7
     static void unpack(const BlockQ3K& wb, avx2::UnpackedQuants& u, GemmFactors& f) {
         const __m256i scales16 = _mm256_cvtepi8_epi16(q3k_scales(wb));
         _mm256_store_si256(reinterpret_cast<__m256i*>(f.scales), scales16);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(f.bsum_factors), scales16);
         f.d = avx2::half_to_float(wb.d);
         f.dmin = 0.0f;
         const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.hmask));
