@@ -391,6 +391,98 @@ TEST_CASE("matmul_add gives the bits of y[i] += (W x)[i]: every type path, batch
     }
 }
 
+TEST_CASE("matmul_mlp_add gives the bits of matmul_gated then matmul_add, h handed on packed or as floats") {
+    // The gated items hand h to the down projection quantized and packed where both run GEMMs
+    // (forced here at any number of items, and at the team's minimum), or h goes through memory
+    // as floats: a decode step, too few items, float weights. 512 rows of h are two Q8_K blocks,
+    // so two items; 130 tokens make two token blocks and a partial token group.
+    const std::int64_t cols = 512, rows = 512;
+    const Matrix gate = random_matrix(TensorType::Q4_K, rows, cols, 16, 601);
+    const Matrix up = random_matrix(TensorType::Q4_K, rows, cols, 0, 602);
+    const Matrix down6 = random_matrix(TensorType::Q6_K, 40, rows, 0, 603);
+    const Matrix down5 = random_matrix(TensorType::Q5_K, 37, rows, 0, 604);  // no row groups, a partial item
+    const Matrix gate16 = random_matrix(TensorType::F16, rows, cols, 0, 605), up16 = random_matrix(TensorType::F16, rows, cols, 0, 606);
+    const Grouped g_gate = grouped(gate), g_up = grouped(up), g_down6 = grouped(down6);
+    const MatrixView v_gate = gate.view(), v_down5 = down5.view(), v_gate16 = gate16.view(), v_up16 = up16.view();
+    struct Mlp {
+        const char* name;
+        const MatrixView *gate, *up, *down;
+    };
+    const Mlp mlps[] = {{"row groups throughout", &g_gate.view, &g_up.view, &g_down6.view},
+                        {"rows as stored beside groups", &v_gate, &g_up.view, &v_down5},
+                        {"float gate and up", &v_gate16, &v_up16, &g_down6.view}};
+    const auto x = random_activations(130, cols, 607);
+    for (const Isa isa : kAllIsas) {
+        if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
+        CAPTURE(isa_name(isa));
+        const KernelSet set = kernels_for(isa);
+        for (const Mlp& mlp : mlps) {
+            CAPTURE(mlp.name);
+            const MatmulTarget gated_targets[] = {{mlp.gate, nullptr}, {mlp.up, nullptr}};
+            const MatmulTarget down_target{mlp.down, nullptr};
+            for (const int threads : {1, 2}) {
+                CAPTURE(threads);
+                const ThreadCount scope(threads);
+                for (const std::int64_t tokens : {1, 5, 16, 33, 130}) {
+                    CAPTURE(tokens);
+                    const auto gated_plan = matmul_detail::plan_matmul(set, gated_targets, tokens, true);
+                    const auto down_plan = matmul_detail::plan_matmul(set, std::span(&down_target, 1), tokens);
+                    // Handed on wherever both products run GEMMs and the matrices allow it.
+                    CHECK(matmul_detail::hands_on_packed(gated_plan, down_plan, rows, tokens, threads, 0) ==
+                          (gated_plan.use_gemm && down_plan.use_gemm && mlp.gate != &v_gate16));
+                    const auto residual = random_activations(tokens, mlp.down->rows, 608);
+                    std::vector<float> h(std::size_t(tokens * rows)), want(residual);
+                    MatmulScratch scratch;
+                    matmul_gated(set, *mlp.gate, *mlp.up, x.data(), tokens, h.data(), scratch);
+                    matmul_add(set, *mlp.down, h.data(), tokens, want.data(), scratch);
+                    for (const std::int64_t min_items : {std::int64_t(0), matmul_detail::kMinHandedOnItemsPerThread}) {
+                        CAPTURE(min_items);
+                        std::vector<float> got(residual), room(h.size());
+                        matmul_detail::mlp_add(set, *mlp.gate, *mlp.up, *mlp.down, x.data(), tokens, room.data(), got.data(),
+                                               scratch, 0, min_items);
+                        REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+                    }
+                }
+            }
+        }
+    }
+    const Matrix narrow = random_matrix(TensorType::Q4_K, 8, 256, 0, 609);
+    std::vector<float> h(rows), y(8);
+    MatmulScratch scratch;
+    CHECK_THROWS_WITH_AS(matmul_mlp_add(g_gate.view, g_up.view, narrow.view(), x.data(), 1, h.data(), y.data(), scratch),
+                         "matmul_mlp_add: the down projection takes 256 inputs, the gated hidden state has 512",
+                         smol::Error);
+}
+
+TEST_CASE("the 3B shape's MLP hands h on packed at long prompts, and not where a team would wait on its last items") {
+    // hands_on_packed's rule on the real shape (11008 x 2048 gate and up, 2048 x 11008 down, Q4_K
+    // and Q6_K): items of 256 rows, 43 a token block. The views are only planned, never read.
+    static const std::uint8_t never_read = 0;
+    const MatrixView gate{TensorType::Q4_K, &never_read, 11008, 2048, 2048 / QK_K * 144};
+    const MatrixView down{TensorType::Q6_K, &never_read, 2048, 11008, 11008 / QK_K * 210};
+    const MatmulTarget gated_targets[] = {{&gate, nullptr}, {&gate, nullptr}};
+    const MatmulTarget down_target{&down, nullptr};
+    for (const Isa isa : kAllIsas) {
+        if (!isa_compiled(isa) || !cpu_features().supports(isa)) continue;
+        CAPTURE(isa_name(isa));
+        const KernelSet set = kernels_for(isa);
+        const auto hands_on = [&](std::int64_t tokens, int team) {
+            return matmul_detail::hands_on_packed(matmul_detail::plan_matmul(set, gated_targets, tokens, true),
+                                                  matmul_detail::plan_matmul(set, std::span(&down_target, 1), tokens),
+                                                  gate.rows, tokens, team);
+        };
+        if (!matmul_detail::plan_matmul(set, gated_targets, 512, true).use_gemm) {
+            CHECK_FALSE(hands_on(512, 1));
+            continue;
+        }
+        CHECK(hands_on(512, 1));
+        CHECK(hands_on(512, 2));
+        CHECK_FALSE(hands_on(32, 2));   // 43 items for 2 threads
+        CHECK_FALSE(hands_on(512, 16));  // at most 8 token blocks of 43 for 16 threads
+        CHECK(hands_on(4096, 16));
+    }
+}
+
 TEST_CASE("GEMM activations quantized straight into packed blocks: the bytes of packing the quantized rows") {
     // quantize_packed quantizes each packed block's tokens into a buffer of its own; the blocks must
     // be those pack_q8k_x16 makes of the rows quantize_row_q8_k writes, partial last groups included

@@ -180,9 +180,9 @@ private:
         matmul_add(w.attn_output, att_.data(), n_tokens, x_.data(), scratch_, threads_);
 
         rmsnorm(x_.data(), w.ffn_norm.data(), xn_.data(), n_tokens, d, eps, threads_);  // xn: [n_tokens, d_model]
-        // hidden: [n_tokens, d_ffn] = silu(xn W_gate) * (xn W_up)
-        matmul_gated(w.ffn_gate, w.ffn_up, xn_.data(), n_tokens, hidden_.data(), scratch_, threads_);
-        matmul_add(w.ffn_down, hidden_.data(), n_tokens, x_.data(), scratch_, threads_);  // x += hidden W_down
+        // x += hidden W_down, hidden: [n_tokens, d_ffn] = silu(xn W_gate) * (xn W_up) (in hidden_
+        // only where it is not handed to W_down quantized)
+        matmul_mlp_add(w.ffn_gate, w.ffn_up, w.ffn_down, xn_.data(), n_tokens, hidden_.data(), x_.data(), scratch_, threads_);
     }
 
     // Several projections of the same input: one fused matmul when their activation formats

@@ -15,7 +15,9 @@
 // (AMX, ARM) its rows are restored once per call by the thread that multiplies them. Decode,
 // prompt and group kernels give the same bits. matmul_gated computes the SwiGLU MLP's gate and
 // up projections in one pass and writes only silu(gate) * up; matmul_add adds W x into y (a
-// residual) as the GEMM items write their results, so the product is never stored and read back.
+// residual) as the GEMM items write their results, so the product is never stored and read back;
+// matmul_mlp_add runs the whole MLP, its gated items handing their hidden state to the down
+// projection already quantized and packed, so that it never goes to memory as floats either.
 
 #include <omp.h>
 
@@ -80,11 +82,15 @@ public:
     float* separate_product(std::size_t count) {
         return reinterpret_cast<float*>(product_.at_least(count * sizeof(float)));
     }
+    // At least `bytes` bytes for the packed activations one product hands the next
+    // (matmul_mlp_add's hidden state), likewise.
+    std::uint8_t* handed_on(std::size_t bytes) { return handed_on_.at_least(bytes); }
 
 private:
     AlignedBuffer activations_;
     AlignedBuffer rows_;
     AlignedBuffer product_;
+    AlignedBuffer handed_on_;
 };
 
 namespace matmul_detail {
@@ -129,10 +135,18 @@ inline void quantize_activations(FromFloatFn quantize, std::int64_t block_elemen
     }
 }
 
+// One packed block: n <= 16 tokens' QK_K values (token t's at x + t * stride) quantized to Q8_K
+// with `quantize` into a buffer on the stack and packed from there (the bytes pack_q8k_x16 makes
+// of the quantized rows; tokens past n are zero).
+inline void quantize_group(FromFloatFn quantize, const float* x, std::int64_t stride, std::int64_t n, BlockQ8Kx16& out) {
+    BlockQ8K rows[kPackedTokens];  // [token]
+    for (std::int64_t t = 0; t < n; ++t) quantize(x + t * stride, &rows[t], QK_K);
+    pack_block(rows, n, 1, 0, 0, out);
+}
+
 // Quantizes x ([n_tokens, cols]) to Q8_K with `quantize` and packs it 16 tokens to a block in
-// `out` ([ceil(n_tokens / 16)][cols / QK_K]): the bytes pack_q8k_x16 makes of the quantized
-// rows, but each packed block's tokens are quantized into a buffer on the stack and packed from
-// there, so the rows never go out to memory and back (the GEMMs read only the packed blocks).
+// `out` ([ceil(n_tokens / 16)][cols / QK_K]), a block at a time (quantize_group), so the
+// quantized rows never go out to memory and back (the GEMMs read only the packed blocks).
 inline void quantize_packed(FromFloatFn quantize, const float* x, std::int64_t n_tokens, std::int64_t cols,
                             BlockQ8Kx16* out, int team) {
     const std::int64_t blocks = cols / QK_K;
@@ -141,10 +155,7 @@ inline void quantize_packed(FromFloatFn quantize, const float* x, std::int64_t n
     for (std::int64_t i = 0; i < groups * blocks; ++i) {
         const std::int64_t group = i / blocks, b = i % blocks;
         const std::int64_t t0 = group * kPackedTokens;
-        const std::int64_t n = std::min<std::int64_t>(kPackedTokens, n_tokens - t0);
-        BlockQ8K rows[kPackedTokens];  // [token - t0]: block b of each token in the group
-        for (std::int64_t t = 0; t < n; ++t) quantize(x + (t0 + t) * cols + b * QK_K, &rows[t], QK_K);
-        pack_block(rows, n, 1, 0, 0, out[i]);
+        quantize_group(quantize, x + t0 * cols + b * QK_K, cols, std::min<std::int64_t>(kPackedTokens, n_tokens - t0), out[i]);
     }
 }
 
@@ -249,6 +260,11 @@ struct MatmulPlan {
     // A gated product (matmul_gated): targets 0 and 1 are the gate and up projections of the same
     // rows; each item computes its rows of both and writes only swiglu(gate, up) to target 0's y.
     const SwigluKernels* swiglu = nullptr;
+    // A gated product that hands h on to a GEMM (matmul_mlp_add, hand_on): its items are QK_K rows
+    // of both targets, and each quantizes its h, as quantize_packed would, into block r0 / QK_K of
+    // every token group of packed_h ([token group][W_gate.rows / QK_K]), writing no floats.
+    BlockQ8Kx16* packed_h = nullptr;
+    FromFloatFn quantize_h = nullptr;
     // The items add their results to y (y += W x, matmul_add) rather than store them. GEMMs only:
     // the other kernels write y themselves.
     bool accumulate = false;
@@ -308,6 +324,31 @@ inline MatmulPlan plan_matmul(const KernelSet& kernels, std::span<const MatmulTa
     return plan;
 }
 
+// Fewest items of QK_K rows per thread for a gated product to hand h on packed (hands_on_packed):
+// an item is 16 of the plain product's, so the thread that takes the last one can leave the
+// others waiting for longer than the packing saves; 32 a thread bound that wait to about a 64th
+// of the product (docs/performance.md has what the packing saves).
+inline constexpr std::int64_t kMinHandedOnItemsPerThread = 32;
+
+// Whether the gated product `gated` can hand its h ([n_tokens, rows]) to the GEMMs of `next`
+// as packed Q8_K blocks: both products run GEMMs, `next` reads Q8_K, h's rows make whole blocks,
+// and there are at least min_items_per_thread items of QK_K rows for each of `team` threads.
+inline bool hands_on_packed(const MatmulPlan& gated, const MatmulPlan& next, std::int64_t rows, std::int64_t n_tokens,
+                            int team, std::int64_t min_items_per_thread = kMinHandedOnItemsPerThread) {
+    if (gated.swiglu == nullptr || !next.use_gemm || next.format != TensorType::Q8_K || rows % QK_K != 0) return false;
+    const std::int64_t token_blocks = (n_tokens + gated.token_block - 1) / gated.token_block;
+    return rows / QK_K * token_blocks >= min_items_per_thread * team;
+}
+
+// Makes a gated plan hand h ([n_tokens, rows]) on packed (MatmulPlan::packed_h): items of QK_K
+// rows, of the gate target only (each computes the same rows of the up projection).
+inline void hand_on(MatmulPlan& gated, std::int64_t rows, BlockQ8Kx16* packed_h, FromFloatFn quantize) {
+    gated.packed_h = packed_h;
+    gated.quantize_h = quantize;
+    gated.group_rows[0] = QK_K;
+    gated.total_groups = gated.group_end[0] = gated.group_end[1] = rows / QK_K;
+}
+
 // Execution: one work item of the plan for a range of tokens, on the kernels it chose.
 struct MatmulRun {
     const MatmulPlan& plan;
@@ -324,17 +365,13 @@ struct MatmulRun {
         const int n_rows = int(std::min<std::int64_t>(plan.group_rows[i], w.rows - r0));
         float* const y = targets[i].y + r0 + t0 * w.rows;  // token t0's results
         if (!plan.use_gemm) return products(i, r0, n_rows, t0, t1, y, std::size_t(w.rows));
+        if (plan.packed_h != nullptr) return packed_swiglu(r0, t0, t1);
         // The GEMMs write the item's results into a tile ([token][row], its rows side by side),
         // and each token's run of rows then goes to y at once. y's rows lie w.rows floats apart,
         // 8 KB on the 3B shape's 2048: a GEMM's scattered stores into them (a few floats to each of
         // 48 lines that share one L1 set) halved its speed on Zen 5 (docs/performance.md).
         alignas(64) float tile[kMaxItemTokens * kGemmItemRows];  // [t - t0][r - r0]
-        products(i, r0, n_rows, t0, t1, tile, std::size_t(n_rows));
-        if (plan.swiglu != nullptr) {  // the same rows of the up projection, met by the gate in the tile
-            alignas(64) float up[kMaxItemTokens * kGemmItemRows];  // [t - t0][r - r0]
-            products(1, r0, n_rows, t0, t1, up, std::size_t(n_rows));
-            plan.swiglu->swiglu(tile, up, tile, (t1 - t0) * n_rows);
-        }
+        item_tile(i, r0, n_rows, t0, t1, tile);
         for (std::int64_t t = 0; t < t1 - t0; ++t) {
             const float* from = tile + t * n_rows;
             float* to = y + t * w.rows;
@@ -343,6 +380,34 @@ struct MatmulRun {
             else
                 for (int r = 0; r < n_rows; ++r) to[r] = from[r];
         }
+    }
+
+    // A GEMM item's results as a tile ([t - t0][r - r0], n_rows <= kGemmItemRows floats a token):
+    // target i's products, or in a gated plan swiglu(gate, up) of the same rows of both.
+    void item_tile(std::size_t i, std::int64_t r0, int n_rows, std::int64_t t0, std::int64_t t1, float* tile) const {
+        products(i, r0, n_rows, t0, t1, tile, std::size_t(n_rows));
+        if (plan.swiglu == nullptr) return;
+        alignas(64) float up[kMaxItemTokens * kGemmItemRows];  // [t - t0][r - r0]
+        products(1, r0, n_rows, t0, t1, up, std::size_t(n_rows));
+        plan.swiglu->swiglu(tile, up, tile, (t1 - t0) * n_rows);
+    }
+
+    // Rows [r0, r0 + QK_K) of a gated product handing h on (MatmulPlan::packed_h), tokens [t0, t1):
+    // item tiles of kGemmItemRows rows gathered in this thread's buffer (96 KB at most, so it
+    // waits in L2), then each token group's Q8_K block quantized and packed from there.
+    void packed_swiglu(std::int64_t r0, std::int64_t t0, std::int64_t t1) const {
+        thread_local AlignedBuffer buffer;
+        float* const h = reinterpret_cast<float*>(buffer.at_least(sizeof(float) * kMaxItemTokens * QK_K));  // [t - t0][r - r0]
+        for (std::int64_t sub = 0; sub < QK_K; sub += kGemmItemRows) {
+            alignas(64) float tile[kMaxItemTokens * kGemmItemRows];  // [t - t0][r - r0 - sub]
+            item_tile(0, r0 + sub, int(kGemmItemRows), t0, t1, tile);
+            for (std::int64_t t = 0; t < t1 - t0; ++t)
+                std::copy_n(tile + t * kGemmItemRows, kGemmItemRows, h + t * QK_K + sub);
+        }
+        const std::int64_t blocks = targets[0].w->rows / QK_K;
+        for (std::int64_t g0 = t0; g0 < t1; g0 += kPackedTokens)  // t0 is a multiple of kPackedTokens
+            quantize_group(plan.quantize_h, h + (g0 - t0) * QK_K, QK_K, std::min<std::int64_t>(kPackedTokens, t1 - g0),
+                           plan.packed_h[(g0 / kPackedTokens) * blocks + r0 / QK_K]);
     }
 
     // Target i's rows [r0, r0 + n_rows) against tokens [t0, t1), on the kernels the plan chose:
@@ -430,13 +495,10 @@ struct MatmulRun {
     }
 };
 
-// The plan's products of x ([n_tokens, cols]) on `threads` threads (thread_team).
-inline void run_plan(const KernelSet& kernels, const MatmulPlan& plan, std::span<const MatmulTarget> targets,
-                     const float* x, std::int64_t n_tokens, MatmulScratch& scratch, int threads) {
+// The plan's products over activations already prepared, on a team of `team` threads.
+inline void run_prepared(const MatmulPlan& plan, std::span<const MatmulTarget> targets, const Activations& acts,
+                         std::int64_t n_tokens, MatmulScratch& scratch, int team) {
     if (plan.total_groups == 0 || n_tokens == 0) return;
-    const std::int64_t cols = targets[0].w->cols;
-    const int team = thread_team(threads);
-    const Activations acts = prepare_activations(kernels, plan.format, x, n_tokens, cols, plan.use_gemm, scratch, team);
     const std::size_t slots = plan.restore_once ? 1 : std::size_t(team);
     std::uint8_t* restored = plan.restored_bytes ? scratch.restored_rows(plan.restored_bytes * slots) : nullptr;
     const MatmulRun run{plan, targets, acts, restored};
@@ -464,6 +526,16 @@ inline void run_plan(const KernelSet& kernels, const MatmulPlan& plan, std::span
             }
         }
     }
+}
+
+// The plan's products of x ([n_tokens, cols]) on `threads` threads (thread_team).
+inline void run_plan(const KernelSet& kernels, const MatmulPlan& plan, std::span<const MatmulTarget> targets,
+                     const float* x, std::int64_t n_tokens, MatmulScratch& scratch, int threads) {
+    if (plan.total_groups == 0 || n_tokens == 0) return;
+    const int team = thread_team(threads);
+    const Activations acts =
+        prepare_activations(kernels, plan.format, x, n_tokens, targets[0].w->cols, plan.use_gemm, scratch, team);
+    run_prepared(plan, targets, acts, n_tokens, scratch, team);
 }
 
 }  // namespace matmul_detail
@@ -535,6 +607,49 @@ inline void matmul_add(const KernelSet& kernels, const MatrixView& w, const floa
     for (std::int64_t i = 0; i < count; ++i) y[i] += product[i];
 }
 
+namespace matmul_detail {
+
+// matmul_mlp_add, handing h on packed where hands_on_packed allows it with min_items_per_thread.
+inline void mlp_add(const KernelSet& kernels, const MatrixView& gate, const MatrixView& up, const MatrixView& down,
+                    const float* x, std::int64_t n_tokens, float* h, float* y, MatmulScratch& scratch, int threads,
+                    std::int64_t min_items_per_thread) {
+    if (down.cols != gate.rows)
+        fail("matmul_mlp_add: the down projection takes ", down.cols, " inputs, the gated hidden state has ", gate.rows);
+    const MatmulTarget gated_targets[] = {{&gate, h}, {&up, nullptr}};
+    const MatmulTarget into_y{&down, y};
+    const int team = thread_team(threads);
+    const bool shared_input = gate.rows == up.rows && weight_row(gate.type).activations == weight_row(up.type).activations;
+    MatmulPlan gated = shared_input ? plan_matmul(kernels, gated_targets, n_tokens, true) : MatmulPlan{};
+    MatmulPlan next = plan_matmul(kernels, std::span<const MatmulTarget>(&into_y, 1), n_tokens);
+    if (!hands_on_packed(gated, next, gate.rows, n_tokens, team, min_items_per_thread)) {
+        matmul_gated(kernels, gate, up, x, n_tokens, h, scratch, threads);
+        matmul_add(kernels, down, h, n_tokens, y, scratch, threads);
+        return;
+    }
+    const std::size_t packed_blocks = std::size_t(packed_groups(n_tokens) * (gate.rows / QK_K));
+    auto* packed_h = reinterpret_cast<BlockQ8Kx16*>(scratch.handed_on(packed_blocks * sizeof(BlockQ8Kx16)));
+    hand_on(gated, gate.rows, packed_h, kernels.quantizer(TensorType::Q8_K));
+    run_plan(kernels, gated, gated_targets, x, n_tokens, scratch, threads);
+    next.accumulate = true;
+    run_prepared(next, std::span<const MatmulTarget>(&into_y, 1), Activations{nullptr, 0, packed_h}, n_tokens, scratch,
+                 team);
+}
+
+}  // namespace matmul_detail
+
+// y += W_down h with h = silu(W_gate x) * (W_up x): the SwiGLU MLP added into its residual, with
+// the given kernel set; the bits of matmul_gated then matmul_add. Where both products run GEMMs
+// over enough work (matmul_detail::hands_on_packed), the gated items quantize h for the down
+// projection as they compute it, so it never goes to memory as floats and `h` is not written;
+// otherwise h is computed there first. x: [n_tokens, cols], h: room for [n_tokens, W_gate.rows],
+// y: [n_tokens, W_down.rows]; neither may overlap x, the other or the weights.
+inline void matmul_mlp_add(const KernelSet& kernels, const MatrixView& gate, const MatrixView& up, const MatrixView& down,
+                           const float* x, std::int64_t n_tokens, float* h, float* y, MatmulScratch& scratch,
+                           int threads = 0) {
+    matmul_detail::mlp_add(kernels, gate, up, down, x, n_tokens, h, y, scratch, threads,
+                           matmul_detail::kMinHandedOnItemsPerThread);
+}
+
 // The same with the process-wide kernel set (kernels() in dispatch.hpp).
 inline void matmul(const MatrixView& w, const float* x, std::int64_t n_tokens, float* y, MatmulScratch& scratch,
                    int threads = 0) {
@@ -551,6 +666,10 @@ inline void matmul_gated(const MatrixView& gate, const MatrixView& up, const flo
 inline void matmul_add(const MatrixView& w, const float* x, std::int64_t n_tokens, float* y, MatmulScratch& scratch,
                        int threads = 0) {
     matmul_add(kernels(), w, x, n_tokens, y, scratch, threads);
+}
+inline void matmul_mlp_add(const MatrixView& gate, const MatrixView& up, const MatrixView& down, const float* x,
+                           std::int64_t n_tokens, float* h, float* y, MatmulScratch& scratch, int threads = 0) {
+    matmul_mlp_add(kernels(), gate, up, down, x, n_tokens, h, y, scratch, threads);
 }
 
 }  // namespace smol
