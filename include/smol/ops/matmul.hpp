@@ -332,10 +332,13 @@ inline constexpr std::int64_t kMinHandedOnItemsPerThread = 32;
 
 // Whether the gated product `gated` can hand its h ([n_tokens, rows]) to the GEMMs of `next`
 // as packed Q8_K blocks: both products run GEMMs, `next` reads Q8_K, h's rows make whole blocks,
-// and there are at least min_items_per_thread items of QK_K rows for each of `team` threads.
+// its token blocks whole token groups, and there are at least min_items_per_thread items of QK_K
+// rows for each of `team` threads.
 inline bool hands_on_packed(const MatmulPlan& gated, const MatmulPlan& next, std::int64_t rows, std::int64_t n_tokens,
                             int team, std::int64_t min_items_per_thread = kMinHandedOnItemsPerThread) {
-    if (gated.swiglu == nullptr || !next.use_gemm || next.format != TensorType::Q8_K || rows % QK_K != 0) return false;
+    if (gated.swiglu == nullptr || !next.use_gemm || next.format != TensorType::Q8_K || rows % QK_K != 0 ||
+        gated.token_block % kPackedTokens != 0)
+        return false;
     const std::int64_t token_blocks = (n_tokens + gated.token_block - 1) / gated.token_block;
     return rows / QK_K * token_blocks >= min_items_per_thread * team;
 }
