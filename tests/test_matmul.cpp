@@ -477,8 +477,8 @@ TEST_CASE("the 3B shape's MLP hands h on packed at long prompts, and not where a
         }
         CHECK(hands_on(512, 1));
         CHECK(hands_on(512, 2));
-        CHECK_FALSE(hands_on(32, 2));   // 43 items for 2 threads
-        CHECK_FALSE(hands_on(512, 16));  // at most 8 token blocks of 43 for 16 threads
+        CHECK_FALSE(hands_on(32, 2));    // 43 items for 2 threads
+        CHECK_FALSE(hands_on(256, 16));  // at most 8 token blocks of 43 (blocks of 32 tokens at the least)
         CHECK(hands_on(4096, 16));
     }
 }
