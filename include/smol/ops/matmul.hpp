@@ -563,20 +563,25 @@ inline void matmul(const KernelSet& kernels, const MatrixView& w, const float* x
     matmul(kernels, std::span<const MatmulTarget>(&target, 1), x, n_tokens, scratch, threads);
 }
 
-// h = silu(W_gate x) * (W_up x), elementwise, with the given kernel set: the SwiGLU MLP's gated
-// hidden state, h: [n_tokens, W_gate.rows]. With GEMMs (prompts, batches) each work item computes
-// its rows of both products and writes only h, so neither product is written out and read back;
-// otherwise the two products are computed apart and met by swiglu(). Either way the bits are
-// those of swiglu() on the two matmuls. x: [n_tokens, cols]; h must not overlap x or the weights.
-inline void matmul_gated(const KernelSet& kernels, const MatrixView& gate, const MatrixView& up, const float* x,
-                         std::int64_t n_tokens, float* h, MatmulScratch& scratch, int threads = 0) {
-    using namespace matmul_detail;
+namespace matmul_detail {
+
+// Whether matmul_gated's two products read one quantized input (and so can run as one plan);
+// fails where their rows differ, since h pairs them row by row.
+inline bool gated_shares_input(const MatrixView& gate, const MatrixView& up) {
     if (gate.rows != up.rows)
         fail("matmul_gated: the gate and up projections must have the same rows, found ", gate.rows, " and ", up.rows);
-    const bool shared_input = weight_row(gate.type).activations == weight_row(up.type).activations;
-    const MatmulTarget fused[] = {{&gate, h}, {&up, nullptr}};
-    const MatmulPlan plan = shared_input ? plan_matmul(kernels, fused, n_tokens, true) : MatmulPlan{};
-    if (plan.swiglu != nullptr) return run_plan(kernels, plan, fused, x, n_tokens, scratch, threads);
+    return weight_row(gate.type).activations == weight_row(up.type).activations;
+}
+
+// matmul_gated after planning: `plan` is plan_matmul over {gate -> h, up} with the SwiGLU asked
+// for where the input is shared, an empty plan where it is not.
+inline void gated_by_plan(const KernelSet& kernels, const MatmulPlan& plan, bool shared_input, const MatrixView& gate,
+                          const MatrixView& up, const float* x, std::int64_t n_tokens, float* h, MatmulScratch& scratch,
+                          int threads) {
+    if (plan.swiglu != nullptr) {
+        const MatmulTarget fused[] = {{&gate, h}, {&up, nullptr}};
+        return run_plan(kernels, plan, fused, x, n_tokens, scratch, threads);
+    }
     // The two products apart: without GEMMs (a decode step, float weights) by the same plan, which
     // is then the plain one of the two; with inputs quantized apart, by two matmuls.
     float* up_product = scratch.separate_product(std::size_t(n_tokens * up.rows));
@@ -590,15 +595,10 @@ inline void matmul_gated(const KernelSet& kernels, const MatrixView& gate, const
     swiglu(h, up_product, h, n_tokens * gate.rows, threads);
 }
 
-// y += W x, elementwise the same as y[i] += (W x)[i] (a residual add), with the given kernel set.
-// With GEMMs (prompts, batches) each work item adds its results to y as it writes them back, so
-// the product is never stored and read again; otherwise the product is computed apart and then
-// added. x: [n_tokens, cols], y: [n_tokens, rows]; y must not overlap x or W.
-inline void matmul_add(const KernelSet& kernels, const MatrixView& w, const float* x, std::int64_t n_tokens, float* y,
-                       MatmulScratch& scratch, int threads = 0) {
-    using namespace matmul_detail;
+// matmul_add after planning: `plan` is plan_matmul over {w -> y}.
+inline void add_by_plan(const KernelSet& kernels, MatmulPlan plan, const MatrixView& w, const float* x,
+                        std::int64_t n_tokens, float* y, MatmulScratch& scratch, int threads) {
     const MatmulTarget into_y{&w, y};
-    MatmulPlan plan = plan_matmul(kernels, std::span<const MatmulTarget>(&into_y, 1), n_tokens);
     if (plan.use_gemm) {
         plan.accumulate = true;
         return run_plan(kernels, plan, std::span<const MatmulTarget>(&into_y, 1), x, n_tokens, scratch, threads);
@@ -608,6 +608,34 @@ inline void matmul_add(const KernelSet& kernels, const MatrixView& w, const floa
     const MatmulTarget apart{&w, product};
     run_plan(kernels, plan, std::span<const MatmulTarget>(&apart, 1), x, n_tokens, scratch, threads);
     for (std::int64_t i = 0; i < count; ++i) y[i] += product[i];
+}
+
+}  // namespace matmul_detail
+
+// h = silu(W_gate x) * (W_up x), elementwise, with the given kernel set: the SwiGLU MLP's gated
+// hidden state, h: [n_tokens, W_gate.rows]. With GEMMs (prompts, batches) each work item computes
+// its rows of both products and writes only h, so neither product is written out and read back;
+// otherwise the two products are computed apart and met by swiglu(). Either way the bits are
+// those of swiglu() on the two matmuls. x: [n_tokens, cols]; h must not overlap x or the weights.
+inline void matmul_gated(const KernelSet& kernels, const MatrixView& gate, const MatrixView& up, const float* x,
+                         std::int64_t n_tokens, float* h, MatmulScratch& scratch, int threads = 0) {
+    using namespace matmul_detail;
+    const bool shared_input = gated_shares_input(gate, up);
+    const MatmulTarget fused[] = {{&gate, h}, {&up, nullptr}};
+    const MatmulPlan plan = shared_input ? plan_matmul(kernels, fused, n_tokens, true) : MatmulPlan{};
+    gated_by_plan(kernels, plan, shared_input, gate, up, x, n_tokens, h, scratch, threads);
+}
+
+// y += W x, elementwise the same as y[i] += (W x)[i] (a residual add), with the given kernel set.
+// With GEMMs (prompts, batches) each work item adds its results to y as it writes them back, so
+// the product is never stored and read again; otherwise the product is computed apart and then
+// added. x: [n_tokens, cols], y: [n_tokens, rows]; y must not overlap x or W.
+inline void matmul_add(const KernelSet& kernels, const MatrixView& w, const float* x, std::int64_t n_tokens, float* y,
+                       MatmulScratch& scratch, int threads = 0) {
+    using namespace matmul_detail;
+    const MatmulTarget into_y{&w, y};
+    add_by_plan(kernels, plan_matmul(kernels, std::span<const MatmulTarget>(&into_y, 1), n_tokens), w, x, n_tokens, y,
+                scratch, threads);
 }
 
 namespace matmul_detail {
@@ -621,12 +649,12 @@ inline void mlp_add(const KernelSet& kernels, const MatrixView& gate, const Matr
     const MatmulTarget gated_targets[] = {{&gate, h}, {&up, nullptr}};
     const MatmulTarget into_y{&down, y};
     const int team = thread_team(threads);
-    const bool shared_input = gate.rows == up.rows && weight_row(gate.type).activations == weight_row(up.type).activations;
+    const bool shared_input = gated_shares_input(gate, up);
     MatmulPlan gated = shared_input ? plan_matmul(kernels, gated_targets, n_tokens, true) : MatmulPlan{};
     MatmulPlan next = plan_matmul(kernels, std::span<const MatmulTarget>(&into_y, 1), n_tokens);
     if (!hands_on_packed(gated, next, gate.rows, n_tokens, team, min_items_per_thread)) {
-        matmul_gated(kernels, gate, up, x, n_tokens, h, scratch, threads);
-        matmul_add(kernels, down, h, n_tokens, y, scratch, threads);
+        gated_by_plan(kernels, gated, shared_input, gate, up, x, n_tokens, h, scratch, threads);
+        add_by_plan(kernels, next, down, h, n_tokens, y, scratch, threads);
         return;
     }
     const std::size_t packed_blocks = std::size_t(packed_groups(n_tokens) * (gate.rows / QK_K));
