@@ -205,10 +205,25 @@ inline __m256i broadcast_group(const UnpackedQuants& u, int group) {
 // every run's end (the speed-up is in docs/performance.md). A run's complete sums stay locals,
 // never written back to `sums`: written there, gcc kept one dead store per row and half at
 // every run's end.
+// The scales a run meets, one i16 per row, each read from memory into every word where its row's
+// sums meet it: a vpbroadcastw from memory takes no vector ALU slot (Zen 4 runs vpmaddubsw + vpaddw
+// on all four of its vector pipes, so every other vector operation costs), where stored vectors
+// of each row's scales cost a shuffle and a store per row and sub-block every block (figures in
+// docs/performance.md). The pointer is hidden from the compiler, which would otherwise hoist the
+// broadcasts out of the token passes and spill them.
+struct RunScales {
+    const std::int16_t* rows[kTileRows];
+    __m256i row(int r) const {
+        const std::int16_t* scale = rows[r];
+        __asm__ volatile("" : "+r"(scale));
+        return _mm256_set1_epi16(*scale);
+    }
+};
+
 template <int K, bool Start, int H>
 __attribute__((always_inline)) inline void scaled_run(__m256i (&dots)[kTileRows][H], __m256i (&sums)[kTileRows][H],
                                                       const UnpackedQuants (&u)[kTileRows], const BlockQ8Kx16& a, int h,
-                                                      int first, const __m256i (&scale)[kTileRows]) {
+                                                      int first, const RunScales& scale) {
     static_assert(K > 0, "a run holds at least one group");
     __m256i x[H];
     SMOL_UNROLL
@@ -216,13 +231,15 @@ __attribute__((always_inline)) inline void scaled_run(__m256i (&dots)[kTileRows]
     SMOL_UNROLL
     for (int r = 0; r < kTileRows; ++r) {
         const __m256i weights = broadcast_group(u[r], first);
+        __m256i row_scale;
+        if constexpr (K == 1) row_scale = scale.row(r);  // one broadcast for the row's H halves
         SMOL_UNROLL
         for (int i = 0; i < H; ++i) {
             const __m256i products = _mm256_maddubs_epi16(weights, x[i]);
             __m256i sum = Start ? products : _mm256_add_epi16(sums[r][i], products);
             asm("" : "+x"(sum));  // keeps the running sum: gcc would otherwise reassociate the adds
                                   // into a tree, holding all the products at once and spilling them
-            if constexpr (K == 1) dots[r][i] = _mm256_add_epi32(dots[r][i], _mm256_madd_epi16(sum, scale[r]));
+            if constexpr (K == 1) dots[r][i] = _mm256_add_epi32(dots[r][i], _mm256_madd_epi16(sum, row_scale));
             else sums[r][i] = sum;
         }
     }
@@ -236,7 +253,7 @@ __attribute__((always_inline)) inline void scaled_run(__m256i (&dots)[kTileRows]
 template <int K, int Runs, int H>
 __attribute__((always_inline)) inline void dot_group_run(__m256i (&dots)[kTileRows][H], const UnpackedQuants (&u)[kTileRows],
                                                          const BlockQ8Kx16& a, int h, int first,
-                                                         const __m256i (&scale)[kTileRows],
+                                                         const RunScales& scale,
                                                          const __m256i* run_starts = nullptr) {
     if constexpr (Runs > 0) {
         __m256i sums[kTileRows][H];

@@ -569,7 +569,7 @@ inline void filled_halves(const std::int16_t (&words)[16], __m256i (&halves)[kFi
 }
 
 // Row r's factor pairs, each in every lane of factor_pairs[p][r]: in-lane dword shuffles of the
-// factors' two 128-bit halves (as scale_vectors, no trips through general registers).
+// factors' two 128-bit halves (no trips through general registers).
 template <class Kernel>
 inline void bsum_factor_pair_vectors(const std::int16_t (&factors)[16], BsumFactorPairs& factor_pairs, int r) {
     __m256i halves[kFilledHalves<2 * kBsumPairs<Kernel>>];
@@ -611,8 +611,8 @@ inline __m256 gemm_accumulate(const GemmFactors& f, const BlockQ8Kx16& ab, int h
 
 // How a GEMM forms a sub-block's products and applies its scale: dots[r][i] += scale[r] * (row r's
 // 4-byte groups first..first+Groups-1 . half h + i's 8 tokens' groups), exact, for the 4 rows and
-// H halves (kHalvesAtOnce at most); scale[r] is row r's sub-block scale in every lane
-// (scale_vectors). Two forms, one driver (kquant_gemm).
+// H halves (kHalvesAtOnce at most); scale[r] is row r's sub-block scale (each form's BlockScales
+// says how it is read). Two forms, one driver (kquant_gemm).
 //
 // MaddubsProducts (AVX2): vpmaddubsw gives i16 pair sums, a run of them is added in i16 and one
 // vpmaddwd per run applies the scale. A run is as many groups as a lane may sum in i16: a product
@@ -638,24 +638,25 @@ inline constexpr int kGroupsPerWordSum = std::min(QK_K / 4 / Kernel::kSubBlocks,
 
 struct MaddubsProducts {
     static constexpr int kHalvesAtOnce = 2;
-    // Row r's sub-block scales (the first SubBlocks of GemmFactors::scales) each in every word of
-    // out[j][r]: shuffles of the scales' two 128-bit halves, where set1 per scale took each word
-    // out to a general register and back.
+    // A block's sub-block scales are read where the runs meet them (avx2::RunScales), straight
+    // from the rows' unpacked factors: nothing to prepare per block.
     template <int SubBlocks>
-    static void scale_vectors(const std::int16_t (&scales)[16], __m256i (&out)[SubBlocks][kTileRows], int r) {
-        __m256i halves[kFilledHalves<SubBlocks>];
-        filled_halves<SubBlocks>(scales, halves);
-        SMOL_UNROLL
-        for (int j = 0; j < SubBlocks; ++j) {
-            const int i = j % 8;  // the word's place in its half: bytes 2i and 2i + 1 into every word
-            out[j][r] = _mm256_shuffle_epi8(halves[j / 8], _mm256_set1_epi16(short((2 * i + 1) << 8 | 2 * i)));
+    struct BlockScales {
+        const GemmFactors* factors = nullptr;
+        void set(const GemmFactors (&f)[kTileRows]) { factors = f; }
+        avx2::RunScales sub_block(int j) const {
+            avx2::RunScales scales;
+            SMOL_UNROLL
+            for (int r = 0; r < kTileRows; ++r) scales.rows[r] = &factors[r].scales[j];
+            return scales;
         }
-    }
+    };
     template <class Kernel, int Groups, int H>
     __attribute__((always_inline)) static void add_sub_block(__m256i (&dots)[kTileRows][H],
                                                              const avx2::UnpackedQuants (&u)[kTileRows],
                                                              const BlockQ8Kx16& a, int h, int first,
-                                                             const __m256i (&scale)[kTileRows]) {
+                                                             const BlockScales<Kernel::kSubBlocks>& scales, int j) {
+        const avx2::RunScales scale = scales.sub_block(j);
         constexpr int run = kGroupsPerWordSum<Kernel>;
         static_assert(run >= 1 && Groups % run == 0, "a sub-block splits into whole runs");
         if constexpr (kOffsetInRuns<Kernel>) {
@@ -682,11 +683,18 @@ struct MaddubsProducts {
 template <class Dot>
 struct DpbusdProducts {
     static constexpr int kHalvesAtOnce = 1;
+    // A block's sub-block scales as i32 vectors, made once a block: read as vpmulld's memory operands.
     template <int SubBlocks>
-    static void scale_vectors(const std::int16_t (&scales)[16], __m256i (&out)[SubBlocks][kTileRows], int r) {
-        SMOL_UNROLL
-        for (int j = 0; j < SubBlocks; ++j) out[j][r] = _mm256_set1_epi32(scales[j]);
-    }
+    struct BlockScales {
+        __m256i vectors[SubBlocks][kTileRows];
+        void set(const GemmFactors (&f)[kTileRows]) {
+            SMOL_UNROLL
+            for (int j = 0; j < SubBlocks; ++j) {
+                SMOL_UNROLL
+                for (int r = 0; r < kTileRows; ++r) vectors[j][r] = _mm256_set1_epi32(f[r].scales[j]);
+            }
+        }
+    };
 
     // runs[r][k % 2] += row r's group `first` . the tokens' group, for K groups from `first`.
     template <int K>
@@ -706,7 +714,8 @@ struct DpbusdProducts {
     __attribute__((always_inline)) static void add_sub_block(__m256i (&dots)[kTileRows][H],
                                                              const avx2::UnpackedQuants (&u)[kTileRows],
                                                              const BlockQ8Kx16& a, int h, int first,
-                                                             const __m256i (&scale)[kTileRows]) {
+                                                             const BlockScales<Kernel::kSubBlocks>& scales, int j) {
+        const __m256i (&scale)[kTileRows] = scales.vectors[j];
         static_assert(H == 1, "one half at a time: two would need 16 registers of runs");
         __m256i runs[kTileRows][2];  // [row][group parity] i32
         __m256i start = _mm256_setzero_si256();
@@ -761,7 +770,7 @@ struct GroupRows {
 template <class Kernel, class Products, int H>
 SMOL_INLINE_INTO_SET inline void halves_step(const avx2::UnpackedQuants (&u)[kTileRows],
                                              const GemmFactors (&factors)[kTileRows],
-                                             const __m256i (&scale_vectors)[Kernel::kSubBlocks][kTileRows],
+                                             const typename Products::template BlockScales<Kernel::kSubBlocks>& scales,
                                              const BsumFactorPairs& bsum_factor_pairs, const BlockQ8Kx16& a,
                                              float (&acc)[kTileRows][kGemmTokensAvx2 / 8][8], int half) {
     constexpr int groups_per_sub_block = QK_K / 4 / Kernel::kSubBlocks;
@@ -774,7 +783,7 @@ SMOL_INLINE_INTO_SET inline void halves_step(const avx2::UnpackedQuants (&u)[kTi
     }
     for (int j = 0; j < Kernel::kSubBlocks; ++j)
         Products::template add_sub_block<Kernel, groups_per_sub_block, H>(dots, u, a, h, groups_per_sub_block * j,
-                                                                          scale_vectors[j]);
+                                                                          scales, j);
     SMOL_UNROLL
     for (int r = 0; r < kTileRows; ++r) {
         SMOL_UNROLL
@@ -801,22 +810,22 @@ inline void kquant_gemm_rows(std::int64_t n, const Rows& rows, int n_rows, const
     alignas(32) float acc[R][kMaxHalves][8] = {};  // [row][half]: 8 tokens' sums, a row's tokens in a run
     avx2::UnpackedQuants u[R];
     GemmFactors factors[R];
-    __m256i scale_vectors[SubBlocks][R];  // read as memory operands of vpmaddwd or vpmulld, as are:
-    BsumFactorPairs bsum_factor_pairs;    // the factors of bsum pairs, two words
+    typename Products::template BlockScales<SubBlocks> scales;
+    BsumFactorPairs bsum_factor_pairs;  // the factors of bsum pairs, two words: read as vpmaddwd's memory operands
     for (std::int64_t b = 0; b < blocks; ++b) {
         rows.unpack(b, u, factors);
-        SMOL_UNROLL
-        for (int r = 0; r < R; ++r) {
-            Products::scale_vectors(factors[r].scales, scale_vectors, r);
-            if constexpr (!kOffsetInRuns<Kernel>) bsum_factor_pair_vectors<Kernel>(factors[r].bsum_factors, bsum_factor_pairs, r);
+        scales.set(factors);
+        if constexpr (!kOffsetInRuns<Kernel>) {
+            SMOL_UNROLL
+            for (int r = 0; r < R; ++r) bsum_factor_pair_vectors<Kernel>(factors[r].bsum_factors, bsum_factor_pairs, r);
         }
         int half = 0;
         for (; half + H <= halves; half += H)  // H halves start at an even half: they share a packed block
-            halves_step<Kernel, Products, H>(u, factors, scale_vectors, bsum_factor_pairs, acts[(half / 2) * blocks + b],
+            halves_step<Kernel, Products, H>(u, factors, scales, bsum_factor_pairs, acts[(half / 2) * blocks + b],
                                              acc, half);
         if constexpr (H > 1) {
             if (half < halves)  // an odd last half (n_tokens % 16 in 1..8) alone, not with the zeros after it
-                halves_step<Kernel, Products, 1>(u, factors, scale_vectors, bsum_factor_pairs,
+                halves_step<Kernel, Products, 1>(u, factors, scales, bsum_factor_pairs,
                                                  acts[(half / 2) * blocks + b], acc, half);
         }
     }
