@@ -194,17 +194,6 @@ inline __m256i broadcast_group(const UnpackedQuants& u, int group) {
     return _mm256_set1_epi32(four);
 }
 
-// One run: row r's maddubs products with the tokens of halves h..h+H-1 over the 4-byte groups
-// first..first+K-1, summed in i16 into sums[r][half - h] (which `Start` sets rather than adds to;
-// the caller bounds K so that nothing wraps), then dots[r][half - h] += scale[r] * those sums,
-// unrolled at compile time: as a loop, gcc copies every accumulator between registers on each
-// trip. Two halves (H = 2) take each broadcast weight group to 16 tokens: 6 memory reads per 8
-// products where one half made 5 per 4. The last group's products meet the scale row by row, so
-// each row's sums are done with before the next row's are complete: applied after the whole
-// run, with all of them held at once, gcc spilled sums to memory and read them straight back at
-// every run's end (the speed-up is in docs/performance.md). A run's complete sums stay locals,
-// never written back to `sums`: written there, gcc kept one dead store per row and half at
-// every run's end.
 // The scales a run meets, one i16 per row, each read from memory into every word where its row's
 // sums meet it: a vpbroadcastw from memory takes no vector ALU slot (Zen 4 runs vpmaddubsw + vpaddw
 // on all four of its vector pipes, so every other vector operation costs), where stored vectors
@@ -220,6 +209,17 @@ struct RunScales {
     }
 };
 
+// One run: row r's maddubs products with the tokens of halves h..h+H-1 over the 4-byte groups
+// first..first+K-1, summed in i16 into sums[r][half - h] (which `Start` sets rather than adds to;
+// the caller bounds K so that nothing wraps), then dots[r][half - h] += scale[r] * those sums,
+// unrolled at compile time: as a loop, gcc copies every accumulator between registers on each
+// trip. Two halves (H = 2) take each broadcast weight group to 16 tokens: 6 memory reads per 8
+// products where one half made 5 per 4. The last group's products meet the scale row by row, so
+// each row's sums are done with before the next row's are complete: applied after the whole
+// run, with all of them held at once, gcc spilled sums to memory and read them straight back at
+// every run's end (the speed-up is in docs/performance.md). A run's complete sums stay locals,
+// never written back to `sums`: written there, gcc kept one dead store per row and half at
+// every run's end.
 template <int K, bool Start, int H>
 __attribute__((always_inline)) inline void scaled_run(__m256i (&dots)[kTileRows][H], __m256i (&sums)[kTileRows][H],
                                                       const UnpackedQuants (&u)[kTileRows], const BlockQ8Kx16& a, int h,
