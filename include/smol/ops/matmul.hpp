@@ -573,15 +573,14 @@ inline bool gated_shares_input(const MatrixView& gate, const MatrixView& up) {
     return weight_row(gate.type).activations == weight_row(up.type).activations;
 }
 
-// matmul_gated after planning: `plan` is plan_matmul over {gate -> h, up} with the SwiGLU asked
-// for where the input is shared, an empty plan where it is not.
-inline void gated_by_plan(const KernelSet& kernels, const MatmulPlan& plan, bool shared_input, const MatrixView& gate,
-                          const MatrixView& up, const float* x, std::int64_t n_tokens, float* h, MatmulScratch& scratch,
+// matmul_gated after planning: `plan` is plan_matmul over `fused`, {gate -> h, up -> nullptr},
+// with the SwiGLU asked for where the input is shared, an empty plan where it is not.
+inline void gated_by_plan(const KernelSet& kernels, const MatmulPlan& plan, bool shared_input,
+                          const MatmulTarget (&fused)[2], const float* x, std::int64_t n_tokens, MatmulScratch& scratch,
                           int threads) {
-    if (plan.swiglu != nullptr) {
-        const MatmulTarget fused[] = {{&gate, h}, {&up, nullptr}};
-        return run_plan(kernels, plan, fused, x, n_tokens, scratch, threads);
-    }
+    if (plan.swiglu != nullptr) return run_plan(kernels, plan, fused, x, n_tokens, scratch, threads);
+    const MatrixView &gate = *fused[0].w, &up = *fused[1].w;
+    float* h = fused[0].y;
     // The two products apart: without GEMMs (a decode step, float weights) by the same plan, which
     // is then the plain one of the two; with inputs quantized apart, by two matmuls.
     float* up_product = scratch.separate_product(std::size_t(n_tokens * up.rows));
@@ -595,10 +594,11 @@ inline void gated_by_plan(const KernelSet& kernels, const MatmulPlan& plan, bool
     swiglu(h, up_product, h, n_tokens * gate.rows, threads);
 }
 
-// matmul_add after planning: `plan` is plan_matmul over {w -> y}.
-inline void add_by_plan(const KernelSet& kernels, MatmulPlan plan, const MatrixView& w, const float* x,
-                        std::int64_t n_tokens, float* y, MatmulScratch& scratch, int threads) {
-    const MatmulTarget into_y{&w, y};
+// matmul_add after planning: `plan` is plan_matmul over into_y, {w -> y}.
+inline void add_by_plan(const KernelSet& kernels, MatmulPlan plan, const MatmulTarget& into_y, const float* x,
+                        std::int64_t n_tokens, MatmulScratch& scratch, int threads) {
+    const MatrixView& w = *into_y.w;
+    float* y = into_y.y;
     if (plan.use_gemm) {
         plan.accumulate = true;
         return run_plan(kernels, plan, std::span<const MatmulTarget>(&into_y, 1), x, n_tokens, scratch, threads);
@@ -623,7 +623,7 @@ inline void matmul_gated(const KernelSet& kernels, const MatrixView& gate, const
     const bool shared_input = gated_shares_input(gate, up);
     const MatmulTarget fused[] = {{&gate, h}, {&up, nullptr}};
     const MatmulPlan plan = shared_input ? plan_matmul(kernels, fused, n_tokens, true) : MatmulPlan{};
-    gated_by_plan(kernels, plan, shared_input, gate, up, x, n_tokens, h, scratch, threads);
+    gated_by_plan(kernels, plan, shared_input, fused, x, n_tokens, scratch, threads);
 }
 
 // y += W x, elementwise the same as y[i] += (W x)[i] (a residual add), with the given kernel set.
@@ -634,7 +634,7 @@ inline void matmul_add(const KernelSet& kernels, const MatrixView& w, const floa
                        MatmulScratch& scratch, int threads = 0) {
     using namespace matmul_detail;
     const MatmulTarget into_y{&w, y};
-    add_by_plan(kernels, plan_matmul(kernels, std::span<const MatmulTarget>(&into_y, 1), n_tokens), w, x, n_tokens, y,
+    add_by_plan(kernels, plan_matmul(kernels, std::span<const MatmulTarget>(&into_y, 1), n_tokens), into_y, x, n_tokens,
                 scratch, threads);
 }
 
@@ -653,8 +653,8 @@ inline void mlp_add(const KernelSet& kernels, const MatrixView& gate, const Matr
     MatmulPlan gated = shared_input ? plan_matmul(kernels, gated_targets, n_tokens, true) : MatmulPlan{};
     MatmulPlan next = plan_matmul(kernels, std::span<const MatmulTarget>(&into_y, 1), n_tokens);
     if (!hands_on_packed(gated, next, gate.rows, n_tokens, team, min_items_per_thread)) {
-        gated_by_plan(kernels, gated, shared_input, gate, up, x, n_tokens, h, scratch, threads);
-        add_by_plan(kernels, next, down, h, n_tokens, y, scratch, threads);
+        gated_by_plan(kernels, gated, shared_input, gated_targets, x, n_tokens, scratch, threads);
+        add_by_plan(kernels, next, into_y, h, n_tokens, scratch, threads);
         return;
     }
     const std::size_t packed_blocks = std::size_t(packed_groups(n_tokens) * (gate.rows / QK_K));

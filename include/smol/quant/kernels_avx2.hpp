@@ -211,7 +211,7 @@ struct RunScales {
 
 // One run: row r's maddubs products with the tokens of halves h..h+H-1 over the 4-byte groups
 // first..first+K-1, summed in i16 into sums[r][half - h] (which `Start` sets rather than adds to;
-// the caller bounds K so that nothing wraps), then dots[r][half - h] += scale[r] * those sums,
+// the caller bounds K so that nothing wraps), then dots[r][half - h] += scale.row(r) * those sums,
 // unrolled at compile time: as a loop, gcc copies every accumulator between registers on each
 // trip. Two halves (H = 2) take each broadcast weight group to 16 tokens: 6 memory reads per 8
 // products where one half made 5 per 4. The last group's products meet the scale row by row, so
@@ -246,7 +246,7 @@ __attribute__((always_inline)) inline void scaled_run(__m256i (&dots)[kTileRows]
     if constexpr (K > 1) scaled_run<K - 1, false, H>(dots, sums, u, a, h, first + 1, scale);
 }
 
-// dots[r][half - h] += scale[r] * (row r's groups first..first+Runs*K-1 . the half's tokens'
+// dots[r][half - h] += scale.row(r) * (row r's groups first..first+Runs*K-1 . the half's tokens'
 // groups), for halves h..h+H-1: one vpmaddwd per row and half for each run of K groups' i16 sums.
 // With run_starts (one run: Runs == 1), each row's run of half h + i starts at run_starts[i]
 // rather than at zero.
