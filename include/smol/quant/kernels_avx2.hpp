@@ -195,9 +195,8 @@ inline __m256i broadcast_group(const UnpackedQuants& u, int group) {
 }
 
 // The scales a run meets, one i16 per row, each read from memory into every word where its row's
-// sums meet it: a vpbroadcastw from memory takes no vector ALU slot (Zen 4 runs vpmaddubsw + vpaddw
-// on all four of its vector pipes, so every other vector operation costs), where stored vectors
-// of each row's scales cost a shuffle and a store per row and sub-block every block (figures in
+// sums meet it: a vpbroadcastw from memory takes no vector pipe, where stored vectors of each
+// row's scales cost a shuffle and a store per row and sub-block every block (figures in
 // docs/performance.md). The pointer is hidden from the compiler, which would otherwise hoist the
 // broadcasts out of the token passes and spill them.
 struct RunScales {
