@@ -23,22 +23,23 @@ cmake -S . -B "$build_dir" -G Ninja \
   -DSMOL_SANITIZE=ON -DSMOL_BUILD_TESTS=ON -DSMOL_BUILD_TOOLS=OFF -DSMOL_BUILD_EXAMPLES=OFF \
   -DSMOL_TEST_BIN_DIR="${BIN_DIR:-$PWD/build/bin}"
 
-# Only the test executables are sanitized; tests that run programs (smol-cli, smol-server, ...)
-# use the release build's (BIN_DIR, default build/bin), which scripts/test.sh builds first.
-# The test files' group executables (tests/CMakeLists.txt); the targets named after each file build them.
-targets=()
-for src in tests/test_*.cpp; do targets+=("$(basename "$src" .cpp)"); done
-echo "==> building ${targets[*]} with -j$jobs"
-cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
+# Only the test executables are sanitized (the tools and examples are off, so they are all the
+# build holds): the test files' two group executables (tests/CMakeLists.txt, which also leaves out
+# test_server, a test of the release smol-server from outside). Tests that run programs
+# (smol-cli, the tools) use the release build's (BIN_DIR, default build/bin), which
+# scripts/test.sh builds first.
+echo "==> building the sanitized test executables with -j$jobs"
+cmake --build "$build_dir" -j "$jobs"
 
 # Stop at the first error of either sanitizer, with a symbolized stack. LeakSanitizer is off by
 # default: libgomp keeps its thread pool alive at exit, which LSan reports as a leak.
 export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=${SMOL_DETECT_LEAKS:-0}:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
-# Two tests at a time: much of the sanitized suite runs on one thread (the float64 reference's
-# Eigen passes, the sampler and kernel checks) or waits on a release program (test_server,
-# test_cli, test_tools), so a second test fills the other core. Each test still runs with the
-# OpenMP threads ctest gives it (tests/CMakeLists.txt), so the threaded paths are tested as before.
+# Two tests at a time: much of the sanitized suite runs on one thread (the sampler and kernel
+# checks) or waits on a release program (test_cli, test_tools), so a second test fills the other
+# core; the tests that run forward passes on two threads run alone (PROCESSORS in
+# tests/CMakeLists.txt). Each test still runs with the OpenMP threads ctest gives it, so the
+# threaded paths are tested as before.
 echo "==> ctest -j$ctest_jobs (ASAN_OPTIONS=$ASAN_OPTIONS UBSAN_OPTIONS=$UBSAN_OPTIONS)"
 ctest_args=(--test-dir "$build_dir" --output-on-failure -j "$ctest_jobs")
 [[ -n "$filter" ]] && ctest_args+=(-R "$filter")
