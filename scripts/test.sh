@@ -3,12 +3,13 @@
 #   1. release build of the library, tools, examples and tests, and ctest; examples/embed built
 #      against an installed smol and through add_subdirectory (scripts/test-embed.sh); README's
 #      main command against a local stand-in for the Hub (scripts/test-serve.sh);
-#   2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (all but
+#      test_server, which tests the release smol-server from outside);
 #   3. the scheduler, session and server tests under ThreadSanitizer (smol-server built with it too);
-#   4. the GGUF reader, the tokenizer and the server's request handling fuzzed with libFuzzer,
-#      20 seconds each, seeded with the fixtures;
+#   4. the GGUF reader, the tokenizer, the server's request handling and its HTTP framing fuzzed
+#      with libFuzzer, FUZZ_SECONDS shared among the four (15 seconds each), seeded with the fixtures;
 #   5. the kernel, tiny-fixture logit and tokenizer tests cross-built for AArch64 and run under
-#      qemu-user on three emulated cores, one per ARM kernel set (scripts/test-arm.sh).
+#      qemu-user on three emulated cores side by side, one per ARM kernel set (scripts/test-arm.sh).
 # env: JOBS (build jobs, default: number of cores), FUZZ_SECONDS (default 60), SKIP_SANITIZE=1,
 #      SKIP_TSAN=1, SKIP_FUZZ=1, SKIP_ARM=1 (for quick local runs; CI runs everything).
 set -euo pipefail
