@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the doctest suite with AddressSanitizer + UndefinedBehaviorSanitizer (SMOL_SANITIZE=ON)
-# in its own build folder and runs every test through ctest; any sanitizer report fails the run.
+# in its own build folder and runs every test through ctest (but test_server, a test of the release
+# smol-server from outside); any sanitizer report fails the run.
 #
 # usage: scripts/sanitize.sh [ctest -R regex]
 # env:   BUILD_DIR (default build-asan), JOBS (build jobs, default: number of cores), CTEST_JOBS (default 2),
