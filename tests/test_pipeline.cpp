@@ -364,6 +364,35 @@ TEST_CASE("pipeline: with logprobs every generated token gets an entry from the 
     CHECK_THROWS_AS(GenerationPipeline(tokenizer(), too_many, prompt, ""), smol::Error);
 }
 
+TEST_CASE("pipeline: with token_ids every generated token's id is listed in its step, the end of generation not") {
+    const auto prompt = tokens("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    const auto script = tokens("Hello there");
+    for (const bool listed : {false, true}) {
+        CAPTURE(listed);
+        GenerationParams params = greedy();
+        params.token_ids = listed;
+        GenerationPipeline pipeline(tokenizer(), params, prompt, "");
+        pipeline.begin_prompt(0);
+        TextDelta text;
+        for (const std::int32_t want : script) {
+            std::vector<float> logits = one_hot(want);
+            REQUIRE(pipeline.sample(logits) == want);
+            TextDelta step;
+            REQUIRE_FALSE(pipeline.push(want, true, step));
+            CHECK(step.tokens == (listed ? std::vector<std::int32_t>{want} : std::vector<std::int32_t>{}));
+            CHECK(step.logprobs.empty());  // ids come without log-probabilities
+            text.append(step);
+        }
+        std::vector<float> logits = one_hot(end_of_turn());
+        REQUIRE(pipeline.sample(logits) == end_of_turn());
+        TextDelta last;
+        REQUIRE(pipeline.push(end_of_turn(), true, last));
+        CHECK(last.tokens.empty());
+        CHECK(text.tokens == (listed ? script : std::vector<std::int32_t>{}));
+        CHECK(text.content + last.content == "Hello there");
+    }
+}
+
 TEST_CASE("pipeline: without split_reasoning, think tags are text like any other (raw completions)") {
     const auto prompt = tokens("Once upon a time");
     GenerationParams params = greedy();

@@ -559,6 +559,7 @@ TEST_CASE("a request runs in the slot it names; slot caches are copied, restored
     smol::GenerationRequest pinned = request_for(prompt, 3);
     pinned.slot = 1;
     const smol::StreamEvent first = scheduler.submit(pinned)->collect();
+    CHECK(first.slot == 1);  // the last event names the slot that ran it
     CHECK(scheduler.cached_tokens()[0].empty());
     CHECK(scheduler.cached_tokens()[1].size() >= prompt.size());
     pinned.slot = 2;
@@ -573,6 +574,7 @@ TEST_CASE("a request runs in the slot it names; slot caches are copied, restored
     CHECK(scheduler.cached_tokens()[0] == scheduler.cached_tokens()[1]);
     pinned.slot = 0;
     const smol::StreamEvent again = scheduler.submit(pinned)->collect();
+    CHECK(again.slot == 0);
     CHECK(again.usage.cached_tokens == int(prompt.size()) - 1);
     CHECK(again.content == first.content);
     CHECK(again.reasoning == first.reasoning);

@@ -52,6 +52,9 @@ struct GenerationParams {
     // Negative: no log-probabilities. 0..kMaxTopLogprobs: each generated token's (end of
     // generation excepted) with this many most likely alternatives.
     int logprobs = -1;
+    // List each generated token's id (end of generation excepted) in TextDelta::tokens, as
+    // llama-server's native completions return them.
+    bool token_ids = false;
     // When set, the answer is a sentence of this grammar (Engine::compile_grammar); generation
     // can end only once it is complete, and it completes within max_tokens and the context.
     // Reasoning may come first (split_reasoning): the grammar starts after </think>, and a think
@@ -122,13 +125,18 @@ struct TextDelta {
     // One per token generated in this step (GenerationParams::logprobs), whether its text is
     // shown yet or still held back.
     std::vector<TokenLogprob> logprobs;
+    // The ids of the tokens generated in this step (GenerationParams::token_ids), likewise.
+    std::vector<std::int32_t> tokens;
 
-    bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty() && logprobs.empty(); }
+    bool empty() const {
+        return reasoning.empty() && content.empty() && tool_calls.empty() && logprobs.empty() && tokens.empty();
+    }
     void append(const TextDelta& more) {
         reasoning += more.reasoning;
         content += more.content;
         tool_calls.insert(tool_calls.end(), more.tool_calls.begin(), more.tool_calls.end());
         logprobs.insert(logprobs.end(), more.logprobs.begin(), more.logprobs.end());
+        tokens.insert(tokens.end(), more.tokens.begin(), more.tokens.end());
     }
 };
 
@@ -151,6 +159,7 @@ public:
           parse_tool_calls_(params.parse_tool_calls),
           split_reasoning_(params.split_reasoning),
           logprobs_(params.logprobs),
+          token_ids_(params.token_ids),
           max_tokens_(params.max_tokens),
           speculation_(params.speculation),
           requested_(Clock::now()) {
@@ -228,6 +237,7 @@ public:
             return true;
         }
         if (logprobs_ >= 0) out.logprobs.push_back(std::move(last_logprob_));
+        if (token_ids_) out.tokens.push_back(token);
         show(decoder_.push(token), out);
         if (stops_.stopped()) finish(FinishReason::stop_string, out);
         else if (max_tokens_ >= 0 && usage_.completion_tokens >= max_tokens_) finish(FinishReason::max_tokens, out);
@@ -393,6 +403,7 @@ private:
     bool parse_tool_calls_;
     bool split_reasoning_;
     int logprobs_;
+    bool token_ids_;
     std::vector<float> raw_logits_;  // [n_vocab]: the last logits as the model gave them
     std::optional<GrammarConstraint> constraint_;
     TokenLogprob last_logprob_;      // of the token sample() returned last

@@ -121,6 +121,7 @@ struct StreamEvent : TextDelta {
     // needed more than a token's budget), a client error rather than the server's.
     bool request_past_limit = false;
     GenerationUsage usage;  // final when finished
+    int slot = -1;          // once finished: the slot that ran the request (-1: it never got one)
 
     // Adds a later event: its text after this one's, its end state in place of this one's.
     void append(StreamEvent&& later) {
@@ -131,6 +132,7 @@ struct StreamEvent : TextDelta {
         stop_string = std::move(later.stop_string);
         request_past_limit = later.request_past_limit;
         usage = later.usage;
+        slot = later.slot;
     }
 };
 
@@ -777,6 +779,7 @@ private:
         e.stop_string = pipeline.matched_stop();
         e.request_past_limit = request_past_limit;
         e.usage = pipeline.usage();
+        e.slot = int(&slot - slots_.data());
         {
             std::lock_guard lock(mutex_);
             if (e.finish == FinishReason::cancelled) ++stats_.requests_cancelled;
