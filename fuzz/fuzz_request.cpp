@@ -4,7 +4,9 @@
 // /v1/messages and its count_tokens (blocks, tools, thinking), the OpenAI Responses mapping of
 // /v1/responses and its input_tokens (items, tools, text.format, reasoning, and the settings a
 // Response repeats), ollama's /api/chat and /api/generate (messages, raw prompts, think, format,
-// options, keep_alive, load requests), the chat template's rendering and the tokenizer, on the real SmolLM3 vocabulary (SMOL_FUZZ_VOCAB). For any input bytes:
+// options, keep_alive, load requests), llama-server's native /completion (its prompt forms,
+// logit_bias pairs, its own fields, and the settings and final object its reply repeats), the
+// chat template's rendering and the tokenizer, on the real SmolLM3 vocabulary (SMOL_FUZZ_VOCAB). For any input bytes:
 //   - the body is accepted, or refused with an ApiError whose status is a 4xx;
 //   - an accepted request has a non-empty prompt of in-vocabulary ids that fits the context (a
 //     count_tokens or input_tokens request may count past it) and
@@ -29,6 +31,8 @@
 #include <string_view>
 
 #include "api_request.hpp"
+#include "llama_completion_replies.hpp"
+#include "llama_completion_request.hpp"
 #include "messages_api.hpp"
 #include "ollama_replies.hpp"
 #include "ollama_request.hpp"
@@ -110,8 +114,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string text = expand(std::string_view(reinterpret_cast<const char*>(data), size));
     // The first byte picks the endpoint, so one corpus covers all: 0 chat, 1 text completion,
     // 2 Anthropic messages, 3 its count_tokens, 4 OpenAI responses, 5 its input_tokens, 6 ollama
-    // chat, 7 ollama generate (modulo 8).
-    const int endpoint = text.empty() ? 0 : static_cast<std::uint8_t>(text[0]) % 8;
+    // chat, 7 ollama generate, 8 llama-server's native completion (modulo 9).
+    const int endpoint = text.empty() ? 0 : static_cast<std::uint8_t>(text[0]) % 9;
     const std::string body_text = text.empty() ? text : text.substr(1);
     try {
         const smol_server::json body = smol_server::parse_json_body(body_text);
@@ -125,6 +129,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             : endpoint == 7 ? smol_server::parse_ollama_generate_request(body, tokenizer(), kContext)
             : endpoint == 0 ? smol_server::parse_chat_request(body, tokenizer(), kContext)
             : endpoint == 1 ? smol_server::parse_text_request(body, tokenizer(), kContext)
+            : endpoint == 8 ? smol_server::parse_llama_completion_request(body, tokenizer(), kContext)
             : endpoint <= 3 ? smol_server::parse_messages_request(
                                   body, tokenizer(), kContext,
                                   endpoint == 2 ? MessagesEndpoint::create : MessagesEndpoint::count_tokens)
@@ -133,6 +138,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                   endpoint == 4 ? ResponsesEndpoint::create : ResponsesEndpoint::input_tokens);
         // What a Response repeats is read from an accepted body only, so it may not throw.
         if (endpoint == 4) (void)smol_server::response_settings(body).echo.dump(-1, ' ', false, smol_server::json::error_handler_t::replace);
+        // So is what a native completion's reply repeats, and its final object serialises.
+        if (endpoint == 8) {
+            const smol_server::LlamaCompletionSettings settings = smol_server::llama_completion_settings(body, request, tokenizer());
+            smol::StreamEvent end;
+            end.finished = true;
+            const std::string text = "x";
+            (void)smol_server::llama_completion_final({"cmpl-x", "m", 0}, settings, {text, request.generation.prompt}, false, end,
+                                                      nullptr)
+                .dump(-1, ' ', false, smol_server::json::error_handler_t::replace);
+        }
         check_accepted(request, body.contains("grammar"), endpoint == 3 || endpoint == 5);
         (void)body.dump(-1, ' ', false, smol_server::json::error_handler_t::replace);
     } catch (const smol_server::ApiError& e) {

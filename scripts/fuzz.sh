@@ -267,8 +267,8 @@ run_fuzzer http_framing 4096 -dict="$build_dir/http_framing.dict"
 
 # Request seeds: every chat case of the template references as a chat request (first byte 0:
 # chat, 1: text completion, 2: Anthropic messages, 3: its count_tokens, 4: Responses, 5: its
-# input_tokens, 6: ollama chat, 7: ollama generate), and requests using
-# each field the mappings read.
+# input_tokens, 6: ollama chat, 7: ollama generate, 8: llama-server's native /completion), and
+# requests using each field the mappings read.
 seeds="$build_dir/seeds-request"
 mkdir -p "$seeds"
 rm -f "$seeds"/*
@@ -341,8 +341,13 @@ for extra in [{}, {'tools': [tool], 'think': False, 'stream': False}, {'format':
 for extra in [{'system': 'Be brief.', 'think': True}, {'raw': True, 'prompt': '<|im_start|>user\nhi<|im_end|>\n'},
               {'format': 'json', 'options': {'num_predict': -1}, 'keep_alive': 0}]:
     bodies.append(b'\x07' + json.dumps({'model': 'm', 'prompt': 'hi', **extra}).encode())
+for extra in [{'prompt': [1, 'hi', 2], 'n_predict': 8, 'return_tokens': True, 'n_probs': 2},
+              {'prompt': ['Once'], 'logit_bias': [[15, False], ['hi', -1.5]], 'response_fields': ['content', 'timings/predicted_n']},
+              {'prompt': 'x', 'json_schema': {'type': 'object'}, 'id_slot': 0, 'cache_prompt': True, 'samplers': 'kt',
+               'post_sampling_probs': False, 'min_keep': 0, 't_max_predict_ms': 0}]:
+    bodies.append(b'\x08' + json.dumps(extra).encode())
 bodies += [b'\x00{"messages": [{"role": "user", "content": "\xff"}]}', b'\x00[', b'\x01{}', b'\x02{}', b'\x03{}',
-           b'\x04{"input": "hi"}', b'\x05{}', b'\x06{"messages": []}', b'\x07{}']
+           b'\x04{"input": "hi"}', b'\x05{}', b'\x06{"messages": []}', b'\x07{}', b'\x08{"prompt": "\xff"}']
 # Hostile sizes through fuzz_request's expansion (0x01 c x: x repeated 16*c*c times): nesting a
 # million deep, a huge counted repetition, a wide literal repeated, groups nested deep, and a
 # schema whose type lists multiply.

@@ -263,7 +263,9 @@ TEST_CASE("logit_bias maps token ids to biases, checked against the vocabulary")
         CHECK(e.code == "invalid_value");
         CHECK(e.message.find("logit_bias") != std::string::npos);
     }
-    CHECK(refusal(with(hello(), "logit_bias", json::array({1, 2}))).code == "invalid_type");
+    // A list is llama-server's form, of [token, bias] pairs (test_llama_completion_api has it whole).
+    CHECK(refusal(with(hello(), "logit_bias", json::array({1, 2}))).code == "invalid_value");
+    CHECK(refusal(with(hello(), "logit_bias", "7")).code == "invalid_type");
     const json text = {{"prompt", "x"}, {"logit_bias", {{"7", -2.5}}}};
     CHECK(smol_server::parse_text_request(text, tokenizer(), 4096).generation.params.sampling.logit_bias ==
           std::vector<std::pair<std::int32_t, float>>{{7, -2.5f}});

@@ -673,6 +673,103 @@ TEST_CASE("smol-server: /v1/completions continues a raw prompt, streamed and not
     }
 }
 
+TEST_CASE("smol-server: llama-server's native /completion and /completions: its object, its stream, its fields") {
+    ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "2"});
+    const int port = server.port();
+    const json request = {{"prompt", "Once upon a time"}, {"n_predict", 8}, {"temperature", 0}};
+    // The same continuation as OpenAI's /v1/completions gives (greedy), in llama-server's shape.
+    const json openai = http(port, "POST", "/v1/completions", request.dump()).json_body();
+    for (const char* path : {"/completion", "/completions"}) {
+        CAPTURE(path);
+        const Response r = http(port, "POST", path, request.dump());
+        REQUIRE(r.status == 200);
+        const json body = r.json_body();
+        CHECK(body["content"] == openai["choices"][0]["text"]);
+        CHECK(body["stop"] == true);
+        CHECK(body["stop_type"] == "limit");
+        CHECK(body["tokens_predicted"] == 8);
+        CHECK(body["tokens_evaluated"] == openai["usage"]["prompt_tokens"]);
+        CHECK(body["generation_settings"]["n_predict"] == 8);
+        CHECK(body["generation_settings"]["temperature"] == 0.0);
+        CHECK(body["prompt"] == "Once upon a time");
+        CHECK(body["tokens"] == json::array());  // without return_tokens
+        CHECK(body["timings"]["predicted_n"] == 8);
+        CHECK_FALSE(body.contains("completion_probabilities"));
+        CHECK_FALSE(body.contains("choices"));
+        // id_slot names the slot that ran it, whose cache now holds tokens_cached tokens.
+        const json slots = http(port, "GET", "/slots").json_body();
+        CHECK(slots[body["id_slot"].get<int>()]["n_cached_tokens"] == body["tokens_cached"]);
+    }
+
+    // Streamed: chunks whose content joins to the same text and whose tokens (return_tokens) and
+    // probabilities (n_probs) cover every token, then the final object with stop: true and no [DONE].
+    json streamed = request;
+    streamed["stream"] = true;
+    streamed["return_tokens"] = true;
+    streamed["n_probs"] = 2;
+    const auto events = sse_data(http(port, "POST", "/completion", streamed.dump()).body);
+    REQUIRE(events.size() >= 2);
+    std::string joined;
+    json tokens = json::array(), probabilities = json::array();
+    for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+        const json chunk = json::parse(events[i]);
+        CHECK(chunk["stop"] == false);
+        joined += chunk["content"].get<std::string>();
+        for (const json& t : chunk["tokens"]) tokens.push_back(t);
+        for (const json& p : chunk["completion_probabilities"]) probabilities.push_back(p);
+        CHECK(chunk["tokens_predicted"] == tokens.size());
+    }
+    const json last = json::parse(events.back());
+    CHECK(last["stop"] == true);
+    CHECK(last["content"] == "");
+    CHECK(last["tokens_predicted"] == 8);
+    CHECK(joined == openai["choices"][0]["text"]);
+    REQUIRE(tokens.size() == 8);
+    REQUIRE(probabilities.size() == 8);
+    for (std::size_t i = 0; i < 8; ++i) {
+        CHECK(probabilities[i]["id"] == tokens[i]);
+        CHECK(probabilities[i]["top_logprobs"].size() == 2);
+        CHECK(probabilities[i]["logprob"].get<double>() <= 0.0);
+    }
+    const json detokenized = http(port, "POST", "/detokenize", json{{"tokens", tokens}}.dump()).json_body();
+    CHECK(detokenized["content"] == joined);
+
+    // Not streamed, the same tokens and probabilities in the one object; response_fields picks.
+    json whole = streamed;
+    whole["stream"] = false;
+    const json body = http(port, "POST", "/completion", whole.dump()).json_body();
+    CHECK(body["tokens"] == tokens);
+    CHECK(body["completion_probabilities"] == probabilities);
+    whole["response_fields"] = {"content", "generation_settings/n_predict", "no/such"};
+    CHECK(http(port, "POST", "/completion", whole.dump()).json_body() ==
+          json{{"content", joined}, {"generation_settings/n_predict", 8}});
+
+    // A stop word, llama-server's mixed prompt and its logit_bias pairs.
+    const std::string second_word = joined.substr(0, std::min<std::size_t>(joined.size(), 2));
+    json stopped = request;
+    stopped["stop"] = {second_word};
+    const json at_stop = http(port, "POST", "/completion", stopped.dump()).json_body();
+    CHECK(at_stop["stop_type"] == "word");
+    CHECK(at_stop["stopping_word"] == second_word);
+    const json ids = http(port, "POST", "/tokenize", json{{"content", "Once upon"}}.dump()).json_body()["tokens"];
+    json mixed = request;
+    mixed["prompt"] = ids;
+    mixed["prompt"].push_back(" a time");
+    CHECK(http(port, "POST", "/completion", mixed.dump()).json_body()["content"] == openai["choices"][0]["text"]);
+    json banned = request;
+    banned["logit_bias"] = json::array({json::array({tokens[0], false})});
+    CHECK(http(port, "POST", "/completion", banned.dump()).json_body()["content"] != openai["choices"][0]["text"]);
+
+    // What it cannot do is a 400 naming the field; the key, the JSON and the prompt as elsewhere.
+    check_error(http(port, "POST", "/completion", R"({"prompt": "x", "post_sampling_probs": true})"), 400,
+                "unsupported_parameter");
+    check_error(http(port, "POST", "/completion", R"({"prompt": "x", "echo": true})"), 400, "unsupported_parameter");
+    check_error(http(port, "POST", "/completion", R"({"prompt": ["a", "b"]})"), 400, "unsupported_parameter");
+    check_error(http(port, "POST", "/completion", R"({"n_predict": 3})"), 400, "missing_prompt");
+    check_error(http(port, "POST", "/completion", "{"), 400, "invalid_json");
+    check_error(http(port, "POST", "/completions", R"({"prompt": "x"})", "wrong-key"), 401, "invalid_api_key");
+}
+
 TEST_CASE("smol-server: prompts reach the log only with --log-prompts, the key never") {
     for (const bool logged : {false, true}) {
         CAPTURE(logged);
@@ -734,7 +831,7 @@ TEST_CASE("smol-server: the RoPE scaling flags turn YaRN on and say so") {
 
 TEST_CASE("smol-server: --alias, /props, /slots, --cors, and the key on everything but the page and /health") {
     ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "3", "--alias", "smol-test", "--cors",
-                          "https://a.example,https://b.example"});
+                          "https://a.example,https://b.example", "--temp", "0.25", "--top-k", "7"});
     const int port = server.port();
     CHECK(http(port, "GET", "/v1/models").json_body()["data"][0]["id"] == "smol-test");
     CHECK(http(port, "POST", "/v1/chat/completions", chat("Hi", 2, false).dump()).json_body()["model"] == "smol-test");
@@ -743,7 +840,9 @@ TEST_CASE("smol-server: --alias, /props, /slots, --cors, and the key on everythi
     CHECK(props["total_slots"] == 3);
     CHECK(props["model_alias"] == "smol-test");
     CHECK(props["default_generation_settings"]["n_ctx"] == 512);
-    CHECK(props["default_generation_settings"]["params"]["temperature"].is_number());
+    // The defaults a request starts from are the server's sampling flags.
+    CHECK(props["default_generation_settings"]["params"]["temperature"].get<double>() == doctest::Approx(0.25));
+    CHECK(props["default_generation_settings"]["params"]["top_k"] == 7);
     CHECK(props["default_generation_settings"]["params"]["max_tokens"] == -1);
     // The file's name only: its absolute path would tell callers how the host is laid out.
     CHECK(props["model_path"] == fs::path(kModel).filename().string());
@@ -1122,6 +1221,7 @@ TEST_CASE("smol-server: bad input gets the right 4xx with an OpenAI-style error 
         {"/v1/chat/completions", "{\"messages\": [{\"role\": \"us\xc3\", \"content\": \"hi\"}]}"},
         {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"stop\": [\"\xed\xa0\x80\"]}"},
         {"/v1/completions", "{\"prompt\": \"hi \xc3 there\"}"},
+        {"/completion", "{\"prompt\": \"hi \xc3 there\"}"},
         {"/tokenize", "{\"content\": \"\xff\"}"},
     };
     for (const auto& endpoint_and_body : invalid_utf8) {
@@ -1187,6 +1287,15 @@ TEST_CASE("smol-server: bad input gets the right 4xx with an OpenAI-style error 
     CHECK(http(port, "GET", "/", "", "").status == 200);
 
     check_error(http(port, "GET", "/v1/nothing"), 404, "not_found");
+    // What llama-server or ollama answers and smol-server cannot is a 404 that says why.
+    const Response embeddings = http(port, "POST", "/v1/embeddings", R"({"input": "hi"})");
+    check_error(embeddings, 404, "not_found");
+    CHECK(embeddings.json_body()["error"]["message"].get<std::string>().find("no embeddings") != std::string::npos);
+    const Response infill = http(port, "POST", "/infill", R"({"input_prefix": "def f(", "input_suffix": "x"})");
+    CHECK(infill.json_body()["error"]["message"].get<std::string>().find("fill-in-the-middle") != std::string::npos);
+    const Response pull = http(port, "POST", "/api/pull", R"({"model": "x"})");
+    CHECK(pull.status == 404);
+    CHECK(pull.json_body()["error"].get<std::string>().find("the one model") != std::string::npos);  // ollama's shape
 
     // Still serving after all that.
     const Response ok = http(port, "POST", path, chat("Still there?", 3, false).dump());
@@ -1217,7 +1326,7 @@ TEST_CASE("smol-server: hostile requests get a 4xx within seconds, and other use
         "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": \"json_schema\", "
         "\"json_schema\": {\"schema\": {\"enum\": " + deep + "}}}}",
     };
-    for (const char* endpoint : {"/detokenize", "/v1/completions", "/v1/chat/completions"})
+    for (const char* endpoint : {"/detokenize", "/v1/completions", "/completion", "/v1/chat/completions"})
         for (const std::string& body : deep_bodies) {
             CAPTURE(endpoint);
             check_error(http(port, "POST", endpoint, body), 400, "json_too_complex");
@@ -3124,7 +3233,7 @@ TEST_CASE("smol-server: slot actions refuse bad ids, actions, file names, files 
     fs::remove_all(dir);
 }
 
-TEST_CASE("smol-server: llama-server's paths and fields: /apply-template, no /v1, /v1/health, id_slot, n_predict") {
+TEST_CASE("smol-server: llama-server's paths and fields: /apply-template, chat without /v1, /v1/health, id_slot, n_predict") {
     ServerProcess server({"--api-key", kKey, "-c", "512", "--parallel", "2"});
     const int port = server.port();
     CHECK(http(port, "GET", "/v1/health", "", "").json_body()["status"] == "ok");
@@ -3139,21 +3248,14 @@ TEST_CASE("smol-server: llama-server's paths and fields: /apply-template, no /v1
     check_error(http(port, "POST", "/apply-template", R"({"messages": [{"role": "user", "content": "x"}], "n": 2})"), 400,
                 "unsupported_parameter");
 
-    // Without /v1: the same handlers, so the same reply (greedy) and the same errors.
-    for (const auto& paths : {std::pair{"/v1/chat/completions", "/chat/completions"},
-                              std::pair{"/v1/completions", "/completions"}}) {
-        const char* with_v1 = paths.first;
-        const char* without = paths.second;
-        CAPTURE(without);
-        const std::string body = std::string(with_v1).find("chat") != std::string::npos
-                                     ? chat("Hi", 3, false).dump()
-                                     : json{{"prompt", "Once"}, {"max_tokens", 3}, {"temperature", 0}}.dump();
-        const json a = http(port, "POST", with_v1, body).json_body(), b = http(port, "POST", without, body).json_body();
-        CHECK(a["choices"] == b["choices"]);
-        CHECK(a["object"] == b["object"]);
-        check_error(http(port, "POST", without, "{"), 400, "invalid_json");
-        check_error(http(port, "POST", without, body, ""), 401, "invalid_api_key");
-    }
+    // Chat without /v1: the same handler, so the same reply (greedy) and the same errors.
+    const std::string hi = chat("Hi", 3, false).dump();
+    const json with_v1 = http(port, "POST", "/v1/chat/completions", hi).json_body();
+    const json without = http(port, "POST", "/chat/completions", hi).json_body();
+    CHECK(with_v1["choices"] == without["choices"]);
+    CHECK(with_v1["object"] == without["object"]);
+    check_error(http(port, "POST", "/chat/completions", "{"), 400, "invalid_json");
+    check_error(http(port, "POST", "/chat/completions", hi, ""), 401, "invalid_api_key");
 
     // id_slot runs the request in that slot; n_predict is max_tokens.
     json pinned = chat("Tell me a story about a fox", 4, false);

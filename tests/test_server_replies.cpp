@@ -209,6 +209,66 @@ TEST_CASE("a streamed text completion: log-probabilities of held-back text ride 
     CHECK(events[2] == "[DONE]");
 }
 
+TEST_CASE("a streamed native /completion: chunks whose tokens ride with their text, the final object, no [DONE]") {
+    const std::vector<std::int32_t> ids = tokenizer().encode("Hello world", false);
+    REQUIRE(ids.size() >= 2);
+    const std::string first = tokenizer().token_bytes(ids[0]);
+    const std::string second = tokenizer().token_bytes(ids[1]);
+    smol::StreamEvent held;  // a token whose text is held back (it could start a stop string)
+    held.tokens.push_back(ids[0]);
+    held.logprobs.push_back({ids[0], -0.5f, {}});
+    smol::StreamEvent shown = content(first + second + "\n");
+    shown.tokens.push_back(ids[1]);
+    shown.logprobs.push_back({ids[1], -1.5f, {}});
+    smol::StreamEvent last = finished(smol::FinishReason::stop_string);
+    last.stop_string = "x";
+    last.slot = 1;
+    smol_server::StreamState st;
+    script(st, Endpoint::llama_completion, {held, shown, last});
+    st.logprobs = true;
+    st.llama.return_tokens = true;
+    st.llama.prompt_tokens = 7;
+    st.llama.prompt = "Say";
+    st.llama_stream = smol_server::LlamaCompletionStream(st.ids, st.llama, st.logprobs);
+    FakeSink sink;
+    CHECK_FALSE(run_reply(st, sink, smol_server::stream_step));
+    CHECK(sink.done_calls == 1);
+
+    const std::vector<std::string> events = sse_events(sink.written);
+    REQUIRE(events.size() == 2);  // no opening event, nothing for the held-back token, no [DONE]
+    const json chunk = json::parse(events[0]);
+    CHECK(chunk["content"] == first + second + "\n");
+    CHECK(chunk["tokens"] == json{ids[0], ids[1]});
+    CHECK(chunk["stop"] == false);
+    CHECK(chunk["tokens_predicted"] == 2);
+    CHECK(chunk["tokens_evaluated"] == 7);
+    REQUIRE(chunk["completion_probabilities"].size() == 2);
+    CHECK(chunk["completion_probabilities"][0]["logprob"] == -0.5);
+    CHECK(chunk["completion_probabilities"][1]["id"] == ids[1]);
+    const json final_object = json::parse(events[1]);
+    CHECK(final_object["stop"] == true);
+    CHECK(final_object["content"] == "");  // streamed: the text went out in the chunks
+    CHECK(final_object["stop_type"] == "word");
+    CHECK(final_object["stopping_word"] == "x");
+    CHECK(final_object["id_slot"] == 1);
+    CHECK(final_object["has_new_line"] == true);
+    CHECK(final_object["prompt"] == "Say");
+
+    SUBCASE("an error mid-stream: an error event, no final object") {
+        smol_server::Metrics metrics;
+        smol_server::StreamState failing;
+        script(failing, Endpoint::llama_completion, {content("partial"), failed("the model produced NaN", false)}, &metrics);
+        failing.llama_stream = smol_server::LlamaCompletionStream(failing.ids, failing.llama, false);
+        FakeSink failing_sink;
+        CHECK_FALSE(run_reply(failing, failing_sink, smol_server::stream_step));
+        const std::vector<std::string> failed_events = sse_events(failing_sink.written);
+        REQUIRE(failed_events.size() == 2);
+        CHECK(json::parse(failed_events[0])["content"] == "partial");
+        CHECK(json::parse(failed_events[1])["error"]["code"] == "generation_failed");
+        CHECK(metrics.http_server_errors.load() == 1);
+    }
+}
+
 TEST_CASE("an error mid-stream ends the reply with an error event and [DONE], counted by whose it was") {
     smol_server::Metrics metrics;
     smol_server::StreamState st;
@@ -269,6 +329,19 @@ TEST_CASE("a non-streaming reply is one JSON body written at the end") {
         CHECK(body["choices"][0]["text"] == "Once upon");
         CHECK(body["choices"][0]["finish_reason"] == "length");
         CHECK(body["usage"]["prompt_tokens"] == 7);
+    }
+    SUBCASE("llama-server's native completion") {
+        smol::StreamEvent once = content("Once");
+        once.tokens = {11, 12};
+        script(st, Endpoint::llama_completion, {once, finished(smol::FinishReason::max_tokens, content(" upon"))}, &metrics);
+        st.llama.return_tokens = true;
+        CHECK_FALSE(run_reply(st, sink, smol_server::completion_step));
+        const json body = json::parse(sink.written);
+        CHECK(body["content"] == "Once upon");
+        CHECK(body["tokens"] == json{11, 12});
+        CHECK(body["stop_type"] == "limit");
+        CHECK(body["tokens_predicted"] == 5);
+        CHECK_FALSE(body.contains("completion_probabilities"));  // not asked for
     }
     SUBCASE("a failed generation: the error object is the body") {
         script(st, Endpoint::chat, {content("partial"), failed("out of memory", false)}, &metrics);

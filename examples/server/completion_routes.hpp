@@ -1,7 +1,8 @@
 #pragma once
-// POST /v1/chat/completions, /v1/completions, /v1/messages, /v1/responses, /api/chat and
-// /api/generate: the body checked (openai_chat_request.hpp, openai_text_request.hpp,
-// messages_api.hpp, responses_request.hpp, ollama_request.hpp), its grammar compiled or found in
+// POST /v1/chat/completions, /v1/completions, /v1/messages, /v1/responses, /api/chat,
+// /api/generate and llama-server's /completion: the body checked (openai_chat_request.hpp,
+// openai_text_request.hpp, messages_api.hpp, responses_request.hpp, ollama_request.hpp,
+// llama_completion_request.hpp), its grammar compiled or found in
 // the cache, the request submitted to the scheduler, and its stream handed to a reply adapter
 // (reply_adapters.hpp) that httplib runs as the response's content provider.
 
@@ -12,6 +13,7 @@
 #include <string_view>
 
 #include "api_request.hpp"
+#include "llama_completion_request.hpp"
 #include "messages_api.hpp"
 #include "ollama_replies.hpp"
 #include "ollama_request.hpp"
@@ -54,6 +56,7 @@ inline ApiRequest parse_api_request(Endpoint endpoint, const json& body, const s
         case Endpoint::ollama_chat: return parse_ollama_chat_request(body, tokenizer, context, defaults);
         case Endpoint::ollama_generate: return parse_ollama_generate_request(body, tokenizer, context, defaults);
         case Endpoint::chat: return parse_chat_request(body, tokenizer, context, defaults);
+        case Endpoint::llama_completion: return parse_llama_completion_request(body, tokenizer, context, defaults);
         default: return parse_text_request(body, tokenizer, context, defaults);
     }
 }
@@ -108,6 +111,8 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
     ApiRequest request =
         parse_api_request(endpoint, body, tokenizer, scheduler.context(), request_defaults(server));
     request.generation.cache_partition = cache_partition(server.options, req, body);
+    LlamaCompletionSettings llama;  // read before the generation moves into the scheduler
+    if (endpoint == Endpoint::llama_completion) llama = llama_completion_settings(body, request, tokenizer);
     if (!request.grammar.empty())
         request.generation.params.grammar = server.grammars.get(request.grammar, scheduler.engine());
     const std::shared_ptr<smol::GenerationStream> stream = submit_generation(scheduler, std::move(request.generation));
@@ -118,6 +123,7 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
         st.ids = {reply_id(endpoint), server.model.id(), unix_seconds()};
         st.tokenizer = &tokenizer;
         if (endpoint == Endpoint::responses) st.response = response_settings(body);
+        st.llama = llama;
         st.logprobs = request.logprobs;
         st.metrics = &server.metrics;
         st.listing = server.live.add(stream, std::move(admission));
@@ -132,6 +138,7 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
         st->messages = MessagesStream(st->ids, request.prompt_tokens);
         st->responses = ResponsesStream(st->ids, st->response, st->tokenizer);
         if (is_ollama(endpoint)) st->ollama = OllamaStream(ollama_endpoint(endpoint), st->ids.model);
+        if (endpoint == Endpoint::llama_completion) st->llama_stream = LlamaCompletionStream(st->ids, st->llama, st->logprobs);
         res.set_header("Cache-Control", "no-cache");
         res.set_header("X-Accel-Buffering", "no");
         res.set_chunked_content_provider(

@@ -16,6 +16,10 @@ namespace smol_server {
 // llama-server's own names that both OpenAI endpoints take (read_llama_server_fields).
 inline constexpr std::string_view kLlamaServerFields[] = {"n_predict", "n_probs", "id_slot", "ignore_eos",
                                                           "json_schema", "n_keep"};
+// The fields only llama-server's native /completion takes (llama_completion_request.hpp).
+inline constexpr std::string_view kLlamaCompletionFields[] = {
+    "prompt", "return_tokens", "response_fields", "post_sampling_probs", "timings_per_token", "min_keep",
+    "dynatemp_range", "dynatemp_exponent", "n_indent", "t_max_predict_ms", "t_max_prompt_ms"};
 
 // The grammar the output must follow: response_format {"type": "json_object"} (chat only) or
 // llama-server's `grammar` (GBNF text); not both.

@@ -330,7 +330,7 @@ inline ApiRequest parse_messages_request(const json& body, const smol::text::Tok
         if (!body.contains("max_tokens") || body["max_tokens"].is_null())
             reject(400, "'max_tokens' is required: the most tokens the reply may hold", "missing_max_tokens");
         read_metadata(body);
-        read_sampling(body, out, tokenizer.n_vocab());  // max_tokens, temperature, top_p, top_k, stream, speculative
+        read_sampling(body, out, tokenizer);  // max_tokens, temperature, top_p, top_k, stream, speculative
         read_stop_strings(body, "stop_sequences", StopShape::list, out.generation.params.stop);
     }
 

@@ -136,7 +136,8 @@ inline std::string read_ollama_format(const json& body) {
 
 // `options`, checked and applied to `out`; returns num_ctx when it was given. The sampler's
 // options have read_sampling's names and checks (its errors say they were in 'options').
-inline std::optional<int> read_ollama_options(const json& body, ApiRequest& out, std::size_t n_vocab, int context) {
+inline std::optional<int> read_ollama_options(const json& body, ApiRequest& out, const smol::text::Tokenizer& tokenizer,
+                                              int context) {
     json options = json::object();
     if (const auto it = body.find("options"); it != body.end() && !it->is_null()) {
         if (!it->is_object()) reject(400, std::string("'options' must be an object, found ") + it->type_name(), "invalid_type");
@@ -157,7 +158,7 @@ inline std::optional<int> read_ollama_options(const json& body, ApiRequest& out,
     const auto last_n = in_options([&] { return integer_field(options, "repeat_last_n", -1, context); });
     for (const char* name : {"num_predict", "num_ctx", "repeat_last_n"}) options.erase(name);
     in_options([&] {
-        read_sampling(options, out, n_vocab);
+        read_sampling(options, out, tokenizer);
         return 0;
     });
     // -1 (ollama's default) and -2 (fill the context) both run until the end or a full context.
@@ -293,7 +294,7 @@ inline ApiRequest parse_ollama_chat_request(const json& body, const smol::text::
     settle_format_and_think(body, out, chat, defaults);
     lazy_call_grammar(offered, "tools[].function.parameters", out);  // each call follows its schema
     out.generation.params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
-    const std::optional<int> num_ctx = read_ollama_options(body, out, tokenizer.n_vocab(), context);
+    const std::optional<int> num_ctx = read_ollama_options(body, out, tokenizer, context);
     render_counted_prompt(messages, chat, tokenizer, out, context);
     read_ollama_common(body, out, num_ctx);
     return out;
@@ -329,12 +330,12 @@ inline ApiRequest parse_ollama_generate_request(const json& body, const smol::te
                    "invalid_value");
         out.grammar = read_ollama_format(body);
         params.split_reasoning = false;
-        num_ctx = read_ollama_options(body, out, tokenizer.n_vocab(), context);
+        num_ctx = read_ollama_options(body, out, tokenizer, context);
         out.generation.prompt = tokenizer.encode(*prompt, /*parse_special=*/true);
     } else {
         smol::ChatOptions chat;
         settle_format_and_think(body, out, chat, defaults);
-        num_ctx = read_ollama_options(body, out, tokenizer.n_vocab(), context);
+        num_ctx = read_ollama_options(body, out, tokenizer, context);
         SystemText system_text;
         if (system) system_text.add(*system);
         render_prompt(system_text.before(json::array({{{"role", "user"}, {"content", *prompt}}})), chat, tokenizer, out);

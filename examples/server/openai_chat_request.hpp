@@ -126,7 +126,7 @@ inline ApiRequest parse_chat_request(const json& body, const smol::text::Tokeniz
     smol::GenerationParams& params = out.generation.params;
     // Calls are looked for whenever the template listed tools (here or in chat_template_kwargs).
     params.parse_tool_calls = chat.xml_tools.is_array() && !chat.xml_tools.empty();
-    read_sampling(body, out, tokenizer.n_vocab());
+    read_sampling(body, out, tokenizer);
     if (auto v = integer_field(body, "max_completion_tokens", 1, 1 << 30)) params.max_tokens = int(*v);  // the newer name wins
     out.logprobs = bool_field(body, "logprobs").value_or(false);
     auto top_logprobs = integer_field(body, "top_logprobs", 0, smol::kMaxTopLogprobs);

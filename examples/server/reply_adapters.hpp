@@ -21,6 +21,7 @@
 
 #include "api_request.hpp"
 #include "live_generations.hpp"
+#include "llama_completion_replies.hpp"
 #include "messages_api.hpp"
 #include "metrics.hpp"
 #include "ollama_replies.hpp"
@@ -68,9 +69,10 @@ private:
 };
 
 // The completion endpoints: OpenAI's chat messages through the template or a raw text prompt,
-// Anthropic's messages, OpenAI's responses and ollama's chat and generate. All read the same
-// generation events; only the rendering differs.
-enum class Endpoint { chat, text, messages, responses, ollama_chat, ollama_generate };
+// Anthropic's messages, OpenAI's responses, ollama's chat and generate, and llama-server's native
+// completion (a raw text prompt too). All read the same generation events; only the rendering
+// differs.
+enum class Endpoint { chat, text, messages, responses, ollama_chat, ollama_generate, llama_completion };
 
 inline bool is_ollama(Endpoint endpoint) { return endpoint == Endpoint::ollama_chat || endpoint == Endpoint::ollama_generate; }
 inline OllamaEndpoint ollama_endpoint(Endpoint endpoint) {
@@ -87,6 +89,7 @@ struct ReplyState {
     Metrics* metrics = nullptr;
     std::unique_ptr<LiveGenerations::Listing> listing;
     ResponseSettings response;  // Endpoint::responses: what its Response objects repeat
+    LlamaCompletionSettings llama;  // Endpoint::llama_completion: what its reply repeats
 };
 
 // What a streaming response needs besides.
@@ -100,6 +103,7 @@ struct StreamState : ReplyState {
     MessagesStream messages;    // Endpoint::messages: which content block is open
     ResponsesStream responses;  // Endpoint::responses: which output item is open
     OllamaStream ollama;        // Endpoint::ollama_*: newline-delimited JSON
+    LlamaCompletionStream llama_stream;  // Endpoint::llama_completion: its chunks, then its final object
     int tool_calls_sent = 0;
     bool done = false;
     Clock::time_point last_write = Clock::now();
@@ -200,7 +204,8 @@ inline bool stream_step(StreamState& st, ReplySink& sink) {
     const bool messages = st.endpoint == Endpoint::messages;
     const bool responses = st.endpoint == Endpoint::responses;
     const bool ollama = is_ollama(st.endpoint);
-    if (!st.sent_role && st.endpoint != Endpoint::text && !ollama) {
+    const bool llama = st.endpoint == Endpoint::llama_completion;
+    if (!st.sent_role && st.endpoint != Endpoint::text && !ollama && !llama) {
         st.sent_role = true;
         if (!write(messages    ? st.messages.start()
                    : responses ? st.responses.start()
@@ -217,12 +222,15 @@ inline bool stream_step(StreamState& st, ReplySink& sink) {
         return true;
     }
     std::string out;
-    // The named-event streams and ollama's render themselves, errors included.
-    if (messages || responses || ollama) {
+    // The named-event streams, ollama's and llama-server's native one render themselves,
+    // errors included.
+    if (messages || responses || ollama || llama) {
         const std::optional<ApiError> error = event->finished ? generation_error(*event, st.metrics) : std::nullopt;
-        out = messages    ? st.messages.render(*event, error ? &*error : nullptr)
-              : responses ? st.responses.render(*event, error ? &*error : nullptr)
-                          : st.ollama.render(*event, error ? &*error : nullptr);
+        const ApiError* error_or_null = error ? &*error : nullptr;
+        out = messages    ? st.messages.render(*event, error_or_null)
+              : responses ? st.responses.render(*event, error_or_null)
+              : ollama    ? st.ollama.render(*event, error_or_null)
+                          : st.llama_stream.render(*event, *st.tokenizer, error_or_null);
         st.done = event->finished;
         if (!out.empty() && !write(out)) return false;
         if (st.done) sink.done();
@@ -241,6 +249,7 @@ struct CompletionState : ReplyState {
     std::string content;
     json tool_calls = json::array();    // OpenAI's shape (chat)
     std::vector<smol::ToolCall> calls;  // as generated (Endpoint::messages, ::responses and ::ollama_* render them)
+    std::vector<std::int32_t> tokens;   // the generated ids (Endpoint::llama_completion)
 };
 
 // One step of a non-streaming reply: waits briefly for output and keeps it; at the end writes
@@ -260,6 +269,7 @@ inline bool completion_step(CompletionState& st, ReplySink& sink) {
         else st.calls.push_back(call);
     }
     st.token_logprobs.insert(st.token_logprobs.end(), event->logprobs.begin(), event->logprobs.end());
+    st.tokens.insert(st.tokens.end(), event->tokens.begin(), event->tokens.end());
     if (!event->finished) return true;
     json body;
     if (const auto error = generation_error(*event, st.metrics)) {
@@ -275,6 +285,9 @@ inline bool completion_step(CompletionState& st, ReplySink& sink) {
         const int reasoning_tokens = st.reasoning.empty() ? 0 : int(st.tokenizer->encode(st.reasoning, false).size());
         body = response_object(st.ids, st.response, st.reasoning, reasoning_tokens, st.content, st.calls, event->finish,
                                event->usage);
+    } else if (st.endpoint == Endpoint::llama_completion) {
+        body = llama_completion_final(st.ids, st.llama, {st.content, st.tokens}, st.content.find('\n') != std::string::npos,
+                                      *event, st.logprobs ? llama_probabilities_json(st.token_logprobs, *st.tokenizer) : json());
     } else if (st.endpoint == Endpoint::chat) {
         st.ids.created = unix_seconds();
         body = completion_json(st.ids, st.reasoning, st.content, std::move(st.tool_calls), event->finish, event->usage,

@@ -379,7 +379,7 @@ inline ApiRequest parse_responses_request(const json& body, const smol::text::To
     check_response_extras(body);
     bool_field(body, "parallel_tool_calls");
     if (create) {
-        read_sampling(body, out, tokenizer.n_vocab());  // temperature, top_p, stream, speculative
+        read_sampling(body, out, tokenizer);  // temperature, top_p, stream, speculative
         if (auto v = integer_field(body, "max_output_tokens", 1, 1 << 30)) out.generation.params.max_tokens = int(*v);
     }
     const json messages = response_messages(body);

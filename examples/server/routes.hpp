@@ -6,7 +6,9 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
+#include <initializer_list>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include "completion_routes.hpp"
 #include "connection_gate.hpp"
 #include "http_framing.hpp"
+#include "llama_completion_request.hpp"
 #include "messages_api.hpp"
 #include "metrics.hpp"
 #include "ollama_routes.hpp"
@@ -184,12 +187,34 @@ inline void install_request_checks(httplib::Server& http, ServerState& server) {
     });
 }
 
+// Why a path that llama-server or ollama answers is not one here (empty for any other path):
+// its 404 says so, rather than only that the endpoint does not exist.
+inline std::string why_not_served(std::string_view path) {
+    const auto any_of = [&](std::initializer_list<std::string_view> paths) {
+        return std::find(paths.begin(), paths.end(), path) != paths.end();
+    };
+    if (any_of({"/infill", "/v1/infill"}))
+        return "SmolLM3 has no fill-in-the-middle tokens, so smol-server has no /infill; send the code before the cursor "
+               "to /completion";
+    if (any_of({"/embedding", "/embeddings", "/v1/embeddings", "/api/embed", "/api/embeddings"}))
+        return "smol-server generates text and computes no embeddings (SmolLM3 is not an embedding model)";
+    if (any_of({"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"})) return "smol-server has no reranking model";
+    if (any_of({"/api/pull", "/api/push", "/api/create", "/api/copy", "/api/delete", "/api/blobs"}))
+        return "smol-server serves the one model it was started with (-m or -hf); it pulls, pushes, creates, copies and "
+               "deletes none";
+    return "";
+}
+
 // Errors httplib produces itself (unknown path, body over the limit) get the same shape.
 inline void install_error_shape(httplib::Server& http) {
     http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return;
         ApiError e{res.status, "request failed", "invalid_request_error", "http_" + std::to_string(res.status)};
-        if (res.status == 404) e = {404, "no such endpoint: " + req.method + " " + req.path, "not_found_error", "not_found"};
+        if (res.status == 404) {
+            const std::string why = why_not_served(req.path);
+            e = {404, "no such endpoint: " + req.method + " " + loggable(req.path) + (why.empty() ? "" : ": " + why),
+                 "not_found_error", "not_found"};
+        }
         if (res.status == 413) e = {413, "the request body is larger than the server accepts", "invalid_request_error",
                                     "payload_too_large"};
         if (res.status == 405) e = {405, "method not allowed", "invalid_request_error", "method_not_allowed"};
@@ -210,7 +235,7 @@ inline void install_request_log(httplib::Server& http, ServerState& server) {
         // The body as JSON text on one line (dump() escapes control characters), not as sent.
         if (server.options.log_prompts && req.method == "POST" &&
             (req.path == "/v1/chat/completions" || req.path == "/v1/completions" || req.path == "/chat/completions" ||
-             req.path == "/completions" || is_messages_path(req.path) ||
+             req.path == "/completions" || req.path == "/completion" || is_messages_path(req.path) ||
              req.path == "/v1/responses" || req.path == "/v1/responses/input_tokens" || req.path == "/api/chat" ||
              req.path == "/api/generate")) {
             std::string shown = "(not JSON within the limits)";
@@ -273,32 +298,9 @@ inline void install_model_info_routes(httplib::Server& http, ServerState& server
     // machine is laid out (a user name, a mount).
     http.Get("/props", guarded([&server](const httplib::Request&, httplib::Response& res) {
         smol::Scheduler& s = server.model.require_scheduler();
-        const smol::SamplerParams defaults;
-        json props = {{"default_generation_settings",
-                       {{"n_ctx", s.context()},
-                        {"params",
-                         {{"temperature", defaults.temperature},
-                          {"top_k", defaults.top_k},
-                          {"top_p", defaults.top_p},
-                          {"min_p", defaults.min_p},
-                          {"repeat_penalty", defaults.repeat_penalty},
-                          {"repeat_last_n", defaults.penalty_last_n},
-                          {"presence_penalty", defaults.presence_penalty},
-                          {"frequency_penalty", defaults.frequency_penalty},
-                          {"typical_p", defaults.typical_p},
-                          {"top_n_sigma", defaults.top_n_sigma},
-                          {"xtc_probability", defaults.xtc_probability},
-                          {"xtc_threshold", defaults.xtc_threshold},
-                          {"dry_multiplier", defaults.dry_multiplier},
-                          {"dry_base", defaults.dry_base},
-                          {"dry_allowed_length", defaults.dry_allowed_length},
-                          {"dry_penalty_last_n", defaults.dry_penalty_last_n},
-                          {"dry_sequence_breakers", defaults.dry_sequence_breakers},
-                          {"mirostat", defaults.mirostat},
-                          {"mirostat_tau", defaults.mirostat_tau},
-                          {"mirostat_eta", defaults.mirostat_eta},
-                          {"samplers", sampler_names(defaults.samplers)},
-                          {"max_tokens", -1}}}}},
+        smol::GenerationParams defaults;  // what a request without sampling fields runs with: the flags
+        defaults.sampling = server.options.sampling;
+        json props = {{"default_generation_settings", {{"n_ctx", s.context()}, {"params", generation_settings_json(defaults)}}},
                       {"total_slots", s.options().slots},
                       {"model_alias", server.model.id()},
                       {"model_path", std::filesystem::path(server.options.model_path).filename().string()},
@@ -328,14 +330,18 @@ inline void install_model_info_routes(httplib::Server& http, ServerState& server
 
 // The completion endpoints of the three APIs and their token counts (completion_routes.hpp).
 inline void install_completion_routes(httplib::Server& http, ServerState& server) {
-    // llama-server answers both without /v1 too; so does smol-server, through the same handlers.
+    // llama-server answers chat without /v1 too; so does smol-server, through the same handler.
     for (const char* path : {"/v1/chat/completions", "/chat/completions"})
         http.Post(path, guarded([&server](const httplib::Request& req, httplib::Response& res) {
             complete(server, req, res, Endpoint::chat);
         }));
-    for (const char* path : {"/v1/completions", "/completions"})
+    http.Post("/v1/completions", guarded([&server](const httplib::Request& req, httplib::Response& res) {
+        complete(server, req, res, Endpoint::text);
+    }));
+    // llama-server's native completion API at its two paths (OpenAI's is /v1/completions).
+    for (const char* path : {"/completion", "/completions"})
         http.Post(path, guarded([&server](const httplib::Request& req, httplib::Response& res) {
-            complete(server, req, res, Endpoint::text);
+            complete(server, req, res, Endpoint::llama_completion);
         }));
 
     // Anthropic's Messages API (messages_api.hpp).

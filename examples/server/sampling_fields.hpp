@@ -15,25 +15,69 @@
 
 namespace smol_server {
 
-// OpenAI's logit_bias: {"token id": bias in [-100, 100], ...}.
-inline std::vector<std::pair<std::int32_t, float>> read_logit_bias(const json& body, std::size_t n_vocab) {
+inline constexpr std::size_t kMaxLogitBiasEntries = 1024;
+
+// One bias of logit_bias: a number in [-100, 100] added to the token's logit, or llama-server's
+// `false` (the token is never sampled; finite, as every bias must be, and below any logit).
+inline float logit_bias_value(const json& value, const std::string& where) {
+    if (value.is_boolean() && !value.get<bool>()) return -1e30f;
+    if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0))
+        reject(400, "'" + where + "' must be a number in [-100, 100] or false, found " + value.dump().substr(0, 64),
+               "invalid_value");
+    return value.get<float>();
+}
+
+// logit_bias as OpenAI gives it, {"token id": bias, ...}, or as llama-server also takes it, a
+// list of [token id or text, bias] pairs, where a text's bias goes to each of its tokens.
+inline std::vector<std::pair<std::int32_t, float>> read_logit_bias(const json& body, const smol::text::Tokenizer& tokenizer) {
     std::vector<std::pair<std::int32_t, float>> biases;
     const auto it = body.find("logit_bias");
     if (it == body.end() || it->is_null()) return biases;
-    if (!it->is_object())
-        reject(400, std::string("'logit_bias' must be an object of token id -> bias, found ") + it->type_name(),
+    const std::size_t n_vocab = tokenizer.n_vocab();
+    const auto add = [&](std::int32_t token, float bias) {
+        if (biases.size() == kMaxLogitBiasEntries)
+            reject(400, "'logit_bias' accepts at most " + std::to_string(kMaxLogitBiasEntries) + " tokens", "invalid_value");
+        biases.emplace_back(token, bias);
+    };
+    if (it->is_object()) {
+        for (const auto& [key, value] : it->items()) {
+            std::int32_t token = -1;
+            const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), token);
+            if (error != std::errc{} || end != key.data() + key.size() || token < 0 || std::size_t(token) >= n_vocab)
+                reject(400, "'logit_bias' keys must be token ids in [0, " + std::to_string(n_vocab) + "), found \"" + key + "\"",
+                       "invalid_value");
+            add(token, logit_bias_value(value, "logit_bias[\"" + key + "\"]"));
+        }
+        return biases;
+    }
+    if (!it->is_array())
+        reject(400, std::string("'logit_bias' must be an object of token id -> bias or a list of [token, bias] pairs, found ") +
+                        it->type_name(),
                "invalid_type");
-    if (it->size() > 1024) reject(400, "'logit_bias' accepts at most 1024 tokens", "invalid_value");
-    for (const auto& [key, value] : it->items()) {
-        std::int32_t token = -1;
-        const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), token);
-        if (error != std::errc{} || end != key.data() + key.size() || token < 0 || std::size_t(token) >= n_vocab)
-            reject(400, "'logit_bias' keys must be token ids in [0, " + std::to_string(n_vocab) + "), found \"" + key + "\"",
+    if (it->size() > kMaxLogitBiasEntries)
+        reject(400, "'logit_bias' accepts at most " + std::to_string(kMaxLogitBiasEntries) + " tokens", "invalid_value");
+    for (std::size_t i = 0; i < it->size(); ++i) {
+        const json& pair = (*it)[i];
+        const std::string where = "logit_bias[" + std::to_string(i) + "]";
+        if (!pair.is_array() || pair.size() != 2)
+            reject(400, "'" + where + "' must be a [token id or text, bias] pair, found " + pair.dump().substr(0, 64),
                    "invalid_value");
-        if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0))
-            reject(400, "'logit_bias[\"" + key + "\"]' must be a number in [-100, 100], found " + value.dump(),
+        const float bias = logit_bias_value(pair[1], where + "[1]");
+        if (pair[0].is_string()) {
+            const std::string& text = pair[0].get_ref<const std::string&>();
+            if (text.empty() || text.size() > 256)
+                reject(400, "'" + where + "[0]' text must be 1 to 256 bytes long, found " + std::to_string(text.size()),
+                       "invalid_value");
+            for (const std::int32_t token : tokenizer.encode(text, /*parse_special=*/false)) add(token, bias);
+        } else if (pair[0].is_number_integer() && pair[0].get<long long>() >= 0 &&
+                   std::size_t(pair[0].get<long long>()) < n_vocab) {
+            add(std::int32_t(pair[0].get<long long>()), bias);
+        } else {
+            reject(400,
+                   "'" + where + "[0]' must be a token id in [0, " + std::to_string(n_vocab) + ") or a text, found " +
+                       pair[0].dump().substr(0, 64),
                    "invalid_value");
-        biases.emplace_back(token, value.get<float>());
+        }
     }
     return biases;
 }
@@ -160,7 +204,7 @@ inline void read_chain_sampling(const json& body, smol::SamplerParams& s) {
 }
 
 // The sampling, length, stop, streaming and speculation fields every API shares.
-inline void read_sampling(const json& body, ApiRequest& out, std::size_t n_vocab) {
+inline void read_sampling(const json& body, ApiRequest& out, const smol::text::Tokenizer& tokenizer) {
     smol::GenerationParams& params = out.generation.params;
     smol::SamplerParams& s = params.sampling;
     if (auto v = number_field(body, "temperature", 0.0, 100.0)) s.temperature = float(*v);
@@ -176,7 +220,7 @@ inline void read_sampling(const json& body, ApiRequest& out, std::size_t n_vocab
     if (auto v = integer_field(body, "seed", -1, std::numeric_limits<long long>::max()))
         s.seed = *v < 0 ? SMOL_DEFAULT_SEED : std::uint64_t(*v);
     if (auto v = integer_field(body, "max_tokens", 1, 1 << 30)) params.max_tokens = int(*v);
-    s.logit_bias = read_logit_bias(body, n_vocab);
+    s.logit_bias = read_logit_bias(body, tokenizer);
     read_chain_sampling(body, s);
 
     read_stop_strings(body, "stop", StopShape::string_or_list, params.stop);
