@@ -35,24 +35,9 @@ inline const char* llama_stop_type(smol::FinishReason reason) {
     return "none";
 }
 
-// completion_probabilities: per generated token its id, text, UTF-8 bytes and log-probability,
-// with the most likely alternatives in the same shape under top_logprobs.
+// completion_probabilities: OpenAI's logprobs.content with each token's id.
 inline json llama_probabilities_json(std::span<const smol::TokenLogprob> entries, const smol::text::Tokenizer& tokenizer) {
-    const auto token_fields = [&](std::int32_t id, float logprob) {
-        const std::string& bytes = tokenizer.token_bytes(id);
-        json byte_values = json::array();
-        for (const char c : bytes) byte_values.push_back(int(static_cast<unsigned char>(c)));
-        return json{{"id", id}, {"token", bytes}, {"bytes", std::move(byte_values)}, {"logprob", logprob}};
-    };
-    json out = json::array();
-    for (const smol::TokenLogprob& entry : entries) {
-        json item = token_fields(entry.token, entry.logprob);
-        json top = json::array();
-        for (const smol::TokenAlternative& alt : entry.top) top.push_back(token_fields(alt.token, alt.logprob));
-        item["top_logprobs"] = std::move(top);
-        out.push_back(std::move(item));
-    }
-    return out;
+    return logprobs_json(entries, tokenizer, /*with_ids=*/true);
 }
 
 // The reply with only the fields `paths` names ("a/b": member b of member a), each under its

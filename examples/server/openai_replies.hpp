@@ -68,13 +68,17 @@ inline json chunk_json(const ReplyIds& ids, json delta, const char* finish_reaso
 }
 
 // OpenAI's logprobs.content: per generated token its text, log-probability, UTF-8 bytes (a
-// token may hold part of a character) and the most likely alternatives.
-inline json logprobs_json(std::span<const smol::TokenLogprob> entries, const smol::text::Tokenizer& tokenizer) {
+// token may hold part of a character) and the most likely alternatives. `with_ids` adds each
+// token's id, as llama-server's completion_probabilities have it.
+inline json logprobs_json(std::span<const smol::TokenLogprob> entries, const smol::text::Tokenizer& tokenizer,
+                          bool with_ids = false) {
     const auto token_fields = [&](std::int32_t id, float logprob) {
         const std::string& bytes = tokenizer.token_bytes(id);
         json byte_values = json::array();
         for (const char c : bytes) byte_values.push_back(int(static_cast<unsigned char>(c)));
-        return json{{"token", bytes}, {"logprob", logprob}, {"bytes", std::move(byte_values)}};
+        json fields = {{"token", bytes}, {"logprob", logprob}, {"bytes", std::move(byte_values)}};
+        if (with_ids) fields["id"] = id;
+        return fields;
     };
     json content = json::array();
     for (const smol::TokenLogprob& entry : entries) {
