@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <memory>
 #include <string_view>
+#include <utility>
 
 #include "api_request.hpp"
 #include "llama_completion_request.hpp"
@@ -123,7 +124,7 @@ inline void complete(ServerState& server, const httplib::Request& req, httplib::
         st.ids = {reply_id(endpoint), server.model.id(), unix_seconds()};
         st.tokenizer = &tokenizer;
         if (endpoint == Endpoint::responses) st.response = response_settings(body);
-        st.llama = llama;
+        st.llama = std::move(llama);  // fill runs once
         st.logprobs = request.logprobs;
         st.metrics = &server.metrics;
         st.listing = server.live.add(stream, std::move(admission));

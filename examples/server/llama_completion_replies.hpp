@@ -139,8 +139,6 @@ public:
     }
 
 private:
-    static std::string sse(const json& object) { return "data: " + to_wire(object) + "\n\n"; }
-
     // The waiting log-probabilities as the chunk's completion_probabilities (null when not asked).
     json probabilities(const smol::text::Tokenizer& tokenizer) {
         if (!logprobs_) return nullptr;

@@ -24,13 +24,16 @@ inline std::vector<std::int32_t> read_text_prompt(const json& body, const smol::
         reject(400, "'prompt' is required: a string or a list of token ids", "missing_prompt");
     json text = *prompt;
     if (text.is_array() && text.size() == 1 && (text[0].is_string() || text[0].is_array())) text = text[0];
-    std::vector<std::int32_t> ids;
     if (text.is_string()) return tokenizer.encode(text.get<std::string>(), /*parse_special=*/true);
     if (!text.is_array())
         reject(400, std::string("'prompt' must be a string or a list of token ids, found ") + text.type_name(),
                "invalid_type");
-    if (text.size() > 1 && std::all_of(text.begin(), text.end(), [](const json& part) { return part.is_string(); }))
+    const auto is_string = [](const json& part) { return part.is_string(); };
+    const auto is_structured = [](const json& part) { return part.is_array() || part.is_object(); };
+    if ((text.size() > 1 && std::all_of(text.begin(), text.end(), is_string)) ||
+        std::any_of(text.begin(), text.end(), is_structured))
         unsupported("prompt", "as a list of several prompts is not supported: send one request per prompt");
+    std::vector<std::int32_t> ids;
     for (std::size_t i = 0; i < text.size(); ++i) {
         const json& part = text[i];
         if (part.is_string()) {
@@ -38,8 +41,6 @@ inline std::vector<std::int32_t> read_text_prompt(const json& body, const smol::
             ids.insert(ids.end(), piece.begin(), piece.end());
             continue;
         }
-        if (part.is_array() || part.is_object())
-            unsupported("prompt", "as a list of several prompts is not supported: send one request per prompt");
         if (!part.is_number_integer() || part.get<long long>() < 0 || part.get<long long>() >= (long long)tokenizer.n_vocab())
             reject(400,
                    "'prompt[" + std::to_string(i) + "]' must be a token id in [0, " + std::to_string(tokenizer.n_vocab()) +

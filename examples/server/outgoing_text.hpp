@@ -14,6 +14,9 @@ inline std::string to_wire(const nlohmann::ordered_json& body) {
     return body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+// One server-sent event without a name (the OpenAI completion streams, llama-server's native one).
+inline std::string sse(const nlohmann::ordered_json& data) { return "data: " + to_wire(data) + "\n\n"; }
+
 // One server-sent event named by its data's "type" (Anthropic's and OpenAI Responses' streams):
 // the name on an `event:` line, then the data.
 inline std::string named_sse(const nlohmann::ordered_json& data) {

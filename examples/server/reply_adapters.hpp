@@ -134,10 +134,6 @@ inline std::optional<ApiError> generation_error(const smol::StreamEvent& event, 
     return std::nullopt;
 }
 
-inline std::string sse(const json& chunk) {
-    return "data: " + to_wire(chunk) + "\n\n";
-}
-
 // The SSE lines of one event of an OpenAI stream (chat or text completions), ending with
 // [DONE] after the last; marks the stream done then.
 inline std::string openai_stream_text(StreamState& st, const smol::StreamEvent& event) {

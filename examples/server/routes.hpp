@@ -8,12 +8,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <initializer_list>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
